@@ -194,6 +194,14 @@ class Remote:
                                             f"got {digest[:12]}…"))
         return digest
 
+    async def write_text(self, host: HostAccess, remote_path: str, text: str) -> None:
+        """Create a small file on the host (configs) in one round trip."""
+        conn = await self.connect(host)
+        cmd = f"umask 077 && cat > {shlex.quote(remote_path)}"
+        r = await conn.run(cmd, input=text, check=False)
+        if r.exit_status != 0:
+            raise RemoteError(RemoteFailure(host.name, cmd, r.exit_status, _as_text(r.stderr)))
+
     async def checksums(self, host: HostAccess, paths: list[str]) -> dict[str, str]:
         r = await self.run(host, "sha256sum " + " ".join(shlex.quote(p) for p in paths))
         out: dict[str, str] = {}

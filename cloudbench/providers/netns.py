@@ -337,10 +337,13 @@ class NetnsProvider:
                 if alive and not include_live:
                     continue
                 sids[sid] = "controller alive (forced)" if alive else f"controller {owner} is gone"
-        for ns in list_netns():
-            m = NS_RE.match(ns)
-            if m and m.group(1) not in sids and not self._state_path(m.group(1)).exists():
-                sids[m.group(1)] = "namespaces without a state file"
+        if include_live:
+            # Namespaces of ours with no state file at all (a crash before the state
+            # was written, or a state root that was wiped): only on request.
+            for ns in list_netns():
+                m = NS_RE.match(ns)
+                if m and m.group(1) not in sids and not self._state_path(m.group(1)).exists():
+                    sids[m.group(1)] = "namespaces without a state file"
         out: list[str] = []
         for sid, why in sorted(sids.items()):
             if dry_run:

@@ -1,0 +1,1 @@
+"""Pure analysis functions: statistics, latency, repetitions."""

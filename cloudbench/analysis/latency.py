@@ -1,0 +1,287 @@
+"""Latency analysis of echo observations: groups, tails, quorums, windows, pairs.
+
+All functions are pure: arrays in, numbers out. Percentiles use the linear
+interpolation between order statistics of Hyndman & Fan's definition 7 (numpy's
+default ``method="linear"``); warm-up rows are excluded and timeouts are counted
+apart, never folded into the RTT distribution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cloudbench.results import RunDir, iter_observation_files, read_parquet
+from cloudbench.topology import GROUP_ORDER, HostSpec, PairGroup, classify_pair
+
+PERCENTILES: tuple[float, ...] = (5, 25, 50, 90, 95, 99, 99.9, 99.99, 99.999)
+
+
+def pct_label(p: float) -> str:
+    return "p" + (f"{p:g}".replace(".", "."))
+
+
+def quantiles_sorted(xs: np.ndarray, ps: Sequence[float]) -> np.ndarray:
+    """Quantiles (ps in [0, 100]) of an ascending array; Hyndman & Fan type 7.
+
+    h = (n-1)·p; the result interpolates between xs[floor(h)] and xs[ceil(h)].
+    """
+    n = len(xs)
+    if n == 0:
+        return np.full(len(ps), np.nan)
+    h = (n - 1) * (np.asarray(ps, dtype=float) / 100.0)
+    lo = np.floor(h).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    frac = h - lo
+    return xs[lo] + (xs[hi] - xs[lo]) * frac
+
+
+@dataclass
+class EchoData:
+    """Echo observations of one run as flat arrays (one element per row)."""
+
+    repetition: np.ndarray  # int
+    trial: np.ndarray  # int, index into trials
+    round: np.ndarray
+    src: np.ndarray  # int, index into hosts
+    dst: np.ndarray
+    send_us: np.ndarray
+    rtt_us: np.ndarray  # float, nan on timeout
+    timeout: np.ndarray  # bool
+    warmup: np.ndarray  # bool
+    group: np.ndarray  # int, index into GROUP_ORDER
+    hosts: list[str]
+    trials: list[str]
+
+    def __len__(self) -> int:
+        return len(self.round)
+
+    def measured(self) -> np.ndarray:
+        """Mask of rows that count (not warm-up)."""
+        return ~self.warmup
+
+
+def load_echo(run: RunDir, manifest: dict[str, Any], workload: str = "echo") -> EchoData:
+    """Read a run's echo Parquet files and label every row with its latency group."""
+    labels: dict[tuple[int, str], HostSpec] = {}
+    for rep in manifest.get("repetitions", []):
+        for h in rep.get("hosts", []):
+            lab = h["labels"]
+            labels[(rep["index"], h["name"])] = HostSpec(
+                h["name"], lab["provider"], lab["region"], lab["zone"], lab["subnet"], lab["vm_type"]
+            )
+    host_names = sorted({n for _, n in labels})
+    host_idx = {n: i for i, n in enumerate(host_names)}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in
+                                         ("repetition", "trial", "round", "src", "dst", "send_us",
+                                          "rtt_us", "timeout", "warmup", "group")}
+    trials: list[str] = []
+    for path in iter_observation_files(run, workload):
+        t = read_parquet(path, kind="echo")
+        trials.append(path.stem)
+        n = t.num_rows
+        rep = t.column("repetition").to_numpy().astype(np.int64)
+        src_names = _strings(t.column("src"))
+        dst_names = _strings(t.column("dst"))
+        src = np.array([host_idx.get(s, -1) for s in src_names], dtype=np.int64)
+        dst = np.array([host_idx.get(s, -1) for s in dst_names], dtype=np.int64)
+        if (src < 0).any() or (dst < 0).any():
+            from cloudbench.errors import ResultError
+
+            raise ResultError(str(path), "names hosts that the manifest does not list")
+        # Classify each distinct (repetition, src, dst) once, then broadcast to rows.
+        keys, inv = np.unique(np.stack([rep, src, dst]), axis=1, return_inverse=True)
+        codes = np.array([
+            GROUP_ORDER.index(classify_pair(labels[(int(r), host_names[int(a)])],
+                                            labels[(int(r), host_names[int(b)])]))
+            for r, a, b in keys.T
+        ], dtype=np.int64)
+        grp = codes[inv.reshape(-1)] if n else np.empty(0, dtype=np.int64)
+        rtt = t.column("rtt_ns")
+        cols["repetition"].append(rep)
+        cols["trial"].append(np.full(n, len(trials) - 1, dtype=np.int64))
+        cols["round"].append(t.column("round").to_numpy().astype(np.int64))
+        cols["src"].append(src)
+        cols["dst"].append(dst)
+        cols["send_us"].append(t.column("send_us").to_numpy().astype(np.int64))
+        cols["rtt_us"].append(pc.divide(pc.cast(rtt, pa.float64()), 1000.0).to_numpy(zero_copy_only=False)
+                              .astype(float))
+        cols["timeout"].append(t.column("timeout").to_numpy(zero_copy_only=False).astype(bool))
+        cols["warmup"].append(t.column("warmup").to_numpy(zero_copy_only=False).astype(bool))
+        cols["group"].append(grp)
+    arrays = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in cols.items()}
+    return EchoData(
+        repetition=arrays["repetition"].astype(np.int64),
+        trial=arrays["trial"].astype(np.int64),
+        round=arrays["round"].astype(np.int64),
+        src=arrays["src"].astype(np.int64),
+        dst=arrays["dst"].astype(np.int64),
+        send_us=arrays["send_us"].astype(np.int64),
+        rtt_us=arrays["rtt_us"].astype(float),
+        timeout=arrays["timeout"].astype(bool),
+        warmup=arrays["warmup"].astype(bool),
+        group=arrays["group"].astype(np.int64),
+        hosts=host_names,
+        trials=trials,
+    )
+
+
+def _strings(col: pa.ChunkedArray) -> list[str]:
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(pa.string())
+    return [str(x) for x in col.to_pylist()]
+
+
+def distribution_row(rtt_us: np.ndarray, timeouts: int) -> dict[str, float | int]:
+    """count, timeouts, mean, Table-1 percentiles and max of RTTs in µs."""
+    xs = np.sort(rtt_us[~np.isnan(rtt_us)])
+    row: dict[str, float | int] = {"count": int(len(xs) + timeouts), "timeouts": int(timeouts)}
+    row["mean"] = float(xs.mean()) if len(xs) else float("nan")
+    for p, v in zip(PERCENTILES, quantiles_sorted(xs, PERCENTILES), strict=True):
+        row[pct_label(p)] = float(v)
+    row["max"] = float(xs[-1]) if len(xs) else float("nan")
+    return row
+
+
+def group_table(d: EchoData, mask: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """One row per latency group present (self … cross region)."""
+    m = d.measured() if mask is None else mask & d.measured()
+    out: list[dict[str, Any]] = []
+    for gi, g in enumerate(GROUP_ORDER):
+        sel = m & (d.group == gi)
+        if not sel.any():
+            continue
+        out.append({"group": g.value, **distribution_row(d.rtt_us[sel], int(d.timeout[sel].sum()))})
+    return out
+
+
+def quorum_latencies(d: EchoData, members: Sequence[str], k: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """k-th fastest reply among ``members`` for every (repetition, trial, sender, round).
+
+    Senders are the members themselves; replies are those from members (a member's
+    self-loop counts as one reply when present). A timeout is an infinitely late
+    reply, so a round with fewer than k replies has an infinite quorum latency.
+    """
+    idx = np.array([d.hosts.index(h) for h in members if h in d.hosts], dtype=np.int64)
+    m = (d.measured() if mask is None else mask & d.measured()) & np.isin(d.src, idx) & np.isin(d.dst, idx)
+    if not m.any():
+        return np.empty(0)
+    rtt = np.where(d.timeout[m] | np.isnan(d.rtt_us[m]), np.inf, d.rtt_us[m])
+    keys = np.stack([d.repetition[m], d.trial[m], d.src[m], d.round[m]])
+    uniq, inverse = np.unique(keys, axis=1, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    col = np.searchsorted(idx, d.dst[m]) if np.all(np.diff(idx) > 0) else np.array(
+        [int(np.where(idx == x)[0][0]) for x in d.dst[m]])
+    mat = np.full((uniq.shape[1], len(idx)), np.inf)
+    mat[inverse, col] = rtt
+    if k > len(idx):
+        raise ValueError(f"k={k} exceeds the {len(idx)} members")
+    return np.sort(mat, axis=1)[:, k - 1]
+
+
+def quorum_table(d: EchoData, quorums: Sequence[tuple[str, Sequence[str], Sequence[int]]],
+                 mask: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """Rows ``Qk/n`` for each (name, members, ks) of the spec."""
+    out: list[dict[str, Any]] = []
+    for name, members, ks in quorums:
+        for k in ks:
+            q = quorum_latencies(d, members, k, mask)
+            finite = q[np.isfinite(q)]
+            out.append({"quorum": f"Q{k}/{len(members)}", "group": name,
+                        **distribution_row(finite, int((~np.isfinite(q)).sum()))})
+    return out
+
+
+def windowed_means(d: EchoData, window_s: float) -> list[dict[str, Any]]:
+    """Mean RTT per (repetition, trial, window, group), windows aligned to round 0."""
+    m = d.measured() & ~np.isnan(d.rtt_us)
+    w = (d.send_us // int(window_s * 1e6)).astype(np.int64)
+    keys = np.stack([d.repetition[m], d.trial[m], w[m], d.group[m]])
+    if keys.shape[1] == 0:
+        return []
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    inv = inv.reshape(-1)
+    sums = np.bincount(inv, weights=d.rtt_us[m])
+    counts = np.bincount(inv)
+    return [
+        {"repetition": int(r), "trial": d.trials[int(t)], "window": int(wi),
+         "start_s": float(wi * window_s), "group": GROUP_ORDER[int(g)].value,
+         "count": int(c), "mean": float(s / c)}
+        for (r, t, wi, g), s, c in zip(uniq.T, sums, counts, strict=True)
+    ]
+
+
+def pair_table(d: EchoData) -> list[dict[str, Any]]:
+    """Per (src, dst): group, count, timeouts, mean, p50, p99, max."""
+    m = d.measured()
+    keys = np.stack([d.src[m], d.dst[m]])
+    if keys.shape[1] == 0:
+        return []
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    inv = inv.reshape(-1)
+    rtt, tmo, grp = d.rtt_us[m], d.timeout[m], d.group[m]
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(uniq.shape[1] + 1))
+    out = []
+    for j, (s, t) in enumerate(uniq.T):
+        sel = order[bounds[j]:bounds[j + 1]]
+        xs = np.sort(rtt[sel][~np.isnan(rtt[sel])])
+        q = quantiles_sorted(xs, (50, 99))
+        out.append({"src": d.hosts[int(s)], "dst": d.hosts[int(t)],
+                    "group": GROUP_ORDER[int(grp[sel][0])].value,
+                    "count": int(len(sel)), "timeouts": int(tmo[sel].sum()),
+                    "mean": float(xs.mean()) if len(xs) else float("nan"),
+                    "p50": float(q[0]), "p99": float(q[1]),
+                    "max": float(xs[-1]) if len(xs) else float("nan")})
+    return out
+
+
+def spec_quorums(manifest: dict[str, Any], workload: str = "echo") -> list[tuple[str, list[str], list[int]]]:
+    spec = manifest.get("spec", {})
+    groups = spec.get("groups", {})
+    out: list[tuple[str, list[str], list[int]]] = []
+    for w in spec.get("workloads", []):
+        if w.get("name") != workload:
+            continue
+        for q in w.get("quorums", []):
+            members = q.get("hosts") or groups.get(q.get("group"), [])
+            out.append((q.get("group") or ",".join(members), list(members), list(q["k"])))
+    return out
+
+
+def echo_summaries(run: RunDir, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-repetition values for ``cloudbench confirm``: one per (metric, group)."""
+    rows: list[dict[str, Any]] = []
+    for w in manifest.get("spec", {}).get("workloads", []):
+        if w.get("kind") != "echo":
+            continue
+        d = load_echo(run, manifest, w["name"])
+        quorums = spec_quorums(manifest, w["name"])
+        for rep in sorted(set(d.repetition.tolist())):
+            mask = d.repetition == rep
+            for g in group_table(d, mask):
+                for metric, key in (("rtt_p50_us", "p50"), ("rtt_p99_us", "p99"), ("rtt_mean_us", "mean")):
+                    rows.append(_summary(run, rep, w["name"], metric, g["group"], g[key], "us", g["count"]))
+                rows.append(_summary(run, rep, w["name"], "timeout_frac", g["group"],
+                                     g["timeouts"] / max(g["count"], 1), "1", g["count"]))
+            for q in quorum_table(d, quorums, mask):
+                k, n = q["quorum"][1:].split("/")
+                for metric, key in ((f"quorum_q{k}of{n}_p50_us", "p50"), (f"quorum_q{k}of{n}_p99_us", "p99")):
+                    rows.append(_summary(run, rep, w["name"], metric, f"q:{q['group']}", q[key], "us",
+                                         q["count"]))
+    return rows
+
+
+def _summary(run: RunDir, rep: int, workload: str, metric: str, group: str, value: float,
+             unit: str, n: int) -> dict[str, Any]:
+    return {"run_id": run.run_id, "repetition": int(rep), "workload": workload, "metric": metric,
+            "group": group, "value": float(value), "unit": unit, "n_obs": int(n)}
+
+
+__all__ = ["PERCENTILES", "EchoData", "PairGroup", "group_table", "load_echo", "pair_table",
+           "quantiles_sorted", "quorum_latencies", "quorum_table", "windowed_means"]

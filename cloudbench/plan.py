@@ -1,0 +1,86 @@
+"""Expand a spec into trials: repetition × workload × pair set, in seeded order.
+
+Within each repetition the trials are shuffled with a generator seeded by
+``(spec.seed, repetition)`` — the same seed always gives the same order, and the
+seed is recorded in the manifest — so that slow drifts of the platform are not
+confounded with the order of the workloads (Uta et al., §5).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cloudbench.spec import Spec
+from cloudbench.workloads import workload_kind
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One unit of measurement: a workload on one pair set in one repetition."""
+
+    id: str
+    repetition: int
+    position: int
+    workload: str
+    kind: str
+    hosts: tuple[str, ...]
+    pairs: tuple[tuple[str, str], ...] = ()
+    est_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["hosts"] = list(self.hosts)
+        d["pairs"] = [list(p) for p in self.pairs]
+        return d
+
+
+@dataclass
+class Plan:
+    seed: int
+    order: str
+    rest: float
+    fresh_hosts: str
+    repetitions: int
+    trials: list[Trial] = field(default_factory=list)
+
+    def of_repetition(self, rep: int) -> list[Trial]:
+        return [t for t in self.trials if t.repetition == rep]
+
+    @property
+    def est_seconds(self) -> float:
+        per_rep_rests = [max(len(self.of_repetition(r)) - 1, 0) for r in range(self.repetitions)]
+        return sum(t.est_seconds for t in self.trials) + self.rest * sum(per_rep_rests)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "order": self.order,
+            "rest_s": self.rest,
+            "fresh_hosts": self.fresh_hosts,
+            "repetitions": self.repetitions,
+            "trials": [t.to_dict() for t in self.trials],
+        }
+
+
+def order_rng(seed: int, repetition: int) -> random.Random:
+    # String seeding is stable across Python versions and processes (no hash salt).
+    return random.Random(f"cloudbench:{seed}:{repetition}")
+
+
+def make_plan(spec: Spec) -> Plan:
+    plan = Plan(spec.seed, spec.order, spec.rest, spec.fresh_hosts, spec.repetitions)
+    for rep in range(spec.repetitions):
+        units: list[tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...], float]] = []
+        for w in spec.workloads:
+            kind = workload_kind(w.kind)
+            for hosts, pairs in kind.expand(w, spec):
+                units.append((w.name, w.kind, hosts, pairs, kind.estimate_seconds(w)))
+        if spec.order == "random":
+            order_rng(spec.seed, rep).shuffle(units)
+        for pos, (name, kind_name, hosts, pairs, est) in enumerate(units):
+            plan.trials.append(
+                Trial(f"r{rep:03d}-t{pos:03d}-{name}", rep, pos, name, kind_name, hosts, pairs, est)
+            )
+    return plan

@@ -1,0 +1,142 @@
+"""Reports from the result store: tables for people, CSV and JSON for programs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from cloudbench.analysis.latency import (
+    PERCENTILES,
+    group_table,
+    load_echo,
+    pair_table,
+    pct_label,
+    quorum_table,
+    spec_quorums,
+    windowed_means,
+)
+from cloudbench.results import RunDir
+
+REPORT_DIR = "report"
+
+
+def build_report(run: RunDir) -> dict[str, Any]:
+    manifest = run.manifest()
+    rep: dict[str, Any] = {
+        "campaign": manifest.get("campaign"),
+        "run_id": manifest.get("run_id"),
+        "status": manifest.get("status"),
+        "started_utc": manifest.get("started_utc"),
+        "ended_utc": manifest.get("ended_utc"),
+        "seed": manifest.get("seed"),
+        "repetitions": len(manifest.get("repetitions", [])),
+        "failures": [
+            {"trial": t["id"], **f} for t in manifest.get("trials", []) for f in t.get("failures", [])
+        ],
+        "workloads": {},
+    }
+    for w in manifest.get("spec", {}).get("workloads", []):
+        if w.get("kind") != "echo":
+            continue
+        d = load_echo(run, manifest, w["name"])
+        rep["workloads"][w["name"]] = {
+            "kind": "echo",
+            "unit": "us",
+            "rows": len(d),
+            "groups": group_table(d),
+            "quorums": quorum_table(d, spec_quorums(manifest, w["name"])),
+            "windows": windowed_means(d, float(w.get("window", 30.0))),
+            "pairs": pair_table(d),
+        }
+    return rep
+
+
+def write_report(run: RunDir, report: dict[str, Any]) -> list[Path]:
+    """CSV per table and one JSON beside the results; returns the paths written."""
+    out = run.path / REPORT_DIR
+    out.mkdir(exist_ok=True)
+    written = [out / "report.json"]
+    (out / "report.json").write_text(json.dumps(_clean(report), indent=2) + "\n")
+    for wname, w in report["workloads"].items():
+        for table in ("groups", "quorums", "windows", "pairs"):
+            rows = w.get(table) or []
+            if not rows:
+                continue
+            path = out / f"{wname}_{table}.csv"
+            with path.open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+            written.append(path)
+    return written
+
+
+def _clean(x: Any) -> Any:
+    """JSON has no NaN/inf: write them as null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "-"
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.1f}"
+    return str(v)
+
+
+def render(report: dict[str, Any], console: Console, windows: bool = False, pairs: bool = False) -> None:
+    console.print(
+        f"[bold]{report['campaign']}[/] run {report['run_id']} — {report['status']}, "
+        f"{report['repetitions']} repetition(s), seed {report['seed']}"
+    )
+    cols = ["count", "timeouts", "mean", *[pct_label(p) for p in PERCENTILES], "max"]
+    for wname, w in report["workloads"].items():
+        t = Table(title=f"{wname}: RTT by latency group (µs)", title_justify="left")
+        t.add_column("group")
+        for c in cols:
+            t.add_column(c, justify="right")
+        for g in w["groups"]:
+            t.add_row(g["group"], *[_fmt(g[c]) for c in cols])
+        console.print(t)
+        if w["quorums"]:
+            q = Table(title=f"{wname}: quorum latency (µs; k-th fastest reply per round)",
+                      title_justify="left")
+            q.add_column("quorum")
+            q.add_column("group")
+            for c in cols:
+                q.add_column(c, justify="right")
+            for r in w["quorums"]:
+                q.add_row(r["quorum"], r["group"], *[_fmt(r[c]) for c in cols])
+            console.print(q)
+        if windows and w["windows"]:
+            wt = Table(title=f"{wname}: windowed mean RTT (µs)", title_justify="left")
+            for c in ("repetition", "trial", "start_s", "group", "count", "mean"):
+                wt.add_column(c, justify="right")
+            for r in w["windows"]:
+                wt.add_row(*[_fmt(r[c]) for c in ("repetition", "trial", "start_s", "group", "count", "mean")])
+            console.print(wt)
+        if pairs and w["pairs"]:
+            pt = Table(title=f"{wname}: per pair (µs)", title_justify="left")
+            for c in ("src", "dst", "group", "count", "timeouts", "mean", "p50", "p99", "max"):
+                pt.add_column(c, justify="right")
+            for r in w["pairs"]:
+                pt.add_row(*[_fmt(r[c]) for c in ("src", "dst", "group", "count", "timeouts", "mean",
+                                                    "p50", "p99", "max")])
+            console.print(pt)
+    if report["failures"]:
+        console.print(f"[yellow]{len(report['failures'])} host failure(s):[/]")
+        for f in report["failures"]:
+            code = "no exit code" if f.get("exit_code") is None else f"exit {f['exit_code']}"
+            console.print(f"  {f['trial']} {f['host']}: {f.get('reason') or code}  `{f['command'][:80]}`")

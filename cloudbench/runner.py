@@ -1,0 +1,266 @@
+"""Run a campaign: provision, deploy, trials in seeded order with rests, pull, tear down.
+
+The manifest is written before the first host exists and after every trial, so
+a failure mid-run loses no data already measured; teardown runs in ``finally``
+for success, errors, Ctrl-C and SIGTERM alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import platform
+import secrets
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+from cloudbench import __version__
+from cloudbench.errors import CloudbenchError, GroupRemoteError, RemoteFailure
+from cloudbench.plan import Plan, Trial, make_plan
+from cloudbench.providers import get_provider
+from cloudbench.providers.base import Cluster, Provider
+from cloudbench.remote import Remote
+from cloudbench.results import MANIFEST_SCHEMA, RunDir, new_run_id, utc_now, write_json_atomic, write_summaries
+from cloudbench.spec import Spec
+from cloudbench.workers.echo import WORKER_VERSION
+from cloudbench.workloads import workload_kind
+from cloudbench.workloads.base import WORKERS_DIR, TrialContext, TrialOutcome
+
+
+class RunUI(Protocol):
+    """What the runner tells a person while it works (the CLI draws it with rich)."""
+
+    def phase(self, text: str) -> None: ...
+    def trial_started(self, trial: Trial, number: int, total: int) -> None: ...
+    def trial_tick(self, text: str) -> None: ...
+    def trial_done(self, trial: Trial, outcome: TrialOutcome) -> None: ...
+    def warn(self, text: str) -> None: ...
+
+
+class QuietUI:
+    def phase(self, text: str) -> None:
+        pass
+
+    def trial_started(self, trial: Trial, number: int, total: int) -> None:
+        pass
+
+    def trial_tick(self, text: str) -> None:
+        pass
+
+    def trial_done(self, trial: Trial, outcome: TrialOutcome) -> None:
+        pass
+
+    def warn(self, text: str) -> None:
+        pass
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so that the same cleanup runs."""
+
+
+@contextlib.contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(f"signal {signal.Signals(signum).name}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def worker_bundle(kinds: list[str]) -> list[Path]:
+    files = {"facts.py"}
+    for k in kinds:
+        files.update(workload_kind(k).worker_files)
+    return [WORKERS_DIR / f for f in sorted(files)]
+
+
+class CampaignRunner:
+    def __init__(
+        self,
+        spec: Spec,
+        spec_path: str,
+        results_root: Path,
+        ui: RunUI | None = None,
+        provider_factory: Callable[[str], Provider] = get_provider,
+        after_trial: Callable[[Trial, TrialOutcome], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.spec_path = spec_path
+        self.plan: Plan = make_plan(spec)
+        self.ui: RunUI = ui or QuietUI()
+        self.provider_factory = provider_factory
+        self.token = secrets.token_hex(16)
+        self.run = RunDir(Path(results_root) / spec.name / new_run_id())
+        self.after_trial = after_trial
+        self.manifest: dict[str, Any] = {}
+
+    # -- manifest -----------------------------------------------------------------------
+    def _init_manifest(self) -> None:
+        text = Path(self.spec_path).read_bytes() if Path(self.spec_path).exists() else b""
+        self.manifest = {
+            "schema": MANIFEST_SCHEMA,
+            "campaign": self.spec.name,
+            "run_id": self.run.run_id,
+            "status": "running",
+            "started_utc": utc_now(),
+            "ended_utc": None,
+            "spec_path": str(self.spec_path),
+            "spec_sha256": hashlib.sha256(text).hexdigest(),
+            "spec": self.spec.model_dump(mode="json"),
+            "seed": self.spec.seed,
+            "plan": self.plan.to_dict(),
+            "worker_version": WORKER_VERSION,
+            "controller": {
+                "cloudbench": __version__,
+                "python": platform.python_version(),
+                "kernel": platform.release(),
+                "hostname": platform.node(),
+                "pid": os.getpid(),
+            },
+            "clock": {
+                "durations": "CLOCK_MONOTONIC (time.monotonic_ns on each host)",
+                "timestamps": "UTC wall clock on the controller",
+            },
+            "repetitions": [],
+            "trials": [],
+            "files": {},
+        }
+        self._save()
+
+    def _save(self) -> None:
+        write_json_atomic(self.run.manifest_path, self.manifest)
+
+    # -- the campaign ------------------------------------------------------------------
+    def execute(self) -> RunDir:
+        self.run.path.mkdir(parents=True, exist_ok=False)
+        self._init_manifest()
+        providers = list(self.spec.providers)
+        if len(providers) != 1:
+            raise CloudbenchError("a campaign uses one provider for now; split the spec per provider")
+        provider = self.provider_factory(providers[0])
+        topology = self.spec.topology()
+        cluster: Cluster | None = None
+        try:
+            with signals_as_interrupts():
+                for rep in range(self.spec.repetitions):
+                    if cluster is None:
+                        self.ui.phase(f"repetition {rep + 1}/{self.spec.repetitions}: "
+                                      f"provisioning {len(topology)} hosts ({provider.name})")
+                        cluster = provider.provision(topology, self.run.path)
+                    try:
+                        asyncio.run(self._repetition(rep, cluster))
+                    finally:
+                        if self.spec.fresh_hosts == "repetition" or rep == self.spec.repetitions - 1:
+                            self.ui.phase(f"repetition {rep + 1}: tearing down {cluster.stack}")
+                            provider.destroy(cluster)
+                            cluster = None
+                    self._write_summaries()
+            failed = [t for t in self.manifest["trials"] if t["status"] != "ok"]
+            self.manifest["status"] = "partial" if failed else "complete"
+        except KeyboardInterrupt as e:
+            self.manifest["status"] = "interrupted"
+            self.manifest["error"] = str(e) or "interrupted (Ctrl-C)"
+            raise
+        except BaseException as e:
+            self.manifest["status"] = "failed"
+            self.manifest["error"] = f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            if cluster is not None:
+                self.ui.phase(f"tearing down {cluster.stack}")
+                provider.destroy(cluster)
+            self.manifest["ended_utc"] = utc_now()
+            with contextlib.suppress(CloudbenchError, OSError):
+                self._write_summaries()
+            self._save()
+        return self.run
+
+    def _write_summaries(self) -> None:
+        rows: list[dict[str, Any]] = []
+        for kind in sorted({w.kind for w in self.spec.workloads}):
+            rows += workload_kind(kind).summarize(self.run, self.manifest)
+        digest = write_summaries(self.run, rows)
+        self.manifest["files"]["summaries.parquet"] = digest
+        self._save()
+
+    async def _repetition(self, rep: int, cluster: Cluster) -> None:
+        rec: dict[str, Any] = {
+            "index": rep,
+            "provider": cluster.provider,
+            "stack": cluster.stack,
+            "started_utc": utc_now(),
+            "ended_utc": None,
+            "hosts": [h.to_dict() for h in cluster.hosts],
+        }
+        self.manifest["repetitions"].append(rec)
+        self._save()
+        async with Remote(cluster) as remote:
+            t0 = time.monotonic()
+            self.ui.phase(f"repetition {rep + 1}: deploying workers to {len(cluster.hosts)} hosts")
+            await self._deploy(remote, cluster, rec)
+            rec["deploy_s"] = round(time.monotonic() - t0, 3)
+            self._save()
+            trials = self.plan.of_repetition(rep)
+            for i, trial in enumerate(trials):
+                await self._trial(trial, cluster, remote, i)
+                if i < len(trials) - 1 and self.plan.rest > 0:
+                    self.ui.phase(f"resting {self.plan.rest:g}s")
+                    await asyncio.sleep(self.plan.rest)
+        rec["ended_utc"] = utc_now()
+        self._save()
+
+    async def _deploy(self, remote: Remote, cluster: Cluster, rec: dict[str, Any]) -> None:
+        bundle = worker_bundle(sorted({w.kind for w in self.spec.workloads}))
+
+        async def deploy(h: Any) -> dict[str, Any]:
+            await remote.put(h, bundle, h.workdir)
+            r = await remote.run(h, f"cd {h.workdir} && {h.python} facts.py {h.address}")
+            import json
+
+            facts: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+            return facts
+
+        results = await remote.fan_out(deploy)
+        failures = [r.failure for r in results if r.failure is not None]
+        if failures:
+            raise GroupRemoteError(failures, [r.host for r in results if r.ok])
+        for r, h in zip(results, rec["hosts"], strict=True):
+            h["facts"].update(r.value)
+
+    async def _trial(self, trial: Trial, cluster: Cluster, remote: Remote, number: int) -> None:
+        kind = workload_kind(trial.kind)
+        ctx = TrialContext(trial, self.spec.workload(trial.workload), self.spec, cluster, remote,
+                           self.run, self.token, self.ui.trial_tick)
+        rec: dict[str, Any] = {"id": trial.id, "repetition": trial.repetition, "workload": trial.workload,
+                               "kind": trial.kind, "started_utc": utc_now(), "status": "running"}
+        self.manifest["trials"].append(rec)
+        self._save()
+        self.ui.trial_started(trial, number + 1, len(self.plan.of_repetition(trial.repetition)))
+        try:
+            outcome = await kind.run(ctx)
+        except CloudbenchError as e:
+            outcome = TrialOutcome(failures=[RemoteFailure("*", trial.id, None, str(e), type(e).__name__)])
+        rec.update({
+            "ended_utc": utc_now(),
+            "status": "ok" if not outcome.failures else ("partial" if outcome.rows else "failed"),
+            "rows": outcome.rows,
+            "files": outcome.files,
+            "failures": [f.__dict__ for f in outcome.failures],
+            "stats": outcome.stats,
+        })
+        self.manifest["files"].update(outcome.files)
+        self._save()
+        for f in outcome.failures:
+            self.ui.warn(f.describe())
+        self.ui.trial_done(trial, outcome)
+        if self.after_trial is not None:
+            self.after_trial(trial, outcome)

@@ -1,0 +1,180 @@
+"""All-pairs TCP echo RTT: controller side (configs, launch, pull, Parquet, summaries).
+
+Every host of the trial runs ``workers/echo.py``: an echo server and a sender
+that, in rounds at ``rate``/s, sends to every peer (itself included through a real
+socket unless ``self_loop: false``). The raw per-host files are pulled back,
+checked against the checksum the worker printed, and merged into one Parquet
+file per trial:
+
+    repetition int16, round int32, src, dst (dictionary strings),
+    send_us int64 (µs since the sender's round 0), rtt_ns int32 (null on timeout),
+    timeout bool, warmup bool, conn_lost bool
+
+sorted by (src, dst, round), which makes rounds and send times near-constant
+deltas and groups similar RTTs, so a row costs under 4 bytes on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from cloudbench.errors import RemoteError, RemoteFailure
+from cloudbench.providers.base import HostAccess
+from cloudbench.results import RunDir, write_parquet
+from cloudbench.spec import EchoWorkload, Spec
+from cloudbench.workloads.base import WORKERS_DIR, TrialContext, TrialOutcome
+from cloudbench.workloads.echo_format import (
+    FLAG_CONN_LOST,
+    FLAG_TIMEOUT,
+    FLAG_WARMUP,
+    read_echo_file,
+)
+
+CONNECT_TIMEOUT_S = 10.0
+LINGER_S = 3.0
+
+ECHO_SCHEMA = pa.schema(
+    [
+        ("repetition", pa.int16()),
+        ("round", pa.int32()),
+        ("src", pa.dictionary(pa.int16(), pa.string())),
+        ("dst", pa.dictionary(pa.int16(), pa.string())),
+        ("send_us", pa.int64()),
+        ("rtt_ns", pa.int32()),
+        ("timeout", pa.bool_()),
+        ("warmup", pa.bool_()),
+        ("conn_lost", pa.bool_()),
+    ]
+)
+_ENCODINGS = {"round": "DELTA_BINARY_PACKED", "send_us": "DELTA_BINARY_PACKED",
+              "rtt_ns": "DELTA_BINARY_PACKED"}
+
+
+class EchoKind:
+    kind = "echo"
+    worker_files = ("echo.py",)
+
+    def expand(self, params: EchoWorkload, spec: Spec) -> list[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]:
+        hosts = tuple(spec.resolve_hosts(params.hosts))
+        pairs = tuple((a, b) for a in hosts for b in hosts if params.self_loop or a != b)
+        return [(hosts, pairs)]
+
+    def estimate_seconds(self, params: EchoWorkload) -> float:
+        return params.warmup + params.duration + params.timeout + 1.0
+
+    async def run(self, ctx: TrialContext) -> TrialOutcome:
+        w: EchoWorkload = ctx.params
+        hosts = [ctx.cluster.host(n) for n in ctx.trial.hosts]
+        ids = {h.name: i for i, h in enumerate(hosts)}
+        outcome = TrialOutcome()
+        tag = ctx.trial.id
+
+        def config(h: HostAccess) -> dict[str, Any]:
+            peers = [
+                {"id": ids[p.name], "name": p.name, "addr": p.address, "port": w.port}
+                for p in hosts
+                if w.self_loop or p.name != h.name
+            ]
+            return {
+                "schema": 1, "host": h.name, "host_id": ids[h.name], "listen": h.address,
+                "port": w.port, "token": ctx.token, "peers": peers, "rate": w.rate,
+                "payload": w.payload, "duration_s": w.duration, "warmup_s": w.warmup,
+                "timeout_s": w.timeout, "connect_timeout_s": CONNECT_TIMEOUT_S, "linger_s": LINGER_S,
+            }
+
+        limit = CONNECT_TIMEOUT_S + w.warmup + w.duration + w.timeout + LINGER_S + 30.0
+
+        async def one(h: HostAccess) -> dict[str, Any]:
+            cfg = f"{h.workdir}/{tag}.json"
+            out = f"{h.workdir}/{tag}.bin"
+            await ctx.remote.write_text(h, cfg, json.dumps(config(h)))
+            cmd = (f"cd {shlex.quote(h.workdir)} && exec {h.python} echo.py run "
+                   f"{shlex.quote(cfg)} {shlex.quote(out)}")
+            r = await ctx.remote.run(h, cmd, timeout=limit)
+            try:
+                summary: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+            except (IndexError, json.JSONDecodeError) as e:
+                raise RemoteError(RemoteFailure(h.name, cmd, r.exit_code, r.stderr[-2000:],
+                                                "worker printed no summary line")) from e
+            local = Path(ctx.run.path) / "raw" / f"{tag}-{h.name}.bin"
+            await ctx.remote.get(h, out, local, sha256=summary.get("sha256"))
+            summary["local"] = str(local)
+            return summary
+
+        async def ticker() -> None:
+            t = 0.0
+            while True:
+                await asyncio.sleep(0.5)
+                t += 0.5
+                ctx.tick(f"{t:.0f}/{limit - 30:.0f}s")
+
+        tick_task = asyncio.create_task(ticker())
+        try:
+            results = await ctx.remote.fan_out(one, hosts)
+        finally:
+            tick_task.cancel()
+        raw: list[tuple[str, Path]] = []
+        for r in results:
+            if r.ok:
+                raw.append((r.host, Path(r.value["local"])))
+                outcome.stats[r.host] = {k: v for k, v in r.value.items() if k != "local"}
+            else:
+                assert r.failure is not None
+                outcome.failures.append(r.failure)
+        if raw:
+            rel = f"{w.name}/{tag}.parquet"
+            dest = ctx.run.path / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            table = echo_table(raw, {i: n for n, i in ids.items()}, ctx.trial.repetition)
+            outcome.files[rel] = write_parquet(dest, table, kind="echo", **_ENCODINGS)
+            outcome.rows = table.num_rows
+            for _, p in raw:
+                p.unlink(missing_ok=True)  # the Parquet file holds every row; raw is redundant
+        return outcome
+
+    def summarize(self, run: RunDir, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+        from cloudbench.analysis.latency import echo_summaries
+
+        return echo_summaries(run, manifest)
+
+
+def echo_table(raw: list[tuple[str, Path]], names: dict[int, str], repetition: int) -> pa.Table:
+    """Merge per-host worker files into one typed table, sorted by (src, dst, round)."""
+    parts: list[dict[str, np.ndarray]] = []
+    for host, path in raw:
+        header, rec = read_echo_file(path)
+        t0 = int(header["t0_ns"])
+        timeout = (rec["flags"] & FLAG_TIMEOUT) != 0
+        rtt = (rec["recv_ns"] - rec["send_ns"]).astype(np.int64)
+        order = np.lexsort((rec["round"], rec["peer"]))
+        parts.append({
+            "round": rec["round"][order].astype(np.int32),
+            "src": np.full(len(rec), host, dtype=object),
+            "dst": np.array([names.get(int(p), f"#{int(p)}") for p in rec["peer"][order]], dtype=object),
+            "send_us": ((rec["send_ns"][order].astype(np.int64) - t0) // 1000),
+            "rtt_ns": np.where(timeout[order], 0, np.clip(rtt[order], 0, 2**31 - 1)).astype(np.int32),
+            "timeout": timeout[order],
+            "warmup": ((rec["flags"] & FLAG_WARMUP) != 0)[order],
+            "conn_lost": ((rec["flags"] & FLAG_CONN_LOST) != 0)[order],
+        })
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    n = len(cols["round"])
+    arrays = [
+        pa.array(np.full(n, repetition, dtype=np.int16)),
+        pa.array(cols["round"]),
+        pa.array(cols["src"].tolist(), pa.string()).dictionary_encode().cast(ECHO_SCHEMA.field("src").type),
+        pa.array(cols["dst"].tolist(), pa.string()).dictionary_encode().cast(ECHO_SCHEMA.field("dst").type),
+        pa.array(cols["send_us"]),
+        pa.array(cols["rtt_ns"], mask=cols["timeout"]),
+        pa.array(cols["timeout"]),
+        pa.array(cols["warmup"]),
+        pa.array(cols["conn_lost"]),
+    ]
+    return pa.Table.from_arrays(arrays, schema=ECHO_SCHEMA)
