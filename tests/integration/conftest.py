@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cloudbench.nsutil import list_netns, pid_alive
+from cloudbench.providers.base import Cluster
+from cloudbench.providers.netns import NetnsProvider
+from cloudbench.spec import load_spec
+
+from ..conftest import QUICKSTART
+
+
+def ours(sid: str) -> list[str]:
+    return [n for n in list_netns() if n.startswith(f"cb{sid}-")]
+
+
+def sshd_pids(cluster: Cluster) -> list[int]:
+    state = Path(cluster.facts["state_file"])
+    import json
+
+    return [int(p["pid"]) for p in json.loads(state.read_text())["pids"]]
+
+
+def assert_gone(sid: str, pids: list[int]) -> None:
+    assert ours(sid) == [], f"namespaces left: {ours(sid)}"
+    alive = [p for p in pids if pid_alive(p) and not _zombie(p)]
+    assert alive == [], f"processes left: {alive}"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.fixture
+def provider() -> NetnsProvider:
+    return NetnsProvider()
+
+
+@pytest.fixture
+def quickstart_cluster(provider: NetnsProvider, tmp_path: Path) -> Iterator[Cluster]:
+    cluster = provider.provision(load_spec(QUICKSTART).topology(), tmp_path)
+    pids = sshd_pids(cluster)
+    try:
+        yield cluster
+    finally:
+        provider.destroy(cluster)
+        assert_gone(cluster.stack, pids)
+
+
+def in_ns(ns: str, *cmd: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True,
+                          timeout=timeout, check=False)

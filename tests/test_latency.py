@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cloudbench.analysis.latency import (
+    PERCENTILES,
+    EchoData,
+    distribution_row,
+    group_table,
+    pair_table,
+    quantiles_sorted,
+    quorum_latencies,
+    windowed_means,
+)
+from cloudbench.topology import GROUP_ORDER, HostSpec, PairGroup, classify_pair
+
+
+def h(name: str, region: str = "r1", zone: str = "r1-a", subnet: str = "s1", provider: str = "p") -> HostSpec:
+    return HostSpec(name, provider, region, zone, subnet, "local")
+
+
+def test_classification() -> None:
+    a = h("a")
+    assert classify_pair(a, a) is PairGroup.SELF
+    assert classify_pair(a, h("b")) is PairGroup.SAME_SUBNET
+    assert classify_pair(a, h("b", subnet="s2")) is PairGroup.CROSS_SUBNET
+    assert classify_pair(a, h("b", zone="r1-b", subnet="s3")) is PairGroup.CROSS_ZONE
+    assert classify_pair(a, h("b", region="r2", zone="r2-a", subnet="s9")) is PairGroup.CROSS_REGION
+    assert classify_pair(a, h("b", provider="q")) is PairGroup.CROSS_PROVIDER
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000, 12345])
+def test_quantiles_match_numpy(n: int) -> None:
+    rng = np.random.default_rng(n)
+    xs = np.sort(rng.lognormal(4, 1, n))
+    ps = [0, *PERCENTILES, 100]
+    np.testing.assert_allclose(quantiles_sorted(xs, ps), np.percentile(xs, ps), rtol=1e-12)
+
+
+def make_data(rtt: np.ndarray, timeout: np.ndarray, hosts: list[str]) -> EchoData:
+    """rtt[src, dst, round] in µs; nan where timeout."""
+    ns, nd, nr = rtt.shape
+    s, d, r = np.meshgrid(np.arange(ns), np.arange(nd), np.arange(nr), indexing="ij")
+    n = rtt.size
+    return EchoData(
+        repetition=np.zeros(n, dtype=np.int64), trial=np.zeros(n, dtype=np.int64),
+        round=r.ravel(), src=s.ravel(), dst=d.ravel(), send_us=(r.ravel() * 10_000),
+        rtt_us=np.where(timeout, np.nan, rtt).ravel(), timeout=timeout.ravel(),
+        warmup=(r.ravel() < 2),
+        group=np.where(s.ravel() == d.ravel(), 0, 1), hosts=hosts, trials=["t"],
+    )
+
+
+def test_quorum_is_kth_fastest_with_timeouts_as_infinite() -> None:
+    rng = np.random.default_rng(1)
+    rtt = rng.uniform(10, 100, (3, 3, 50))
+    timeout = rng.random((3, 3, 50)) < 0.1
+    d = make_data(rtt, timeout, ["a", "b", "c"])
+    for k in (1, 2, 3):
+        q = quorum_latencies(d, ["a", "b", "c"], k)
+        # brute force over (src, round) for non-warm-up rounds
+        want = []
+        for src in range(3):
+            for r in range(2, 50):
+                vals = sorted(np.inf if timeout[src, j, r] else rtt[src, j, r] for j in range(3))
+                want.append(vals[k - 1])
+        np.testing.assert_allclose(np.sort(q), np.sort(want))
+
+
+def test_quorum_subset_ignores_other_hosts() -> None:
+    rtt = np.ones((3, 3, 5))
+    rtt[:, 2, :] = 0.5  # c is fastest, but not a member
+    d = make_data(rtt, np.zeros((3, 3, 5), dtype=bool), ["a", "b", "c"])
+    q = quorum_latencies(d, ["a", "b"], 1)
+    assert len(q) == 2 * 3 and np.all(q == 1.0)
+
+
+def test_group_table_excludes_warmup_and_counts_timeouts() -> None:
+    rtt = np.full((2, 2, 10), 50.0)
+    rtt[0, 0, :] = 10.0
+    timeout = np.zeros((2, 2, 10), dtype=bool)
+    timeout[0, 1, 5] = True
+    d = make_data(rtt, timeout, ["a", "b"])
+    rows = {r["group"]: r for r in group_table(d)}
+    assert rows["self"]["count"] == 16 and rows["self"]["timeouts"] == 0
+    assert rows["same_subnet"]["count"] == 16 and rows["same_subnet"]["timeouts"] == 1
+    assert rows["same_subnet"]["p50"] == 50.0 and rows["self"]["max"] == 50.0
+    assert GROUP_ORDER[0] is PairGroup.SELF
+
+
+def test_distribution_row_against_numpy() -> None:
+    xs = np.random.default_rng(3).exponential(100, 5000)
+    row = distribution_row(xs, 7)
+    assert row["count"] == 5007 and row["timeouts"] == 7
+    assert row["p99.9"] == pytest.approx(np.percentile(xs, 99.9))
+    assert row["mean"] == pytest.approx(xs.mean())
+    assert row["max"] == xs.max()
+
+
+def test_windows_and_pairs() -> None:
+    rtt = np.random.default_rng(5).uniform(10, 20, (2, 2, 300))
+    rtt[:, :, 150:] += 100  # a step at 1.5 s
+    d = make_data(rtt, np.zeros((2, 2, 300), dtype=bool), ["a", "b"])
+    w = windowed_means(d, 1.0)
+    by = {(r["window"], r["group"]): r["mean"] for r in w}
+    assert by[(0, "self")] < 20 and by[(2, "self")] > 110
+    assert len(w) == 3 * 2
+    pairs = pair_table(d)
+    assert len(pairs) == 4
+    ab = next(p for p in pairs if p["src"] == "a" and p["dst"] == "b")
+    sel = rtt[0, 1, 2:]
+    assert ab["count"] == 298 and ab["p50"] == pytest.approx(np.percentile(sel, 50))

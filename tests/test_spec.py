@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cloudbench.cli import app
+from cloudbench.errors import SpecError
+from cloudbench.spec import json_schema, load_spec, parse_spec
+from cloudbench.units import parse_duration, parse_size
+
+from .conftest import QUICKSTART
+
+
+def line_of(text: str, needle: str) -> int:
+    for i, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return i
+    raise AssertionError(needle)
+
+
+def error_of(text: str) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "bad.yaml")
+    return info.value
+
+
+def test_quickstart_is_valid() -> None:
+    spec = load_spec(QUICKSTART)
+    topo = spec.topology()
+    assert len(topo) == 8
+    assert topo.regions == ["r1", "r2", "r3"]
+    assert topo.zones("r1") == ["r1-a", "r1-b", "r1-c"]
+    assert topo.subnets_in("r1-a") == ["s1", "s2"]
+    assert [h.name for h in topo if h.subnet == "s1"] == ["s1-1", "s1-2", "s1-3"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "needle", "words"),
+    [
+        ("seed: 42", "seed: 42\nsede: 1", "sede", "sede:", "unknown key"),
+        ("self_loop: true", "self_lop: true", "workloads[0].self_lop", "self_lop", "unknown key"),
+        ("rate: 100", "rate: fast", "workloads[0].rate", "rate: fast", "valid number"),
+        ("duration: 20s", "duration: 10 mins", "workloads[0].duration", "10 mins", "bad duration"),
+        ("repetitions: 2", "repetitions: 0", "repetitions", "repetitions: 0", "greater than or equal to 1"),
+        ("payload: 1024", "payload: 65537", "workloads[0].payload", "65537", "less than or equal"),
+        ("payload: 1024", "payload: 128KiB", "workloads[0].payload", "128KiB", "less than or equal"),
+        ("rate: 100", "rate: 0", "workloads[0].rate", "rate: 0", "greater than 0"),
+        ("rate: 100", "rate: -5", "workloads[0].rate", "rate: -5", "greater than 0"),
+        ("s2: {hosts: 1}", "s2: {hosts: [s1-1]}", "hosts[0]", "s2: {hosts: [s1-1]}", "duplicate host name"),
+        ("subnet1: [s1-1, s1-2, s1-3]", "subnet1: [s1-1, s1-2, s9-9]", "groups.subnet1[2]",
+         "subnet1: [s1-1", "unknown host 's9-9'"),
+        ("- group: subnet1", "- hosts: [s1-1, nohost]", "quorums[0].hosts[1]", "- hosts: [s1-1",
+         "unknown host 'nohost'"),
+        ("k: [2, 3]", "k: [2, 4]", "quorums[0].k[1]", "k: [2, 4]", "k=4 but the quorum has only 3"),
+        ("fresh_hosts: repetition", "fresh_hosts: sometimes", "fresh_hosts", "sometimes", "repetition"),
+    ],
+)
+def test_errors_name_file_line_and_field(
+    quickstart_text: str, old: str, new: str, field: str, needle: str, words: str
+) -> None:
+    assert old in quickstart_text
+    text = quickstart_text.replace(old, new, 1)
+    e = error_of(text)
+    assert e.path == "bad.yaml"
+    assert e.line == line_of(text, needle), str(e)
+    assert field in e.field, str(e)
+    assert words in str(e)
+
+
+def test_zone_under_wrong_region(quickstart_text: str) -> None:
+    text = quickstart_text.replace("          r1-c:", "          r2-c:")
+    e = error_of(text)
+    assert e.line == line_of(text, "r2-c:")
+    assert "zone 'r2-c' is under region 'r1'" in str(e)
+    assert e.field.endswith("zones.r2-c")
+
+
+def test_all_errors_are_reported(quickstart_text: str) -> None:
+    text = quickstart_text.replace("rate: 100", "rate: 0").replace("repetitions: 2", "repetitions: 0")
+    e = error_of(text)
+    assert "repetitions" in str(e) and "workloads[0].rate" in str(e)
+
+
+def test_duplicate_yaml_key_is_an_error(quickstart_text: str) -> None:
+    text = quickstart_text.replace("seed: 42", "seed: 42\nseed: 43")
+    e = error_of(text)
+    assert "duplicate key 'seed'" in str(e)
+    assert e.line == line_of(text, "seed: 43")
+
+
+def test_not_yaml_and_empty() -> None:
+    assert error_of("name: [unclosed\n").line is not None
+    assert "empty" in str(error_of(""))
+
+
+def test_missing_file() -> None:
+    with pytest.raises(SpecError, match="no such file"):
+        load_spec("/nonexistent/spec.yaml")
+
+
+def test_units() -> None:
+    assert parse_duration("500ms") == 0.5
+    assert parse_duration("10m") == 600
+    assert parse_duration(3) == 3.0
+    assert parse_size("64KiB") == 65536
+    assert parse_size("1k") == 1024
+    for bad in ("10 mins", "fast", "-1s"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_validate_cli_fails_and_creates_nothing(tmp_path: Path, quickstart_text: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(quickstart_text.replace("rate: 100", "rate: 0"))
+    before = sorted(tmp_path.iterdir())
+    r = CliRunner().invoke(app, ["validate", str(bad)])
+    assert r.exit_code == 2
+    assert f"{bad}:{line_of(bad.read_text(), 'rate: 0')}" in r.output
+    assert "workloads[0].rate" in r.output
+    assert "Traceback" not in r.output
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_validate_cli_ok() -> None:
+    r = CliRunner().invoke(app, ["validate", str(QUICKSTART)])
+    assert r.exit_code == 0, r.output
+    assert "8 hosts" in r.output
+
+
+def test_schema_cli_prints_a_json_schema() -> None:
+    r = CliRunner().invoke(app, ["schema"])
+    assert r.exit_code == 0
+    schema = json.loads(r.output)
+    assert schema["title"] == "cloudbench campaign spec"
+    assert "workloads" in schema["properties"]
+    assert schema == json.loads(json.dumps(json_schema()))
