@@ -42,7 +42,7 @@ def guard(fn: F) -> F:
             return fn(*args, **kwargs)
         except CloudbenchError as e:
             err.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
-            raise typer.Exit(e.exit_code) from None
+            raise typer.Exit(e.exit_status) from None
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/]: everything created was torn down; "
                       "data measured so far is kept")

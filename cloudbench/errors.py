@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 class CloudbenchError(Exception):
     """Root of every error cloudbench raises on purpose."""
 
-    exit_code = 1
+    exit_status = 1  # of the `cloudbench` process when this error ends it
 
 
 class SpecError(CloudbenchError):
     """A spec file is invalid: names the file, the line and the field."""
 
-    exit_code = 2
+    exit_status = 2
 
     def __init__(self, path: str, line: int | None, field: str, message: str) -> None:
         self.path = path

@@ -11,6 +11,7 @@ generated for that host; an unknown key is refused, never added.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import shlex
 from collections.abc import Awaitable, Callable, Iterable
@@ -74,10 +75,8 @@ class Remote:
         for c in conns:
             c.close()
         for c in conns:
-            try:
+            with contextlib.suppress(TimeoutError, OSError, asyncssh.Error):
                 await asyncio.wait_for(c.wait_closed(), 2.0)
-            except (TimeoutError, OSError, asyncssh.Error):
-                pass
 
     # -- connections --------------------------------------------------------------------
     async def connect(self, host: HostAccess) -> asyncssh.SSHClientConnection:
@@ -86,7 +85,7 @@ class Remote:
         if not host.host_key:
             raise RemoteError(RemoteFailure(host.name, "ssh connect", None, "",
                                             "no pinned host key for this host; refusing to connect"))
-        trusted = ([asyncssh.import_public_key(host.host_key)], [], [])
+        trusted: tuple[list[Any], list[Any], list[Any]] = ([asyncssh.import_public_key(host.host_key)], [], [])
         kwargs: dict[str, Any] = {
             "username": host.user,
             "client_keys": [self._client_key],

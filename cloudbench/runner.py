@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import platform
 import secrets
@@ -224,8 +225,6 @@ class CampaignRunner:
         async def deploy(h: Any) -> dict[str, Any]:
             await remote.put(h, bundle, h.workdir)
             r = await remote.run(h, f"cd {h.workdir} && {h.python} facts.py {h.address}")
-            import json
-
             facts: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
             return facts
 

@@ -25,7 +25,7 @@ from pydantic import (
 from cloudbench.errors import SpecError, SpecErrors
 from cloudbench.topology import HostSpec, SubnetSpec, Topology
 from cloudbench.units import parse_duration, parse_size
-from cloudbench.yamlloc import LocatedYaml, Loc, load_yaml
+from cloudbench.yamlloc import Loc, LocatedYaml, load_yaml
 
 MAX_PAYLOAD = 64 * 1024
 NAME_RE = r"^[A-Za-z][A-Za-z0-9_-]{0,31}$"
@@ -239,27 +239,43 @@ def _known_keys_hint(parent: Loc, doc: LocatedYaml) -> str:
 def _model_at(loc: Loc, doc: LocatedYaml) -> type[BaseModel] | None:
     """The model class that validates the mapping at ``loc`` (for hints)."""
     model: type[BaseModel] = Spec
+    data: Any = doc.data
     i = 0
     while i < len(loc):
         key = loc[i]
-        if model is Spec and key == "workloads":
-            return EchoWorkload if i + 2 == len(loc) or i + 3 == len(loc) else None
-        nested = {
-            (Spec, "providers"): ProviderModel,
-            (ProviderModel, "regions"): RegionModel,
-            (RegionModel, "zones"): ZoneModel,
-            (ZoneModel, "subnets"): SubnetModel,
-        }.get((model, str(key)))
-        if nested is not None:
-            model = nested
-            i += 2  # skip the dict key
+        if model is Spec and key == "workloads" and i + 1 < len(loc):
+            item = _get(data, ("workloads", loc[i + 1]))
+            kind = item.get("kind") if isinstance(item, dict) else None
+            found = _WORKLOAD_MODELS.get(str(kind))
+            if found is None:
+                return None
+            model, data, i = found, item, i + 2
             continue
-        if model is EchoWorkload and key == "quorums":
-            model = QuorumModel
-            i += 2
-            continue
-        return None
+        nested = _NESTED.get((model, str(key)))
+        if nested is None:
+            return None
+        model, data, i = nested, _get(data, (key, loc[i + 1] if i + 1 < len(loc) else "")), i + 2
     return model
+
+
+def _get(data: Any, path: tuple[Any, ...]) -> Any:
+    for p in path:
+        try:
+            data = data[p]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+_NESTED: dict[tuple[type[BaseModel], str], type[BaseModel]] = {
+    (Spec, "providers"): ProviderModel,
+    (ProviderModel, "regions"): RegionModel,
+    (RegionModel, "zones"): ZoneModel,
+    (ZoneModel, "subnets"): SubnetModel,
+    (EchoWorkload, "quorums"): QuorumModel,
+}
+# kind -> model, for hints; every workload model of the `Workload` union is listed here.
+_WORKLOAD_MODELS: dict[str, type[BaseModel]] = {"echo": EchoWorkload}
 
 
 def _check_references(spec: Spec, doc: LocatedYaml) -> list[SpecError]:

@@ -38,7 +38,8 @@ def quantiles_sorted(xs: np.ndarray, ps: Sequence[float]) -> np.ndarray:
     lo = np.floor(h).astype(np.int64)
     hi = np.minimum(lo + 1, n - 1)
     frac = h - lo
-    return xs[lo] + (xs[hi] - xs[lo]) * frac
+    out: np.ndarray = xs[lo] + (xs[hi] - xs[lo]) * frac
+    return out
 
 
 @dataclass
@@ -234,7 +235,7 @@ def pair_table(d: EchoData) -> list[dict[str, Any]]:
         q = quantiles_sorted(xs, (50, 99))
         out.append({"src": d.hosts[int(s)], "dst": d.hosts[int(t)],
                     "group": GROUP_ORDER[int(grp[sel][0])].value,
-                    "count": int(len(sel)), "timeouts": int(tmo[sel].sum()),
+                    "count": len(sel), "timeouts": int(tmo[sel].sum()),
                     "mean": float(xs.mean()) if len(xs) else float("nan"),
                     "p50": float(q[0]), "p99": float(q[1]),
                     "max": float(xs[-1]) if len(xs) else float("nan")})

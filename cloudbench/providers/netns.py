@@ -112,12 +112,12 @@ def _plan(topology: Topology, sid: str) -> _Plan:
 
     region_up: dict[str, str] = {}
     for r, rns in region_ns.items():
-        core_side, reg_side = link(core, f"r{regions[r]}", rns, "up0")
+        core_side, _ = link(core, f"r{regions[r]}", rns, "up0")
         region_up[r] = core_side
         p.ns_batches[rns].append(f"route add default via {core_side}")
     zone_up: dict[tuple[str, str], str] = {}
     for (r, z), zns in zone_ns.items():
-        reg_side, zone_side = link(region_ns[r], f"z{zones[(r, z)]}", zns, "up0")
+        reg_side, _ = link(region_ns[r], f"z{zones[(r, z)]}", zns, "up0")
         zone_up[(r, z)] = reg_side
         p.ns_batches[zns].append(f"route add default via {reg_side}")
     for (r, z, s), k in subnet_ids.items():

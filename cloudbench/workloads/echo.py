@@ -29,7 +29,7 @@ from cloudbench.errors import RemoteError, RemoteFailure
 from cloudbench.providers.base import HostAccess
 from cloudbench.results import RunDir, write_parquet
 from cloudbench.spec import EchoWorkload, Spec
-from cloudbench.workloads.base import WORKERS_DIR, TrialContext, TrialOutcome
+from cloudbench.workloads.base import TrialContext, TrialOutcome
 from cloudbench.workloads.echo_format import (
     FLAG_CONN_LOST,
     FLAG_TIMEOUT,
@@ -59,7 +59,7 @@ _ENCODINGS = {"round": "DELTA_BINARY_PACKED", "send_us": "DELTA_BINARY_PACKED",
 
 class EchoKind:
     kind = "echo"
-    worker_files = ("echo.py",)
+    worker_files: tuple[str, ...] = ("echo.py",)
 
     def expand(self, params: EchoWorkload, spec: Spec) -> list[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]:
         hosts = tuple(spec.resolve_hosts(params.hosts))
