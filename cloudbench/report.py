@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -92,8 +93,29 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         if not math.isfinite(v):
             return "-"
-        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.1f}"
+        return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}"
     return str(v)
+
+
+def _distribution_table(console: Console, title: str, rows: list[dict[str, Any]], labels: list[str]) -> Table:
+    """Table-1 style: one row per group; transposed (groups as columns) when narrow."""
+    cols = ["count", "timeouts", "mean", *[pct_label(p) for p in PERCENTILES], "max"]
+    wide = console.width >= 16 * (len(cols) + len(labels)) // 2 + 40
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    if wide:
+        for c in labels:
+            t.add_column(c, no_wrap=True)
+        for c in cols:
+            t.add_column(c, justify="right", no_wrap=True)
+        for r in rows:
+            t.add_row(*[str(r[c]) for c in labels], *[_fmt(r[c]) for c in cols])
+        return t
+    t.add_column("", no_wrap=True)
+    for r in rows:
+        t.add_column(" ".join(str(r[c]) for c in labels), justify="right", no_wrap=True)
+    for c in cols:
+        t.add_row(c, *[_fmt(r[c]) for r in rows])
+    return t
 
 
 def render(report: dict[str, Any], console: Console, windows: bool = False, pairs: bool = False) -> None:
@@ -101,34 +123,21 @@ def render(report: dict[str, Any], console: Console, windows: bool = False, pair
         f"[bold]{report['campaign']}[/] run {report['run_id']} — {report['status']}, "
         f"{report['repetitions']} repetition(s), seed {report['seed']}"
     )
-    cols = ["count", "timeouts", "mean", *[pct_label(p) for p in PERCENTILES], "max"]
     for wname, w in report["workloads"].items():
-        t = Table(title=f"{wname}: RTT by latency group (µs)", title_justify="left")
-        t.add_column("group")
-        for c in cols:
-            t.add_column(c, justify="right")
-        for g in w["groups"]:
-            t.add_row(g["group"], *[_fmt(g[c]) for c in cols])
-        console.print(t)
+        console.print(_distribution_table(console, f"{wname}: RTT by latency group (µs)", w["groups"], ["group"]))
         if w["quorums"]:
-            q = Table(title=f"{wname}: quorum latency (µs; k-th fastest reply per round)",
-                      title_justify="left")
-            q.add_column("quorum")
-            q.add_column("group")
-            for c in cols:
-                q.add_column(c, justify="right")
-            for r in w["quorums"]:
-                q.add_row(r["quorum"], r["group"], *[_fmt(r[c]) for c in cols])
-            console.print(q)
+            console.print(_distribution_table(
+                console, f"{wname}: quorum latency (µs; k-th fastest reply per round)", w["quorums"],
+                ["quorum", "group"]))
         if windows and w["windows"]:
-            wt = Table(title=f"{wname}: windowed mean RTT (µs)", title_justify="left")
+            wt = Table(title=f"{wname}: windowed mean RTT (µs)", title_justify="left", box=box.SIMPLE_HEAD)
             for c in ("repetition", "trial", "start_s", "group", "count", "mean"):
                 wt.add_column(c, justify="right")
             for r in w["windows"]:
                 wt.add_row(*[_fmt(r[c]) for c in ("repetition", "trial", "start_s", "group", "count", "mean")])
             console.print(wt)
         if pairs and w["pairs"]:
-            pt = Table(title=f"{wname}: per pair (µs)", title_justify="left")
+            pt = Table(title=f"{wname}: per pair (µs)", title_justify="left", box=box.SIMPLE_HEAD)
             for c in ("src", "dst", "group", "count", "timeouts", "mean", "p50", "p99", "max"):
                 pt.add_column(c, justify="right")
             for r in w["pairs"]:
