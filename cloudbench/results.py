@@ -80,14 +80,14 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
-def write_parquet(path: Path, table: pa.Table, kind: str, **encodings: str) -> str:
-    """Write ``table`` with the schema key; returns the file's sha256."""
+def write_parquet(path: Path, table: pa.Table, kind: str, level: int = 9, **encodings: str) -> str:
+    """Write ``table`` (zstd at ``level``) with the schema key; returns the file's sha256."""
     meta = dict(table.schema.metadata or {})
     meta[SCHEMA_KEY] = str(PARQUET_SCHEMA).encode()
     meta[KIND_KEY] = kind.encode()
     table = table.replace_schema_metadata(meta)
     tmp = path.with_name(path.name + ".tmp")
-    kwargs: dict[str, Any] = {"compression": "zstd", "compression_level": 9}
+    kwargs: dict[str, Any] = {"compression": "zstd", "compression_level": level}
     if encodings:
         kwargs["use_dictionary"] = [
             c for c in table.column_names if c not in encodings and _is_dict_candidate(table, c)
