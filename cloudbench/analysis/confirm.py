@@ -1,0 +1,708 @@
+"""Repetition analysis in the style of CONFIRM (Maricq et al., OSDI'18), done exactly.
+
+Repetitions are the unit of confidence. Every workload reduces a repetition to
+rows of ``summaries.parquet`` (one value per metric and group); this module
+
+1. reads those rows with the repetition's key metadata and refuses to pool
+   repetitions whose metadata differ (unless told to),
+2. gives the exact order-statistic CI of any quantile (:mod:`.stats`),
+3. runs the convergence analysis: for each size ``n`` from the smallest with a
+   CI up to ``N``, many random subsets of size ``n`` drawn without replacement;
+   the mean estimate and mean CI per size; the smallest ``n`` whose mean CI lies
+   within ±e of the mean estimate *and stays there* for every larger size; and
+   when the data never get there, a labelled prediction from the 1/√n law,
+4. runs the assumption checks (:mod:`.checks`) in repetition order.
+
+Differences from CONFIRM: exact binomial ranks with coverage >= level (CONFIRM's
+``n/2 ∓ 1.96√n/2`` ranks cover as little as 92 % at n = 12), any quantile, "and
+stays inside" instead of the first size that fits, a prediction past the data.
+
+Vectorisation: a uniformly random subset of the data has the distribution of a
+uniformly random subset of *positions* in the sorted data, so only the
+positions of the order statistics a CI needs are drawn, exactly, from their
+joint law (beta-binomial gaps, :func:`subset_order_positions`): a few numpy
+calls on arrays holding every (size, trial) pair at once, whatever the subset
+sizes; the values are then gathered from every series of the same length in
+one indexing step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from cloudbench.analysis.checks import CheckResult, run_checks, warning_messages
+from cloudbench.analysis.stats import (
+    QuantileCI,
+    SqrtLawFit,
+    fit_sqrt_law,
+    min_n_for_ci,
+    quantile_ci,
+    quantile_ci_ranks,
+    quantile_name,
+)
+from cloudbench.errors import AnalysisError, ResultError
+from cloudbench.results import SUMMARY_SCHEMA, RunDir, find_runs, repetition_metadata
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+ProgressFn = Callable[[int, int], None]
+"""Called as ``progress(done, total)``; a unit is one convergence size or one
+series' assumption checks."""
+
+METADATA_KEYS: tuple[str, ...] = (
+    "provider", "regions", "zones", "vm_type", "worker_version", "workloads",
+)
+# A free log-log slope of the CI half-width above this means the CIs do not
+# shrink as 1/√n (e.g. a median in the gap between two modes), so a prediction
+# from the law is flagged as unreliable. On normal samples of 30-400
+# repetitions the slope stayed below -0.27 in simulation.
+SLOPE_MAX = -0.2
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True, order=True)
+class RepetitionRef:
+    """One repetition of one run."""
+
+    run_id: str
+    repetition: int
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.repetition}"
+
+
+@dataclass(frozen=True)
+class RepetitionValue:
+    """One value of one (metric, group) for one repetition, with its key metadata."""
+
+    ref: RepetitionRef
+    workload: str
+    metric: str
+    group: str
+    value: float
+    unit: str
+    n_obs: int
+    metadata: Mapping[str, str]
+
+
+@dataclass(frozen=True, order=True)
+class SeriesKey:
+    workload: str
+    metric: str
+    group: str
+
+
+@dataclass(frozen=True)
+class Series:
+    """The values of one (workload, metric, group), one per repetition, in run order."""
+
+    key: SeriesKey
+    unit: str
+    refs: tuple[RepetitionRef, ...]
+    values: FloatArray
+    dropped: tuple[RepetitionRef, ...] = ()
+    mismatches: tuple[MetadataMismatch, ...] = ()
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+
+@dataclass(frozen=True)
+class MetadataMismatch:
+    """A metadata key whose value differs between repetitions."""
+
+    key: str
+    values: dict[str, tuple[RepetitionRef, ...]]
+
+    def describe(self) -> str:
+        items = list(self.values.items())
+        (v1, refs1), (v2, refs2) = items[0], items[1]
+        if self.key == "workloads":
+            text = (f"workload parameters differ ({_json_difference(v1, v2)}): "
+                    f"{_describe_refs(refs1)} vs {_describe_refs(refs2)}")
+        else:
+            text = (f"{self.key} differs: {v1!r} in {_describe_refs(refs1)} vs {v2!r} in "
+                    f"{_describe_refs(refs2)}")
+        if len(items) > 2:
+            text += f" (and {len(items) - 2} more value(s))"
+        return text
+
+
+@dataclass
+class Dataset:
+    """Per-repetition values of a campaign (or one run), pooled under the guard."""
+
+    path: Path
+    campaign: str
+    runs: list[str]
+    values: list[RepetitionValue]
+    metadata: dict[str, str]
+    mismatches: dict[SeriesKey, list[MetadataMismatch]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    allow_mixed: bool = False
+
+    def mismatch_descriptions(self) -> list[str]:
+        """Every distinct metadata difference pooled under ``allow_mixed``."""
+        return list(dict.fromkeys(m.describe() for ms in self.mismatches.values() for m in ms))
+
+    def series(self) -> list[Series]:
+        """Values grouped per (workload, metric, group), ordered by run then repetition.
+
+        Non-finite values are dropped (and listed), never silently pooled.
+        """
+        by_key: dict[SeriesKey, list[RepetitionValue]] = defaultdict(list)
+        for v in self.values:
+            by_key[SeriesKey(v.workload, v.metric, v.group)].append(v)
+        run_pos = {run: i for i, run in enumerate(self.runs)}
+        out = []
+        for key in sorted(by_key):
+            rows = sorted(by_key[key], key=lambda r: (run_pos[r.ref.run_id], r.ref.repetition))
+            keep = [r for r in rows if math.isfinite(r.value)]
+            dropped = tuple(r.ref for r in rows if not math.isfinite(r.value))
+            units = sorted({r.unit for r in keep}) or [""]
+            out.append(
+                Series(
+                    key=key,
+                    unit=units[0] if len(units) == 1 else "/".join(units),
+                    refs=tuple(r.ref for r in keep),
+                    values=np.array([r.value for r in keep], dtype=np.float64),
+                    dropped=dropped,
+                    mismatches=tuple(self.mismatches.get(key, ())),
+                )
+            )
+        return out
+
+
+def _compress(indices: Iterable[int]) -> str:
+    xs = sorted(set(indices))
+    spans: list[str] = []
+    start = prev = xs[0]
+    for x in [*xs[1:], None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if x is not None:
+            start = prev = x
+    return ",".join(spans)
+
+
+def _describe_refs(refs: Sequence[RepetitionRef]) -> str:
+    by_run: dict[str, list[int]] = defaultdict(list)
+    for r in refs:
+        by_run[r.run_id].append(r.repetition)
+    parts = [f"run {run} repetition(s) {_compress(reps)}" for run, reps in by_run.items()]
+    if len(parts) > 3:
+        parts = [*parts[:3], f"{len(parts) - 3} more run(s)"]
+    return "; ".join(parts)
+
+
+def _json_difference(a: str, b: str) -> str:
+    """First differing field of two JSON documents, as ``path: a vs b``."""
+    try:
+        ja, jb = json.loads(a), json.loads(b)
+    except json.JSONDecodeError:
+        return f"{a!r} vs {b!r}"
+
+    def walk(x: Any, y: Any, path: str) -> str | None:
+        if isinstance(x, list) and isinstance(y, list):
+            named = all(isinstance(i, dict) and "name" in i for i in [*x, *y])
+            if named:
+                dx = {i["name"]: i for i in x}
+                dy = {i["name"]: i for i in y}
+                for name in sorted(set(dx) | set(dy)):
+                    if name not in dx or name not in dy:
+                        here = ("present" if name in dx else "absent",
+                                "present" if name in dy else "absent")
+                        return f"{path}[{name}]: {here[0]} vs {here[1]}"
+                    found = walk(dx[name], dy[name], f"{path}[{name}]")
+                    if found:
+                        return found
+                return None
+            if len(x) != len(y):
+                return f"{path}: {len(x)} vs {len(y)} entries"
+            for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
+                found = walk(xi, yi, f"{path}[{i}]")
+                if found:
+                    return found
+            return None
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y)):
+                found = walk(x.get(k), y.get(k), f"{path}.{k}")
+                if found:
+                    return found
+            return None
+        return None if x == y else f"{path}: {x!r} vs {y!r}"
+
+    return walk(ja, jb, "workloads") or "workloads differ"
+
+
+def find_mismatches(metas: Mapping[RepetitionRef, Mapping[str, str]]) -> list[MetadataMismatch]:
+    """Key metadata values that differ between repetitions (first seen value first)."""
+    out = []
+    refs = sorted(metas)
+    keys = list(METADATA_KEYS) + sorted({k for m in metas.values() for k in m} - set(METADATA_KEYS))
+    for key in keys:
+        groups: dict[str, list[RepetitionRef]] = {}
+        for ref in refs:
+            groups.setdefault(metas[ref].get(key, "<missing>"), []).append(ref)
+        if len(groups) > 1:
+            out.append(MetadataMismatch(key, {v: tuple(r) for v, r in groups.items()}))
+    return out
+
+
+def check_pooling(path: Path, series_refs: Mapping[SeriesKey, Iterable[RepetitionRef]],
+                  metas: Mapping[RepetitionRef, Mapping[str, str]],
+                  allow_mixed: bool) -> dict[SeriesKey, list[MetadataMismatch]]:
+    """Pooling guard: raise AnalysisError naming every differing key, unless allowed.
+
+    pyperf-style checked metadata (STYLE.md §6): the repetitions pooled into one
+    series are exchangeable only when provider, regions, zones, vm_type, worker
+    version and workload parameters all match. Each series is checked on the
+    repetitions it pools, so a run that adds only other metrics does not block it.
+    """
+    found: dict[SeriesKey, list[MetadataMismatch]] = {}
+    for key, refs in series_refs.items():
+        ms = find_mismatches({r: metas[r] for r in refs})
+        if ms:
+            found[key] = ms
+    if found and not allow_mixed:
+        texts = list(dict.fromkeys(m.describe() for ms in found.values() for m in ms))
+        names = ", ".join(f"{k.metric}/{k.group}" for k in list(found)[:4])
+        more = f" and {len(found) - 4} more" if len(found) > 4 else ""
+        raise AnalysisError(
+            f"{path}: refusing to pool repetitions whose key metadata differ "
+            f"(series {names}{more}):\n  " + "\n  ".join(texts) + "\n"
+            "Analyse the runs separately (pass one run directory), or pass --allow-mixed "
+            "to pool them anyway."
+        )
+    return found
+
+
+def _summary_rows(run: RunDir) -> list[dict[str, Any]]:
+    table = run.summaries()
+    missing = [c for c in SUMMARY_SCHEMA.names if c not in table.column_names]
+    if missing:
+        raise ResultError(str(run.summaries_path), f"lacks column(s) {', '.join(missing)}")
+    rows: list[dict[str, Any]] = table.select(SUMMARY_SCHEMA.names).to_pylist()
+    return rows
+
+
+def _metadata(run: RunDir, manifest: dict[str, Any], repetition: int) -> dict[str, str]:
+    try:
+        return repetition_metadata({**manifest, "_path": str(run.manifest_path)}, repetition)
+    except (KeyError, TypeError) as e:
+        raise ResultError(
+            str(run.manifest_path),
+            f"repetition {repetition} lacks host labels needed to check pooling ({e!r})",
+        ) from e
+
+
+def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str] = (),
+                allow_mixed: bool = False) -> Dataset:
+    """Per-repetition values of every run under ``path``, checked for pooling.
+
+    ``metrics``/``groups`` restrict the analysis (exact names; unknown names
+    raise AnalysisError listing the known ones). Raises ResultError for missing,
+    truncated or corrupted manifests and summaries.
+    """
+    path = Path(path)
+    runs = find_runs(path)
+    values: list[RepetitionValue] = []
+    metas: dict[RepetitionRef, dict[str, str]] = {}
+    notes: list[str] = []
+    campaign = ""
+    for run in runs:
+        manifest = run.manifest()
+        campaign = campaign or str(manifest.get("campaign", ""))
+        status = manifest.get("status", "complete")
+        if status != "complete":
+            notes.append(f"run {run.run_id} has status {status!r}; its repetitions are included")
+        seen: set[tuple[int, str, str, str]] = set()
+        for row in _summary_rows(run):
+            rep = int(row["repetition"])
+            ident = (rep, row["workload"], row["metric"], row["group"])
+            if ident in seen:
+                raise ResultError(
+                    str(run.summaries_path),
+                    f"duplicate summary row for repetition {rep}, workload {row['workload']!r}, "
+                    f"metric {row['metric']!r}, group {row['group']!r}",
+                )
+            seen.add(ident)
+            ref = RepetitionRef(run.run_id, rep)
+            if ref not in metas:
+                metas[ref] = _metadata(run, manifest, rep)
+            value = math.nan if row["value"] is None else float(row["value"])
+            values.append(
+                RepetitionValue(ref, str(row["workload"]), str(row["metric"]), str(row["group"]),
+                                value, str(row["unit"] or ""), int(row["n_obs"] or 0), metas[ref])
+            )
+    if not values:
+        raise ResultError(
+            str(path),
+            f"no per-repetition summaries in {len(runs)} run(s) (summaries.parquet missing or "
+            "empty); was the campaign run to completion?",
+        )
+    values = _select(path, values, "metric", metrics)
+    values = _select(path, values, "group", groups)
+    used = {v.ref for v in values}
+    series_refs: dict[SeriesKey, list[RepetitionRef]] = defaultdict(list)
+    for v in values:
+        series_refs[SeriesKey(v.workload, v.metric, v.group)].append(v.ref)
+    mismatches = check_pooling(path, series_refs, metas, allow_mixed)
+    run_pos = {run.run_id: i for i, run in enumerate(runs)}
+    first = min(used, key=lambda r: (run_pos[r.run_id], r.repetition))
+    return Dataset(path, campaign, [r.run_id for r in runs], values, dict(metas[first]),
+                   mismatches, notes, allow_mixed)
+
+
+def _select(path: Path, values: list[RepetitionValue], attr: str,
+            wanted: Sequence[str]) -> list[RepetitionValue]:
+    if not wanted:
+        return values
+    known = sorted({getattr(v, attr) for v in values})
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise AnalysisError(
+            f"{path}: unknown {attr}(s) {', '.join(map(repr, unknown))}; "
+            f"known: {', '.join(known)}"
+        )
+    return [v for v in values if getattr(v, attr) in wanted]
+
+
+# -------------------------------------------------------------------- convergence
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """Mean estimate and mean CI bounds over random subsets, per subset size."""
+
+    sizes: IntArray
+    estimate: FloatArray
+    lower: FloatArray
+    upper: FloatArray
+    trials: int
+    every_size: bool
+
+    @property
+    def relative_half_width(self) -> FloatArray:
+        """``max(est - lo, hi - est) / |est|`` per size (inf where est is 0 and the CI is not)."""
+        half = np.maximum(self.estimate - self.lower, self.upper - self.estimate)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = half / np.abs(self.estimate)
+        return np.where(half == 0, 0.0, rel)
+
+
+def size_grid(n_min: int, n_max: int, max_sizes: int) -> IntArray:
+    """Every size in ``[n_min, n_max]``, or a geometric grid of at most ``max_sizes``.
+
+    The grid is dense where sizes are small (every size until its geometric
+    step exceeds one) and always includes both ends.
+    """
+    if n_max < n_min:
+        return np.empty(0, dtype=np.int64)
+    if n_max - n_min + 1 <= max_sizes:
+        return np.arange(n_min, n_max + 1, dtype=np.int64)
+
+    def grid(num: int) -> IntArray:
+        return np.unique(np.rint(np.geomspace(n_min, n_max, num)).astype(np.int64))
+
+    lo, hi = max_sizes, n_max - n_min + 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(grid(mid)) <= max_sizes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return grid(lo)
+
+
+def subset_order_positions(rng: np.random.Generator, population: int, sizes: IntArray,
+                           ranks: IntArray, trials: int) -> IntArray:
+    """0-based positions, in ``range(population)``, of the ``ranks``-th smallest
+    members of ``trials`` uniformly random subsets (without replacement) per size.
+
+    ``ranks`` has shape ``(R, S)`` (1-based, ``<= sizes``); the result has shape
+    ``(R, S, trials)``, drawn from the exact joint law of those order statistics.
+
+    Method: a size-n subset of ``range(N)`` is a composition of the ``N - n``
+    left-out positions into ``n + 1`` gaps (before the first member, between
+    members, after the last); a uniform subset is a uniform composition, i.e.
+    Dirichlet-multinomial with all weights 1. The r-th member sits at
+    ``r - 1 + (sum of the first r gaps)``, and by the aggregation property that
+    sum is beta-binomial ``BB(N - n, r, n + 1 - r)``; given it, the remaining gaps
+    are again a uniform composition. So ranks are placed in increasing order
+    with one beta and one binomial draw each: ``O(R * S * trials)`` work, no
+    subset is ever materialised.
+    """
+    order = np.argsort(ranks, axis=0, kind="stable")
+    ranked = np.take_along_axis(ranks, order, axis=0)
+    shape = (len(sizes), trials)
+    left_out = np.broadcast_to(population - sizes[:, None], shape).astype(np.int64)
+    gaps = np.broadcast_to(sizes[:, None] + 1, shape).astype(np.int64)
+    skipped = np.zeros(shape, dtype=np.int64)
+    prev = np.zeros((len(sizes), 1), dtype=np.int64)
+    found = np.empty((len(ranks), *shape), dtype=np.int64)
+    for i in range(len(ranks)):
+        r = ranked[i][:, None]
+        block = r - prev  # gaps between the previous rank and this one
+        # Beta needs a > 0; a repeated rank (block 0) takes no gaps at all.
+        q = rng.beta(np.maximum(block, 1), gaps - block, size=shape)
+        drawn = np.where(block > 0, rng.binomial(left_out, q), 0)
+        skipped += drawn
+        left_out -= drawn
+        gaps -= block
+        found[i] = skipped + r - 1
+        prev = r
+    out = np.empty_like(found)
+    np.put_along_axis(out, np.broadcast_to(order[:, :, None], found.shape), found, axis=0)
+    return out
+
+
+# Sizes are processed in chunks of about this many subsets: large enough that
+# numpy's per-call overhead vanishes, small enough for a steady progress bar.
+_CHUNK_SUBSETS = 1 << 15
+
+
+def convergence(sorted_values: FloatArray, p: float = 0.5, level: float = 0.95, *,
+                trials: int = 200, seed: int = 0, max_sizes: int = 1000,
+                progress: Callable[[int], None] | None = None) -> list[Convergence]:
+    """Convergence curves of the exact p-quantile CI for series of equal length.
+
+    Method: CONFIRM (Maricq et al., OSDI'18) with exact binomial ranks
+    (Le Boudec, Thm. 2.1): for each size ``n`` from :func:`min_n_for_ci` to
+    ``N`` (or a grid, see :func:`size_grid`), ``trials`` subsets of size ``n``
+    drawn without replacement, independently per size; per size the mean (over
+    trials) estimate (Hyndman & Fan 7) and mean CI bounds.
+
+    A uniformly random subset of the data is a uniformly random subset of
+    positions in the sorted data, so only the positions of the needed order
+    statistics are drawn (:func:`subset_order_positions`), never whole subsets.
+
+    ``sorted_values`` has shape ``(m, N)`` (or ``(N,)``) and is ascending along
+    its last axis. All ``m`` series share the same random positions, so a
+    series' curve depends only on its values, ``seed`` and ``N``, never on which
+    other series are analysed with it. ``progress(k)`` is called with the number
+    of sizes done so far.
+    """
+    x = np.atleast_2d(np.asarray(sorted_values, dtype=np.float64))
+    m, big_n = x.shape
+    n_min = min_n_for_ci(p, level)
+    sizes = size_grid(n_min, big_n, max_sizes)
+    est = np.empty((m, len(sizes)))
+    lo = np.empty_like(est)
+    hi = np.empty_like(est)
+    # Rank of the lower/upper CI bound and of the two order statistics that
+    # Hyndman & Fan 7 interpolates between, per size (1-based).
+    ranks = np.empty((4, len(sizes)), dtype=np.int64)
+    frac = np.empty(len(sizes))
+    for i, n in enumerate(sizes.tolist()):
+        ci = quantile_ci_ranks(n, p, level)
+        assert ci is not None  # sizes start at the smallest n with a CI
+        h = (n - 1) * p
+        a = math.floor(h)
+        ranks[:, i] = (ci.j, ci.k, a + 1, min(a + 2, n))
+        frac[i] = h - a
+    rng = np.random.default_rng([seed, big_n])
+    chunk = max(1, _CHUNK_SUBSETS // trials)
+    for start in range(0, len(sizes), chunk):
+        part = slice(start, start + chunk)
+        pos = subset_order_positions(rng, big_n, sizes[part], ranks[:, part], trials)
+        mean = x[:, pos].mean(axis=-1)  # (m, 4, sizes in chunk)
+        lo[:, part], hi[:, part] = mean[:, 0], mean[:, 1]
+        est[:, part] = mean[:, 2] + frac[part] * (mean[:, 3] - mean[:, 2])
+        if progress is not None:
+            progress(min(start + chunk, len(sizes)))
+    every = len(sizes) == max(0, big_n - n_min + 1)
+    return [Convergence(sizes, est[s], lo[s], hi[s], trials, every) for s in range(m)]
+
+
+def smallest_stable_n(conv: Convergence, rel_error: float) -> int | None:
+    """Smallest size whose mean CI is within ±e of the mean estimate at it and at
+    every larger evaluated size; None when even the full sample is not within."""
+    within = conv.relative_half_width <= rel_error
+    if len(within) == 0 or not within[-1]:
+        return None
+    outside = np.flatnonzero(~within)
+    first = 0 if len(outside) == 0 else int(outside[-1]) + 1
+    return int(conv.sizes[first])
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Repetitions needed by the 1/√n law when the data never reach the target."""
+
+    n: int
+    more: int
+    fit: SqrtLawFit
+    reliable: bool
+    note: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """Outcome for one error bound ``e``."""
+
+    error: float
+    n_needed: int | None
+    prediction: Prediction | None
+    note: str
+
+    @property
+    def reached(self) -> bool:
+        return self.n_needed is not None
+
+
+def evaluate_target(conv: Convergence | None, n: int, rel_error: float, p: float,
+                    level: float) -> Target:
+    """n needed for ``rel_error``, or a labelled 1/√n-law prediction."""
+    if conv is None or len(conv.sizes) == 0:
+        need = min_n_for_ci(p, level)
+        return Target(rel_error, None, None,
+                      f"no CI below n={need}; run at least {need - n} more repetition(s) first")
+    found = smallest_stable_n(conv, rel_error)
+    if found is not None:
+        return Target(rel_error, found, None,
+                      f"within ±{rel_error * 100:.3g}% from n={found} on, and at every "
+                      "larger size")
+    fit = fit_sqrt_law(conv.sizes, conv.relative_half_width)
+    if fit is None:
+        return Target(rel_error, None, None,
+                      "not reached, and too few sizes with a finite relative CI to predict")
+    need = fit.required_n(rel_error)
+    reliable = fit.slope <= SLOPE_MAX
+    note = (
+        f"PREDICTED from the 1/√n law (fit on n={fit.n_lo}..{fit.n_hi}): about {need} "
+        f"repetitions, {max(0, need - n)} more than the {n} measured"
+    )
+    if not reliable:
+        note += (
+            f"; UNRELIABLE: over the measured sizes the CI half-width scales as "
+            f"n^{fit.slope:.2f}, not n^-0.5 (a tail-quantile CI still ending at the sample "
+            "max or min, a gap between modes, or dependent data: see the checks)"
+        )
+    return Target(rel_error, None, Prediction(need, max(0, need - n), fit, reliable, note), note)
+
+
+# ----------------------------------------------------------------------- analysis
+
+
+@dataclass(frozen=True)
+class ConfirmParams:
+    quantile: float = 0.5
+    level: float = 0.95
+    errors: tuple[float, ...] = (0.01, 0.05)
+    trials: int = 200
+    seed: int = 0
+    max_sizes: int = 1000
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not 0 < self.quantile < 1:
+            raise AnalysisError(f"quantile must be in (0, 1), got {self.quantile}")
+        if not 0 < self.level < 1:
+            raise AnalysisError(f"confidence level must be in (0, 1), got {self.level}")
+        if not self.errors or any(not 0 < e < 1 for e in self.errors):
+            raise AnalysisError(f"error bounds must be in (0, 1), got {list(self.errors)}")
+        if self.trials < 1:
+            raise AnalysisError(f"trials must be >= 1, got {self.trials}")
+        if self.seed < 0:
+            raise AnalysisError(f"seed must be >= 0, got {self.seed}")
+        if self.max_sizes < 2:
+            raise AnalysisError(f"max_sizes must be >= 2, got {self.max_sizes}")
+
+
+@dataclass(frozen=True)
+class SeriesResult:
+    series: Series
+    ci: QuantileCI
+    convergence: Convergence | None
+    targets: tuple[Target, ...]
+    checks: tuple[CheckResult, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConfirmResult:
+    dataset: Dataset
+    params: ConfirmParams
+    series: tuple[SeriesResult, ...]
+
+    @property
+    def quantile_name(self) -> str:
+        return quantile_name(self.params.quantile)
+
+
+def analyse_series(series: Sequence[Series], params: ConfirmParams, *,
+                   progress: ProgressFn | None = None) -> list[SeriesResult]:
+    """CI, convergence, targets and checks for each series (see module docstring)."""
+    p, level = params.quantile, params.level
+    n_min = min_n_for_ci(p, level)
+    by_len: dict[int, list[int]] = defaultdict(list)
+    for i, s in enumerate(series):
+        if s.n >= n_min:
+            by_len[s.n].append(i)
+    # Progress units: one per convergence size, one per series' checks.
+    total = sum(len(size_grid(n_min, n, params.max_sizes)) for n in by_len) + len(series)
+    done = 0
+    convs: dict[int, Convergence] = {}
+    for _, members in sorted(by_len.items()):
+        stacked = np.sort(np.stack([series[i].values for i in members]), axis=1)
+
+        def tick(k: int, base: int = done) -> None:
+            if progress is not None:
+                progress(base + k, total)
+
+        curves = convergence(stacked, p, level, trials=params.trials, seed=params.seed,
+                             max_sizes=params.max_sizes, progress=tick)
+        done += len(curves[0].sizes)
+        convs.update(zip(members, curves, strict=True))
+
+    out = []
+    for i, s in enumerate(series):
+        ci = quantile_ci(s.values, p, level)
+        conv = convs.get(i)
+        targets = tuple(evaluate_target(conv, s.n, e, p, level) for e in params.errors)
+        checks = tuple(run_checks(s.values, params.alpha))
+        done += 1
+        if progress is not None:
+            progress(done, total)
+        warns = [f"pooled despite differing metadata: {m.describe()}" for m in s.mismatches]
+        if not ci.exists:
+            warns.append(ci.note)
+        if s.dropped:
+            warns.append(f"{len(s.dropped)} non-finite value(s) dropped "
+                         f"({', '.join(map(str, s.dropped[:5]))})")
+        warns += warning_messages(list(checks))
+        warns += [t.note for t in targets if t.prediction is not None and not t.prediction.reliable]
+        if ci.exists and ci.estimate == 0:
+            warns.append("the estimate is 0: a relative error bound is undefined")
+        out.append(SeriesResult(s, ci, conv, targets, checks, tuple(warns)))
+    return out
+
+
+def analyse(dataset: Dataset, params: ConfirmParams,
+            progress: ProgressFn | None = None) -> ConfirmResult:
+    """The whole repetition analysis of a loaded campaign."""
+    results = analyse_series(dataset.series(), params, progress=progress)
+    return ConfirmResult(dataset, params, tuple(results))
+
+
+def confirm(path: Path, params: ConfirmParams | None = None, *, metrics: Sequence[str] = (),
+            groups: Sequence[str] = (), allow_mixed: bool = False,
+            progress: ProgressFn | None = None) -> ConfirmResult:
+    """Load ``results/<campaign>`` (or one run) and analyse it."""
+    dataset = load_values(path, metrics=metrics, groups=groups, allow_mixed=allow_mixed)
+    return analyse(dataset, params or ConfirmParams(), progress)

@@ -1,0 +1,1 @@
+"""Fakes for fast unit tests (no hosts, no network): synthetic result directories."""
