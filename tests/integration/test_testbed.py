@@ -116,11 +116,11 @@ def test_failed_provision_leaves_nothing(provider: NetnsProvider, tmp_path: Path
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import cloudbench.providers.netns as netns
 
-    before = set(netns.list_netns())
-    monkeypatch.setattr(netns, "SSHD", "/bin/false")
+    monkeypatch.setattr(netns, "SSHD", "/bin/false")  # every sshd "exits" at once
+    monkeypatch.setattr(netns.secrets, "token_hex", lambda n: "f00d01")
     topo = Topology([HostSpec("a", "netns", "r1", "r1-a", "s1", "local", 0)])
     with pytest.raises(ProvisionError, match="sshd of a exited"):
         provider.provision(topo, tmp_path)
-    assert set(netns.list_netns()) == before
-    assert not list(provider.state_root.glob("*.json")) or all(
-        p.stem not in "".join(netns.list_netns()) for p in provider.state_root.glob("*.json"))
+    assert ours("f00d01") == []
+    assert not (provider.state_root / "f00d01.json").exists()
+    assert not (provider.state_root / "f00d01").exists()
