@@ -1,0 +1,15 @@
+"""The Pulumi programs, one module per cloud: ``program(topology_dict, settings) -> None``.
+
+They import pulumi and the cloud's SDK, so cloudbench imports them only when a
+cloud stack is created (extras ``aws``, ``gcp``, ``azure``). ``stacks/<cloud>/`` at the
+top of the repository holds the matching Pulumi projects for the ``pulumi`` CLI.
+"""
+
+from __future__ import annotations
+
+PROGRAM_MODULES = {
+    "aws": "cloudbench.providers.stacks.aws",
+    "gcp": "cloudbench.providers.stacks.gcp",
+    "azure": "cloudbench.providers.stacks.azure",
+}
+EXTRAS = {"aws": "pulumi-aws", "gcp": "pulumi-gcp", "azure": "pulumi-azure-native"}

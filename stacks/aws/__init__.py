@@ -1,0 +1,1 @@
+"""The aws Pulumi project (entry point: __main__.py)."""

@@ -1,0 +1,1 @@
+"""The azure Pulumi project (entry point: __main__.py)."""

@@ -1,0 +1,1 @@
+"""The gcp Pulumi project (entry point: __main__.py)."""

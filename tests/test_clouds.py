@@ -1,0 +1,828 @@
+"""The cloud programs under Pulumi mocks, the Automation driver with a fake, the reaper, spec checks.
+
+For each cloud the StormCloud topology (8 hosts; 3 regions; the main region has
+3 zones, one of them with 2 subnets) is built under ``pulumi.runtime.set_mocks``
+and the recorded resources are checked: VMs in the right zones and subnets, no
+ingress from 0.0.0.0/0, SSH only from the controller, worker ports only from
+the campaign's subnets, tags everywhere, outputs that make a Cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import os
+import signal
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pulumi
+import pytest
+
+from cloudbench.errors import CloudbenchError, ProvisionError, SpecError
+from cloudbench.providers import cloud_common as cc
+from cloudbench.providers import pulumi as pp
+from cloudbench.spec import CloudProviderModel, Spec, parse_spec
+from cloudbench.topology import Topology
+
+CONTROLLER = "203.0.113.7/32"  # TEST-NET-3: never contacted
+WORKER_PORTS = {(proto, p.first, p.last) for p in cc.WORKER_PORTS for proto in p.protocols}
+
+STORMCLOUD = {
+    "aws": ("m5.large", {
+        "us-east-1": {"us-east-1a": {"s1": 3, "s2": 1}, "us-east-1b": {"s3": 1}, "us-east-1c": {"s4": 1}},
+        "us-east-2": {"us-east-2a": {"s5": 1}},
+        "us-west-2": {"us-west-2a": {"s6": 1}},
+    }),
+    "gcp": ("e2-standard-2", {
+        "us-east1": {"us-east1-b": {"s1": 3, "s2": 1}, "us-east1-c": {"s3": 1}, "us-east1-d": {"s4": 1}},
+        "us-east4": {"us-east4-a": {"s5": 1}},
+        "us-west1": {"us-west1-a": {"s6": 1}},
+    }),
+    "azure": ("Standard_D2s_v3", {
+        "eastus": {"eastus-1": {"s1": 3, "s2": 1}, "eastus-2": {"s3": 1}, "eastus-3": {"s4": 1}},
+        "eastus2": {"eastus2-1": {"s5": 1}},
+        "westus2": {"westus2-1": {"s6": 1}},
+    }),
+}
+
+
+def stormcloud_yaml(cloud: str, extra: str = "", vm_type: str | None = None) -> str:
+    default_type, regions = STORMCLOUD[cloud]
+    lines = [f"name: stormcloud-{cloud}", "providers:", f"  {cloud}:",
+             f"    controller_cidr: {CONTROLLER}"]
+    lines += ["    " + x for x in extra.splitlines() if x.strip()]
+    lines.append("    regions:")
+    for r, zones in regions.items():
+        lines += [f"      {r}:", "        zones:"]
+        for z, subnets in zones.items():
+            lines += [f"          {z}:", "            subnets:"]
+            for s, n in subnets.items():
+                lines.append(f"              {s}: {{hosts: {n}, vm_type: {vm_type or default_type}}}")
+    lines += ["workloads:", "  - kind: echo", "    duration: 10s"]
+    return "\n".join(lines) + "\n"
+
+
+def stormcloud(cloud: str) -> Spec:
+    return parse_spec(stormcloud_yaml(cloud, "placement_group: true"), f"{cloud}.yaml")
+
+
+def settings_for(topo: Topology, cloud: str, stack: str = "test-r01") -> cc.CloudSettings:
+    client = asyncssh.generate_private_key("ssh-ed25519")
+    return cc.CloudSettings(
+        cloud=cloud, campaign=f"stormcloud-{cloud}", stack=stack, owner="alice",
+        expiry_utc="2030-01-01T00:00:00Z", controller_cidr=CONTROLLER,
+        client_public_key=client.export_public_key().decode().strip(),
+        host_keys=cc.new_host_keys([h.name for h in topo.hosts], stack), placement_group=True)
+
+
+# -- Pulumi mocks ------------------------------------------------------------------------------
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records every resource; gives VMs addresses from the subnet they were put in."""
+
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+        self.calls: list[pulumi.runtime.MockCallArgs] = []
+        self.cidr: dict[str, str] = {}  # subnet id -> CIDR
+        self.used: dict[str, int] = {}
+
+    def _address(self, subnet_id: str) -> str:
+        net = ipaddress.ip_network(self.cidr[subnet_id])
+        self.used[subnet_id] = self.used.get(subnet_id, 9) + 1
+        return str(net.network_address + self.used[subnet_id])
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.resources.append(args)
+        rid = f"{args.name}-id"
+        state = dict(args.inputs)
+        public = f"203.0.113.{len(self.resources) % 250 + 1}"
+        if args.typ == "aws:ec2/subnet:Subnet":
+            self.cidr[rid] = args.inputs["cidrBlock"]
+        elif args.typ == "gcp:compute/subnetwork:Subnetwork":
+            self.cidr[rid] = args.inputs["ipCidrRange"]
+            state["selfLink"] = rid
+        elif args.typ == "azure-native:network:Subnet":
+            self.cidr[rid] = args.inputs["addressPrefix"]
+        elif args.typ == "aws:ec2/instance:Instance":
+            state.update(privateIp=self._address(args.inputs["subnetId"]), publicIp=public)
+        elif args.typ == "gcp:compute/instance:Instance":
+            nic = dict(args.inputs["networkInterfaces"][0])
+            nic["networkIp"] = self._address(nic["subnetwork"])
+            nic["accessConfigs"] = [{"natIp": public}]
+            state["networkInterfaces"] = [nic]
+        elif args.typ == "azure-native:network:NetworkInterface":
+            cfg = dict(args.inputs["ipConfigurations"][0])
+            cfg["privateIPAddress"] = self._address(cfg["subnet"]["id"])
+            state["ipConfigurations"] = [cfg]
+        elif args.typ == "azure-native:network:PublicIPAddress":
+            state["ipAddress"] = public
+        elif args.typ == "gcp:compute/resourcePolicy:ResourcePolicy":
+            state["selfLink"] = rid
+        return rid, state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:  # type: ignore[override]
+        # A bare dict: the (result, None) tuple the base class declares crashes pulumi's mock monitor.
+        self.calls.append(args)
+        if args.token == "aws:ec2/getAmi:getAmi":
+            return {"id": "ami-0123456789abcdef0", "architecture": "x86_64"}
+        return {}
+
+    def of(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
+        return [r for r in self.resources if r.typ == typ]
+
+    def by_id(self, rid: str) -> pulumi.runtime.MockResourceArgs:
+        return next(r for r in self.resources if f"{r.name}-id" == rid)
+
+
+@pytest.fixture
+def mocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingMocks]:
+    import asyncio
+
+    # Pulumi's runtime uses the thread's current loop, which an earlier asyncio.run() unset.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    m = RecordingMocks()
+    pulumi.runtime.set_mocks(m, project="cloudbench-test", stack="test", preview=False)
+    yield m
+    pulumi.runtime.settings.reset_options()  # the next test starts from a clean runtime
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
+def run_program(cloud: str, topo: Topology, settings: cc.CloudSettings,
+                monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Run the cloud's program under the installed mocks; returns its exports, resolved."""
+    import importlib
+
+    module = importlib.import_module(f"cloudbench.providers.stacks.{cloud}")
+    exports: dict[str, Any] = {}
+    monkeypatch.setattr(pulumi, "export", lambda k, v: exports.__setitem__(k, v))
+    resolved: dict[str, Any] = {}
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def run() -> pulumi.Output[None]:
+        module.program(topo.to_dict(), settings)
+        return pulumi.Output.from_input(exports).apply(resolved.update)
+
+    run()
+    return resolved
+
+
+def check_cluster(cloud: str, topo: Topology, settings: cc.CloudSettings, outputs: dict[str, Any],
+                  subnet_cidr: Callable[[str], str], tmp_path: Path) -> None:
+    """The outputs make the same kind of Cluster the netns provider returns."""
+    cluster = pp.cluster_from_outputs(cloud, settings.stack, topo, outputs, settings, tmp_path / "k")
+    assert [h.name for h in cluster.hosts] == [h.name for h in topo.hosts]
+    for h in cluster.hosts:
+        assert ipaddress.ip_address(h.address) in ipaddress.ip_network(subnet_cidr(h.name)), h.name
+        assert ipaddress.ip_address(h.ssh_host) in ipaddress.ip_network("203.0.113.0/24")
+        assert h.user == "ubuntu" and h.workdir == "/home/ubuntu/cloudbench" and h.ssh_port == 22
+        assert h.host_key == settings.host_keys[h.name].public
+        asyncssh.import_public_key(h.host_key)
+        assert h.spec.labels()["zone"] == topo.host(h.name).zone
+
+
+def check_tags(tags: dict[str, str], settings: cc.CloudSettings, what: str) -> None:
+    expected = cc.gcp_labels(settings) if settings.cloud == "gcp" else cc.tags(settings)
+    assert expected["cloudbench-campaign"] == settings.campaign
+    for key, value in expected.items():
+        assert tags.get(key) == value, (what, key, tags)
+
+
+def secret_value(value: Any) -> Any:
+    """The plaintext of a secret input; fails if the input was not marked secret."""
+    from pulumi.runtime.rpc import _special_secret_sig, _special_sig_key
+
+    assert isinstance(value, dict) and value.get(_special_sig_key) == _special_secret_sig, "not a secret"
+    return value["value"]
+
+
+def check_cloud_init(user_data: str, settings: cc.CloudSettings, host: str) -> None:
+    import yaml
+
+    assert user_data.startswith("#cloud-config\n")
+    doc = yaml.safe_load(user_data)
+    assert doc["ssh_keys"]["ed25519_public"] == settings.host_keys[host].public
+    assert doc["ssh_keys"]["ed25519_private"].strip() == settings.host_keys[host].private.strip()
+    assert doc["ssh_authorized_keys"] == [settings.client_public_key]
+    assert doc["ssh_genkeytypes"] == [] and doc["ssh_pwauth"] is False
+    assert set(doc["packages"]) >= {"python3", "nuttcp", "iperf3", "scamper"}
+
+
+def test_aws_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    topo = stormcloud("aws").topology()
+    s = settings_for(topo, "aws")
+    out = run_program("aws", topo, s, monkeypatch)
+
+    subnets = {f"{r.name}-id": r.inputs for r in mocks.of("aws:ec2/subnet:Subnet")}
+    assert len(subnets) == 6
+    vms = {r.name.removeprefix("vm-"): r.inputs for r in mocks.of("aws:ec2/instance:Instance")}
+    assert sorted(vms) == sorted(h.name for h in topo.hosts)
+    vpc_of_region = {r.name.removeprefix("vpc-"): f"{r.name}-id" for r in mocks.of("aws:ec2/vpc:Vpc")}
+    assert sorted(vpc_of_region) == ["us-east-1", "us-east-2", "us-west-2"]
+    for h in topo.hosts:
+        vm = vms[h.name]
+        sn = subnets[vm["subnetId"]]
+        assert sn["availabilityZone"] == h.zone
+        assert sn["vpcId"] == vpc_of_region[h.region]
+        assert mocks.by_id(vm["subnetId"]).name == f"subnet-{h.zone}-{h.subnet}"
+        assert vm["instanceType"] == "m5.large" and vm["associatePublicIpAddress"] is True
+        assert vm["metadataOptions"]["httpTokens"] == "required"
+        check_tags(vm["tags"], s, h.name)
+        check_cloud_init(secret_value(vm["userData"]), s, h.name)
+    # Two subnets in us-east-1a, one per other zone.
+    per_zone: dict[str, int] = {}
+    for sn in subnets.values():
+        per_zone[sn["availabilityZone"]] = per_zone.get(sn["availabilityZone"], 0) + 1
+    assert per_zone == {"us-east-1a": 2, "us-east-1b": 1, "us-east-1c": 1, "us-east-2a": 1, "us-west-2a": 1}
+
+    campaign = sorted(sn["cidrBlock"] for sn in subnets.values())
+    groups = mocks.of("aws:ec2/securityGroup:SecurityGroup")
+    assert len(groups) == 3
+    for g in groups:
+        opened: set[tuple[str, int, int]] = set()
+        for rule in g.inputs["ingress"]:
+            sources = rule.get("cidrBlocks", [])
+            assert "0.0.0.0/0" not in sources and not rule.get("ipv6CidrBlocks")
+            ports = (rule["protocol"], int(rule["fromPort"]), int(rule["toPort"]))
+            if ports == ("tcp", 22, 22):
+                assert sources == [CONTROLLER]
+            else:
+                assert sorted(sources) == campaign, rule
+                opened.add(ports)
+        assert opened >= WORKER_PORTS and opened - WORKER_PORTS == {("icmp", -1, -1)}
+        check_tags(g.inputs["tags"], s, g.name)
+    for p in mocks.of("pulumi:providers:aws"):
+        check_tags(json.loads(p.inputs["defaultTags"])["tags"] if isinstance(p.inputs["defaultTags"], str)
+                   else p.inputs["defaultTags"]["tags"], s, p.name)
+    for r in mocks.resources:
+        if "tags" in r.inputs:
+            check_tags(r.inputs["tags"], s, r.name)
+    # Regions are joined by peering (3 pairs) with a route each way.
+    assert len(mocks.of("aws:ec2/vpcPeeringConnection:VpcPeeringConnection")) == 3
+    peer_routes = [r for r in mocks.of("aws:ec2/route:Route") if "vpcPeeringConnectionId" in r.inputs]
+    assert len(peer_routes) == 6
+    assert len(mocks.of("aws:ec2/placementGroup:PlacementGroup")) == 5  # one per zone
+    assert {c.token for c in mocks.calls} == {"aws:ec2/getAmi:getAmi"}
+    check_cluster("aws", topo, s, out, lambda n: subnets[vms[n]["subnetId"]]["cidrBlock"], tmp_path)
+
+
+def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    topo = stormcloud("gcp").topology()
+    s = settings_for(topo, "gcp")
+    out = run_program("gcp", topo, s, monkeypatch)
+
+    subnets = {f"{r.name}-id": r.inputs for r in mocks.of("gcp:compute/subnetwork:Subnetwork")}
+    assert len(subnets) == 6
+    assert len(mocks.of("gcp:compute/network:Network")) == 1
+    vms = {r.name.removeprefix("vm-"): r.inputs for r in mocks.of("gcp:compute/instance:Instance")}
+    assert sorted(vms) == sorted(h.name for h in topo.hosts)
+    target = cc.slug(f"cb-{s.stack}", 63)
+    for h in topo.hosts:
+        vm = vms[h.name]
+        assert vm["zone"] == h.zone and vm["machineType"] == "e2-standard-2"
+        sid = vm["networkInterfaces"][0]["subnetwork"]
+        assert subnets[sid]["region"] == h.region
+        assert mocks.by_id(sid).name == f"subnet-{h.zone}-{h.subnet}"
+        assert vm["networkInterfaces"][0]["accessConfigs"] == [{}]
+        assert vm["tags"] == [target]
+        meta = secret_value(vm["metadata"])  # the map holds the user-data, so all of it is secret
+        assert meta["block-project-ssh-keys"] == "true" and meta["enable-oslogin"] == "FALSE"
+        assert meta["ssh-keys"] == f"ubuntu:{s.client_public_key}"
+        assert vm["resourcePolicies"] == f"placement-{h.zone}-id"
+        check_tags(vm["labels"], s, h.name)
+        check_tags(vm["bootDisk"]["initializeParams"]["labels"], s, h.name)
+        check_cloud_init(meta["user-data"], s, h.name)
+
+    campaign = sorted(sn["ipCidrRange"] for sn in subnets.values())
+    rules = mocks.of("gcp:compute/firewall:Firewall")
+    assert len(rules) == 2
+    opened: set[tuple[str, int, int]] = set()
+    for rule in rules:
+        r = rule.inputs
+        assert r["direction"] == "INGRESS" and r["targetTags"] == [target]
+        assert "0.0.0.0/0" not in r["sourceRanges"]
+        for allow in r["allows"]:
+            for spec_ in allow.get("ports", ["-1"]):
+                lo, _, hi = spec_.partition("-") if spec_ != "-1" else ("-1", "", "-1")
+                ports = (allow["protocol"], int(lo), int(hi or lo))
+                if ports == ("tcp", 22, 22):
+                    assert r["sourceRanges"] == [CONTROLLER] and len(r["allows"]) == 1
+                else:
+                    assert sorted(r["sourceRanges"]) == campaign
+                    opened.add(ports)
+    assert opened >= WORKER_PORTS and opened - WORKER_PORTS == {("icmp", -1, -1)}
+    # Every zone with hosts gets a compact placement policy in its region.
+    assert len(mocks.of("gcp:compute/resourcePolicy:ResourcePolicy")) == 5
+    check_cluster("gcp", topo, s, out,
+                  lambda n: subnets[vms[n]["networkInterfaces"][0]["subnetwork"]]["ipCidrRange"], tmp_path)
+
+
+def test_azure_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    topo = stormcloud("azure").topology()
+    s = settings_for(topo, "azure")
+    out = run_program("azure", topo, s, monkeypatch)
+
+    subnets = {f"{r.name}-id": r.inputs for r in mocks.of("azure-native:network:Subnet")}
+    assert len(subnets) == 6
+    vnets = {r.name.removeprefix("vnet-"): r.inputs for r in mocks.of("azure-native:network:VirtualNetwork")}
+    assert sorted(vnets) == ["eastus", "eastus2", "westus2"]
+    nics = {r.name.removeprefix("nic-"): r.inputs for r in mocks.of("azure-native:network:NetworkInterface")}
+    pips = {r.name.removeprefix("pip-"): r.inputs for r in mocks.of("azure-native:network:PublicIPAddress")}
+    vms = {r.name.removeprefix("vm-"): r.inputs for r in mocks.of("azure-native:compute:VirtualMachine")}
+    assert sorted(vms) == sorted(h.name for h in topo.hosts)
+    for h in topo.hosts:
+        vm, zid = vms[h.name], h.zone.rsplit("-", 1)[1]
+        assert vm["zones"] == [zid] and vm["location"] == h.region and pips[h.name]["zones"] == [zid]
+        assert vm["hardwareProfile"]["vmSize"] == "Standard_D2s_v3"
+        assert vm["networkProfile"]["networkInterfaces"][0]["id"] == f"nic-{h.name}-id"
+        sid = nics[h.name]["ipConfigurations"][0]["subnet"]["id"]
+        assert mocks.by_id(sid).name == f"subnet-{h.zone}-{h.subnet}"
+        net = ipaddress.IPv4Network(subnets[sid]["addressPrefix"])
+        assert net.subnet_of(ipaddress.IPv4Network(vnets[h.region]["addressSpace"]["addressPrefixes"][0]))
+        osp = secret_value(vm["osProfile"])  # it holds the cloud-init text
+        assert osp["adminUsername"] == "ubuntu"
+        assert osp["linuxConfiguration"]["disablePasswordAuthentication"] is True
+        assert osp["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"] == s.client_public_key
+        check_cloud_init(base64.b64decode(osp["customData"]).decode(), s, h.name)
+        check_tags(vm["tags"], s, h.name)
+        assert vm["proximityPlacementGroup"]["id"] == f"ppg-{h.zone}-id"
+
+    campaign = sorted(sn["addressPrefix"] for sn in subnets.values())
+    groups = mocks.of("azure-native:network:NetworkSecurityGroup")
+    assert len(groups) == 3
+    for g in groups:
+        opened: set[tuple[str, int, int]] = set()
+        rules = g.inputs["securityRules"]
+        for rule in rules:
+            if rule["access"] == "Deny":
+                continue
+            assert rule["direction"] == "Inbound"
+            sources = rule.get("sourceAddressPrefixes") or [rule["sourceAddressPrefix"]]
+            assert not {"0.0.0.0/0", "*", "Internet", "VirtualNetwork", "Any"} & set(sources), rule
+            lo, _, hi = rule["destinationPortRange"].partition("-")
+            proto = rule["protocol"].lower()
+            ports = (proto, -1, -1) if proto == "icmp" else (proto, int(lo), int(hi or lo))
+            if ports == ("tcp", 22, 22):
+                assert sources == [CONTROLLER]
+            else:
+                assert sorted(sources) == campaign
+                opened.add(ports)
+        assert opened >= WORKER_PORTS and opened - WORKER_PORTS == {("icmp", -1, -1)}
+        # Everything else is denied explicitly, before Azure's "allow from VirtualNetwork" default.
+        deny = [r for r in rules if r["access"] == "Deny"]
+        assert len(deny) == 1 and deny[0]["priority"] > max(r["priority"] for r in rules if r["access"] == "Allow")
+        assert deny[0]["priority"] < 65000
+        for nic in nics.values():
+            assert nic["networkSecurityGroup"]["id"].startswith("nsg-")
+    assert len(mocks.of("azure-native:network:VirtualNetworkPeering")) == 6  # 3 pairs, both ways
+    for r in mocks.resources:
+        if r.typ.startswith("azure-native:") and "tags" in r.inputs:
+            check_tags(r.inputs["tags"], s, r.name)
+    assert all("tags" in r.inputs for r in mocks.resources
+               if r.typ in ("azure-native:resources:ResourceGroup", "azure-native:network:PublicIPAddress",
+                            "azure-native:network:NetworkInterface", "azure-native:network:VirtualNetwork"))
+    check_cluster("azure", topo, s, out,
+                  lambda n: subnets[nics[n]["ipConfigurations"][0]["subnet"]["id"]]["addressPrefix"], tmp_path)
+
+
+# -- shared logic --------------------------------------------------------------------------------
+def test_address_plan_uses_spec_cidrs_and_refuses_overlaps() -> None:
+    spec = parse_spec(textwrap.dedent(f"""\
+        name: c
+        providers:
+          aws:
+            controller_cidr: {CONTROLLER}
+            regions:
+              us-east-1:
+                zones:
+                  us-east-1a:
+                    subnets:
+                      a: {{hosts: 1, vm_type: m5.large, cidr: 10.1.1.0/24}}
+                      b: {{hosts: 1, vm_type: m5.large}}
+              eu-west-1:
+                zones:
+                  eu-west-1a:
+                    subnets:
+                      c: {{hosts: 1, vm_type: m5.large}}
+        workloads: [{{kind: echo}}]
+        """), "c.yaml")
+    plan = cc.plan_addresses(spec.topology())
+    assert plan.subnet_cidr[("us-east-1", "us-east-1a", "a")] == "10.1.1.0/24"
+    b = ipaddress.IPv4Network(plan.subnet_cidr[("us-east-1", "us-east-1a", "b")])
+    assert b.subnet_of(ipaddress.IPv4Network(plan.region_cidr["us-east-1"]))
+    assert not b.overlaps(ipaddress.IPv4Network("10.1.1.0/24"))
+    assert not ipaddress.ip_network(plan.region_cidr["us-east-1"]).overlaps(
+        ipaddress.ip_network(plan.region_cidr["eu-west-1"]))
+    topo = spec.topology()
+    clash = Topology(topo.hosts, [type(x)(x.name, x.provider, x.region, x.zone, "10.1.0.0/24")
+                                  if x.name == "c" else x for x in topo.subnets])
+    with pytest.raises(ValueError, match="overlap"):
+        cc.plan_addresses(clash)
+
+
+def test_programs_refuse_ssh_from_anywhere() -> None:
+    topo = stormcloud("aws").topology()
+    s = settings_for(topo, "aws")
+    wide = cc.CloudSettings(**{**s.__dict__, "controller_cidr": "0.0.0.0/0"})
+    with pytest.raises(ValueError, match="controller_cidr"):
+        cc.check_settings(topo, wide)
+
+
+def test_worker_ports_are_one_list() -> None:
+    names = {p.name: (p.first, p.last) for p in cc.WORKER_PORTS}
+    assert names["echo"] == (7100, 7100)
+    assert names["nuttcp"] == (5000, 5101)
+    assert names["iperf3"] == (5201, 5299)
+
+
+# -- spec checks -----------------------------------------------------------------------------------
+def test_stormcloud_example_is_valid() -> None:
+    from cloudbench.spec import load_spec
+
+    spec = load_spec(Path(__file__).parent.parent / "experiments" / "stormcloud-aws.yaml")
+    topo = spec.topology()
+    assert len(topo) == 8 and topo.regions == ["us-east-1", "us-east-2", "us-west-2"]
+    assert topo.zones("us-east-1") == ["us-east-1a", "us-east-1b", "us-east-1c"]
+    assert topo.subnets_in("us-east-1a") == ["s1", "s2"]
+    assert isinstance(spec.providers["aws"], CloudProviderModel) and spec.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("cloud", "replace", "field", "words"),
+    [
+        ("aws", ("us-east-2:", "us-east-9:"), "providers.aws.regions.us-east-9",
+         ["unknown aws region 'us-east-9'", "us-east-"]),
+        ("aws", ("us-east-1c:", "us-east-1z:"), "providers.aws.regions.us-east-1.zones.us-east-1z",
+         ["zone 'us-east-1z' is not in aws region 'us-east-1'", "us-east-1a"]),
+        ("gcp", ("us-east1-d:", "us-east1-a:"), "providers.gcp.regions.us-east1.zones.us-east1-a",
+         ["not in gcp region 'us-east1'"]),
+        ("azure", ("eastus-3:", "eastus-7:"), "providers.azure.regions.eastus.zones.eastus-7",
+         ["eastus-1, eastus-2, eastus-3"]),
+        ("aws", (f"controller_cidr: {CONTROLLER}", "controller_cidr: 0.0.0.0/0"),
+         "providers.aws.controller_cidr", ["would open SSH"]),
+    ],
+)
+def test_invalid_cloud_input_names_file_line_field(
+        cloud: str, replace: tuple[str, str], field: str, words: list[str]) -> None:
+    text = stormcloud_yaml(cloud)
+    assert replace[0] in text
+    bad = text.replace(replace[0], replace[1])
+    with pytest.raises(SpecError) as info:
+        parse_spec(bad, f"{cloud}.yaml")
+    errors = getattr(info.value, "errors", [info.value])
+    match = [e for e in errors if e.field == field]
+    assert match, [str(e) for e in errors]
+    line = next(i for i, t in enumerate(bad.splitlines(), 1) if replace[1].strip() in t)
+    assert match[0].line == line and match[0].path == f"{cloud}.yaml"
+    for w in words:
+        assert w in match[0].message
+
+
+def test_cloud_subnet_needs_a_vm_type_and_netns_refuses_cloud_keys() -> None:
+    text = stormcloud_yaml("aws").replace("s6: {hosts: 1, vm_type: m5.large}", "s6: {hosts: 1}")
+    with pytest.raises(SpecError, match="needs a `vm_type`"):
+        parse_spec(text, "a.yaml")
+    netns = textwrap.dedent("""\
+        name: n
+        providers:
+          netns:
+            controller_cidr: 10.0.0.1/32
+            regions: {r1: {zones: {r1-a: {subnets: {s1: {hosts: 2}}}}}}
+        workloads: [{kind: echo}]
+        """)
+    with pytest.raises(SpecError) as info:
+        parse_spec(netns, "n.yaml")
+    assert info.value.field == "providers.netns.controller_cidr" and info.value.line == 4
+    assert "unknown key 'controller_cidr'; known keys: regions" in str(info.value)
+
+
+def test_unknown_vm_type_warns_with_closest_names() -> None:
+    spec = parse_spec(stormcloud_yaml("aws", vm_type="m5.larg"), "w.yaml")
+    assert len(spec.warnings) == 6  # one per subnet
+    first = spec.warnings[0]
+    assert "w.yaml:" in first and "vm_type 'm5.larg'" in first and "m5.large" in first
+    spec = parse_spec(stormcloud_yaml("azure", vm_type="Standard_D2s_v9"), "w.yaml")
+    assert "Standard_D2s_v" in spec.warnings[0]
+    assert parse_spec(stormcloud_yaml("gcp"), "ok.yaml").warnings == []
+
+
+def test_unknown_provider_name_is_a_spec_error() -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(stormcloud_yaml("aws").replace("  aws:", "  oracle:"), "o.yaml")
+    assert "providers.oracle" in str(info.value) and "'aws'" in str(info.value)
+
+
+# -- the Automation driver with a fake ----------------------------------------------------------------
+class FakeStack:
+    def __init__(self, auto: FakeAutomation, ref: pp.StackRef, program: Callable[[], None] | None) -> None:
+        self.auto, self.ref, self.program = auto, ref, program
+
+    def up(self, on_output: pp.Output) -> dict[str, Any]:
+        self.auto.events.append(("up", self.ref.stack))
+        on_output("Updating (fake)")
+        self.auto.created.add(self.ref.stack)
+        if self.auto.on_up is not None:
+            self.auto.on_up(self.ref)
+        return self.auto.outputs_for(self.ref)
+
+    def destroy(self, on_output: pp.Output) -> None:
+        self.auto.events.append(("destroy", self.ref.stack))
+        if self.auto.fail_destroy:
+            raise ProvisionError(self.ref.cloud, self.ref.stack, "fake destroy failure")
+        self.auto.created.discard(self.ref.stack)
+
+    def remove(self) -> None:
+        self.auto.events.append(("remove", self.ref.stack))
+
+
+class FakeAutomation:
+    """Stands in for pulumi.automation: records calls, returns outputs shaped like the programs'."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.created: set[str] = set()
+        self.on_up: Callable[[pp.StackRef], None] | None = None
+        self.fail_destroy = False
+        self.config: dict[str, Any] = {}
+        self.topology: Topology | None = None
+
+    def stack(self, ref: pp.StackRef, program: Callable[[], None] | None = None,
+              config: pp.ConfigMap | None = None) -> FakeStack:
+        self.events.append(("stack", ref.stack))
+        if config is not None:
+            self.config[ref.stack] = dict(config)
+        return FakeStack(self, ref, program)
+
+    def outputs_for(self, ref: pp.StackRef) -> dict[str, Any]:
+        cfg = self.config[ref.stack]
+        topo = Topology.from_dict(json.loads(cfg["cloudbench:topology"][0]))
+        settings = cc.CloudSettings.from_dict(json.loads(cfg["cloudbench:settings"][0]))
+        return {
+            cc.OUTPUT_META: cc.meta_output(settings),
+            cc.OUTPUT_HOSTS: {h.name: {**cc.host_record(h, h.zone), "id": f"i-{i}",
+                                       "private_ip": f"10.0.0.{10 + i}", "public_ip": f"203.0.113.{10 + i}"}
+                              for i, h in enumerate(topo.hosts)},
+        }
+
+
+def provider(auto: FakeAutomation, results: Path, spec: Spec | None = None,
+             ready: Callable[[Any], None] | None = None) -> pp.PulumiProvider:
+    spec = spec or stormcloud("aws")
+    return pp.PulumiProvider("aws", spec.providers["aws"], spec.name, automation=auto,
+                             wait_ready=ready or (lambda c: None), results_root=results)
+
+
+def test_driver_builds_cluster_and_destroys(tmp_path: Path) -> None:
+    auto = FakeAutomation()
+    spec = stormcloud("aws")
+    prov = provider(auto, tmp_path)
+    run_dir = tmp_path / spec.name / "20250101T000000Z-abcd"
+    run_dir.mkdir(parents=True)
+    cluster = prov.provision(spec.topology(), run_dir)
+    stack = cluster.stack
+    assert stack == "20250101T000000Z-abcd-r01"
+    assert len(cluster.hosts) == 8 and cluster.provider == "aws"
+    assert cluster.hosts[0].ssh_host == "203.0.113.10" and cluster.hosts[0].address == "10.0.0.10"
+    # Fresh client key, 0600, under the run directory; host keys pinned from what we generated.
+    assert cluster.client_key.parent.parent.parent == run_dir
+    assert (cluster.client_key.stat().st_mode & 0o777) == 0o600
+    asyncssh.read_private_key(str(cluster.client_key))
+    secrets_cfg = json.loads(auto.config[stack]["cloudbench:host_keys"][0])
+    assert auto.config[stack]["cloudbench:host_keys"][1] is True  # stored as a secret
+    for h in cluster.hosts:
+        assert h.host_key == secrets_cfg[h.name]["public"]
+    plain = auto.config[stack]["cloudbench:settings"][0]
+    assert "PRIVATE KEY" not in plain and "PRIVATE KEY" not in (tmp_path / spec.name / ".pulumi" / pp.LEASES
+                                                              / f"cloudbench-aws.{stack}.json").read_text()
+    assert json.loads(plain)["controller_cidr"] == CONTROLLER
+    # State and lease live under the campaign directory.
+    lease = tmp_path / spec.name / ".pulumi" / pp.LEASES / f"cloudbench-aws.{stack}.json"
+    assert json.loads(lease.read_text())["controller"]["pid"] == os.getpid()
+    prov.destroy(cluster)
+    assert auto.events[-2:] == [("destroy", stack), ("remove", stack)]
+    assert not lease.exists() and auto.created == set()
+    prov.destroy(cluster)  # twice is fine
+    assert auto.events.count(("destroy", stack)) == 1
+    # The next repetition gets a new stack name.
+    assert prov.provision(spec.topology(), run_dir).stack.endswith("-r02")
+
+
+def test_driver_destroys_after_failing_up_and_sigint(tmp_path: Path) -> None:
+    spec = stormcloud("aws")
+    run_dir = tmp_path / spec.name / "run"
+    run_dir.mkdir(parents=True)
+    auto = FakeAutomation()
+
+    def fail(ref: pp.StackRef) -> None:
+        raise ProvisionError("aws", ref.stack, "InsufficientInstanceCapacity (partially created)")
+
+    auto.on_up = fail
+    with pytest.raises(ProvisionError, match="InsufficientInstanceCapacity"):
+        provider(auto, tmp_path).provision(spec.topology(), run_dir)
+    assert [e[0] for e in auto.events] == ["stack", "up", "destroy", "remove"]
+    assert auto.created == set()
+    assert list((tmp_path / spec.name / ".pulumi" / pp.LEASES).glob("*.json")) == []
+
+    auto = FakeAutomation()
+    auto.on_up = lambda ref: signal.raise_signal(signal.SIGINT)  # Ctrl-C while `up` runs
+    with pytest.raises(KeyboardInterrupt):
+        provider(auto, tmp_path).provision(spec.topology(), run_dir)
+    assert [e[0] for e in auto.events][-2:] == ["destroy", "remove"] and auto.created == set()
+
+    # VMs that never become ready are destroyed too.
+    auto = FakeAutomation()
+
+    def not_ready(c: Any) -> None:
+        raise ProvisionError("aws", c.stack, "VMs are not ready")
+
+    with pytest.raises(ProvisionError, match="not ready"):
+        provider(auto, tmp_path, ready=not_ready).provision(spec.topology(), run_dir)
+    assert auto.events[-2:][0][0] == "destroy" and auto.created == set()
+
+
+def test_driver_needs_controller_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CLOUDBENCH_CONTROLLER_CIDR", raising=False)
+    spec = parse_spec(stormcloud_yaml("aws").replace(f"    controller_cidr: {CONTROLLER}\n", ""), "a.yaml")
+    auto = FakeAutomation()
+    with pytest.raises(ProvisionError, match="controller_cidr"):
+        provider(auto, tmp_path, spec).provision(spec.topology(), tmp_path / "c" / "r")
+    assert auto.events == []
+    monkeypatch.setenv("CLOUDBENCH_CONTROLLER_CIDR", "198.51.100.4/32")
+    (tmp_path / "c" / "r").mkdir(parents=True)
+    cluster = provider(auto, tmp_path, spec).provision(spec.topology(), tmp_path / "c" / "r")
+    assert json.loads(auto.config[cluster.stack]["cloudbench:settings"][0])["controller_cidr"] == "198.51.100.4/32"
+
+
+def _runner_with(tmp_path: Path, auto: FakeAutomation,
+                 repetition: Callable[..., Any]) -> tuple[Any, list[str]]:
+    runner_mod = pytest.importorskip("cloudbench.runner")
+    spec = stormcloud("aws").model_copy(update={"repetitions": 2})
+    prov: list[pp.PulumiProvider] = []
+
+    def factory(name: str) -> Any:
+        prov.append(provider(auto, tmp_path / "results", spec))
+        return prov[0]
+
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(stormcloud_yaml("aws"))
+    runner = runner_mod.CampaignRunner(spec, str(spec_file), tmp_path / "results", provider_factory=factory)
+    runner._repetition = repetition  # no SSH to fake VMs: the repetition is scripted
+    return runner, [e[1] for e in auto.events if e[0] == "up"]
+
+
+def test_runner_destroys_stacks_on_success_failing_trial_and_sigint(tmp_path: Path) -> None:
+    async def ok(rep: int, cluster: Any) -> None:
+        assert len(cluster.hosts) == 8
+
+    auto = FakeAutomation()
+    runner, _ = _runner_with(tmp_path, auto, ok)
+    runner._write_summaries = lambda: None
+    runner.execute()
+    ups = [e[1] for e in auto.events if e[0] == "up"]
+    assert len(ups) == 2 and auto.created == set()  # one fresh stack per repetition, both gone
+    assert [e[1] for e in auto.events if e[0] == "destroy"] == ups
+
+    async def failing(rep: int, cluster: Any) -> None:
+        raise CloudbenchError("trial r000-t000-echo failed on s1-1")
+
+    auto = FakeAutomation()
+    runner, _ = _runner_with(tmp_path, auto, failing)
+    runner._write_summaries = lambda: None
+    with pytest.raises(CloudbenchError, match="trial"):
+        runner.execute()
+    assert auto.created == set() and ("destroy", next(e[1] for e in auto.events if e[0] == "up")) in auto.events
+
+    async def interrupted(rep: int, cluster: Any) -> None:
+        signal.raise_signal(signal.SIGINT)
+
+    auto = FakeAutomation()
+    runner, _ = _runner_with(tmp_path, auto, interrupted)
+    runner._write_summaries = lambda: None
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute()
+    assert auto.created == set() and any(e[0] == "destroy" for e in auto.events)
+
+
+# -- the reaper ------------------------------------------------------------------------------------
+def _lease(root: Path, campaign: str, stack: str, expiry: float, pid: int | None = None,
+           cmdline: str | None = None) -> Path:
+    path = root / campaign / ".pulumi" / pp.LEASES / f"cloudbench-aws.{stack}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from cloudbench.nsutil import pid_cmdline
+
+    me = os.getpid()
+    path.write_text(json.dumps({
+        "cloud": "aws", "project": "cloudbench-aws", "stack": stack, "campaign": campaign,
+        "expiry": expiry, "expiry_utc": "x",
+        "controller": {"pid": pid or me, "cmdline": cmdline if cmdline is not None else pid_cmdline(me),
+                       "host": __import__("socket").gethostname()},
+    }))
+    return path
+
+
+def test_reaper_destroys_only_expired_or_orphaned_stacks(tmp_path: Path) -> None:
+    now = time.time()
+    expired = _lease(tmp_path, "a", "a-r01", now - 60)
+    alive = _lease(tmp_path, "a", "a-r02", now + 3600)
+    orphan = _lease(tmp_path, "b", "b-r01", now + 3600, pid=2**22 + 12345, cmdline="cloudbench run gone")
+    auto = FakeAutomation()
+
+    lines = pp.reap(tmp_path, dry_run=True, automation=auto, now=now)
+    assert len(lines) == 2 and all(x.startswith("would destroy") for x in lines)
+    assert auto.events == [] and expired.exists() and orphan.exists()
+
+    lines = pp.reap(tmp_path, automation=auto, now=now)
+    assert sorted(e for e in auto.events if e[0] == "destroy") == [("destroy", "a-r01"), ("destroy", "b-r01")]
+    assert any("expired" in x for x in lines) and any("controller" in x and "gone" in x for x in lines)
+    assert not expired.exists() and not orphan.exists() and alive.exists()
+    # The destroyed stack was selected where its lease is, in its campaign's backend.
+    assert pp.reap(tmp_path, automation=auto, now=now) == []
+
+
+def test_reaper_keeps_lease_when_destroy_fails(tmp_path: Path) -> None:
+    lease = _lease(tmp_path, "a", "a-r01", time.time() - 1)
+    auto = FakeAutomation()
+    auto.fail_destroy = True
+    with pytest.raises(pp.ReapError, match="fake destroy failure"):
+        pp.reap(tmp_path, automation=auto)
+    assert lease.exists()
+
+
+def test_stack_ref_paths_follow_the_campaign_dir(tmp_path: Path) -> None:
+    ref = pp.StackRef("gcp", "cloudbench-gcp", "r-r01", tmp_path / "camp" / ".pulumi")
+    assert ref.backend_url == f"file://{tmp_path}/camp/.pulumi"
+    assert ref.work_dir.is_relative_to(tmp_path / "camp")
+    p = pp.ensure_passphrase(ref.state_dir)
+    assert (p.stat().st_mode & 0o777) == 0o600 and len(p.read_text()) > 20
+    assert (ref.state_dir.stat().st_mode & 0o777) == 0o700
+    assert pp.ensure_passphrase(ref.state_dir).read_text() == p.read_text()  # stable
+
+
+def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stacks/gcp/__main__.py`` rebuilds the program from the config the driver writes."""
+    import runpy
+
+    entry = Path(__file__).parent.parent / "stacks" / "gcp" / "__main__.py"
+    runpy.run_path(str(entry), run_name="imported")  # importing does no work
+    assert mocks.resources == []
+    topo = stormcloud("gcp").topology()
+    s = settings_for(topo, "gcp")
+    cfg = cc.stack_config(topo, s)
+    assert [k for k, (_, secret) in cfg.items() if secret] == ["cloudbench:host_keys"]
+    pulumi.runtime.set_all_config({k: v for k, (v, _) in cfg.items()},
+                                  [k for k, (_, secret) in cfg.items() if secret])
+    exports: dict[str, Any] = {}
+    monkeypatch.setattr(pulumi, "export", lambda k, v: exports.__setitem__(k, v))
+    try:
+        @pulumi.runtime.test  # type: ignore[untyped-decorator]
+        def run() -> pulumi.Output[Any]:
+            runpy.run_path(str(entry), run_name="__main__")
+            return pulumi.Output.from_input(exports)
+
+        run()
+    finally:
+        pulumi.runtime.set_all_config({})
+    vms = mocks.of("gcp:compute/instance:Instance")
+    assert len(vms) == 8 and set(exports) == {cc.OUTPUT_HOSTS, cc.OUTPUT_META}
+    meta = secret_value(vms[0].inputs["metadata"])
+    check_cloud_init(meta["user-data"], s, vms[0].name.removeprefix("vm-"))
+
+
+def test_cloudbench_works_without_the_cloud_sdks(tmp_path: Path) -> None:
+    """pulumi and the cloud SDKs are extras: validating, planning and reaping never import them."""
+    import subprocess
+    import sys
+
+    code = textwrap.dedent("""\
+        import sys
+        for m in ("pulumi", "pulumi_aws", "pulumi_gcp", "pulumi_azure_native"):
+            sys.modules[m] = None  # importing them now raises ImportError
+        import cloudbench.cli, cloudbench.cost, cloudbench.providers.pulumi, cloudbench.providers.static
+        from cloudbench.providers import get_provider
+        from cloudbench.spec import load_spec
+        spec = load_spec(sys.argv[1])
+        cloudbench.cost.check_budget(spec, sys.argv[1])
+        print(type(get_provider("aws", spec=spec)).__name__, cloudbench.providers.pulumi.reap(sys.argv[2]))
+        """)
+    example = Path(__file__).parent.parent / "experiments" / "stormcloud-aws.yaml"
+    res = subprocess.run([sys.executable, "-c", code, str(example), str(tmp_path)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "PulumiProvider []"
+
+
+def test_missing_cloud_sdk_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.delitem(sys.modules, "cloudbench.providers.stacks.azure", raising=False)
+    monkeypatch.setitem(sys.modules, "pulumi_azure_native", None)
+    topo = stormcloud("aws").topology()
+    with pytest.raises(ProvisionError, match=r"pip install 'cloudbench\[azure\]'"):
+        pp.run_program("azure", topo.to_dict(), settings_for(topo, "azure"))
