@@ -1,0 +1,216 @@
+"""Level shifts and spikes in latency time series (StormCloud's Lesson 11: "jagged").
+
+Method, written from the algorithm descriptions (no external package):
+
+1. The series is a window statistic (the median RTT of each window: a level
+   shift moves it, one slow reply does not).
+2. Noise scale σ: the MAD of first differences / √2, scaled by 1.4826 to a
+   standard deviation (consistent for Gaussian noise). Differences cancel the
+   level, so the steps being sought barely bias it.
+3. Spikes: runs of at most ``max_spike`` windows farther than ``spike_k``·σ from
+   a running median (width 2·max_spike+3), with the same level on both sides;
+   each is reported and replaced by the running median, so steps are sought
+   in a series without them.
+4. Steps: PELT (Killick, Fearnhead & Eckley, JASA 2012) — the exact minimum of
+   the squared-error cost of piecewise-constant means plus ``penalty`` per
+   change point, with pruning. Default penalty ``penalty_k``·σ²·ln n (a BIC-like
+   choice, raised from 2 to 4 because window medians have heavier tails than a
+   Gaussian); segments have at least ``min_segment`` windows.
+5. A step's size is the median of the segment after minus the median of the
+   segment before; steps smaller than ``step_k``·σ, ``min_size`` or ``min_rel``
+   (default 1.5 %) of the lower level are dropped and their segments merged: on
+   a quiet path σ is microseconds, and a 1 % drift from host load is not the
+   network's weather; StormCloud's smallest jagged shifts were ≈ 1.5 % of the
+   RTT (0.75 ms of 50 ms), its largest ≈ 10 %. A step's time is the start of its first window,
+   so a change inside a window is placed within one window of when it happened.
+
+Periodic variation (a slow sine) is not a step: PELT cuts it into a staircase,
+so read steps in a series that also swings as approximations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from cloudbench.analysis.latency import EchoData
+from cloudbench.topology import GROUP_ORDER
+
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class Shift:
+    kind: Literal["step", "spike"]
+    index: int  # step: first window of the new level; spike: first window of the spike
+    time_s: float
+    size: float  # step: after − before; spike: peak departure from the running level
+    before: float
+    after: float
+    windows: int = 1  # spike length in windows (1 for steps)
+
+    def to_row(self, **labels: Any) -> dict[str, Any]:
+        return {**labels, "kind": self.kind, "time_s": self.time_s, "size": self.size,
+                "before": self.before, "after": self.after, "windows": self.windows}
+
+
+def robust_sigma(y: np.ndarray) -> float:
+    """Noise scale from first differences: 1.4826 · median|Δy| / √2."""
+    d = np.diff(np.asarray(y, dtype=float))
+    d = d[np.isfinite(d)]
+    if len(d) == 0:
+        return 0.0
+    return float(MAD_TO_SIGMA * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+
+
+def running_median(y: np.ndarray, width: int) -> np.ndarray:
+    half = width // 2
+    padded = np.pad(np.asarray(y, dtype=float), half, mode="edge")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    return np.asarray(np.median(windows, axis=1))
+
+
+def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
+    """Change points of a piecewise-constant mean (indices where new segments start)."""
+    y = np.asarray(y, dtype=float)
+    n = len(y)
+    if n < 2 * min_segment:
+        return []
+    cs = np.concatenate([[0.0], np.cumsum(y)])
+    cs2 = np.concatenate([[0.0], np.cumsum(y * y)])
+    f = np.full(n + 1, np.inf)
+    f[0] = -penalty
+    last = np.zeros(n + 1, dtype=np.int64)
+    cands = np.array([0], dtype=np.int64)
+    for t in range(1, n + 1):
+        ok = cands[t - cands >= min_segment]
+        if len(ok):
+            seg = cs[t] - cs[ok]
+            cost = (cs2[t] - cs2[ok]) - seg * seg / (t - ok)
+            total = f[ok] + cost + penalty
+            j = int(np.argmin(total))
+            f[t], last[t] = total[j], ok[j]
+            # PELT pruning: a start that is already worse by the penalty never wins later
+            keep = (t - cands < min_segment) | np.isin(cands, ok[f[ok] + cost <= f[t]])
+            cands = cands[keep]
+        if t <= n - min_segment:
+            cands = np.append(cands, t)
+    cps: list[int] = []
+    t = n
+    while t > 0 and np.isfinite(f[t]):
+        s = int(last[t])
+        if s > 0:
+            cps.append(s)
+        t = s
+    return sorted(cps)
+
+
+def detect(times: np.ndarray, values: np.ndarray, *, penalty_k: float = 4.0, step_k: float = 4.0,
+           spike_k: float = 6.0, max_spike: int = 2, min_segment: int = 2,
+           min_size: float = 0.0, min_rel: float = 0.015) -> list[Shift]:
+    """Steps and spikes of one series (``times`` are window starts, ascending)."""
+    t = np.asarray(times, dtype=float)
+    y = np.asarray(values, dtype=float)
+    keep = np.isfinite(y)
+    t, y = t[keep], y[keep]
+    n = len(y)
+    if n < 3:
+        return []
+    sigma = robust_sigma(y)
+    floor = max(min_size, 1e-12)
+    out: list[Shift] = []
+    base = running_median(y, 2 * max_spike + 3)
+    resid = y - base
+    thr = max(spike_k * sigma, floor)
+    flagged = np.abs(resid) > thr
+    clean = y.copy()
+    i = 0
+    while i < n:
+        if not flagged[i]:
+            i += 1
+            continue
+        j = i
+        while j < n and flagged[j]:
+            j += 1
+        left, right = y[max(0, i - 3):i], y[j:j + 3]
+        same_level = (len(left) and len(right)
+                      and abs(float(np.median(left) - np.median(right))) <= thr)
+        big = bool(np.max(np.abs(resid[i:j])) >= min_rel * abs(float(np.median(base[i:j]))))
+        if j - i <= max_spike and same_level and big:
+            peak = i + int(np.argmax(np.abs(resid[i:j])))
+            level = float(np.median(np.concatenate([left, right])))
+            out.append(Shift("spike", i, float(t[i]), float(y[peak] - level), level, level, j - i))
+            clean[i:j] = base[i:j]
+        i = j
+    step_thr = max(step_k * sigma, floor)
+    cps = pelt(clean, penalty_k * max(sigma, 1e-12) ** 2 * np.log(n), min_segment)
+    while True:  # drop the smallest step below threshold, merge, re-measure
+        bounds = [0, *cps, n]
+        sizes = [float(np.median(clean[bounds[k + 1]:bounds[k + 2]]) - np.median(clean[bounds[k]:bounds[k + 1]]))
+                 for k in range(len(cps))]
+        levels = [float(np.median(clean[bounds[k]:bounds[k + 1]])) for k in range(len(bounds) - 1)]
+        small = [k for k, s in enumerate(sizes)
+                 if abs(s) < max(step_thr, min_rel * min(abs(levels[k]), abs(levels[k + 1])))]
+        if not small:
+            break
+        del cps[min(small, key=lambda k: abs(sizes[k]))]
+    bounds = [0, *cps, n]
+    for k, cp in enumerate(cps):
+        before = float(np.median(clean[bounds[k]:cp]))
+        after = float(np.median(clean[cp:bounds[k + 2]]))
+        out.append(Shift("step", cp, float(t[cp]), after - before, before, after))
+    return sorted(out, key=lambda s: (s.time_s, s.kind))
+
+
+def pair_window_medians(d: EchoData, window_s: float) -> list[tuple[tuple[int, int, int, int], np.ndarray, np.ndarray]]:
+    """Median RTT per window for each (repetition, trial, src, dst): (key, starts_s, medians)."""
+    m = d.measured() & ~np.isnan(d.rtt_us)
+    if not m.any():
+        return []
+    w = (d.send_us[m] // int(window_s * 1e6)).astype(np.int64)
+    keys = np.stack([d.repetition[m], d.trial[m], d.src[m], d.dst[m], w])
+    rtt = d.rtt_us[m]
+    order = np.lexsort((rtt, *keys[::-1]))
+    keys, rtt = keys[:, order], rtt[order]
+    change = np.any(np.diff(keys, axis=1) != 0, axis=0)
+    starts = np.concatenate([[0], np.flatnonzero(change) + 1])
+    ends = np.concatenate([starts[1:], [keys.shape[1]]])
+    lo, hi = (starts + ends - 1) // 2, (starts + ends) // 2
+    med = (rtt[lo] + rtt[hi]) / 2.0
+    series: dict[tuple[int, int, int, int], tuple[list[float], list[float]]] = {}
+    for s, v in zip(starts, med, strict=True):
+        r, tr, a, b, wi = (int(x) for x in keys[:, s])
+        ts, vs = series.setdefault((r, tr, a, b), ([], []))
+        ts.append(wi * window_s)
+        vs.append(float(v))
+    return [(k, np.array(ts), np.array(vs)) for k, (ts, vs) in sorted(series.items())]
+
+
+def echo_level_shifts(d: EchoData, window_s: float, windows: list[dict[str, Any]] | None = None,
+                      **params: Any) -> list[dict[str, Any]]:
+    """Level shifts of every pair's window medians and of every group's windowed means."""
+    rows: list[dict[str, Any]] = []
+    for (r, tr, a, b), ts, vs in pair_window_medians(d, window_s):
+        if a == b:
+            continue
+        group = ""
+        sel = (d.src == a) & (d.dst == b)
+        if sel.any():
+            group = GROUP_ORDER[int(d.group[sel][0])].value
+        for s in detect(ts, vs, **params):
+            rows.append(s.to_row(repetition=r, trial=d.trials[tr], series=f"{d.hosts[a]}>{d.hosts[b]}",
+                                 group=group, statistic="window median"))
+    by_series: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
+    for wrow in windows or []:
+        by_series.setdefault((wrow["repetition"], wrow["trial"], wrow["group"]), []).append(
+            (wrow["start_s"], wrow["mean"]))
+    for (r, tr_name, g), pts in sorted(by_series.items()):
+        if g == "self":
+            continue
+        pts.sort()
+        for s in detect(np.array([p[0] for p in pts]), np.array([p[1] for p in pts]), **params):
+            rows.append(s.to_row(repetition=r, trial=tr_name, series=f"group:{g}", group=g,
+                                 statistic="window mean"))
+    return rows
