@@ -1,0 +1,235 @@
+"""Token-bucket drain analysis (Uta et al., NSDI'20, §3.3 and §4.2). Pure functions.
+
+A drain is one series sent at full speed until the rate dropped and stayed down.
+
+* **Drained** — Uta et al.'s rule, ``min(first W) × 0.75 > max(last W)`` over the
+  interval rates (W = 10 s), applied as the test goes: drained as soon as, at
+  some point, the last W intervals all lie under 0.75 × the minimum of the
+  intervals before them (at most W of those). Once the test is 2W long this is
+  Uta's rule; before, the first window is what precedes the last W, so a budget
+  that lasts less than W is still seen (a 4 s budget with W = 10 s). The worker
+  stops the tool by the same rule. A test shorter than 3W intervals shrinks W to
+  a third of its intervals (:func:`adapt_window`).
+* **High rate, low rate, time to empty** — the level shift of
+  :func:`cloudbench.analysis.throughput.detect_level_shift`: means of the clean
+  intervals of each level, and the shift time interpolated inside the straddling
+  interval(s). Measured at the receiver, these are goodputs.
+* **Budget** — the bits sent above the low rate: V(t_b) − low · t_b, where t_b
+  starts the first clean low interval and V counts every bit received before it
+  (Uta's "budget"; with TBF it is the ``burst`` in payload bits).
+* **Refill rate** — after a rest of R seconds, a second drain sends a budget B₂
+  above the low rate before it drops; refill = B₂ / R. Its shift is found with
+  the first drain's levels, so a refill of one second of high rate is enough.
+  When B₂ reaches 90 % of the first budget, the bucket was full again and the
+  refill is only a lower bound (the rest was too long); this is flagged.
+
+Uncertainty: a bootstrap over intervals (2000 resamples, seeded): the clean
+intervals of each level are resampled with replacement, the levels recomputed,
+and the time to empty, budget and refill re-derived from them; we report the
+standard deviation and the 2.5–97.5 % percentile interval of the resamples,
+next to the spread (SD) of the per-interval rates within each level. It
+captures the noise of the levels, not a model error (a gradual transition, a
+first interval in slow start), and it treats intervals as independent.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from cloudbench.analysis.throughput import (
+    TRANSITION_BAND,
+    detect_level_shift,
+    full_mask,
+    rates_of,
+    shift_time,
+)
+
+FloatArray = NDArray[np.float64]
+UTA_WINDOW_S = 10.0
+UTA_FACTOR = 0.75
+N_BOOT = 2000
+SATURATED_SHARE = 0.9
+
+
+def adapt_window(n_intervals: int, window_intervals: int) -> int:
+    """Window length (intervals) for a test of ``n_intervals``: at most a third of it."""
+    return max(1, min(window_intervals, n_intervals // 3))
+
+
+def drained_at(rates: FloatArray | list[float], w: int, factor: float = UTA_FACTOR) -> int | None:
+    """Smallest prefix length m at which the rule holds (None if never).
+
+    At m: ``min(r[:min(w, m − w)]) × factor > max(r[m − w:m])``.
+    """
+    r = np.asarray(rates, dtype=np.float64)
+    for m in range(w + 1, len(r) + 1):
+        first = r[: min(w, m - w)]
+        if first.min() * factor > r[m - w:m].max():
+            return m
+    return None
+
+
+def uta_drained(rates: FloatArray | list[float], window_intervals: int,
+                factor: float = UTA_FACTOR) -> bool:
+    r = np.asarray(rates, dtype=np.float64)
+    w = adapt_window(len(r), window_intervals)
+    return drained_at(r, w, factor) is not None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A value with its bootstrap SD and 95 % percentile interval."""
+
+    value: float
+    sd: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+
+    def as_dict(self, prefix: str) -> dict[str, float]:
+        return {prefix: self.value, f"{prefix}_sd": self.sd, f"{prefix}_ci_low": self.low,
+                f"{prefix}_ci_high": self.high}
+
+
+def _est(value: float, boot: FloatArray) -> Estimate:
+    b = boot[np.isfinite(boot)]
+    if len(b) < 2:
+        return Estimate(value)
+    lo, hi = np.percentile(b, [2.5, 97.5])
+    return Estimate(value, float(np.std(b, ddof=1)), float(lo), float(hi))
+
+
+@dataclass
+class DrainEstimate:
+    drained: bool
+    window_intervals: int
+    high: Estimate | None = None  # bit/s
+    low: Estimate | None = None
+    time_to_empty: Estimate | None = None  # s from the start of the series
+    budget: Estimate | None = None  # bits above the low rate
+    volume_before_bits: float = math.nan
+    high_rate_sd: float = math.nan  # spread of per-interval rates within each level
+    low_rate_sd: float = math.nan
+    n_high: int = 0
+    n_low: int = 0
+    notes: list[str] = field(default_factory=list)
+    # kept for the refill and the bootstrap: clean interval rates of each level
+    high_rates: FloatArray = field(default_factory=lambda: np.zeros(0))
+    low_rates: FloatArray = field(default_factory=lambda: np.zeros(0))
+
+
+def _resample(rng: np.random.Generator, x: FloatArray, n_boot: int) -> FloatArray:
+    if len(x) == 0:
+        return np.full(n_boot, math.nan)
+    picks = rng.integers(0, len(x), size=(n_boot, len(x)))
+    return np.asarray(x[picks].mean(axis=1))
+
+
+def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
+                   window_intervals: int, factor: float = UTA_FACTOR, n_boot: int = N_BOOT,
+                   seed: int = 0) -> DrainEstimate:
+    """Drained?, high and low rate, time to empty and budget of one drain series."""
+    t0 = np.asarray(t_start, dtype=np.float64)
+    t1 = np.asarray(t_end, dtype=np.float64)
+    b = np.asarray(nbytes, dtype=np.float64)
+    full = full_mask(t1 - t0)
+    r = rates_of(b, t1 - t0)[full]
+    w = adapt_window(len(r), window_intervals)
+    est = DrainEstimate(drained=uta_drained(r, window_intervals, factor), window_intervals=w)
+    if w < window_intervals:
+        est.notes.append(f"short test: windows of {w} intervals instead of {window_intervals}")
+    shift = detect_level_shift(t0, t1, b, min_drop=1.0 - factor)
+    if shift is None:
+        if est.drained:
+            est.notes.append("drained by the rule, but no clean high→low shift to measure")
+        return est
+    rng = np.random.default_rng(seed)
+    hb = _resample(rng, shift.high_rates, n_boot)
+    lb = _resample(rng, shift.low_rates, n_boot)
+    start = float(t0[0])
+
+    def derive(h: FloatArray | float, lo: FloatArray | float) -> tuple[FloatArray, FloatArray]:
+        h_a, l_a = np.atleast_1d(np.asarray(h, dtype=np.float64)), np.atleast_1d(
+            np.asarray(lo, dtype=np.float64))
+        tau = np.array([shift_time(shift.t_a, shift.t_b, shift.bits_a, shift.bits_b, float(x),
+                                   float(y)) for x, y in zip(h_a, l_a, strict=True)])
+        budget = shift.bits_b - l_a * (shift.t_b - start)
+        return tau - start, budget
+
+    tau0, bud0 = derive(shift.high_bps, shift.low_bps)
+    taub, budb = derive(hb, lb)
+    est.high = _est(shift.high_bps, hb)
+    est.low = _est(shift.low_bps, lb)
+    est.time_to_empty = _est(float(tau0[0]), taub)
+    est.budget = _est(float(bud0[0]), budb)
+    est.volume_before_bits = shift.volume_before_bits
+    est.high_rate_sd, est.low_rate_sd = shift.high_sd, shift.low_sd
+    est.n_high, est.n_low = shift.n_high, shift.n_low
+    est.high_rates, est.low_rates = shift.high_rates, shift.low_rates
+    if shift.n_low < 2 or shift.n_high < 2:
+        est.notes.append("a level rests on fewer than two intervals; its spread is unknown")
+    return est
+
+
+@dataclass
+class RefillEstimate:
+    rest_s: float
+    refill: Estimate | None  # bit/s of tokens
+    budget: Estimate | None  # bits above the low rate in the second drain
+    high_time: float = math.nan  # s of high rate the refill bought (budget / (high − low))
+    saturated: bool = False  # the bucket was full again: refill is a lower bound
+    notes: list[str] = field(default_factory=list)
+
+
+def estimate_refill(first: DrainEstimate, t_start: FloatArray, t_end: FloatArray,
+                    nbytes: FloatArray, rest_s: float, n_boot: int = N_BOOT,
+                    seed: int = 1) -> RefillEstimate:
+    """Refill rate from a second drain after a rest, with the first drain's levels."""
+    out = RefillEstimate(rest_s, None, None)
+    if first.high is None or first.low is None or first.budget is None:
+        out.notes.append("the first drain has no measured levels; no refill estimate")
+        return out
+    if rest_s <= 0:
+        out.notes.append("no rest between the drains; no refill estimate")
+        return out
+    t0 = np.asarray(t_start, dtype=np.float64)
+    t1 = np.asarray(t_end, dtype=np.float64)
+    b = np.asarray(nbytes, dtype=np.float64)
+    if len(t0) == 0:
+        out.notes.append("the second drain has no intervals")
+        return out
+    h, lo = first.high.value, first.low.value
+    r = rates_of(b, t1 - t0)
+    full = full_mask(t1 - t0)
+    top = lo + TRANSITION_BAND * (h - lo)
+    # First clean low interval: at or under the band, and (full intervals after it)
+    # at most one in ten above it.
+    j = None
+    for i in range(len(r)):
+        rest = r[i:][full[i:]]
+        if r[i] <= top and (len(rest) == 0 or np.mean(rest > top) <= 0.1):
+            j = i
+            break
+    if j is None:
+        out.notes.append("the second drain never settled at the low rate")
+        return out
+    cum = np.concatenate([[0.0], np.cumsum(b * 8.0)])
+    t_b = float(t0[j]) - float(t0[0])
+    bits_b = float(cum[j])
+    rng = np.random.default_rng(seed)
+    lb = _resample(rng, first.low_rates, n_boot)
+    budget = bits_b - lo * t_b
+    boot_budget = bits_b - lb * t_b
+    out.budget = _est(budget, boot_budget)
+    out.refill = _est(budget / rest_s, boot_budget / rest_s)
+    out.high_time = budget / (h - lo) if h > lo else math.nan
+    if budget >= SATURATED_SHARE * first.budget.value:
+        out.saturated = True
+        out.notes.append(f"the bucket refilled to {budget / first.budget.value:.0%} of the first "
+                         "budget during the rest: the refill rate is a lower bound; rest less")
+    if j == 0:
+        out.notes.append("no high rate after the rest: the refill is below the resolution")
+    return out

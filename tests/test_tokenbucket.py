@@ -1,0 +1,152 @@
+"""Token-bucket drain analysis: a simulated bucket with known parameters, and a real drain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cloudbench.analysis.tokenbucket import (
+    adapt_window,
+    drained_at,
+    estimate_drain,
+    estimate_refill,
+    uta_drained,
+)
+from cloudbench.parsers import data_start_ns, parse_tool, parse_tput_record
+from cloudbench.shaping import expected_goodput
+from cloudbench.vmtypes import BUILTIN_VM_TYPES
+from cloudbench.workers import tput as tput_worker
+
+DATA = Path(__file__).parent / "data" / "tput"
+
+
+def simulate(high: float, low: float, tokens: float, seconds: float, dt: float,
+             noise: float = 0.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fluid token bucket: send at ``high`` while ``tokens`` (bits) last, drained at
+    high − low, then at ``low``. Returns interval starts, ends and bytes."""
+    tau = tokens / (high - low)
+    n = round(seconds / dt)
+    t0 = np.arange(n) * dt
+    t1 = t0 + dt
+    h = np.clip(np.minimum(t1, tau) - t0, 0.0, dt)  # time at high rate in each interval
+    bits = high * h + low * (dt - h)
+    if noise:
+        bits = bits * np.random.default_rng(seed).normal(1.0, noise, n)
+    return t0, t1, bits / 8.0
+
+
+def test_uta_rule_and_window_adaptation() -> None:
+    assert uta_drained([200.0] * 10 + [50.0] * 10, 10)
+    assert drained_at([200.0] * 10 + [50.0] * 10, 10) == 20
+    assert not uta_drained([200.0] * 10 + [170.0] * 10, 10)  # 170 > 0.75 × 200
+    assert not uta_drained([100.0] * 20, 10)
+    assert adapt_window(60, 10) == 10 and adapt_window(12, 10) == 4 and adapt_window(2, 10) == 1
+    # 12 intervals with windows of 10 would overlap; adapted to 4 they see the drop
+    assert uta_drained([200.0] * 5 + [50.0] * 7, 10)
+    assert not uta_drained([200.0] * 9 + [50.0] * 3, 10)  # the drop is not held long enough
+    # a budget shorter than the window: drained once 10 low intervals follow 4 high ones
+    assert drained_at([200.0] * 4 + [50.0] * 26, 10) == 14
+    # the low level must hold for the whole last window
+    assert not uta_drained([200.0] * 4 + [50.0] * 8 + [200.0] + [50.0] * 8 + [200.0] * 10, 10)
+
+
+def test_worker_applies_the_same_rule_online() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n_high = int(rng.integers(1, 15))
+        rates = list(rng.normal(200.0, 20.0, n_high)) + list(rng.normal(60.0, 15.0, 20))
+        online = next((m for m in range(1, len(rates) + 1)
+                       if tput_worker.drained(rates[:m], 10, 0.75)), None)
+        assert online == drained_at(rates, 10, 0.75)
+
+
+@pytest.mark.parametrize(("dt", "budget_mib"), [(1.0, 75), (0.5, 75), (1.0, 300)])
+def test_drain_recovers_the_bucket_exactly_without_noise(dt: float, budget_mib: int) -> None:
+    high, low, tokens = 200e6, 50e6, budget_mib * 2**20 * 8
+    est = estimate_drain(*simulate(high, low, tokens, 40.0, dt), window_intervals=round(10 / dt))
+    assert est.drained
+    assert est.high is not None and est.low is not None
+    assert est.time_to_empty is not None and est.budget is not None
+    assert est.high.value == pytest.approx(high)
+    assert est.low.value == pytest.approx(low)
+    assert est.time_to_empty.value == pytest.approx(tokens / (high - low))
+    assert est.budget.value == pytest.approx(tokens)
+    assert est.volume_before_bits == pytest.approx(high * tokens / (high - low))
+
+
+def test_drain_with_noise_and_its_bootstrap_intervals() -> None:
+    high, low, tokens = 1e9, 250e6, 4 * 2**30 * 8  # ≈ 45.8 s at high rate
+    covered = {"high": 0, "low": 0}
+    for seed in range(20):
+        est = estimate_drain(*simulate(high, low, tokens, 120.0, 1.0, noise=0.03, seed=seed),
+                             window_intervals=10, n_boot=400, seed=seed)
+        assert est.drained and est.time_to_empty and est.budget and est.high and est.low
+        assert est.time_to_empty.value == pytest.approx(tokens / (high - low), rel=0.05)
+        assert est.budget.value == pytest.approx(tokens, rel=0.05)
+        assert est.high.sd > 0 and est.high.low < est.high.value < est.high.high
+        covered["high"] += est.high.low <= high <= est.high.high
+        covered["low"] += est.low.low <= low <= est.low.high
+        assert est.high_rate_sd == pytest.approx(0.03 * high, rel=0.4)
+    # percentile bootstrap of a mean: nominal 95 %, somewhat less at n ≈ 45 and 75
+    assert covered["high"] >= 15 and covered["low"] >= 15
+
+
+def test_no_drain_under_a_plain_cap() -> None:
+    rng = np.random.default_rng(1)
+    rates = rng.normal(95e6, 1e6, 30)
+    t0 = np.arange(30.0)
+    est = estimate_drain(t0, t0 + 1, rates / 8, window_intervals=10)
+    assert not est.drained and est.high is None and est.time_to_empty is None
+
+
+def test_refill_from_a_second_drain() -> None:
+    high, low, tokens = 200e6, 50e6, 75 * 2**20 * 8
+    first = estimate_drain(*simulate(high, low, tokens, 20.0, 0.5), window_intervals=4)
+    rest = 6.0  # refills low × rest = 300 Mbit, 2 s of high rate
+    second = simulate(high, low, low * rest, 8.0, 0.5)
+    rf = estimate_refill(first, *second, rest_s=rest)
+    assert rf.refill is not None and rf.budget is not None
+    assert rf.refill.value == pytest.approx(low)
+    assert rf.high_time == pytest.approx(low * rest / (high - low))
+    assert not rf.saturated
+
+
+def test_refill_of_a_full_bucket_is_flagged_as_a_lower_bound() -> None:
+    high, low, tokens = 200e6, 50e6, 100e6 * 8
+    first = estimate_drain(*simulate(high, low, tokens, 20.0, 0.5), window_intervals=4)
+    second = simulate(high, low, tokens, 20.0, 0.5)  # a rest long enough to refill it all
+    rf = estimate_refill(first, *second, rest_s=60.0)
+    assert rf.saturated and any("lower bound" in n for n in rf.notes)
+    assert rf.refill is not None and rf.refill.value == pytest.approx(tokens / 60.0)
+
+
+def test_refill_needs_a_first_drain() -> None:
+    t0 = np.arange(10.0)
+    flat = estimate_drain(t0, t0 + 1, np.full(10, 1e6), window_intervals=3)
+    rf = estimate_refill(flat, t0, t0 + 1, np.full(10, 1e6), rest_s=5.0)
+    assert rf.refill is None and rf.notes
+
+
+def test_real_drain_behind_tbf_matches_the_configured_bucket() -> None:
+    """Recorded on the testbed behind TBF 200/50 Mbit, 75 MiB, with a 5 s rest."""
+    rec = parse_tput_record((DATA / "record_nuttcp_drain_tb_small.jsonl").read_text())
+    parts = []
+    for b in rec.bursts:
+        run = parse_tool("nuttcp", b.text)
+        base = data_start_ns(b, run) / 1e9
+        parts.append((np.array([base + iv.start_s for iv in run.intervals]),
+                      np.array([base + iv.end_s for iv in run.intervals]),
+                      np.array([float(iv.bytes) for iv in run.intervals])))
+    exp = expected_goodput(BUILTIN_VM_TYPES["local.tb-small"])
+    est = estimate_drain(*parts[0], window_intervals=4)
+    assert est.drained and est.high and est.low and est.time_to_empty and est.budget
+    assert est.high.value == pytest.approx(exp["high_rate"], rel=0.02)
+    assert est.low.value == pytest.approx(exp["low_rate"], rel=0.02)
+    assert est.time_to_empty.value == pytest.approx(exp["time_to_empty"], rel=0.02)
+    assert est.budget.value == pytest.approx(exp["budget_bits"], rel=0.02)
+    rest = float(parts[1][0][0] - parts[0][1][-1])
+    rf = estimate_refill(est, *parts[1], rest_s=rest)
+    assert rf.refill is not None
+    assert rf.refill.value == pytest.approx(exp["refill_rate"], rel=0.05)
