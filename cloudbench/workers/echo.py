@@ -1,0 +1,1077 @@
+"""Echo RTT worker (after StormCloud): an echo server and a round-based sender.
+
+Runs on measured hosts with nothing but ``python3`` (3.8+, stdlib only, Linux).
+
+    python3 echo.py run CONFIG.json OUT.bin   server (child process) + sender; one JSON line
+    python3 echo.py serve CONFIG.json         server only; serves until stdin reaches EOF
+                                              and no inbound connection is left, or the deadline
+
+Protocol (TCP, TCP_NODELAY both ways). The client sends a hello
+``HELLO = >8sHH`` (``b"CBEHELO1"``, its host id, token length) followed by the
+token bytes; the server compares the token with ``hmac.compare_digest`` and
+closes the connection on a mismatch. From then on the server echoes every byte
+it receives. Sender frames are ``>IHI`` (round, sender id, payload length) plus
+the payload; the echo keeps them in order, so the sender matches replies to a
+per-peer FIFO of frames in flight.
+
+Output file (little-endian records, big-endian header length):
+
+    b"CBECHO1\\n" | u32 BE header length | UTF-8 JSON header | records <IHBxqq
+    record: round u32, peer u16, flags u8, pad, send_ns i64, recv_ns i64 (0 on timeout)
+    flags: bit0 timeout, bit1 warm-up, bit2 connection lost, bit3 send failed
+
+Times are ``CLOCK_MONOTONIC`` nanoseconds; ``t0_ns`` in the header is round 0's
+scheduled send. Every (round, peer) gets exactly one record, in any order.
+
+Format history:
+    schema 1 (worker 1): the format above.
+
+Hot loop: one thread and ``select.select`` (microsecond timeouts, where epoll
+rounds to milliseconds) over non-blocking sockets; replies are stamped right
+after ``recv_into`` returns and before any parsing; records are packed into a
+preallocated buffer and written out when no reply is pending; the garbage
+collector is disabled and the heap frozen around the loop. The server uses one
+blocking thread per connection (recv_into + sendall: two system calls per echo)
+in its own process, so it does not share a GIL with the sender.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import gc
+import hashlib
+import hmac
+import io
+import json
+import math
+import os
+import platform
+import resource
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+WORKER_VERSION = "1"
+SCHEMA = 1
+
+MAGIC = b"CBECHO1\n"
+HEADER_LEN = struct.Struct(">I")
+RECORD = struct.Struct("<IHBxqq")
+FRAME_HEADER = struct.Struct(">IHI")
+ROUND_FIELD = struct.Struct(">I")
+HELLO = struct.Struct(">8sHH")
+HELLO_MAGIC = b"CBEHELO1"
+
+FLAG_TIMEOUT = 1
+FLAG_WARMUP = 2
+FLAG_CONN_LOST = 4
+FLAG_SEND_FAILED = 8
+
+MAX_TOKEN = 256
+MAX_PAYLOAD = 16 * 1024 * 1024
+MAX_PEERS = 4096
+MAX_OUTBOUND = 256 * 1024  # bytes queued in user space per peer before a row is send_failed
+RECORDS_PER_CHUNK = 4096  # records packed before a forced write (96 KiB)
+CONNECT_RETRY_S = 0.1  # between connect attempts while the connect phase lasts
+RECONNECT_S = 1.0  # between reconnect attempts while rounds run
+ATTEMPT_S = 3.0  # one connect attempt (TCP connect) may take this long at most
+HELLO_TIMEOUT_S = 5.0  # server side: a client must send its hello within this
+MAX_UNAUTHENTICATED = 64
+READY_TIMEOUT_S = 10.0
+ECHO_BUFFER = 256 * 1024
+SERVER_EXIT_GRACE_S = 5.0
+
+_STATE_IDLE = 0
+_STATE_CONNECTING = 1
+_STATE_CONNECTED = 2
+
+_INF = 1 << 62
+
+
+class ConfigError(Exception):
+    """CONFIG.json is missing, unreadable or invalid."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT arrived; the run stops and keeps what it has."""
+
+
+def _log(msg: str) -> None:
+    sys.stderr.write("echo[%d]: %s\n" % (os.getpid(), msg))
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------- config
+
+
+class PeerSpec(object):
+    __slots__ = ("addr", "id", "name", "port")
+
+    def __init__(self, id: int, name: str, addr: str, port: int) -> None:
+        self.id = id
+        self.name = name
+        self.addr = addr
+        self.port = port
+
+    def as_dict(self) -> dict[str, object]:
+        return {"id": self.id, "name": self.name, "addr": self.addr, "port": self.port}
+
+
+class Config(object):
+    __slots__ = (
+        "connect_timeout_s",
+        "duration_s",
+        "host",
+        "host_id",
+        "linger_s",
+        "listen",
+        "payload",
+        "peers",
+        "port",
+        "rate",
+        "timeout_s",
+        "token",
+        "warmup_s",
+    )
+
+    def __init__(self, raw: dict[str, object]) -> None:
+        if raw.get("schema") != SCHEMA:
+            raise ConfigError("config schema %r is not supported (this worker reads schema %d)"
+                              % (raw.get("schema"), SCHEMA))
+        self.host = _str(raw, "host")
+        self.host_id = _int(raw, "host_id", 0, 0xFFFF)
+        self.listen = _str(raw, "listen")
+        self.port = _int(raw, "port", 1, 65535)
+        self.token = _str(raw, "token").encode("utf-8")
+        if not self.token or len(self.token) > MAX_TOKEN:
+            raise ConfigError("token must be 1..%d bytes" % MAX_TOKEN)
+        self.rate = _float(raw, "rate", 1e-6, 1e6)
+        self.payload = _int(raw, "payload", 0, MAX_PAYLOAD)
+        self.duration_s = _float(raw, "duration_s", 0.0, 1e7)
+        self.warmup_s = _float(raw, "warmup_s", 0.0, 1e7)
+        self.timeout_s = _float(raw, "timeout_s", 1e-6, 3600.0)
+        self.connect_timeout_s = _float(raw, "connect_timeout_s", 0.0, 3600.0)
+        self.linger_s = _float(raw, "linger_s", 0.0, 3600.0)
+        peers = raw.get("peers")
+        if not isinstance(peers, list) or len(peers) > MAX_PEERS:
+            raise ConfigError("peers must be a list of at most %d objects" % MAX_PEERS)
+        self.peers: list[PeerSpec] = []
+        seen: set[int] = set()
+        for i, p in enumerate(peers):
+            if not isinstance(p, dict):
+                raise ConfigError("peers[%d] must be an object" % i)
+            spec = PeerSpec(_int(p, "id", 0, 0xFFFF), _str(p, "name"), _str(p, "addr"),
+                            _int(p, "port", 1, 65535))
+            if spec.id in seen:
+                raise ConfigError("peers[%d]: duplicate id %d" % (i, spec.id))
+            seen.add(spec.id)
+            self.peers.append(spec)
+
+
+def _str(d: dict[str, object], key: str) -> str:
+    v = d.get(key)
+    if not isinstance(v, str) or not v:
+        raise ConfigError("%r must be a non-empty string, got %r" % (key, v))
+    return v
+
+
+def _int(d: dict[str, object], key: str, lo: int, hi: int) -> int:
+    v = d.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ConfigError("%r must be an integer in [%d, %d], got %r" % (key, lo, hi, v))
+    return v
+
+
+def _float(d: dict[str, object], key: str, lo: float, hi: float) -> float:
+    v = d.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+        raise ConfigError("%r must be a number in [%g, %g], got %r" % (key, lo, hi, v))
+    return float(v)
+
+
+def load_config(path: str) -> Config:
+    try:
+        with open(path, "rb") as f:
+            raw = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError("cannot read %s: %s" % (path, e)) from e
+    if not isinstance(raw, dict):
+        raise ConfigError("%s: top level must be an object" % path)
+    return Config(raw)
+
+
+def _family(addr: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
+def server_deadline_s(cfg: Config) -> float:
+    """Seconds after its start at which the server stops whatever happens."""
+    return cfg.connect_timeout_s + cfg.warmup_s + cfg.duration_s + cfg.timeout_s + cfg.linger_s
+
+
+# --------------------------------------------------------------------------- server
+
+
+class EchoServer(object):
+    """Authenticates clients, then echoes bytes back, one blocking thread per connection."""
+
+    def __init__(self, cfg: Config, listener: socket.socket) -> None:
+        self.cfg = cfg
+        self.listener = listener
+        self.lock = threading.Lock()
+        self.conns: dict[int, socket.socket] = {}
+        self.threads: list[threading.Thread] = []
+        self.unauthenticated = 0
+        self.accepted = 0
+        self.rejected = 0
+        self.last_rejected = ""
+        self.errors: list[str] = []
+        self.wake_r, self.wake_w = os.pipe()
+        self.max_conns = 4 * len(cfg.peers) + 16
+
+    def serve(self, stdin_fd: int, deadline_ns: int) -> None:
+        mono = time.monotonic_ns
+        sender_done = False
+        lfd = self.listener.fileno()
+        self.listener.setblocking(False)
+        while True:
+            now = mono()
+            if now >= deadline_ns:
+                break
+            with self.lock:
+                live = len(self.conns)
+            if sender_done and live == 0:
+                break
+            watch = [lfd, self.wake_r]
+            if not sender_done:
+                watch.append(stdin_fd)
+            ready, _, _ = select.select(watch, [], [], min((deadline_ns - now) / 1e9, 1.0))
+            if self.wake_r in ready:
+                os.read(self.wake_r, 4096)
+            if stdin_fd in ready:
+                try:
+                    data = os.read(stdin_fd, 4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    sender_done = True
+            if lfd in ready:
+                self._accept()
+        self._shutdown()
+
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                conn, addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                self.errors.append("accept failed: %s" % e)
+                return
+            with self.lock:
+                too_many = (self.unauthenticated >= MAX_UNAUTHENTICATED
+                            or len(self.conns) >= self.max_conns)
+                if not too_many:
+                    self.unauthenticated += 1
+                    self.conns[conn.fileno()] = conn
+            if too_many:
+                _log("server: refusing connection from %s: too many connections" % (addr[0],))
+                conn.close()
+                continue
+            t = threading.Thread(target=self._handle, args=(conn, str(addr[0])),
+                                 name="echo-%s" % (addr,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def _handle(self, conn: socket.socket, peer_addr: str) -> None:
+        fd = conn.fileno()
+        authenticated = False
+        try:
+            conn.settimeout(HELLO_TIMEOUT_S)
+            head = _recv_exact(conn, HELLO.size)
+            if head is None:
+                self._reject(peer_addr, "no hello")
+                return
+            magic, host_id, token_len = HELLO.unpack(head)
+            if magic != HELLO_MAGIC or token_len > MAX_TOKEN:
+                self._reject(peer_addr, "bad hello")
+                return
+            token = _recv_exact(conn, token_len)
+            if token is None or not hmac.compare_digest(token, self.cfg.token):
+                self._reject(peer_addr, "bad token (claimed host id %d)" % host_id)
+                return
+            with self.lock:
+                self.unauthenticated -= 1
+                self.accepted += 1
+            authenticated = True
+            conn.settimeout(None)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _echo_loop(conn)
+        except OSError:
+            pass  # the peer went away; nothing to echo any more
+        finally:
+            with self.lock:
+                if not authenticated:
+                    self.unauthenticated -= 1
+                self.conns.pop(fd, None)
+            conn.close()
+            with contextlib.suppress(OSError):
+                os.write(self.wake_w, b"x")
+
+    def _reject(self, peer_addr: str, why: str) -> None:
+        with self.lock:
+            self.rejected += 1
+            self.last_rejected = "%s (%s)" % (peer_addr, why)
+        _log("server: rejected connection from %s: %s" % (peer_addr, why))
+
+    def _shutdown(self) -> None:
+        with self.lock:
+            conns = list(self.conns.values())
+        for c in conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+        for t in self.threads:
+            t.join(timeout=1.0)
+        self.listener.close()
+
+    def summary(self) -> dict[str, object]:
+        errors = list(self.errors)
+        if self.rejected:
+            errors.append("server rejected %d connection(s), last from %s"
+                          % (self.rejected, self.last_rejected))
+        return {"accepted": self.accepted, "rejected": self.rejected, "errors": errors}
+
+
+def _recv_exact(conn: socket.socket, n: int) -> bytes | None:
+    parts: list[bytes] = []
+    while n > 0:
+        chunk = conn.recv(n)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def _echo_loop(conn: socket.socket) -> None:
+    buf = bytearray(ECHO_BUFFER)
+    view = memoryview(buf)
+    recv_into = conn.recv_into
+    sendall = conn.sendall
+    while True:
+        n = recv_into(buf)
+        if not n:
+            return
+        sendall(view[:n])
+
+
+def cmd_serve(config_path: str) -> int:
+    try:
+        cfg = load_config(config_path)
+    except ConfigError as e:
+        _log(str(e))
+        return 2
+    start = time.monotonic_ns()
+    try:
+        listener = socket.socket(_family(cfg.listen), socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((cfg.listen, cfg.port))
+        listener.listen(128)
+    except OSError as e:
+        _log("server: cannot listen on %s:%d: %s" % (cfg.listen, cfg.port, e))
+        return 1
+    threading.stack_size(256 * 1024)
+    server = EchoServer(cfg, listener)
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    gc.disable()
+    gc.freeze()
+    server.serve(sys.stdin.fileno(), start + int(server_deadline_s(cfg) * 1e9))
+    gc.unfreeze()
+    gc.enable()
+    sys.stdout.write(json.dumps(server.summary(), separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+# --------------------------------------------------------------------------- output
+
+
+class RecordWriter(object):
+    """Packs records into a preallocated chunk and writes whole chunks to the file."""
+
+    __slots__ = ("buf", "cap", "f", "n", "pack_into", "rows", "soft", "timeouts")
+
+    def __init__(self, f: io.FileIO) -> None:
+        self.f = f  # unbuffered: the chunk is the buffer
+        self.cap = RECORDS_PER_CHUNK
+        self.soft = RECORDS_PER_CHUNK // 2
+        self.buf = bytearray(RECORD.size * self.cap)
+        self.n = 0
+        self.rows = 0
+        self.timeouts = 0
+        self.pack_into = RECORD.pack_into
+
+    def add(self, rnd: int, peer: int, flags: int, send_ns: int, recv_ns: int) -> None:
+        self.pack_into(self.buf, self.n * 24, rnd, peer, flags, send_ns, recv_ns)
+        self.n += 1
+        self.rows += 1
+        if flags & FLAG_TIMEOUT:
+            self.timeouts += 1
+        if self.n == self.cap:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.n:
+            _write_all(self.f, memoryview(self.buf)[: self.n * RECORD.size])
+            self.n = 0
+
+
+def _write_all(f: io.FileIO, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while len(view):
+        n = f.write(view)
+        if not n:
+            raise OSError(errno.EIO, "short write")
+        view = view[n:]
+
+
+# --------------------------------------------------------------------------- sender
+
+
+class Peer(object):
+    __slots__ = (
+        "attempt_deadline",
+        "expired",
+        "fd",
+        "have",
+        "id",
+        "is_self",
+        "last_error",
+        "next_attempt",
+        "out",
+        "rbuf",
+        "rq",
+        "rview",
+        "sock",
+        "spec",
+        "state",
+        "tq",
+    )
+
+    def __init__(self, spec: PeerSpec, is_self: bool, rbuf_size: int) -> None:
+        self.spec = spec
+        self.id = spec.id
+        self.is_self = is_self
+        self.sock: socket.socket | None = None
+        self.fd = -1
+        self.state = _STATE_IDLE
+        self.attempt_deadline = 0
+        self.next_attempt = 0
+        self.rq: collections.deque[int] = collections.deque()  # rounds in flight
+        self.tq: collections.deque[int] = collections.deque()  # their send times
+        self.expired = 0  # leading entries of rq/tq already recorded as timeouts
+        self.rbuf = bytearray(rbuf_size)
+        self.rview = memoryview(self.rbuf)
+        self.have = 0
+        self.out = bytearray()
+        self.last_error = ""
+
+    def label(self) -> str:
+        return "peer %s (id %d, %s:%d)" % (self.spec.name, self.id, self.spec.addr,
+                                           self.spec.port)
+
+
+class Sender(object):
+    def __init__(self, cfg: Config, writer: RecordWriter) -> None:
+        self.cfg = cfg
+        self.w = writer
+        self.fs = FRAME_HEADER.size + cfg.payload
+        self.frame = bytearray(self.fs)
+        FRAME_HEADER.pack_into(self.frame, 0, 0, cfg.host_id, cfg.payload)
+        self.frame[FRAME_HEADER.size:] = os.urandom(cfg.payload)
+        self.frame_view = memoryview(self.frame)
+        rbuf = max(65536, 2 * self.fs)
+        # The self-loop goes last: its reply comes back fastest and would otherwise
+        # wait while the frames to the other peers are sent.
+        specs = sorted(cfg.peers, key=lambda p: p.id == cfg.host_id)
+        self.peers = [Peer(p, p.id == cfg.host_id, rbuf) for p in specs]
+        self.by_fd: dict[int, Peer] = {}
+        self.rfds: list[int] = []
+        self.wfds: list[int] = []
+        self.timeout_ns = int(cfg.timeout_s * 1e9)
+        self.interval_ns = 1e9 / cfg.rate
+        self.n_rounds = max(0, math.ceil((cfg.duration_s + cfg.warmup_s) * cfg.rate - 1e-9))
+        self.late_tolerance_ns = int(min(1e6, self.interval_ns / 2))
+        self.outstanding = 0  # frames in flight and not yet recorded
+        self.t0 = 0
+        self.warm_end = 0
+        self.rounds_sent = 0
+        self.late_sends = 0
+        self.max_lag_ns = 0
+        self.retry_ns = int(CONNECT_RETRY_S * 1e9)
+        self.next_maint = 0  # when connect attempts need attention next
+        self.errors: dict[str, int] = {}
+        hello_token = cfg.token
+        self.hello = HELLO.pack(HELLO_MAGIC, cfg.host_id, len(hello_token)) + hello_token
+
+    # ---- bookkeeping
+
+    def error(self, msg: str) -> None:
+        self.errors[msg] = self.errors.get(msg, 0) + 1
+
+    def error_list(self) -> list[str]:
+        return [m if c == 1 else "%s (x%d)" % (m, c) for m, c in self.errors.items()]
+
+    def _refresh_fds(self) -> None:
+        self.rfds = [p.fd for p in self.peers if p.state == _STATE_CONNECTED]
+        self.wfds = [p.fd for p in self.peers
+                     if p.state == _STATE_CONNECTING or (p.state == _STATE_CONNECTED and p.out)]
+
+    # ---- connections
+
+    def _attempt(self, p: Peer, now: int) -> None:
+        cfg = self.cfg
+        s = socket.socket(_family(p.spec.addr), socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.bind((cfg.listen, 0))  # leave from the experiment address, whatever the routes
+            s.setblocking(False)
+            err = s.connect_ex((p.spec.addr, p.spec.port))
+        except OSError as e:
+            s.close()
+            self._attempt_failed(p, now, str(e))
+            return
+        p.sock = s
+        p.fd = s.fileno()
+        self.by_fd[p.fd] = p
+        if err == 0:
+            self._connected(p)
+        elif err in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
+            p.state = _STATE_CONNECTING
+            p.attempt_deadline = now + int(min(ATTEMPT_S, max(cfg.connect_timeout_s, 0.1)) * 1e9)
+            self.next_maint = min(self.next_maint, p.attempt_deadline)
+        else:
+            self._drop(p)
+            self._attempt_failed(p, now, os.strerror(err))
+            return
+        self._refresh_fds()
+
+    def _attempt_failed(self, p: Peer, now: int, why: str) -> None:
+        p.state = _STATE_IDLE
+        p.next_attempt = now + self.retry_ns
+        p.last_error = "%s: connect failed: %s" % (p.label(), why)
+        self.next_maint = min(self.next_maint, p.next_attempt)
+
+    def _connected(self, p: Peer) -> None:
+        p.state = _STATE_CONNECTED
+        p.have = 0
+        p.out = bytearray(self.hello)
+        p.last_error = ""
+        self._flush_out(p)
+
+    def _drop(self, p: Peer) -> None:
+        if p.sock is not None:
+            self.by_fd.pop(p.fd, None)
+            p.sock.close()
+        p.sock = None
+        p.fd = -1
+        p.state = _STATE_IDLE
+
+    def _lost(self, p: Peer, now: int, why: str) -> None:
+        """The connection broke: what was in flight becomes conn_lost timeout rows."""
+        add = self.w.add
+        warm_end = self.warm_end
+        rq = p.rq
+        tq = p.tq
+        for i in range(p.expired, len(rq)):
+            st = tq[i]
+            flags = FLAG_TIMEOUT | FLAG_CONN_LOST | (FLAG_WARMUP if st < warm_end else 0)
+            add(rq[i], p.id, flags, st, 0)
+            self.outstanding -= 1
+        rq.clear()
+        tq.clear()
+        p.expired = 0
+        p.have = 0
+        p.out = bytearray()
+        self._drop(p)
+        p.next_attempt = now + self.retry_ns
+        self.next_maint = min(self.next_maint, p.next_attempt)
+        at = ("before round 0" if self.rounds_sent == 0
+              else "at round %d" % (self.rounds_sent - 1))
+        self.error("%s: connection lost: %s" % (p.label(), why))
+        _log("%s: connection lost %s: %s" % (p.label(), at, why))
+        self._refresh_fds()
+
+    def _maintain(self, now: int) -> int:
+        """Start due connect attempts, abandon stale ones; return when to look again."""
+        nxt = _INF
+        for p in self.peers:
+            if p.state == _STATE_IDLE:
+                if now >= p.next_attempt:
+                    self._attempt(p, now)
+                if p.state == _STATE_IDLE:
+                    nxt = min(nxt, p.next_attempt)
+            if p.state == _STATE_CONNECTING:
+                if now >= p.attempt_deadline:
+                    self._drop(p)
+                    self._attempt_failed(p, now, "timed out")
+                    self._refresh_fds()
+                    nxt = min(nxt, p.next_attempt)
+                else:
+                    nxt = min(nxt, p.attempt_deadline)
+        self.next_maint = nxt
+        return nxt
+
+    def _on_writable(self, fds: list[int], now: int) -> None:
+        for fd in fds:
+            p = self.by_fd.get(fd)
+            if p is None or p.sock is None:
+                continue
+            if p.state == _STATE_CONNECTING:
+                err = p.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    self._drop(p)
+                    self._attempt_failed(p, now, os.strerror(err))
+                    self._refresh_fds()
+                else:
+                    self._connected(p)
+                    self._refresh_fds()
+            elif p.out:
+                self._flush_out(p)
+                if not p.out:
+                    self._refresh_fds()
+
+    def _flush_out(self, p: Peer) -> None:
+        assert p.sock is not None
+        try:
+            n = p.sock.send(p.out)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError as e:
+            self._lost(p, time.monotonic_ns(), str(e))
+            return
+        del p.out[:n]
+
+    # ---- replies
+
+    def _on_readable(self, fds: list[int]) -> None:
+        mono = time.monotonic_ns
+        by_fd = self.by_fd
+        if len(fds) == 1:
+            p = by_fd[fds[0]]
+            try:
+                sock = p.sock
+                assert sock is not None
+                n = sock.recv_into(p.rview[p.have:]) if p.have else sock.recv_into(p.rbuf)
+                ts = mono()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                self._lost(p, mono(), str(e))
+                return
+            self._consume(p, n, ts)
+            return
+        # Several sockets ready: stamp every reply before parsing any of them.
+        got: list[tuple[Peer, int, int]] = []
+        for fd in fds:
+            q = by_fd.get(fd)
+            if q is None or q.sock is None:
+                continue
+            try:
+                n = q.sock.recv_into(q.rview[q.have:]) if q.have else q.sock.recv_into(q.rbuf)
+                ts = mono()
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as e:
+                got.append((q, -e.errno if e.errno else -errno.EIO, mono()))
+                continue
+            got.append((q, n, ts))
+        for q, n, ts in got:
+            if q.sock is None:
+                continue
+            if n < 0:
+                self._lost(q, ts, os.strerror(-n))
+            else:
+                self._consume(q, n, ts)
+
+    def _consume(self, p: Peer, n: int, ts: int) -> None:
+        if n == 0:
+            self._lost(p, ts, "closed by peer" + (" (wrong token?)" if self.rounds_sent <= 1
+                                                  and not p.rq else ""))
+            return
+        fs = self.fs
+        have = p.have + n
+        if have < fs:
+            p.have = have
+            return
+        buf = p.rbuf
+        rq = p.rq
+        tq = p.tq
+        unpack_from = ROUND_FIELD.unpack_from
+        off = 0
+        while have - off >= fs:
+            got = unpack_from(buf, off)[0]
+            if not rq:
+                self._lost(p, ts, "echo of round %d that was never sent" % got)
+                return
+            expected = rq.popleft()
+            st = tq.popleft()
+            if got != expected:
+                rq.appendleft(expected)
+                tq.appendleft(st)
+                self._lost(p, ts, "echo out of sync: round %d, expected %d" % (got, expected))
+                return
+            if p.expired:
+                p.expired -= 1  # a late reply to a row already recorded as a timeout
+            else:
+                self.outstanding -= 1
+                flags = FLAG_WARMUP if st < self.warm_end else 0
+                if ts - st > self.timeout_ns:
+                    self.w.add(expected, p.id, flags | FLAG_TIMEOUT, st, 0)
+                else:
+                    self.w.add(expected, p.id, flags, st, ts)
+            off += fs
+        rest = have - off
+        if rest:
+            buf[0:rest] = buf[off:have]
+        p.have = rest
+
+    def _sweep(self, now: int) -> int:
+        """Record timeouts for frames unanswered for timeout_s; return the next deadline."""
+        tmo = self.timeout_ns
+        warm_end = self.warm_end
+        add = self.w.add
+        nxt = _INF
+        for p in self.peers:
+            rq = p.rq
+            tq = p.tq
+            i = p.expired
+            end = len(rq)
+            while i < end:
+                st = tq[i]
+                if st + tmo > now:
+                    nxt = min(nxt, st + tmo)
+                    break
+                add(rq[i], p.id, FLAG_TIMEOUT | (FLAG_WARMUP if st < warm_end else 0), st, 0)
+                self.outstanding -= 1
+                i += 1
+            p.expired = i
+        return nxt
+
+    # ---- sends
+
+    def _send_round(self, rnd: int) -> None:
+        mono = time.monotonic_ns
+        ROUND_FIELD.pack_into(self.frame, 0, rnd)
+        frame = self.frame
+        fs = self.fs
+        add = self.w.add
+        warm_end = self.warm_end
+        last = len(self.peers) - 1
+        for i, p in enumerate(self.peers):
+            sock = p.sock
+            if p.state != _STATE_CONNECTED or sock is None:
+                t = mono()
+                add(rnd, p.id, FLAG_TIMEOUT | FLAG_CONN_LOST | (FLAG_WARMUP if t < warm_end else 0),
+                    t, 0)
+                continue
+            if p.out:
+                t = mono()
+                if len(p.out) + fs > MAX_OUTBOUND:
+                    add(rnd, p.id,
+                        FLAG_TIMEOUT | FLAG_SEND_FAILED | (FLAG_WARMUP if t < warm_end else 0),
+                        t, 0)
+                else:
+                    p.out += frame
+                    p.rq.append(rnd)
+                    p.tq.append(t)
+                    self.outstanding += 1
+                continue
+            t = mono()
+            try:
+                n = sock.send(frame)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as e:
+                add(rnd, p.id,
+                    FLAG_TIMEOUT | FLAG_CONN_LOST | (FLAG_WARMUP if t < warm_end else 0), t, 0)
+                self._lost(p, t, str(e))
+                continue
+            p.rq.append(rnd)
+            p.tq.append(t)
+            self.outstanding += 1
+            if n < fs:
+                p.out += self.frame_view[n:]
+                self._refresh_fds()
+            if i != last and self.rfds:
+                # A reply that is back already is stamped now, not after the burst.
+                ready = select.select(self.rfds, [], [], 0)[0]
+                if ready:
+                    self._on_readable(ready)
+
+    # ---- phases
+
+    def _poll(self, wake_ns: int, now: int) -> None:
+        timeout = (wake_ns - now) / 1e9 if wake_ns > now else 0.0
+        if not self.rfds and not self.wfds:
+            if timeout > 0:
+                time.sleep(timeout)
+            return
+        r, wr, _ = select.select(self.rfds, self.wfds, [], timeout)
+        if r:
+            self._on_readable(r)
+        if wr:
+            self._on_writable(wr, time.monotonic_ns())
+
+    def connect_phase(self) -> None:
+        """Connect to every peer, retrying until all are up or connect_timeout_s is over."""
+        mono = time.monotonic_ns
+        deadline = mono() + int(self.cfg.connect_timeout_s * 1e9)
+        while True:
+            now = mono()
+            nxt = self._maintain(now)
+            if all(p.state == _STATE_CONNECTED for p in self.peers) or now >= deadline:
+                break
+            self._poll(min(nxt, deadline), now)
+        for p in self.peers:
+            if p.state != _STATE_CONNECTED:
+                self.error(p.last_error or "%s: not connected" % p.label())
+                if p.state == _STATE_CONNECTING:
+                    self._drop(p)
+                    p.state = _STATE_IDLE
+        self._refresh_fds()
+        self.retry_ns = int(RECONNECT_S * 1e9)
+
+    def start_rounds(self) -> None:
+        self.t0 = time.monotonic_ns() + 1_000_000  # 1 ms for the header write
+        self.warm_end = self.t0 + int(self.cfg.warmup_s * 1e9)
+        for p in self.peers:
+            p.next_attempt = self.t0 + self.retry_ns
+        self.next_maint = self.t0 + self.retry_ns
+
+    def rounds(self) -> None:
+        mono = time.monotonic_ns
+        w = self.w
+        t0 = self.t0
+        interval = self.interval_ns
+        n_rounds = self.n_rounds
+        tolerance = self.late_tolerance_ns
+        rnd = 0
+        next_send = t0
+        next_sweep = _INF
+        while True:
+            now = mono()
+            if rnd < n_rounds and now >= next_send:
+                lag = now - next_send
+                if lag > self.max_lag_ns:
+                    self.max_lag_ns = lag
+                if lag > tolerance:
+                    self.late_sends += 1
+                self._send_round(rnd)
+                if next_sweep == _INF:
+                    next_sweep = now + self.timeout_ns
+                rnd += 1
+                self.rounds_sent = rnd
+                next_send = t0 + int(rnd * interval) if rnd < n_rounds else _INF
+                now = mono()
+            if now >= next_sweep:
+                next_sweep = self._sweep(now)
+            if now >= self.next_maint:
+                if rnd < n_rounds:
+                    self._maintain(now)
+                else:
+                    self.next_maint = _INF  # no reconnects once every round is sent
+            if rnd >= n_rounds and self.outstanding == 0:
+                break
+            if w.n >= w.soft and self.outstanding == 0:
+                w.flush()  # while nothing is in flight, so no reply waits for the disk
+            self._poll(min(next_send, next_sweep, self.next_maint), now)
+
+    def close(self) -> None:
+        for p in self.peers:
+            self._drop(p)
+        self._refresh_fds()
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _start_server(config_path: str) -> tuple[subprocess.Popen[bytes] | None, str]:
+    cmd = [sys.executable, os.path.abspath(__file__), "serve", config_path]
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                close_fds=True)
+    except OSError as e:
+        return None, "cannot start echo server: %s" % e
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    line = b""
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return proc, "echo server not ready after %.0f s" % READY_TIMEOUT_S
+        chunk = os.read(fd, 1)
+        if not chunk:
+            return proc, "echo server exited before listening (see its stderr)"
+        line += chunk
+    if line != b"READY\n":
+        return proc, "echo server said %r instead of READY" % line
+    return proc, ""
+
+
+def _stop_server(proc: subprocess.Popen[bytes], wait_s: float) -> tuple[dict[str, object], str]:
+    """Tell the server the sender is done; wait for it to exit; read its summary."""
+    assert proc.stdin is not None and proc.stdout is not None
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+    err = ""
+    try:
+        proc.wait(timeout=max(wait_s, 0.0) + SERVER_EXIT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        err = "echo server did not exit by its deadline; killed"
+    out = proc.stdout.read()  # its summary: one short line, so the pipe never filled
+    proc.stdout.close()
+    summary: dict[str, object] = {}
+    lines = out.decode("utf-8", "replace").strip().splitlines()
+    if lines:
+        try:
+            parsed = json.loads(lines[-1])
+            if isinstance(parsed, dict):
+                summary = parsed
+        except ValueError:
+            pass
+    if proc.returncode not in (0, None) and not err:
+        err = "echo server exited with status %s" % proc.returncode
+    return summary, err
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
+def _measure(cfg: Config, config_path: str, f: io.FileIO) -> tuple[Sender, list[str], int]:
+    """Start the server, run the sender into ``f``, stop the server.
+
+    Returns the sender, the errors seen around it, and the signal that
+    interrupted the run (0 if none). OSError means the output could not be written.
+    """
+    errors: list[str] = []
+    start_ns = time.monotonic_ns()
+    proc, err = _start_server(config_path)
+    if err:
+        errors.append(err)
+    sender = Sender(cfg, RecordWriter(f))
+    interrupted = 0
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupted)
+    old_int = signal.signal(signal.SIGINT, _raise_interrupted)
+    try:
+        try:
+            sender.connect_phase()
+            sender.start_rounds()
+            header = {
+                "schema": SCHEMA, "worker_version": WORKER_VERSION, "clock": "CLOCK_MONOTONIC",
+                "host": cfg.host, "host_id": cfg.host_id,
+                "peers": [p.as_dict() for p in cfg.peers], "rate": cfg.rate,
+                "payload": cfg.payload, "timeout_s": cfg.timeout_s, "warmup_s": cfg.warmup_s,
+                "duration_s": cfg.duration_s, "rounds": sender.n_rounds, "t0_ns": sender.t0,
+                "python": platform.python_version(), "kernel": platform.release(),
+            }
+            blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
+            _write_all(f, MAGIC + HEADER_LEN.pack(len(blob)) + blob)
+            gc.disable()
+            gc.freeze()
+            try:
+                sender.rounds()
+            finally:
+                gc.unfreeze()
+                gc.enable()
+        except Interrupted as e:
+            interrupted = int(e.args[0]) if e.args else int(signal.SIGTERM)
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            sender.close()
+        sender.w.flush()
+        os.fsync(f.fileno())
+    finally:
+        if proc is not None:
+            left = server_deadline_s(cfg) - (time.monotonic_ns() - start_ns) / 1e9
+            summary, err = _stop_server(proc, 0.0 if interrupted else left)
+            if err:
+                errors.append(err)
+            server_errors = summary.get("errors")
+            if isinstance(server_errors, list):
+                errors.extend("server: %s" % e for e in server_errors)
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
+    return sender, sender.error_list() + errors, interrupted
+
+
+def cmd_run(config_path: str, out_path: str) -> int:
+    wall0 = time.monotonic()
+    try:
+        cfg = load_config(config_path)
+    except ConfigError as e:
+        _log(str(e))
+        return 2
+    try:
+        with open(out_path, "wb", buffering=0) as f:
+            sender, errors, interrupted = _measure(cfg, config_path, f)
+        digest = _sha256(out_path)
+    except OSError as e:
+        _log("cannot write %s: %s" % (out_path, e))
+        return 1
+    if interrupted:
+        errors.append("interrupted by signal %d after %d of %d rounds"
+                      % (interrupted, sender.rounds_sent, sender.n_rounds))
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report = {
+        "schema": SCHEMA, "worker_version": WORKER_VERSION, "host": cfg.host,
+        "rows": sender.w.rows, "timeouts": sender.w.timeouts, "rounds": sender.rounds_sent,
+        "out": out_path, "sha256": digest, "t0_ns": sender.t0,
+        "cpu_s": round(me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 6),
+        "wall_s": round(time.monotonic() - wall0, 6),
+        "late_sends": sender.late_sends, "max_send_lag_us": sender.max_lag_ns // 1000,
+        "errors": errors,
+    }
+    sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+    return 3 if interrupted else 0
+
+
+USAGE = "usage: python3 echo.py run CONFIG.json OUT.bin | python3 echo.py serve CONFIG.json\n"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "run":
+        return cmd_run(argv[1], argv[2])
+    if len(argv) == 2 and argv[0] == "serve":
+        return cmd_serve(argv[1])
+    sys.stderr.write(USAGE)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
