@@ -62,6 +62,7 @@ def validate(spec: SpecArg) -> None:
     from cloudbench.spec import load_spec
 
     s = load_spec(spec)
+    _print_warnings(s)
     plan = make_plan(s)
     out.print(f"[green]ok[/]: {spec}: campaign {s.name!r}, {len(s.topology())} hosts, "
               f"{len(plan.trials)} trials, about {fmt_duration(plan.est_seconds)} of measurement")
@@ -81,16 +82,23 @@ def schema() -> None:
 def plan(
     spec: SpecArg,
     as_json: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
+    prices: Annotated[Path | None, typer.Option(help="price table (JSON) over the bundled one")] = None,
 ) -> None:
-    """Show the topology and the ordered trials, without provisioning anything."""
+    """Show the topology, the ordered trials and (on clouds) the estimated cost. Creates nothing."""
+    from cloudbench.cost import CLOUDS, estimate, render_estimate, spec_prices
     from cloudbench.plan import make_plan
     from cloudbench.spec import load_spec
 
     s = load_spec(spec)
+    _print_warnings(s)
     p = make_plan(s)
     topo = s.topology()
+    cost = estimate(s, p, spec_prices(s, spec, prices)) if CLOUDS & set(s.providers) else None
     if as_json:
-        sys.stdout.write(json.dumps({"topology": topo.to_dict(), "plan": p.to_dict()}, indent=2) + "\n")
+        doc = {"topology": topo.to_dict(), "plan": p.to_dict()}
+        if cost is not None:
+            doc["cost"] = cost.to_dict()
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     tree = Tree(f"[bold]{s.name}[/] ({len(topo)} hosts)")
     for prov in topo.providers:
@@ -112,6 +120,11 @@ def plan(
                   str(len(tr.pairs)), fmt_duration(tr.est_seconds))
     out.print(t)
     out.print(f"estimated measurement time: {fmt_duration(p.est_seconds)} (plus provisioning)")
+    if cost is not None:
+        render_estimate(cost, out)
+        if s.budget is not None:
+            verdict = "[green]within[/]" if cost.complete and cost.total_usd <= s.budget else "[red]above[/]"
+            out.print(f"budget {s.budget:.2f} {cost.prices.currency}: estimate {verdict} it")
 
 
 @app.command()
@@ -128,6 +141,7 @@ def run(
     from cloudbench.ui import RichUI
 
     s = load_spec(spec)
+    _print_warnings(s)
     runner = CampaignRunner(s, str(spec), results)
     if "netns" in s.providers and os.geteuid() != 0:
         raise CloudbenchError("the netns testbed needs root: run `sudo cloudbench run ...`")
@@ -177,15 +191,27 @@ def report(
 def gc(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would be removed")] = False,
     include_live: Annotated[bool, typer.Option("--all", help="also testbeds of runs still alive")] = False,
+    results: Annotated[Path, typer.Option(help="result store root, searched for cloud stacks")] = Path(
+        "results"),
 ) -> None:
-    """Remove what killed runs left behind (testbed namespaces, their sshd processes)."""
+    """Remove what killed runs left behind: testbed namespaces and their sshd processes, and
+    cloud stacks whose lease expired or whose controller died."""
     from cloudbench.providers.netns import NetnsProvider
+    from cloudbench.providers.pulumi import reap
 
     lines = NetnsProvider().gc(dry_run=dry_run, include_live=include_live)
     for line in lines:
         out.print(line)
-    if not lines:
+    stacks = reap(results, dry_run=dry_run)  # printed before a failure here can stop us
+    for line in stacks:
+        out.print(line)
+    if not lines and not stacks:
         out.print("nothing to remove")
+
+
+def _print_warnings(spec: Any) -> None:
+    for w in spec.warnings:
+        err.print(f"[yellow]{w}[/]", highlight=False, soft_wrap=True)
 
 
 @app.command()

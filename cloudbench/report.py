@@ -22,6 +22,8 @@ from cloudbench.analysis.latency import (
     spec_quorums,
     windowed_means,
 )
+from cloudbench.analysis.levelshift import echo_level_shifts
+from cloudbench.report_wan import build_paths, render_wan, write_wan
 from cloudbench.results import RunDir
 
 REPORT_DIR = "report"
@@ -43,6 +45,13 @@ def build_report(run: RunDir) -> dict[str, Any]:
         "workloads": {},
     }
     for w in manifest.get("spec", {}).get("workloads", []):
+        if w.get("kind") == "traceroute":
+            rep.setdefault("paths", {})[w["name"]] = build_paths(run, manifest, w)
+        if w.get("kind") in ("throughput", "tbdrain"):
+            from cloudbench.throughput_report import section
+
+            rep["workloads"][w["name"]] = section(run, manifest, w)
+            continue
         if w.get("kind") != "echo":
             continue
         d = load_echo(run, manifest, w["name"])
@@ -55,6 +64,8 @@ def build_report(run: RunDir) -> dict[str, Any]:
             "windows": windowed_means(d, float(w.get("window", 30.0))),
             "pairs": pair_table(d),
         }
+        sec = rep["workloads"][w["name"]]
+        sec["level_shifts"] = echo_level_shifts(d, float(w.get("window", 30.0)), sec["windows"])
     return rep
 
 
@@ -65,7 +76,8 @@ def write_report(run: RunDir, report: dict[str, Any]) -> list[Path]:
     written = [out / "report.json"]
     (out / "report.json").write_text(json.dumps(_clean(report), indent=2) + "\n")
     for wname, w in report["workloads"].items():
-        for table in ("groups", "quorums", "windows", "pairs"):
+        for table in ("groups", "quorums", "windows", "pairs", "trials", "asymmetry", "cv_rmse",
+                      "drains"):
             rows = w.get(table) or []
             if not rows:
                 continue
@@ -75,6 +87,7 @@ def write_report(run: RunDir, report: dict[str, Any]) -> list[Path]:
                 writer.writeheader()
                 writer.writerows(rows)
             written.append(path)
+    written += write_wan(run, report, out)
     return written
 
 
@@ -124,6 +137,11 @@ def render(report: dict[str, Any], console: Console, windows: bool = False, pair
         f"{report['repetitions']} repetition(s), seed {report['seed']}"
     )
     for wname, w in report["workloads"].items():
+        if w.get("kind") in ("throughput", "tbdrain"):
+            from cloudbench.throughput_report import render as render_throughput
+
+            render_throughput(wname, w, console)
+            continue
         console.print(_distribution_table(console, f"{wname}: RTT by latency group (µs)", w["groups"], ["group"]))
         if w["quorums"]:
             console.print(_distribution_table(
@@ -144,6 +162,7 @@ def render(report: dict[str, Any], console: Console, windows: bool = False, pair
                 pt.add_row(*[_fmt(r[c]) for c in ("src", "dst", "group", "count", "timeouts", "mean",
                                                     "p50", "p99", "max")])
             console.print(pt)
+    render_wan(report, console)
     if report["failures"]:
         console.print(f"[yellow]{len(report['failures'])} host failure(s):[/]")
         for f in report["failures"]:

@@ -91,18 +91,24 @@ class CampaignRunner:
         spec_path: str,
         results_root: Path,
         ui: RunUI | None = None,
-        provider_factory: Callable[[str], Provider] = get_provider,
+        provider_factory: Callable[[str], Provider] | None = None,
         after_trial: Callable[[Trial, TrialOutcome], None] | None = None,
     ) -> None:
         self.spec = spec
         self.spec_path = spec_path
         self.plan: Plan = make_plan(spec)
         self.ui: RunUI = ui or QuietUI()
-        self.provider_factory = provider_factory
+        self.provider_factory = provider_factory or self._default_provider
         self.token = secrets.token_hex(16)
         self.run = RunDir(Path(results_root) / spec.name / new_run_id())
         self.after_trial = after_trial
         self.manifest: dict[str, Any] = {}
+
+    def _default_provider(self, name: str) -> Provider:
+        # Clouds and static hosts read their settings from the spec; cloud state lives
+        # under results/<campaign>/, where `cloudbench gc --results` looks for it.
+        return get_provider(name, spec=self.spec, spec_path=self.spec_path,
+                            results_root=self.run.path.parent.parent)
 
     # -- manifest -----------------------------------------------------------------------
     def _init_manifest(self) -> None:
@@ -142,6 +148,9 @@ class CampaignRunner:
 
     # -- the campaign ------------------------------------------------------------------
     def execute(self) -> RunDir:
+        from cloudbench.cost import check_budget
+
+        check_budget(self.spec, self.spec_path, self.plan)  # before anything exists
         self.run.path.mkdir(parents=True, exist_ok=False)
         self._init_manifest()
         providers = list(self.spec.providers)
@@ -201,6 +210,9 @@ class CampaignRunner:
             "started_utc": utc_now(),
             "ended_utc": None,
             "hosts": [h.to_dict() for h in cluster.hosts],
+            # testbed layout, emulated WAN links and their delay schedule, …: the ground
+            # truth that travels with the observations
+            "facts": cluster.facts,
         }
         self.manifest["repetitions"].append(rec)
         self._save()

@@ -18,13 +18,18 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PrivateAttr,
     ValidationError,
     WithJsonSchema,
 )
+from pydantic_core import InitErrorDetails
 
 from cloudbench.errors import SpecError, SpecErrors
+from cloudbench.pairs import PairSelector, check_pair_list
 from cloudbench.topology import HostSpec, SubnetSpec, Topology
 from cloudbench.units import parse_duration, parse_size
+from cloudbench.vmtypes import VM_TYPE_RE, BitRate, VmTypeModel, check_vm_types
+from cloudbench.wan import WanModel, check_wan
 from cloudbench.yamlloc import Loc, LocatedYaml, load_yaml
 
 MAX_PAYLOAD = 64 * 1024
@@ -90,6 +95,116 @@ class ProviderModel(_Model):
     regions: dict[str, RegionModel] = Field(min_length=1)
 
 
+class CloudProviderModel(ProviderModel):
+    """A cloud (aws, gcp, azure): fresh VMs made by Pulumi, checked against data/catalog.json."""
+
+    controller_cidr: str | None = Field(
+        None, description="the only source allowed to SSH in (your public address, /32); "
+        "default $CLOUDBENCH_CONTROLLER_CIDR"
+    )
+    owner: str | None = Field(None, description="tag on every resource; default: your login name")
+    expiry: Duration = Field(
+        6 * 3600.0, gt=0, description="lease of each stack; `cloudbench gc` destroys stacks past it"
+    )
+    placement_group: bool = Field(
+        False, description="pack each zone's hosts together (AWS cluster placement group, "
+        "GCP compact placement policy, Azure proximity placement group)"
+    )
+    image: str | None = Field(
+        None, description="instead of the latest Ubuntu 24.04 LTS: an AMI id, a GCE image, "
+        "or publisher:offer:sku:version on Azure"
+    )
+    project: str | None = Field(None, description="GCP project (default: gcp:project config)")
+
+
+class StaticHostModel(_Model):
+    """An existing host: how to reach it, its pinned host key, and its labels."""
+
+    name: Name
+    address: str = Field(description="experiment address: workers listen and measure here")
+    ssh_host: str | None = Field(None, description="where SSH connects (default: address)")
+    port: int = Field(22, ge=1, le=65535, description="SSH port")
+    user: str | None = Field(None, description="SSH user (default: the provider's `user`)")
+    host_key: str | None = Field(
+        None, description="the host's public key, pinned (`ssh-keyscan -t ed25519 HOST`)"
+    )
+    region: Name = "site"
+    zone: Name = "site-a"
+    subnet: Name = "lan"
+    vm_type: str = "static"
+    python: str = "python3"
+    workdir: str | None = Field(None, description="base directory (default: ~/.cloudbench)")
+    netns: str | None = Field(
+        None, description="open the SSH connection inside this local network namespace "
+        "(hosts that are namespaces on the controller)"
+    )
+
+
+class StaticProviderModel(_Model):
+    """Bring your own hosts: nothing is created; destroy removes only the work directory."""
+
+    hosts: list[StaticHostModel] = Field(min_length=1)
+    user: str | None = Field(None, description="SSH user of every host without its own `user`")
+    key: str = Field(description="path of the SSH private key (unencrypted, mode 0600)")
+
+    @property
+    def regions(self) -> dict[str, RegionModel]:
+        """The hosts grouped by their labels, so the topology treats them like any provider."""
+        tree: dict[str, dict[str, dict[str, list[StaticHostModel]]]] = {}
+        seen: set[str] = set()
+        for h in self.hosts:
+            if h.name not in seen:  # duplicates are reported by the static checks, with lines
+                seen.add(h.name)
+                tree.setdefault(h.region, {}).setdefault(h.zone, {}).setdefault(h.subnet, []).append(h)
+        return {
+            r: RegionModel(location=None, zones={
+                z: ZoneModel(subnets={
+                    s: SubnetModel(hosts=[h.name for h in hs], vm_type=hs[0].vm_type, cidr=None)
+                    for s, hs in subnets.items()
+                })
+                for z, subnets in zones.items()
+            })
+            for r, zones in tree.items()
+        }
+
+
+ProviderName = Literal["netns", "aws", "gcp", "azure", "static"]
+AnyProvider = ProviderModel | CloudProviderModel | StaticProviderModel
+# Which model validates `providers.<name>`: the name is the dict key, not a field, so
+# pydantic cannot discriminate by itself (see Spec._dispatch_providers).
+PROVIDER_MODELS: dict[str, type[BaseModel]] = {
+    "netns": ProviderModel,
+    "aws": CloudProviderModel,
+    "gcp": CloudProviderModel,
+    "azure": CloudProviderModel,
+    "static": StaticProviderModel,
+}
+
+
+def _dispatch_providers(value: Any) -> Any:
+    """Validate each provider entry with its own model; errors keep ``providers.<name>`` locs."""
+    if not isinstance(value, dict):
+        return value
+    out: dict[Any, Any] = {}
+    details: list[InitErrorDetails] = []
+    for key, raw in value.items():
+        model = PROVIDER_MODELS.get(key) if isinstance(key, str) else None
+        if model is None or isinstance(raw, BaseModel):
+            out[key] = raw  # unknown names fail the Literal key check with the known list
+            continue
+        try:
+            out[key] = model.model_validate(raw)
+        except ValidationError as e:
+            for d in e.errors():
+                det = InitErrorDetails(type=d["type"], loc=(key, *d["loc"]), input=d["input"])
+                if "ctx" in d:
+                    det["ctx"] = d["ctx"]
+                details.append(det)
+    if details:
+        raise ValidationError.from_exception_data("providers", details)
+    return out
+
+
 class QuorumModel(_Model):
     """Quorum latency: the k-th fastest reply among a group's hosts, per round."""
 
@@ -115,7 +230,84 @@ class EchoWorkload(_Model):
     quorums: list[QuorumModel] = Field(default_factory=list)
 
 
-Workload = Annotated[EchoWorkload, Field(discriminator="kind")]
+class TracerouteWorkload(_Model):
+    """MDA traceroute (scamper tracelb) from every source to every destination."""
+
+    kind: Literal["traceroute"]
+    name: Name = "traceroute"
+    sources: str | list[str] = Field("all", description="`all`, a group name or host names")
+    destinations: str | list[str] = Field("all", description="`all`, a group name or host names")
+    method: Literal["udp-dport", "udp-sport", "icmp-echo", "tcp-sport"] = "udp-dport"
+    confidence: Literal[95, 99] = Field(95, description="MDA confidence that no branch was missed")
+    gap_limit: int = Field(3, ge=1, le=16, description="unresponsive hops in a row before a branch stops")
+    attempts: int = Field(2, ge=1, le=5, description="probes per attempt before a hop is a `*`")
+    wait_probe: Duration = Field(0.25, ge=0.01, description="pause between probes of one trace")
+    wait_timeout: Duration = Field(5.0, gt=0, description="how long to wait for a reply")
+    pps: int = Field(100, ge=1, le=10000, description="probes per second of each source")
+    limit: Duration = Field(300.0, gt=0, description="a source's traces are stopped after this")
+    asn_table: str | None = Field(None, description="CSV prefix,asn,name (default: the testbed's)")
+
+
+class OnOffModel(_Model):
+    """An on/off access pattern: send for `send`, pause for `pause` (Uta et al.: 10-30, 5-30)."""
+
+    send: Duration = Field(gt=0, description="sending time of each burst")
+    pause: Duration = Field(ge=0, description="pause after each burst")
+
+
+class ThroughputWorkload(_Model):
+    """Bulk throughput between host pairs (nuttcp or iperf3); one trial per pair."""
+
+    kind: Literal["throughput"]
+    name: Name = "throughput"
+    tool: Literal["nuttcp", "iperf3"] = "nuttcp"
+    protocol: Literal["tcp", "udp"] = "tcp"
+    hosts: str | list[str] = Field("all", description="`all`, a group name or host names")
+    pairs: PairSelector = Field("all", description="`all`, a pair group (cross_zone, "
+                                "cross_region, …) or a list of [sender, receiver]")
+    direction: Literal["forward", "reverse", "both"] = Field(
+        "forward", description="forward: first host sends; reverse: second host sends; both: one "
+        "after the other")
+    duration: Duration = Field(10.0, gt=0, description="measured time per direction (with an on/off "
+                               "pattern: bursts and pauses together)")
+    interval: Duration = Field(1.0, ge=0.1, description="report interval")
+    udp_rate: BitRate = Field(500e6, gt=0, description="UDP: target rate (e.g. 500mbit)")
+    length: Size | None = Field(None, ge=16, le=16 * 2**20, description="write/buffer size "
+                                "(tool default when unset)")
+    streams: int = Field(1, ge=1, le=64, description="parallel streams")
+    socket_buffer: Size | None = Field(
+        None, ge=4096, le=256 * 2**20, description="socket buffer (nuttcp/iperf3 -w); unset: "
+        "kernel autotuning for TCP, 4 MiB for UDP so that a shaper drops what exceeds its rate "
+        "instead of blocking the sender")
+    pattern: Literal["full"] | OnOffModel = Field(
+        "full", description="`full` speed, or {send: 10s, pause: 30s}")
+    port: int = Field(5000, ge=1024, le=65000, description="server port (nuttcp: control port; "
+                      "data from port+1)")
+
+
+class TbDrainWorkload(_Model):
+    """Token-bucket drain (Uta et al.): send flat out until the rate drops and stays down."""
+
+    kind: Literal["tbdrain"]
+    name: Name = "tbdrain"
+    tool: Literal["nuttcp", "iperf3"] = "nuttcp"
+    hosts: str | list[str] = Field("all", description="`all`, a group name or host names")
+    pairs: PairSelector = Field("all", description="`all`, a pair group or [sender, receiver] list")
+    direction: Literal["forward", "reverse", "both"] = "forward"
+    max_duration: Duration = Field(600.0, gt=0, description="give up a drain after this long")
+    interval: Duration = Field(1.0, ge=0.1, description="report interval")
+    window: Duration = Field(10.0, gt=0, description="drained when min(first window) × factor > "
+                             "max(last window)")
+    factor: float = Field(0.75, gt=0, lt=1)
+    rest: Duration | None = Field(None, ge=0, description="rest after the drain, then drain again "
+                                  "to measure the refill (none: one drain)")
+    streams: int = Field(1, ge=1, le=64)
+    length: Size | None = Field(None, ge=16, le=16 * 2**20)
+    port: int = Field(5000, ge=1024, le=65000)
+
+
+AnyWorkload = EchoWorkload | TracerouteWorkload | ThroughputWorkload | TbDrainWorkload
+Workload = Annotated[AnyWorkload, Field(discriminator="kind")]
 
 
 class Spec(_Model):
@@ -130,9 +322,23 @@ class Spec(_Model):
     )
     order: Literal["random", "fixed"] = "random"
     rest: Duration = Field(0.0, ge=0, description="pause between trials")
-    providers: dict[Literal["netns"], ProviderModel] = Field(min_length=1)
+    providers: Annotated[dict[ProviderName, AnyProvider], BeforeValidator(_dispatch_providers)] = Field(
+        min_length=1
+    )
+    budget: float | None = Field(
+        None, gt=0, description="USD; the campaign refuses to start if its estimated cost is higher"
+    )
+    prices: str | dict[str, Any] | None = Field(
+        None, description="price table: a JSON file (relative to the spec) or a mapping merged "
+        "over the bundled data/prices.json"
+    )
+    _warnings: list[str] = PrivateAttr(default_factory=list)
     groups: dict[Name, list[str]] = Field(default_factory=dict)
     workloads: list[Workload] = Field(min_length=1)
+    vm_types: dict[Annotated[str, Field(pattern=VM_TYPE_RE)], VmTypeModel] = Field(
+        default_factory=dict, description="shaping profiles for the netns testbed, by name "
+        "(cloudbench.vmtypes; built-ins: local, local.1g, local.tb-small, …)")
+    wan: WanModel | None = Field(None, description="emulated links between regions (netns testbed)")
 
     def topology(self) -> Topology:
         hosts: list[HostSpec] = []
@@ -149,7 +355,14 @@ class Spec(_Model):
                             hosts.append(
                                 HostSpec(h, pname, rname, zname, sname, subnet.vm_type, len(hosts))
                             )
-        return Topology(hosts=hosts, subnets=subnets, groups=dict(self.groups), region_coords=coords)
+        return Topology(hosts=hosts, subnets=subnets, groups=dict(self.groups), region_coords=coords,
+                        wan=self.wan,
+                        vm_types={k: v.model_dump(mode="json") for k, v in self.vm_types.items()})
+
+    @property
+    def warnings(self) -> list[str]:
+        """Suspicious but valid input (a VM type the catalogue does not know), for the CLI."""
+        return self._warnings
 
     def resolve_hosts(self, selector: str | list[str]) -> list[str]:
         """Host names for a workload's ``hosts``: `all`, a group, or a list."""
@@ -160,7 +373,7 @@ class Spec(_Model):
             return names
         return list(self.groups[selector])
 
-    def workload(self, name: str) -> EchoWorkload:
+    def workload(self, name: str) -> AnyWorkload:
         for w in self.workloads:
             if w.name == name:
                 return w
@@ -195,8 +408,13 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
     except ValidationError as e:
         raise SpecErrors([_from_pydantic(doc, err) for err in e.errors()]) from None
     errors = _check_references(spec, doc)
+    from cloudbench.spec_clouds import check_providers
+
+    provider_errors, warnings = check_providers(spec, doc)
+    errors += provider_errors
     if errors:
         raise SpecErrors(errors)
+    spec._warnings = warnings
     return spec
 
 
@@ -220,7 +438,8 @@ def _from_pydantic(doc: LocatedYaml, err: Any) -> SpecError:
     return SpecError(doc.path, doc.line_of(loc), _fmt(clean), msg)
 
 
-_UNION_TAGS = {"int", "list[str]", "list[constrained-str]", "str", "echo"}
+_UNION_TAGS = {"int", "list[str]", "list[constrained-str]", "str", "echo", "traceroute",
+               "throughput", "tbdrain"}
 
 
 def _fmt(loc: Loc) -> str:
@@ -251,6 +470,12 @@ def _model_at(loc: Loc, doc: LocatedYaml) -> type[BaseModel] | None:
                 return None
             model, data, i = found, item, i + 2
             continue
+        if model is Spec and key == "providers" and i + 1 < len(loc):
+            provider = PROVIDER_MODELS.get(str(loc[i + 1]))
+            if provider is None:
+                return None
+            model, data, i = provider, _get(data, ("providers", loc[i + 1])), i + 2
+            continue
         nested = _NESTED.get((model, str(key)))
         if nested is None:
             return None
@@ -270,12 +495,18 @@ def _get(data: Any, path: tuple[Any, ...]) -> Any:
 _NESTED: dict[tuple[type[BaseModel], str], type[BaseModel]] = {
     (Spec, "providers"): ProviderModel,
     (ProviderModel, "regions"): RegionModel,
+    (CloudProviderModel, "regions"): RegionModel,
+    (StaticProviderModel, "hosts"): StaticHostModel,
     (RegionModel, "zones"): ZoneModel,
     (ZoneModel, "subnets"): SubnetModel,
     (EchoWorkload, "quorums"): QuorumModel,
+    (Spec, "vm_types"): VmTypeModel,
 }
 # kind -> model, for hints; every workload model of the `Workload` union is listed here.
-_WORKLOAD_MODELS: dict[str, type[BaseModel]] = {"echo": EchoWorkload}
+_WORKLOAD_MODELS: dict[str, type[BaseModel]] = {"echo": EchoWorkload,
+                                                 "traceroute": TracerouteWorkload,
+                                                 "throughput": ThroughputWorkload,
+                                                 "tbdrain": TbDrainWorkload}
 
 
 def _check_references(spec: Spec, doc: LocatedYaml) -> list[SpecError]:
@@ -325,6 +556,14 @@ def _check_references(spec: Spec, doc: LocatedYaml) -> list[SpecError]:
             errors.append(doc.error((*wloc, "name"), f"workload name {w.name!r} is used twice; "
                                     "give each workload its own `name`"))
         names[w.name] = wi
+        if isinstance(w, TracerouteWorkload):
+            for key in ("sources", "destinations"):
+                errors += _check_selector(getattr(w, key), (*wloc, key), spec, seen_hosts, doc)
+            continue
+        if isinstance(w, ThroughputWorkload | TbDrainWorkload):
+            errors += _check_selector(w.hosts, (*wloc, "hosts"), spec, seen_hosts, doc)
+            errors += check_pair_list(w.pairs, (*wloc, "pairs"), seen_hosts, doc)
+            continue
         errors += _check_selector(w.hosts, (*wloc, "hosts"), spec, seen_hosts, doc)
         for qi, q in enumerate(w.quorums):
             qloc: Loc = (*wloc, "quorums", qi)
@@ -343,6 +582,8 @@ def _check_references(spec: Spec, doc: LocatedYaml) -> list[SpecError]:
                 if k > len(members):
                     errors.append(doc.error((*qloc, "k", ki), f"k={k} but the quorum has only "
                                             f"{len(members)} hosts"))
+    errors += check_wan(spec, doc)
+    errors += check_vm_types(spec, doc)
     return errors
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cloudbench.wan import WanModel
 
 
 class PairGroup(StrEnum):
@@ -81,6 +84,9 @@ class Topology:
     subnets: list[SubnetSpec] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
     region_coords: dict[str, tuple[float, float]] = field(default_factory=dict)
+    wan: WanModel | None = None  # emulated links between regions (netns testbed)
+    # the spec's own vm_types (shaping profiles, cloudbench.vmtypes) as plain dicts
+    vm_types: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[HostSpec]:
         return iter(self.hosts)
@@ -114,6 +120,8 @@ class Topology:
             subnets=[s for s in self.subnets if s.provider == provider],
             groups=self.groups,
             region_coords=self.region_coords,
+            wan=self.wan,
+            vm_types=self.vm_types,
         )
 
     def pair_groups(self) -> dict[tuple[str, str], PairGroup]:
@@ -125,6 +133,8 @@ class Topology:
             "subnets": [asdict(s) for s in self.subnets],
             "groups": self.groups,
             "region_coords": {k: list(v) for k, v in self.region_coords.items()},
+            "wan": None if self.wan is None else self.wan.model_dump(mode="json"),
+            "vm_types": self.vm_types,
         }
 
     @classmethod
@@ -134,7 +144,17 @@ class Topology:
             subnets=[SubnetSpec(**s) for s in d.get("subnets", [])],
             groups={k: list(v) for k, v in d.get("groups", {}).items()},
             region_coords={k: (float(v[0]), float(v[1])) for k, v in d.get("region_coords", {}).items()},
+            wan=_wan_from(d.get("wan")),
+            vm_types={k: dict(v) for k, v in d.get("vm_types", {}).items()},
         )
+
+
+def _wan_from(d: dict[str, Any] | None) -> WanModel | None:
+    if d is None:
+        return None
+    from cloudbench.wan import WanModel
+
+    return WanModel.model_validate(d)
 
 
 def _unique(items: Iterable[str]) -> list[str]:

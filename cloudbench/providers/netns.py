@@ -74,6 +74,7 @@ class _Plan:
     routers: list[str] = field(default_factory=list)
     root_batch: list[str] = field(default_factory=list)
     ns_batches: dict[str, list[str]] = field(default_factory=dict)
+    wan: Any = None  # cloudbench.wan.WanPlan when the spec has a `wan:` section
 
 
 def _plan(topology: Topology, sid: str) -> _Plan:
@@ -100,7 +101,8 @@ def _plan(topology: Topology, sid: str) -> _Plan:
     core = pre + "core"
     region_ns = {r: f"{pre}r{i}" for r, i in regions.items()}
     zone_ns = {z: f"{pre}z{i}" for z, i in zones.items()}
-    p.routers = [core, *region_ns.values(), *zone_ns.values()]
+    wan = topology.wan is not None  # emulated WAN links replace the core router
+    p.routers = [*([] if wan else [core]), *region_ns.values(), *zone_ns.values()]
     for ns in p.routers:
         p.root_batch.append(f"netns add {ns}")
         p.ns_batches[ns] = ["link set lo up"]
@@ -111,7 +113,7 @@ def _plan(topology: Topology, sid: str) -> _Plan:
         p.ns_batches[ns] = ["link set lo up"]
 
     region_up: dict[str, str] = {}
-    for r, rns in region_ns.items():
+    for r, rns in ({} if wan else region_ns).items():
         core_side, _ = link(core, f"r{regions[r]}", rns, "up0")
         region_up[r] = core_side
         p.ns_batches[rns].append(f"route add default via {core_side}")
@@ -127,7 +129,8 @@ def _plan(topology: Topology, sid: str) -> _Plan:
         p.ns_batches[zns] += [f"link add br{k} type bridge", f"addr add {gw}/24 dev br{k}",
                               f"link set br{k} up"]
         p.ns_batches[region_ns[r]].append(f"route add {net} via {zone_side_of(p, zns)}")
-        p.ns_batches[core].append(f"route add {net} via {region_side_of(p, region_ns[r])}")
+        if not wan:
+            p.ns_batches[core].append(f"route add {net} via {region_side_of(p, region_ns[r])}")
         members = [h for h in topology.hosts if (h.region, h.zone, h.subnet) == (r, z, s)]
         if len(members) > 240:
             raise ProvisionError("netns", sid, f"subnet {s!r} has more than 240 hosts")
@@ -140,6 +143,10 @@ def _plan(topology: Topology, sid: str) -> _Plan:
             p.ns_batches[zns] += [f"link set {peer} master br{k}", f"link set {peer} up"]
             p.ns_batches[hns] += [f"addr add {addr}/24 dev eth0", "link set eth0 up",
                                   f"route add default via {gw}"]
+    if wan:
+        from cloudbench.wan import plan_wan
+
+        p.wan = plan_wan(p, topology, region_ns)
     return p
 
 
@@ -238,6 +245,12 @@ class NetnsProvider:
             ip_batch(lines, ns=ns, stack=sid)
         for ns in plan.routers:
             run(["ip", "netns", "exec", ns, "sysctl", "-qw", *ROUTER_SYSCTLS], sid)
+        wan_facts = None
+        if plan.wan is not None:
+            from cloudbench.wan import start_wan
+
+            wan_facts = start_wan(plan.wan, base, state, sid, lambda: self._write_state(sid, state),
+                                  self.state_root / "bin")
 
         client = asyncssh.generate_private_key("ssh-ed25519", comment=f"cloudbench-{sid}")
         client.write_private_key(str(cluster.client_key))
@@ -284,8 +297,13 @@ class NetnsProvider:
         for name, proc in procs:
             host = cluster.host(name)
             _wait_listening(host, proc, deadline, sid)
+        from cloudbench.shaping import apply_shaping
+
+        apply_shaping(cluster, topology)  # vm_type -> tc on each host's eth0; facts["shaping"]
         cluster.facts = {"kernel": kernel, "state_file": str(self._state_path(sid)),
                          "routers": plan.routers}
+        if wan_facts is not None:
+            cluster.facts["wan"] = wan_facts
 
     # -- destroy ------------------------------------------------------------------------
     def destroy(self, cluster: Cluster) -> None:

@@ -10,6 +10,14 @@ def workload_kind(kind: str) -> WorkloadKind:
         from cloudbench.workloads.echo import EchoKind
 
         return EchoKind()
+    if kind == "traceroute":
+        from cloudbench.workloads.traceroute import TracerouteKind
+
+        return TracerouteKind()
+    if kind in ("throughput", "tbdrain"):
+        from cloudbench.workloads.throughput import TbDrainKind, ThroughputKind
+
+        return ThroughputKind() if kind == "throughput" else TbDrainKind()
     raise KeyError(f"no workload kind {kind!r}")
 
 
