@@ -92,27 +92,39 @@ wan:
     - {between: [ra, rc], delay: 1ms, ecmp: 3}
     - {between: [rb, rc], delay: 1ms}
 workloads:
-  - {kind: traceroute, sources: [sa-1], wait_probe: 150ms, wait_timeout: 1s, pps: 200}
+  - {kind: traceroute, sources: [sa-1], confidence: 99, wait_probe: 150ms, wait_timeout: 1s, pps: 200}
+repetitions: 2
 """)
     yield campaign(text, tmp_path_factory.mktemp("mda"))
 
 
 def test_every_ecmp_branch_is_discovered(mda_run: tuple[RunDir, Recorder]) -> None:
+    """MDA's guarantee is probabilistic: at 99 % confidence a 2-way diamond is taken for
+    a single path when its 8 probes all hash one way, 2·2⁻⁸ ≈ 0.8 % of the time. Two
+    fresh testbeds (new hash seeds) must each find no false branch, and at least one
+    must find every branch — a chance failure then needs two misses (< 1e-4)."""
+    from cloudbench.analysis.paths import diamonds
+
     run, rec = mda_run
-    facts = rec.clusters[0].facts
     gs = graphs(run, "traceroute")
     assert {(s, d) for _, s, d in gs} == {("sa-1", "sb-1"), ("sa-1", "sc-1")}
-    for (_, _, dst), g in gs.items():
+    assert {r for r, _, _ in gs} == {0, 1}
+    complete: dict[str, int] = {"sb-1": 0, "sc-1": 0}
+    for (rep, _, dst), g in gs.items():
+        facts = rec.clusters[rep].facts
         region = {"sb-1": "rb", "sc-1": "rc"}[dst]
         lf = link_facts(facts, "ra", region)
         hops = lf["forward_hops"] if lf["a"] == "ra" else lf["reverse_hops"]
         branches = {addr for h in hops for addr in h[1:-1]}
         assert len(branches) == lf["ecmp"] in (2, 3)
-        assert branches <= g.nodes, f"{dst}: missed {branches - g.nodes}"
-        from cloudbench.analysis.paths import diamonds
-
-        (d,) = diamonds(g)
-        assert d.width == lf["ecmp"] and d.divergence == lf["w_addr"]
+        on_link = {addr for h in hops for addr in h} | {lf["w_addr"]}
+        wan_nodes = {n for n in g.nodes if n.startswith("198.19.128.")}
+        assert wan_nodes <= on_link, f"{dst}: interfaces not on the link: {wan_nodes - on_link}"
+        if branches <= g.nodes:
+            (d,) = diamonds(g)
+            assert d.width == lf["ecmp"] and d.divergence == lf["w_addr"]
+            complete[dst] += 1
+    assert all(n >= 1 for n in complete.values()), f"a diamond was never fully discovered: {complete}"
 
 
 def test_as_path_matches_the_testbed_table(mda_run: tuple[RunDir, Recorder]) -> None:
@@ -122,7 +134,8 @@ def test_as_path_matches_the_testbed_table(mda_run: tuple[RunDir, Recorder]) -> 
     asn = {name.removeprefix("cb-"): a for _, a, name in rows}
     report = build_report(run)
     paths = report["paths"]["traceroute"]["paths"]
-    assert len(paths) == 2
+    assert sorted((p["repetition"], p["dst"]) for p in paths) == [
+        (0, "sb-1"), (0, "sc-1"), (1, "sb-1"), (1, "sc-1")]
     for p in paths:
         dst_region = {"sb-1": "rb", "sc-1": "rc"}[p["dst"]]
         assert p["as_path"] == f"{asn['ra']} {TRANSIT_ASN} {asn[dst_region]}"
