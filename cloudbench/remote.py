@@ -24,6 +24,7 @@ import asyncssh
 from cloudbench.errors import RemoteError, RemoteFailure
 from cloudbench.nsutil import connect_in_netns
 from cloudbench.providers.base import Cluster, HostAccess
+from cloudbench.results import sha256_file
 
 T = TypeVar("T")
 STDERR_TAIL = 2000
@@ -186,7 +187,7 @@ class Remote:
         except (asyncssh.SFTPError, OSError) as e:
             raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, str(e),
                                             "download failed")) from e
-        digest = _sha256_file(local_path)
+        digest = sha256_file(local_path)
         if sha256 is not None and digest != sha256:
             raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, "",
                                             f"checksum mismatch: host says {sha256[:12]}…, "
@@ -220,11 +221,3 @@ def _as_text(v: object) -> str:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

@@ -1,23 +1,12 @@
-"""Pulumi CLI entry point of the gcp project; the program itself is ``program`` below.
+"""Pulumi CLI entry point of the gcp project (`pulumi up` in this directory).
 
-The `pulumi` CLI runs this file as ``__main__``; importing it does nothing.
+The program is `cloudbench.providers.stacks.gcp.program`, fed from the stack's
+`cloudbench:*` config; importing this file does nothing.
 """
 
 from __future__ import annotations
 
-from cloudbench.providers.stacks.gcp import program
-
-__all__ = ["program"]
-
-
-def main() -> None:
-    import pulumi
-
-    from cloudbench.providers.cloud_common import program_args_from_config
-
-    topology, settings = program_args_from_config(pulumi.Config("cloudbench").require_object)
-    program(topology, settings)
-
+from cloudbench.providers.stacks import run_from_config
 
 if __name__ == "__main__":
-    main()
+    run_from_config("gcp")

@@ -13,3 +13,16 @@ PROGRAM_MODULES = {
     "azure": "cloudbench.providers.stacks.azure",
 }
 EXTRAS = {"aws": "pulumi-aws", "gcp": "pulumi-gcp", "azure": "pulumi-azure-native"}
+
+
+def run_from_config(cloud: str) -> None:
+    """Body of ``stacks/<cloud>/__main__.py``: the program, fed from `pulumi config`."""
+    import importlib
+
+    import pulumi
+
+    from cloudbench.providers.cloud_common import program_args_from_config
+
+    program = importlib.import_module(PROGRAM_MODULES[cloud]).program
+    topology, settings = program_args_from_config(pulumi.Config("cloudbench").require_object)
+    program(topology, settings)
