@@ -143,6 +143,12 @@ def _mbit(v: float | None) -> float:
 
 # -- throughput ------------------------------------------------------------------------------
 def trial_rows(series: list[Series], facts: RunFacts, spec_w: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per series: distribution, loss, capacity bound (UDP), level shift.
+
+    An on/off pattern is several bursts: its statistics cover the sending time
+    only, and level shifts are sought in single-burst series only (a burst of a
+    few seconds is too short to hold two levels).
+    """
     rows: list[dict[str, Any]] = []
     for s in series:
         st = series_stats(s.nbytes, s.t_end - s.t_start)

@@ -8,15 +8,25 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from rich.console import Console
 
+from cloudbench.analysis.throughput import cv_rmse
 from cloudbench.errors import SpecError
 from cloudbench.plan import make_plan
 from cloudbench.providers.base import HostAccess
 from cloudbench.results import MANIFEST_SCHEMA, RunDir, read_parquet, write_json_atomic, write_parquet
 from cloudbench.spec import Spec, TbDrainWorkload, parse_spec
-from cloudbench.throughput_report import render, section, summaries
+from cloudbench.throughput_report import (
+    RunFacts,
+    Series,
+    cv_rmse_rows,
+    render,
+    section,
+    summaries,
+    trend_warnings,
+)
 from cloudbench.topology import HostSpec
 from cloudbench.workers import tput
 from cloudbench.workloads import workload_kind
@@ -258,3 +268,46 @@ def test_throughput_summaries_and_section(tmp_path: Path) -> None:
     assert ("loss_pct", "cross_region") in metrics
     assert all(r["run_id"] == run.run_id for r in rows)
     assert read_parquet(run.path / "udp" / "r000-t001-udp.parquet", kind="throughput").num_rows == 3
+
+
+def _series(rep: int, trial: str, src: str, dst: str, mbps: float, n: int = 5) -> Series:
+    t0 = np.arange(n, dtype=float)
+    return Series(rep, trial, src, dst, "forward", "nuttcp", "tcp", "receiver",
+                  np.zeros(n, dtype=np.int64), t0, t0 + 1, np.full(n, mbps * 1e6 / 8),
+                  np.zeros(n), np.full(n, np.nan), np.full(n, np.nan))
+
+
+def _facts(stacks: dict[int, str], starts: dict[str, str]) -> RunFacts:
+    s = spec()
+    labels = {h.name: h.labels() for h in s.topology()}
+    return RunFacts({
+        "repetitions": [{"index": r, "stack": st, "hosts": [
+            {"name": n, "labels": lab, "facts": {}} for n, lab in labels.items()]}
+            for r, st in stacks.items()],
+        "trials": [{"id": t, "started_utc": u} for t, u in starts.items()],
+    })
+
+
+def test_falling_trend_on_the_same_hosts_warns_and_fresh_hosts_do_not() -> None:
+    means = [190.0, 160.0, 120.0, 90.0, 60.0]
+    trials = [f"r{i:03d}-t000-tcp" for i in range(5)]
+    starts = {t: f"2026-01-01T00:0{i}:00Z" for i, t in enumerate(trials)}
+    series = [_series(i, t, "a1", "b1", m) for i, (t, m) in enumerate(zip(trials, means, strict=True))]
+    same = trend_warnings(series, _facts({i: "stack0" for i in range(5)}, starts), "tcp")
+    assert len(same) == 1 and "a1" in same[0] and "token bucket" in same[0]
+    fresh = trend_warnings(series, _facts({i: f"stack{i}" for i in range(5)}, starts), "tcp")
+    assert fresh == []
+    # the trend follows the trials' start times, not the order the files were read in
+    shuffled = trend_warnings(series[::-1], _facts({i: "stack0" for i in range(5)}, starts), "tcp")
+    assert shuffled == same
+
+
+def test_cv_rmse_between_zone_pairs_paired_by_repetition() -> None:
+    # a1, a2 in zone r1-a; b1 in r1-b: zone pairs (r1-a→r1-b) and (r1-b→r1-a)
+    x = [100.0, 110.0, 90.0]
+    y = [100.0, 130.0, 90.0]
+    series = [_series(r, f"r{r:03d}-t000", "a1", "b1", v) for r, v in enumerate(x)]
+    series += [_series(r, f"r{r:03d}-t001", "b1", "a1", v) for r, v in enumerate(y)]
+    (row,) = cv_rmse_rows(series, _facts({0: "s0", 1: "s1", 2: "s2"}, {}))
+    assert row["method"] == "repetition means" and row["n"] == 3
+    assert row["cv_rmse"] == pytest.approx(cv_rmse(x, y), rel=1e-9)

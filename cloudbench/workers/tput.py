@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import queue
+import resource
 import signal
 import subprocess
 import sys
@@ -242,7 +243,7 @@ def _read_int(path: str) -> int:
 
 
 class Recorder:
-    """Writes the JSON-lines record and hashes it as it goes."""
+    """Writes the JSON-lines record, one line per event, from several threads."""
 
     def __init__(self, path: str) -> None:
         self.f: IO[str] = open(path, "w")  # noqa: SIM115 -- closed by close(), in client()'s finally
@@ -279,6 +280,7 @@ class Burst:
         self.rec = rec
         self.levels = levels  # (high, low) of the first drain, for a second drain
         self.rates: list[float] = []
+        self.seen: tuple[float, float] | None = None  # (high, low) when it drained
 
     def run(self, attempt: int, rest_before_ns: int) -> dict[str, Any]:
         cfg, rec = self.cfg, self.rec
@@ -339,6 +341,9 @@ class Burst:
                 stop = "drained"
                 sent_until = rec.now()
                 proc.send_signal(signal.SIGINT)
+                n = len(self.rates)
+                # the two windows the rule compared: what preceded the last w, and the last w
+                self.seen = (_median(self.rates[: min(w, n - w)]), _median(self.rates[-w:]))
             late = sent_until is not None and now - sent_until > STOP_GRACE_S * 1e9
             if (now > deadline or late) and proc.poll() is None:
                 stop = "deadline" if not late else stop
@@ -370,7 +375,6 @@ def client(cfg: dict[str, Any], out: str) -> dict[str, Any]:
                    "clock": "CLOCK_MONOTONIC", "host": cfg.get("host", ""), "config": cfg})
         levels: tuple[float, float] | None = None
         sent_until: int | None = None
-        w = window_intervals(cfg)
         for i, spec in enumerate(cfg["bursts"]):
             if spec.get("stop") == "drain" and i > 0 and levels is None:
                 rec.write({"type": "skip", "burst": i, "reason": "the first drain did not drain"})
@@ -388,12 +392,17 @@ def client(cfg: dict[str, Any], out: str) -> dict[str, Any]:
             results.append(r)
             sent_until = r["sent_until_ns"]
             if spec.get("stop") == "drain" and i == 0 and r["stop"] == "drained":
-                levels = (_median(burst.rates[:w]), _median(burst.rates[-w:]))
+                levels = burst.seen
     finally:
         rec.close()
     with open(out, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
-    return {"sha256": digest, "bursts": results, "worker": WORKER_VERSION}
+    me, tools = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    # what the worker itself cost, next to the tools it ran: it must stay out of the way
+    cpu = {"worker_s": round(me.ru_utime + me.ru_stime, 3),
+           "tools_s": round(tools.ru_utime + tools.ru_stime, 3),
+           "wall_s": round(rec.now() / 1e9, 3)}
+    return {"sha256": digest, "bursts": results, "worker": WORKER_VERSION, "cpu": cpu}
 
 
 def main(argv: list[str]) -> int:
