@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -58,3 +61,21 @@ class WorkloadKind(Protocol):
     def summarize(self, run: RunDir, manifest: dict[str, Any]) -> list[dict[str, Any]]:
         """Rows for ``summaries.parquet``: one value per (repetition, metric, group)."""
         ...
+
+
+@contextlib.asynccontextmanager
+async def ticking(ctx: TrialContext, label: str, expected_s: float) -> AsyncIterator[None]:
+    """Report ``label elapsed/expected s`` to the progress display twice a second."""
+
+    async def tick() -> None:
+        t0 = time.monotonic()
+        while True:
+            await asyncio.sleep(0.5)
+            ctx.tick(f"{label}{time.monotonic() - t0:.0f}/{expected_s:.0f}s")
+
+    task = asyncio.create_task(tick())
+    try:
+        yield
+    finally:
+        task.cancel()
+

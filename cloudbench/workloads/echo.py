@@ -16,7 +16,6 @@ zstd, so that a row costs under 4 bytes on disk at full nanosecond precision.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
 from pathlib import Path
@@ -29,7 +28,7 @@ from cloudbench.errors import RemoteError, RemoteFailure
 from cloudbench.providers.base import HostAccess
 from cloudbench.results import RunDir, write_parquet
 from cloudbench.spec import EchoWorkload, Spec
-from cloudbench.workloads.base import TrialContext, TrialOutcome
+from cloudbench.workloads.base import TrialContext, TrialOutcome, ticking
 from cloudbench.workloads.echo_format import (
     FLAG_CONN_LOST,
     FLAG_TIMEOUT,
@@ -110,18 +109,8 @@ class EchoKind:
             summary["local"] = str(local)
             return summary
 
-        async def ticker() -> None:
-            t = 0.0
-            while True:
-                await asyncio.sleep(0.5)
-                t += 0.5
-                ctx.tick(f"{t:.0f}/{limit - 30:.0f}s")
-
-        tick_task = asyncio.create_task(ticker())
-        try:
+        async with ticking(ctx, "", limit - 30):
             results = await ctx.remote.fan_out(one, hosts)
-        finally:
-            tick_task.cancel()
         raw: list[tuple[str, Path]] = []
         for r in results:
             if r.ok:

@@ -25,7 +25,6 @@ report interval:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import shlex
@@ -40,7 +39,7 @@ from cloudbench.parsers import data_start_ns, parse_tool, parse_tput_record
 from cloudbench.providers.base import HostAccess
 from cloudbench.results import RunDir, write_parquet
 from cloudbench.spec import Spec, TbDrainWorkload, ThroughputWorkload
-from cloudbench.workloads.base import TrialContext, TrialOutcome
+from cloudbench.workloads.base import TrialContext, TrialOutcome, ticking
 
 UDP_SOCKET_BUFFER = 4 * 2**20
 # Beyond the measured time: server start, connections, pulls, the worker's slack.
@@ -178,18 +177,8 @@ class _PairKind:
                f"{shlex.quote(remote_cfg)} {shlex.quote(remote_out)}")
         limit = 2 * direction_seconds(w) + WORKER_SLACK_S * len(cfg["bursts"]) + 10.0
 
-        async def ticker() -> None:
-            t = 0.0
-            while True:
-                await asyncio.sleep(0.5)
-                t += 0.5
-                ctx.tick(f"{direction} {t:.0f}/{direction_seconds(w):.0f}s")
-
-        tick = asyncio.create_task(ticker())
-        try:
+        async with ticking(ctx, f"{direction} ", direction_seconds(w)):
             r = await ctx.remote.run(client, cmd, timeout=limit)
-        finally:
-            tick.cancel()
         summary = _last_json(r.stdout)
         if summary is None:
             raise RemoteError(RemoteFailure(client.name, cmd, r.exit_code, r.stderr[-2000:],
