@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import secrets
 import signal
 import time
@@ -29,7 +30,6 @@ from cloudbench.providers.base import Cluster, Provider
 from cloudbench.remote import Remote
 from cloudbench.results import MANIFEST_SCHEMA, RunDir, new_run_id, utc_now, write_json_atomic, write_summaries
 from cloudbench.spec import Spec
-from cloudbench.workers.echo import WORKER_VERSION
 from cloudbench.workloads import workload_kind
 from cloudbench.workloads.base import WORKERS_DIR, TrialContext, TrialOutcome
 
@@ -77,6 +77,19 @@ def signals_as_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+_VERSION_RE = re.compile(r'^WORKER_VERSION\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
+
+
+def worker_versions(bundle: list[Path]) -> dict[str, dict[str, str]]:
+    """Version constant and content digest of every worker file shipped to hosts."""
+    out: dict[str, dict[str, str]] = {}
+    for f in bundle:
+        text = f.read_bytes()
+        m = _VERSION_RE.search(text.decode(errors="replace"))
+        out[f.stem] = {"version": m.group(1) if m else "", "sha256": hashlib.sha256(text).hexdigest()}
+    return out
+
+
 def worker_bundle(kinds: list[str]) -> list[Path]:
     files = {"facts.py"}
     for k in kinds:
@@ -113,6 +126,7 @@ class CampaignRunner:
     # -- manifest -----------------------------------------------------------------------
     def _init_manifest(self) -> None:
         text = Path(self.spec_path).read_bytes() if Path(self.spec_path).exists() else b""
+        workers = worker_versions(worker_bundle(sorted({w.kind for w in self.spec.workloads})))
         self.manifest = {
             "schema": MANIFEST_SCHEMA,
             "campaign": self.spec.name,
@@ -125,7 +139,9 @@ class CampaignRunner:
             "spec": self.spec.model_dump(mode="json"),
             "seed": self.spec.seed,
             "plan": self.plan.to_dict(),
-            "worker_version": WORKER_VERSION,
+            # compared before repetitions are pooled: any change of a worker changes it
+            "worker_version": ",".join(f"{k}={v['version']}:{v['sha256'][:12]}" for k, v in workers.items()),
+            "workers": workers,
             "controller": {
                 "cloudbench": __version__,
                 "python": platform.python_version(),
