@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -41,7 +42,7 @@ def guard(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except CloudbenchError as e:
-            err.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
+            err.print(f"[red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
             raise typer.Exit(e.exit_status) from None
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/]: everything created was torn down; "
@@ -64,7 +65,7 @@ def validate(spec: SpecArg) -> None:
     s = load_spec(spec)
     _print_warnings(s)
     plan = make_plan(s)
-    out.print(f"[green]ok[/]: {spec}: campaign {s.name!r}, {len(s.topology())} hosts, "
+    out.print(f"[green]ok[/]: {escape(str(spec))}: campaign {s.name!r}, {len(s.topology())} hosts, "
               f"{len(plan.trials)} trials, about {fmt_duration(plan.est_seconds)} of measurement")
 
 
@@ -154,7 +155,7 @@ def run(
     report = build_report(run_dir)
     write_report(run_dir, report)
     render(report, out)
-    out.print(f"results: {run_dir.path}")
+    out.print(f"results: {escape(str(run_dir.path))}", highlight=False)
 
 
 @app.command()
@@ -201,17 +202,17 @@ def gc(
 
     lines = NetnsProvider().gc(dry_run=dry_run, include_live=include_live)
     for line in lines:
-        out.print(line)
+        out.print(escape(line), highlight=False)
     stacks = reap(results, dry_run=dry_run)  # printed before a failure here can stop us
     for line in stacks:
-        out.print(line)
+        out.print(escape(line), highlight=False)
     if not lines and not stacks:
         out.print("nothing to remove")
 
 
 def _print_warnings(spec: Any) -> None:
     for w in spec.warnings:
-        err.print(f"[yellow]{w}[/]", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]{escape(w)}[/]", highlight=False, soft_wrap=True)
 
 
 @app.command()

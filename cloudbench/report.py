@@ -10,6 +10,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cloudbench.analysis.latency import (
@@ -167,4 +168,5 @@ def render(report: dict[str, Any], console: Console, windows: bool = False, pair
         console.print(f"[yellow]{len(report['failures'])} host failure(s):[/]")
         for f in report["failures"]:
             code = "no exit code" if f.get("exit_code") is None else f"exit {f['exit_code']}"
-            console.print(f"  {f['trial']} {f['host']}: {f.get('reason') or code}  `{f['command'][:80]}`")
+            console.print(escape(f"  {f['trial']} {f['host']}: {f.get('reason') or code}  `{f['command'][:80]}`"),
+                          highlight=False)

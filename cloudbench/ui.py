@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from cloudbench.plan import Trial
@@ -48,4 +49,4 @@ class RichUI:
         self.console.log(f"{trial.id}: {outcome.rows:,} rows, {mark}")
 
     def warn(self, text: str) -> None:
-        self.console.log(f"[yellow]warning:[/] {text}")
+        self.console.log(f"[yellow]warning:[/] {escape(text)}")

@@ -124,6 +124,21 @@ def test_validate_cli_fails_and_creates_nothing(tmp_path: Path, quickstart_text:
     assert sorted(tmp_path.iterdir()) == before
 
 
+@pytest.mark.parametrize(("old", "new", "shown"), [
+    ("repetitions: 2", "repetitions: 0", "[repetitions]"),
+    ("name: quickstart", 'name: "[/x]"', "[name]"),
+])
+def test_validate_cli_shows_fields_verbatim(tmp_path: Path, quickstart_text: str, old: str, new: str,
+                                            shown: str) -> None:
+    """Field names in brackets and odd input must reach the terminal as written."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(quickstart_text.replace(old, new))
+    r = CliRunner().invoke(app, ["validate", str(bad)])
+    assert r.exit_code == 2, r.output
+    assert f"{bad}:{line_of(bad.read_text(), new)}: {shown}" in r.output
+    assert "Traceback" not in r.output
+
+
 def test_validate_cli_ok() -> None:
     r = CliRunner().invoke(app, ["validate", str(QUICKSTART)])
     assert r.exit_code == 0, r.output
