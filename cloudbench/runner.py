@@ -167,12 +167,12 @@ class CampaignRunner:
         from cloudbench.cost import check_budget
 
         check_budget(self.spec, self.spec_path, self.plan)  # before anything exists
-        self.run.path.mkdir(parents=True, exist_ok=False)
-        self._init_manifest()
         providers = list(self.spec.providers)
-        if len(providers) != 1:
+        if len(providers) != 1:  # the spec check says so too, with the line
             raise CloudbenchError("a campaign uses one provider for now; split the spec per provider")
         provider = self.provider_factory(providers[0])
+        self.run.path.mkdir(parents=True, exist_ok=False)
+        self._init_manifest()
         topology = self.spec.topology()
         cluster: Cluster | None = None
         try:
@@ -191,7 +191,12 @@ class CampaignRunner:
                             cluster = None
                     self._write_summaries()
             failed = [t for t in self.manifest["trials"] if t["status"] != "ok"]
-            self.manifest["status"] = "partial" if failed else "complete"
+            lost = [r for r in self.manifest["repetitions"] if r.get("status") != "ok"]
+            if lost and len(lost) == len(self.manifest["repetitions"]):
+                self.manifest["status"] = "failed"
+                self.manifest["error"] = "no repetition could deploy its workers"
+            else:
+                self.manifest["status"] = "partial" if failed or lost else "complete"
         except KeyboardInterrupt as e:
             self.manifest["status"] = "interrupted"
             self.manifest["error"] = str(e) or "interrupted (Ctrl-C)"
@@ -235,7 +240,15 @@ class CampaignRunner:
         async with Remote(cluster) as remote:
             t0 = time.monotonic()
             self.ui.phase(f"repetition {rep + 1}: deploying workers to {len(cluster.hosts)} hosts")
-            await self._deploy(remote, cluster, rec)
+            try:
+                await self._deploy(remote, cluster, rec)
+            except GroupRemoteError as e:
+                # Nothing measured yet in this repetition: record why, go on with the next.
+                rec.update(status="failed", ended_utc=utc_now(), failures=[f.__dict__ for f in e.failures])
+                for f in e.failures:
+                    self.ui.warn(f"repetition {rep + 1} skipped: {f.describe()}")
+                self._save()
+                return
             rec["deploy_s"] = round(time.monotonic() - t0, 3)
             self._save()
             trials = self.plan.of_repetition(rep)
@@ -245,6 +258,7 @@ class CampaignRunner:
                     self.ui.phase(f"resting {self.plan.rest:g}s")
                     await asyncio.sleep(self.plan.rest)
         rec["ended_utc"] = utc_now()
+        rec["status"] = "ok"
         self._save()
 
     async def _deploy(self, remote: Remote, cluster: Cluster, rec: dict[str, Any]) -> None:

@@ -67,10 +67,24 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+MAX_SUBNET_HOSTS = 240  # a /24 less the gateway and reserved addresses
+
+
+def _hosts_shape(v: Any) -> Any:
+    if isinstance(v, bool) or not isinstance(v, int | list):
+        raise ValueError(f"`hosts` is a number of hosts or a list of host names, not {v!r}")
+    if isinstance(v, int) and not 1 <= v <= MAX_SUBNET_HOSTS:
+        raise ValueError(f"a subnet holds 1 to {MAX_SUBNET_HOSTS} hosts, not {v}")
+    if isinstance(v, list) and len(v) > MAX_SUBNET_HOSTS:
+        raise ValueError(f"a subnet holds at most {MAX_SUBNET_HOSTS} hosts, not {len(v)}")
+    return v
+
+
 class SubnetModel(_Model):
     """A subnet and its hosts: a count (named ``<subnet>-1`` …) or explicit names."""
 
-    hosts: int | list[Name] = Field(description="number of hosts, or their names")
+    hosts: Annotated[int | list[Name], BeforeValidator(_hosts_shape)] = Field(
+        description=f"number of hosts (1 to {MAX_SUBNET_HOSTS}), or their names")
     vm_type: str = Field("local", description="VM type (a cloud instance type, or a local profile)")
     cidr: str | None = Field(None, description="subnet CIDR (clouds; the testbed assigns its own)")
 
@@ -219,11 +233,14 @@ class EchoWorkload(_Model):
     kind: Literal["echo"]
     name: Name = "echo"
     hosts: str | list[str] = Field("all", description="`all`, a group name or host names")
-    rate: float = Field(100.0, gt=0, description="rounds per second")
+    # Bounds are the worker's: it refuses anything outside them.
+    rate: float = Field(100.0, gt=0, le=1e6, allow_inf_nan=False, description="rounds per second")
     payload: Size = Field(1024, ge=16, le=MAX_PAYLOAD, description="bytes per message (<= 64 KiB)")
-    duration: Duration = Field(20.0, gt=0, description="measured time per trial")
-    warmup: Duration = Field(1.0, ge=0, description="extra time before, kept but flagged")
-    timeout: Duration = Field(1.0, gt=0, description="a reply later than this is a timeout")
+    duration: Duration = Field(20.0, gt=0, le=1e7, allow_inf_nan=False, description="measured time per trial")
+    warmup: Duration = Field(1.0, ge=0, le=3600, allow_inf_nan=False,
+                             description="extra time before, kept but flagged")
+    timeout: Duration = Field(1.0, gt=0, le=3600, allow_inf_nan=False,
+                              description="a reply later than this is a timeout")
     self_loop: bool = True
     window: Duration = Field(30.0, gt=0, description="window of the windowed means")
     port: int = Field(7100, ge=1024, le=65535)
@@ -532,8 +549,6 @@ def _check_references(spec: Spec, doc: LocatedYaml) -> list[SpecError]:
                     )
                 for sname, subnet in zone.subnets.items():
                     sloc: Loc = (*zloc, "subnets", sname, "hosts")
-                    if isinstance(subnet.hosts, int) and subnet.hosts < 1:
-                        errors.append(doc.error(sloc, "a subnet needs at least one host"))
                     for i, h in enumerate(subnet.host_names(sname)):
                         hloc = (*sloc, i) if isinstance(subnet.hosts, list) else sloc
                         if not _NAME.match(h):
@@ -545,7 +560,13 @@ def _check_references(spec: Spec, doc: LocatedYaml) -> list[SpecError]:
                             )
                         else:
                             seen_hosts[h] = hloc
+    if len(spec.providers) > 1:
+        errors.append(doc.error(("providers",), "a campaign uses one provider for now ("
+                                f"{', '.join(spec.providers)}); split the spec per provider"))
     for gname, members in spec.groups.items():
+        if gname == "all":
+            errors.append(doc.error(("groups", gname), "`all` is reserved (it means every host); "
+                                    "give the group another name"))
         for i, m in enumerate(members):
             if m not in seen_hosts:
                 errors.append(doc.error(("groups", gname, i), f"group {gname!r} names unknown host {m!r}"))
@@ -578,10 +599,21 @@ def _check_references(spec: Spec, doc: LocatedYaml) -> list[SpecError]:
             for hi, h in enumerate(q.hosts or []):
                 if h not in seen_hosts:
                     errors.append(doc.error((*qloc, "hosts", hi), f"quorum names unknown host {h!r}"))
+            if len(set(members)) != len(members):
+                dup = sorted({m for m in members if members.count(m) > 1})
+                errors.append(doc.error(qloc, f"the quorum lists {', '.join(dup)} more than once"))
+            if w.hosts != "all" and all(m in seen_hosts for m in members):
+                outside = [m for m in members if m not in spec.resolve_hosts(w.hosts)]
+                if outside:
+                    errors.append(doc.error(qloc, f"quorum members {', '.join(outside)} are not among "
+                                            f"the workload's hosts, so they are never measured"))
+            # Without a self-loop a member hears only the others: k-of-(n-1) replies at most.
+            replies = len(members) if w.self_loop else len(members) - 1
             for ki, k in enumerate(q.k):
-                if k > len(members):
-                    errors.append(doc.error((*qloc, "k", ki), f"k={k} but the quorum has only "
-                                            f"{len(members)} hosts"))
+                if k > replies:
+                    why = "" if w.self_loop else " (self_loop is off, so a member hears only the others)"
+                    errors.append(doc.error((*qloc, "k", ki), f"k={k} but each member gets at most "
+                                            f"{replies} replies from the {len(members)} hosts{why}"))
     errors += check_wan(spec, doc)
     errors += check_vm_types(spec, doc)
     return errors

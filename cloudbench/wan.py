@@ -311,7 +311,7 @@ def plan_wan(p: Any, topology: Topology, region_ns: dict[str, str]) -> WanPlan:
     plans: list[WanLinkPlan] = []
     for i, link in enumerate(links):
         ra, rb = region_ns[link.a], region_ns[link.b]
-        w = new_ns(f"{pre}w{i}")
+        w = new_ns(f"{pre}_w{i}")
         ra_addr, w_addr = veth(ra, f"w{i}", w, "a0")
         branch_ns: list[list[str]] = []
         ups: list[list[str]] = []  # per branch, per hop: address toward W
@@ -319,7 +319,7 @@ def plan_wan(p: Any, topology: Topology, region_ns: dict[str, str]) -> WanPlan:
         first_hop: list[str] = []  # W's next hops
         last_hop: list[str] = []  # B's next hops
         for j in range(link.ecmp):
-            chain = [new_ns(f"{pre}w{i}b{j}h{h}") for h in range(link.hops)]
+            chain = [new_ns(f"{pre}_w{i}b{j}h{h}") for h in range(link.hops)]
             branch_ns.append(chain)
             up_addrs: list[str] = []
             down_addrs: list[str] = []

@@ -54,7 +54,16 @@ def test_quickstart_is_valid() -> None:
          "subnet1: [s1-1", "unknown host 's9-9'"),
         ("- group: subnet1", "- hosts: [s1-1, nohost]", "quorums[0].hosts[1]", "- hosts: [s1-1",
          "unknown host 'nohost'"),
-        ("k: [2, 3]", "k: [2, 4]", "quorums[0].k[1]", "k: [2, 4]", "k=4 but the quorum has only 3"),
+        ("k: [2, 3]", "k: [2, 4]", "quorums[0].k[1]", "k: [2, 4]", "k=4 but each member gets at most 3"),
+        ("rate: 100", "rate: .inf", "workloads[0].rate", "rate: .inf", "finite"),
+        ("rate: 100", "rate: 2e6", "workloads[0].rate", "rate: 2e6", "less than or equal"),
+        ("timeout: 1s", "timeout: 2h", "workloads[0].timeout", "timeout: 2h", "less than or equal"),
+        ("s1: {hosts: 3}", "s1: {hosts: three}", "subnets.s1.hosts", "hosts: three", "number of hosts or a list"),
+        ("s1: {hosts: 3}", "s1: {hosts: 100000}", "subnets.s1.hosts", "hosts: 100000", "1 to 240 hosts"),
+        ("subnet1: [s1-1, s1-2, s1-3]", "all: [s1-1, s1-2, s1-3]", "groups.all", "all: [s1-1", "reserved"),
+        ("self_loop: true", "self_loop: false", "quorums[0].k[1]", "k: [2, 3]", "self_loop is off"),
+        ("subnet1: [s1-1, s1-2, s1-3]", "subnet1: [s1-1, s1-2, s1-2]", "quorums[0]", "- group: subnet1",
+         "more than once"),
         ("fresh_hosts: repetition", "fresh_hosts: sometimes", "fresh_hosts", "sometimes", "repetition"),
     ],
 )
@@ -152,3 +161,18 @@ def test_schema_cli_prints_a_json_schema() -> None:
     assert schema["title"] == "cloudbench campaign spec"
     assert "workloads" in schema["properties"]
     assert schema == json.loads(json.dumps(json_schema()))
+
+
+def test_one_provider_per_campaign(quickstart_text: str) -> None:
+    text = quickstart_text.replace("groups:", """  aws:
+    controller_cidr: 203.0.113.7/32
+    regions:
+      us-east-1:
+        zones:
+          us-east-1a:
+            subnets:
+              c1: {hosts: 1, vm_type: m5.large}
+groups:""")
+    e = error_of(text)
+    assert "one provider" in str(e) and "netns, aws" in str(e)
+    assert e.line == line_of(text, "providers:")

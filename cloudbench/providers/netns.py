@@ -3,7 +3,7 @@
 Layout (all inside namespaces; nothing is added to the root namespace but the
 namespaces themselves and the sshd processes we start):
 
-* one namespace per host (``cb<sid>-<host>``) with ``eth0`` at 198.18.<subnet>.<10+i>/24;
+* one namespace per host (``cb<sid>-<host>``; routers are ``cb<sid>-_…``) with ``eth0`` at 198.18.<subnet>.<10+i>/24;
 * one router namespace per zone; it holds a bridge per subnet (gateway ``.1``),
   so hosts of a subnet share a bridge and subnets of a zone are one IP hop apart;
 * one router per region joining its zones, and one core router joining regions,
@@ -98,9 +98,10 @@ def _plan(topology: Topology, sid: str) -> _Plan:
         p.ns_batches[b_ns] += [f"addr add {b}/30 dev {b_if}", f"link set {b_if} up"]
         return a, b
 
-    core = pre + "core"
-    region_ns = {r: f"{pre}r{i}" for r, i in regions.items()}
-    zone_ns = {z: f"{pre}z{i}" for z, i in zones.items()}
+    # Router names start with "_", which no host name can, so they never collide.
+    core = pre + "_core"
+    region_ns = {r: f"{pre}_r{i}" for r, i in regions.items()}
+    zone_ns = {z: f"{pre}_z{i}" for z, i in zones.items()}
     wan = topology.wan is not None  # emulated WAN links replace the core router
     p.routers = [*([] if wan else [core]), *region_ns.values(), *zone_ns.values()]
     for ns in p.routers:

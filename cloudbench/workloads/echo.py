@@ -7,7 +7,7 @@ checked against the checksum the worker printed, and merged into one Parquet
 file per trial:
 
     repetition int16, round int32, src, dst (dictionary strings),
-    send_us int64 (µs since the sender's round 0), rtt_ns int32 (null on timeout),
+    send_us int64 (µs since the sender's round 0), rtt_ns int64 (null on timeout),
     timeout bool, warmup bool, conn_lost bool
 
 sorted by (src, dst, round), with byte-stream-split encoding of the times and
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from cloudbench.errors import RemoteError, RemoteFailure
+from cloudbench.errors import RemoteError, RemoteFailure, ResultError
 from cloudbench.providers.base import HostAccess
 from cloudbench.results import RunDir, write_parquet
 from cloudbench.spec import EchoWorkload, Spec
@@ -46,7 +46,7 @@ ECHO_SCHEMA = pa.schema(
         ("src", pa.dictionary(pa.int16(), pa.string())),
         ("dst", pa.dictionary(pa.int16(), pa.string())),
         ("send_us", pa.int64()),
-        ("rtt_ns", pa.int32()),
+        ("rtt_ns", pa.int64()),
         ("timeout", pa.bool_()),
         ("warmup", pa.bool_()),
         ("conn_lost", pa.bool_()),
@@ -98,36 +98,53 @@ class EchoKind:
             await ctx.remote.write_text(h, cfg, json.dumps(config(h)))
             cmd = (f"cd {shlex.quote(h.workdir)} && exec {h.python} echo.py run "
                    f"{shlex.quote(cfg)} {shlex.quote(out)}")
-            r = await ctx.remote.run(h, cmd, timeout=limit)
+            r = await ctx.remote.run(h, cmd, timeout=limit, check=False)
             try:
                 summary: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
             except (IndexError, json.JSONDecodeError) as e:
                 raise RemoteError(RemoteFailure(h.name, cmd, r.exit_code, r.stderr[-2000:],
                                                 "worker printed no summary line")) from e
+            # A worker that printed its summary has flushed its rows, whatever its exit
+            # code (e.g. 3 when interrupted): pull them, and report the exit as well.
             local = Path(ctx.run.path) / "raw" / f"{tag}-{h.name}.bin"
             await ctx.remote.get(h, out, local, sha256=summary.get("sha256"))
             summary["local"] = str(local)
+            summary["exit_code"] = r.exit_code
+            summary["stderr_tail"] = r.stderr[-2000:]
+            summary["command"] = cmd
             return summary
 
         async with ticking(ctx, "", limit - 30):
             results = await ctx.remote.fan_out(one, hosts)
-        raw: list[tuple[str, Path]] = []
+        parts: list[tuple[str, dict[str, Any], np.ndarray]] = []
         for r in results:
-            if r.ok:
-                raw.append((r.host, Path(r.value["local"])))
-                outcome.stats[r.host] = {k: v for k, v in r.value.items() if k != "local"}
-            else:
+            if not r.ok:
                 assert r.failure is not None
                 outcome.failures.append(r.failure)
-        if raw:
+                continue
+            info = r.value
+            local = Path(info.pop("local"))
+            cmd, tail = info.pop("command"), info.pop("stderr_tail")
+            try:
+                header, rec = read_echo_file(local)
+            except ResultError as e:  # one bad file costs that host only
+                outcome.failures.append(RemoteFailure(r.host, cmd, info["exit_code"], tail, str(e)))
+                continue
+            if info["exit_code"] != 0:
+                outcome.failures.append(RemoteFailure(
+                    r.host, cmd, info["exit_code"], tail, "worker exited early; its rows are kept"))
+            outcome.stats[r.host] = info
+            parts.append((r.host, header, rec))
+        if parts:
             rel = f"{w.name}/{tag}.parquet"
             dest = ctx.run.path / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
-            table = echo_table(raw, {i: n for n, i in ids.items()}, ctx.trial.repetition)
+            table = echo_table(parts, {i: n for n, i in ids.items()}, ctx.trial.repetition)
             outcome.files[rel] = write_parquet(dest, table, kind="echo", level=_ZSTD_LEVEL, **_ENCODINGS)
             outcome.rows = table.num_rows
-            for _, p in raw:
-                p.unlink(missing_ok=True)  # the Parquet file holds every row; raw is redundant
+        for r in results:
+            if r.ok:  # the Parquet file holds every row; the raw file is redundant
+                (ctx.run.path / "raw" / f"{tag}-{r.host}.bin").unlink(missing_ok=True)
         return outcome
 
     def summarize(self, run: RunDir, manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -136,26 +153,26 @@ class EchoKind:
         return echo_summaries(run, manifest)
 
 
-def echo_table(raw: list[tuple[str, Path]], names: dict[int, str], repetition: int) -> pa.Table:
-    """Merge per-host worker files into one typed table, sorted by (src, dst, round)."""
-    parts: list[dict[str, np.ndarray]] = []
-    for host, path in raw:
-        header, rec = read_echo_file(path)
+def echo_table(parts: list[tuple[str, dict[str, Any], np.ndarray]], names: dict[int, str],
+               repetition: int) -> pa.Table:
+    """Merge per-host worker records into one typed table, sorted by (src, dst, round)."""
+    cols_by_host: list[dict[str, np.ndarray]] = []
+    for host, header, rec in parts:
         t0 = int(header["t0_ns"])
         timeout = (rec["flags"] & FLAG_TIMEOUT) != 0
-        rtt = (rec["recv_ns"] - rec["send_ns"]).astype(np.int64)
+        rtt = rec["recv_ns"].astype(np.int64) - rec["send_ns"].astype(np.int64)
         order = np.lexsort((rec["round"], rec["peer"]))
-        parts.append({
+        cols_by_host.append({
             "round": rec["round"][order].astype(np.int32),
             "src": np.full(len(rec), host, dtype=object),
             "dst": np.array([names.get(int(p), f"#{int(p)}") for p in rec["peer"][order]], dtype=object),
             "send_us": ((rec["send_ns"][order].astype(np.int64) - t0) // 1000),
-            "rtt_ns": np.where(timeout[order], 0, np.clip(rtt[order], 0, 2**31 - 1)).astype(np.int32),
+            "rtt_ns": np.where(timeout[order], 0, np.maximum(rtt[order], 0)).astype(np.int64),
             "timeout": timeout[order],
             "warmup": ((rec["flags"] & FLAG_WARMUP) != 0)[order],
             "conn_lost": ((rec["flags"] & FLAG_CONN_LOST) != 0)[order],
         })
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    cols = {k: np.concatenate([p[k] for p in cols_by_host]) for k in cols_by_host[0]}
     n = len(cols["round"])
     arrays = [
         pa.array(np.full(n, repetition, dtype=np.int16)),
