@@ -40,6 +40,8 @@ def build_report(run: RunDir) -> dict[str, Any]:
         "ended_utc": manifest.get("ended_utc"),
         "seed": manifest.get("seed"),
         "repetitions": len(manifest.get("repetitions", [])),
+        # files changed or lost since the run wrote them (checksums in the manifest)
+        "damaged": run.verify(),
         "failures": [
             {"trial": t["id"], **f} for t in manifest.get("trials", []) for f in t.get("failures", [])
         ],
@@ -164,6 +166,10 @@ def render(report: dict[str, Any], console: Console, windows: bool = False, pair
                                                     "p50", "p99", "max")])
             console.print(pt)
     render_wan(report, console)
+    if report.get("damaged"):
+        console.print(f"[red]{len(report['damaged'])} file(s) differ from the manifest's checksums:[/]")
+        for d in report["damaged"]:
+            console.print(escape(f"  {d}"), highlight=False)
     if report["failures"]:
         console.print(f"[yellow]{len(report['failures'])} host failure(s):[/]")
         for f in report["failures"]:

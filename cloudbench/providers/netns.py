@@ -210,11 +210,25 @@ class NetnsProvider:
         tmp.write_text(json.dumps(state, indent=1))
         tmp.replace(path)
 
+    def _claim_sid(self) -> str:
+        """A short id no other testbed on this machine holds (its state file, made O_EXCL)."""
+        for _ in range(100):
+            sid = secrets.token_hex(3)
+            if any(n.startswith(f"cb{sid}-") for n in list_netns()):
+                continue
+            try:
+                fd = os.open(self._state_path(sid), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            except FileExistsError:
+                continue
+            os.close(fd)
+            return sid
+        raise ProvisionError("netns", "-", f"no free testbed id in {self.state_root}")
+
     # -- provision ----------------------------------------------------------------------
     def provision(self, topology: Topology, workdir: Path) -> Cluster:
         check_prerequisites()
-        sid = secrets.token_hex(3)
         self.state_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        sid = self._claim_sid()
         base = self.state_root / sid
         plan = _plan(topology, sid)
         state: dict[str, Any] = {

@@ -18,7 +18,7 @@ import pytest
 from cloudbench.nsutil import list_netns, netns_pids, pid_cmdline
 from cloudbench.plan import Trial
 from cloudbench.report import build_report, write_report
-from cloudbench.results import RunDir, read_parquet
+from cloudbench.results import RunDir, read_parquet, write_parquet
 from cloudbench.runner import CampaignRunner, QuietUI
 from cloudbench.spec import parse_spec
 from cloudbench.workloads.base import TrialOutcome
@@ -37,9 +37,15 @@ def small_spec(duration: str = "2s", repetitions: int = 2, rate: int = 50) -> st
 
 
 def stacks_left(run: RunDir) -> list[str]:
-    """Namespaces of this run's testbeds that still exist (other runs may be going on)."""
+    """Namespaces and processes of this run's testbeds that still exist (other runs may be
+    going on, so only this run's stacks are looked at)."""
     stacks = [r["stack"] for r in run.manifest()["repetitions"]]
-    return [n for n in list_netns() if any(n.startswith(f"cb{s}-") for s in stacks)]
+    left = [n for n in list_netns() if any(n.startswith(f"cb{s}-") for s in stacks)]
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        cmd = pid_cmdline(pid)
+        if any(f"/cloudbench/{s}/" in cmd for s in stacks):
+            left.append(f"pid {pid}: {cmd[:80]}")
+    return left
 
 
 def echo_rows(run: RunDir) -> list:
@@ -97,7 +103,7 @@ def _kill_host_later(runner: CampaignRunner, victim: str, delete_ns: bool, delay
     class UI(QuietUI):
         def trial_started(self, trial: Trial, number: int, total: int) -> None:
             def kill() -> None:
-                ns = next(n for n in list_netns() if n.endswith(f"-{victim}") and n.startswith("cb"))
+                ns = f"cb{runner.manifest['repetitions'][-1]['stack']}-{victim}"  # ours, not another run's
                 for pid in netns_pids(ns):
                     if delete_ns or "sshd" in pid_cmdline(pid):
                         os.kill(pid, signal.SIGKILL)
@@ -215,3 +221,16 @@ def test_after_trial_hook_sees_outcomes(tmp_path: Path) -> None:
     spec = parse_spec(small_spec(duration="1s", repetitions=1), "small.yaml")
     CampaignRunner(spec, "small.yaml", tmp_path, after_trial=lambda t, o: seen.append(o)).execute()
     assert len(seen) == 1 and seen[0].rows > 0 and not seen[0].failures
+
+
+def test_report_flags_files_changed_since_the_run(tmp_path: Path) -> None:
+    spec = parse_spec(small_spec(duration="1s", repetitions=1), "small.yaml")
+    run = CampaignRunner(spec, "small.yaml", tmp_path).execute()
+    assert build_report(run)["damaged"] == []
+    victim = next(iter(run.manifest()["trials"][0]["files"]))
+    # still a valid file, but not the one the run wrote (rows dropped)
+    t = read_parquet(run.path / victim, kind="echo")
+    write_parquet(run.path / victim, t.slice(0, t.num_rows // 2), kind="echo")
+    assert build_report(run)["damaged"] == [f"{victim}: checksum mismatch"]
+    (run.path / victim).unlink()
+    assert build_report(run)["damaged"] == [f"{victim}: missing"]

@@ -116,11 +116,14 @@ def test_failed_provision_leaves_nothing(provider: NetnsProvider, tmp_path: Path
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import cloudbench.providers.netns as netns
 
+    claimed: list[str] = []
+    claim = provider._claim_sid
+    monkeypatch.setattr(provider, "_claim_sid", lambda: claimed.append(claim()) or claimed[-1])
     monkeypatch.setattr(netns, "SSHD", "/bin/false")  # every sshd "exits" at once
-    monkeypatch.setattr(netns.secrets, "token_hex", lambda n: "f00d01")
     topo = Topology([HostSpec("a", "netns", "r1", "r1-a", "s1", "local", 0)])
     with pytest.raises(ProvisionError, match="sshd of a exited"):
         provider.provision(topo, tmp_path)
-    assert ours("f00d01") == []
-    assert not (provider.state_root / "f00d01.json").exists()
-    assert not (provider.state_root / "f00d01").exists()
+    (sid,) = claimed
+    assert ours(sid) == []
+    assert not (provider.state_root / f"{sid}.json").exists()
+    assert not (provider.state_root / sid).exists()
