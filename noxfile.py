@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import nox
 
 nox.options.sessions = ["lint", "typecheck", "tests"]
@@ -11,13 +13,13 @@ nox.options.default_venv_backend = "none"
 @nox.session
 def tests(session: nox.Session) -> None:
     """The whole suite (integration tests need root)."""
-    session.run("python3", "-m", "pytest", *session.posargs)
+    session.run(sys.executable, "-m", "pytest", *session.posargs)
 
 
 @nox.session
 def unit(session: nox.Session) -> None:
     """Fast tests only (no root, no namespaces)."""
-    session.run("python3", "-m", "pytest", "-m", "not integration", *session.posargs)
+    session.run(sys.executable, "-m", "pytest", "-m", "not integration", *session.posargs)
 
 
 @nox.session
@@ -33,4 +35,4 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Every benchmark, printing its figures (needs root; several minutes)."""
-    session.run("python3", "bench/run_all.py", *session.posargs)
+    session.run(sys.executable, "bench/run_all.py", *session.posargs)
