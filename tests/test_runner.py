@@ -1,0 +1,73 @@
+"""The runner's failure paths, root-free, with a fake provider."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cloudbench.errors import ProvisionError
+from cloudbench.runner import CampaignRunner, QuietUI
+from cloudbench.spec import parse_spec
+from cloudbench.testing.fakes import FakeProvider
+
+from .conftest import QUICKSTART
+
+
+def spec(repetitions: int = 2, fresh: str = "repetition"):  # type: ignore[no-untyped-def]
+    text = (QUICKSTART.read_text().replace("repetitions: 2", f"repetitions: {repetitions}")
+            .replace("fresh_hosts: repetition", f"fresh_hosts: {fresh}").replace("duration: 20s", "duration: 1s"))
+    return parse_spec(text, "q.yaml")
+
+
+def test_unreachable_hosts_fail_each_repetition_and_are_torn_down(tmp_path: Path) -> None:
+    fake = FakeProvider()
+    run = CampaignRunner(spec(), "q.yaml", tmp_path, provider_factory=lambda _n: fake).execute()
+    assert fake.provisioned == ["fake0", "fake1"] and fake.destroyed == ["fake0", "fake1"]
+    assert fake.live == set()
+    m = run.manifest()
+    assert m["status"] == "failed" and "deploy" in m["error"]
+    for rep in m["repetitions"]:
+        assert rep["status"] == "failed"
+        assert {f["host"] for f in rep["failures"]} == {h.name for h in spec().topology()}
+        assert all("cannot connect" in f["reason"] for f in rep["failures"])
+    assert m["trials"] == [] and m["ended_utc"]
+
+
+def test_hosts_per_campaign_are_made_once(tmp_path: Path) -> None:
+    fake = FakeProvider()
+    CampaignRunner(spec(3, "campaign"), "q.yaml", tmp_path, provider_factory=lambda _n: fake).execute()
+    assert fake.provisioned == ["fake0"] and fake.destroyed == ["fake0"]
+
+
+def test_failed_provisioning_is_recorded(tmp_path: Path) -> None:
+    fake = FakeProvider(fail_provision=True)
+    runner = CampaignRunner(spec(), "q.yaml", tmp_path, provider_factory=lambda _n: fake)
+    with pytest.raises(ProvisionError):
+        runner.execute()
+    m = runner.run.manifest()
+    assert m["status"] == "failed" and "told to fail" in m["error"]
+    assert fake.destroyed == []
+
+
+def test_ctrl_c_mid_repetition_tears_down_and_says_interrupted(tmp_path: Path) -> None:
+    class CtrlC(QuietUI):
+        def phase(self, text: str) -> None:
+            if "deploying" in text:
+                raise KeyboardInterrupt
+
+    fake = FakeProvider()
+    runner = CampaignRunner(spec(), "q.yaml", tmp_path, ui=CtrlC(), provider_factory=lambda _n: fake)
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute()
+    assert fake.destroyed == ["fake0"] and fake.live == set()
+    assert runner.run.manifest()["status"] == "interrupted"
+
+
+def test_budget_and_bad_specs_create_nothing(tmp_path: Path) -> None:
+    fake = FakeProvider()
+    two = spec()
+    two_providers = two.model_copy(update={"providers": {**two.providers, "static": two.providers["netns"]}})
+    with pytest.raises(Exception, match="one provider"):
+        CampaignRunner(two_providers, "q.yaml", tmp_path, provider_factory=lambda _n: fake).execute()
+    assert list(tmp_path.iterdir()) == [] and fake.provisioned == []
