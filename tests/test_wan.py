@@ -96,10 +96,10 @@ def test_delay_schedule_semantics() -> None:
 def test_netns_plan_replaces_core_with_wan_links() -> None:
     topo = parse_spec(SPEC).topology()
     p = _plan(topo, "abc123")
-    assert "cbabc123-core" not in p.routers
+    assert "cbabc123-_core" not in p.routers
     assert p.wan is not None
     # one W router per pair + ecmp × hops branch routers
-    wan_ns = [r for r in p.routers if "-w" in r]
+    wan_ns = [r for r in p.routers if "-_w" in r]
     assert len(wan_ns) == 3 + (2 * 1 + 3 * 2 + 2 * 1)
     for lp in p.wan.links:
         assert len(lp.forward_hops) == lp.link.ecmp
@@ -120,7 +120,7 @@ def test_netns_plan_replaces_core_with_wan_links() -> None:
 def test_no_wan_keeps_the_core_router() -> None:
     text = SPEC[:SPEC.index("wan:")] + "workloads: [{kind: echo}]\n"
     p = _plan(parse_spec(text).topology(), "abc123")
-    assert "cbabc123-core" in p.routers and p.wan is None
+    assert "cbabc123-_core" in p.routers and p.wan is None
 
 
 def _checksum(header: bytes) -> int:
