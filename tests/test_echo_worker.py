@@ -1,0 +1,473 @@
+"""The echo RTT worker (cloudbench/workers/echo.py) and its file reader, end to end.
+
+Hosts are loopback addresses 127.0.0.x with their own ports: no root, no namespaces.
+Every process a test starts is killed by PID in a finally block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cloudbench.errors import ResultError
+from cloudbench.workers import echo as worker
+from cloudbench.workloads.echo_format import (
+    FLAG_CONN_LOST,
+    FLAG_SEND_FAILED,
+    FLAG_TIMEOUT,
+    FLAG_WARMUP,
+    MAGIC,
+    read_echo_file,
+)
+
+WORKER = Path(worker.__file__).resolve()
+TOKEN = "0123456789abcdef0123456789abcdef"
+RECORD = struct.Struct("<IHBxqq")
+
+
+def free_port(addr: str) -> int:
+    with socket.socket() as s:
+        s.bind((addr, 0))
+        return int(s.getsockname()[1])
+
+
+def host_config(name: str, host_id: int, addr: str, port: int, peers: list[dict[str, Any]],
+                **overrides: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "schema": 1, "host": name, "host_id": host_id, "listen": addr, "port": port,
+        "token": TOKEN, "peers": peers, "rate": 50.0, "payload": 256, "duration_s": 1.0,
+        "warmup_s": 0.2, "timeout_s": 0.5, "connect_timeout_s": 3.0, "linger_s": 1.0,
+    }
+    cfg.update(overrides)
+    return cfg
+
+
+def mesh(n: int, self_loop: bool = True, **overrides: Any) -> list[dict[str, Any]]:
+    hosts = [(f"h{i}", f"127.0.0.{i + 2}") for i in range(n)]
+    ports = [free_port(a) for _, a in hosts]
+    peers = [{"id": i, "name": nm, "addr": a, "port": ports[i]} for i, (nm, a) in enumerate(hosts)]
+    return [
+        host_config(nm, i, a, ports[i], [p for p in peers if self_loop or p["id"] != i],
+                    **overrides)
+        for i, (nm, a) in enumerate(hosts)
+    ]
+
+
+@contextlib.contextmanager
+def started(cmds: list[list[str]], **kw: Any) -> Iterator[list[subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for cmd in cmds:
+            procs.append(subprocess.Popen(cmd, text=True, **kw))
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def run_workers(tmp_path: Path, configs: list[dict[str, Any]], limit_s: float = 15.0,
+                python: str = sys.executable) -> list[tuple[dict[str, Any], Path, int]]:
+    """Run `echo.py run` for every config at once; (summary, out file, exit code) each."""
+    cmds = []
+    outs = []
+    for cfg in configs:
+        cfg_path = tmp_path / f"{cfg['host']}.json"
+        cfg_path.write_text(json.dumps(cfg))
+        out = tmp_path / f"{cfg['host']}.bin"
+        outs.append(out)
+        cmds.append([python, str(WORKER), "run", str(cfg_path), str(out)])
+    results = []
+    with started(cmds, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as procs:
+        deadline = time.monotonic() + limit_s
+        for proc, out in zip(procs, outs, strict=True):
+            stdout, stderr = proc.communicate(timeout=max(deadline - time.monotonic(), 0.1))
+            lines = stdout.strip().splitlines()
+            assert len(lines) == 1, f"expected one JSON line, got {stdout!r}; stderr: {stderr}"
+            results.append((json.loads(lines[0]), out, proc.returncode))
+    return results
+
+
+def rtt_us(rec: np.ndarray) -> np.ndarray:
+    return (rec["recv_ns"].astype(np.int64) - rec["send_ns"].astype(np.int64)) / 1000.0
+
+
+def assert_complete(rec: np.ndarray, rounds: int, peer_ids: list[int]) -> None:
+    """Every (round, peer) is there exactly once: never a gap, never a duplicate."""
+    assert len(rec) == rounds * len(peer_ids)
+    keys = rec["round"].astype(np.int64) * 65536 + rec["peer"]
+    assert len(np.unique(keys)) == len(rec)
+    assert set(rec["round"].tolist()) == set(range(rounds))
+    assert set(rec["peer"].tolist()) == set(peer_ids)
+
+
+# --------------------------------------------------------------------------- worker
+
+
+def test_three_hosts_every_row_present_with_self_loop(tmp_path: Path) -> None:
+    configs = mesh(3)
+    results = run_workers(tmp_path, configs)
+    rounds = 60  # (1.0 s + 0.2 s warm-up) at 50/s
+    for cfg, (summary, out, code) in zip(configs, results, strict=True):
+        assert code == 0, summary
+        assert summary["schema"] == 1 and summary["worker_version"] == "1"
+        assert summary["host"] == cfg["host"]
+        assert summary["errors"] == []
+        assert summary["rounds"] == rounds
+        assert summary["rows"] == rounds * 3
+        assert summary["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
+        assert summary["cpu_s"] > 0 and summary["wall_s"] > 1.0
+        header, rec = read_echo_file(out)
+        assert header["host"] == cfg["host"] and header["host_id"] == cfg["host_id"]
+        assert header["clock"] == "CLOCK_MONOTONIC" and header["truncated"] is False
+        assert header["peers"] == cfg["peers"]
+        assert_complete(rec, rounds, [0, 1, 2])
+        # A loaded CI machine may lose a reply deadline now and then, never many.
+        timeouts = (rec["flags"] & FLAG_TIMEOUT) != 0
+        assert timeouts.sum() == summary["timeouts"] <= 3
+        assert not (rec["flags"] & (FLAG_CONN_LOST | FLAG_SEND_FAILED)).any()
+        ok = rec[~timeouts]
+        rtt = rtt_us(ok)
+        assert (rtt > 0).all() and (rtt < 500_000).all()
+        assert np.median(rtt) < 50_000
+        own = ok[ok["peer"] == cfg["host_id"]]
+        assert len(own) >= rounds - 3  # the self-loop went through a real socket
+        # Rounds are scheduled from t0 without drift, so sends keep to the plan.
+        first = rec[rec["peer"] == rec["peer"][0]]
+        planned = header["t0_ns"] + (first["round"].astype(np.int64) * 20_000_000)
+        assert np.median(first["send_ns"] - planned) < 5_000_000
+
+
+def test_warmup_rows_are_flagged_not_dropped(tmp_path: Path) -> None:
+    configs = mesh(2, warmup_s=0.3, duration_s=0.5, rate=40.0)
+    results = run_workers(tmp_path, configs)
+    for _summary, out, code in results:
+        assert code == 0
+        header, rec = read_echo_file(out)
+        warm_end = header["t0_ns"] + int(0.3e9)
+        warm = (rec["flags"] & FLAG_WARMUP) != 0
+        assert np.array_equal(warm, rec["send_ns"] < warm_end)
+        assert warm.sum() == 12 * 2  # rounds 0..11 of 32, to both peers
+        assert_complete(rec, 32, [0, 1])
+
+
+def test_self_loop_off_has_no_self_rows(tmp_path: Path) -> None:
+    configs = mesh(2, self_loop=False)
+    results = run_workers(tmp_path, configs)
+    for cfg, (summary, out, code) in zip(configs, results, strict=True):
+        assert code == 0, summary
+        _, rec = read_echo_file(out)
+        assert cfg["host_id"] not in rec["peer"].tolist()
+        assert_complete(rec, 60, [1 - cfg["host_id"]])
+
+
+def test_silent_peer_gives_timeout_rows_for_each_round(tmp_path: Path) -> None:
+    addr = "127.0.0.2"
+    port = free_port(addr)
+    with socket.socket() as silent:  # accepts (in the kernel backlog), never echoes
+        silent.bind(("127.0.0.5", 0))
+        silent.listen(4)
+        silent_port = silent.getsockname()[1]
+        peers = [{"id": 7, "name": "silent", "addr": "127.0.0.5", "port": silent_port}]
+        cfg = host_config("h0", 0, addr, port, peers, duration_s=0.5, warmup_s=0.0,
+                          timeout_s=0.2, rate=20.0)
+        [(summary, out, code)] = run_workers(tmp_path, [cfg])
+    assert code == 0, summary
+    _, rec = read_echo_file(out)
+    assert_complete(rec, 10, [7])
+    assert ((rec["flags"] & FLAG_TIMEOUT) != 0).all()
+    assert not (rec["flags"] & FLAG_CONN_LOST).any()
+    assert (rec["recv_ns"] == 0).all()
+    assert summary["timeouts"] == 10
+
+
+def test_unreachable_peer_gives_conn_lost_rows_for_every_round(tmp_path: Path) -> None:
+    addr = "127.0.0.2"
+    port = free_port(addr)
+    dead_port = free_port("127.0.0.6")  # nothing listens there: connection refused
+    peers = [{"id": 0, "name": "h0", "addr": addr, "port": port},
+             {"id": 3, "name": "gone", "addr": "127.0.0.6", "port": dead_port}]
+    cfg = host_config("h0", 0, addr, port, peers, duration_s=0.5, warmup_s=0.1,
+                      connect_timeout_s=0.5, rate=20.0)
+    [(summary, out, code)] = run_workers(tmp_path, [cfg])
+    assert code == 0, summary
+    _, rec = read_echo_file(out)
+    assert_complete(rec, 12, [0, 3])
+    gone = rec[rec["peer"] == 3]
+    assert (gone["flags"] & (FLAG_TIMEOUT | FLAG_CONN_LOST) == FLAG_TIMEOUT | FLAG_CONN_LOST).all()
+    mine = rec[rec["peer"] == 0]
+    assert ((mine["flags"] & FLAG_TIMEOUT) == 0).sum() >= 10
+    assert any("gone" in e and "connect failed" in e for e in summary["errors"])
+
+
+def test_broken_connection_gives_conn_lost_rows_for_the_remaining_rounds(tmp_path: Path) -> None:
+    configs = mesh(2, self_loop=False, duration_s=1.5, warmup_s=0.0, rate=40.0)
+    sender_cfg, server_cfg = configs
+    server_path = tmp_path / "h1.json"
+    server_path.write_text(json.dumps(server_cfg))
+    serve = [sys.executable, str(WORKER), "serve", str(server_path)]
+    with started([serve], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as [server]:
+        assert server.stdout is not None
+        assert server.stdout.readline() == "READY\n"
+        sender_path = tmp_path / "h0.json"
+        sender_path.write_text(json.dumps(sender_cfg))
+        out = tmp_path / "h0.bin"
+        run = [sys.executable, str(WORKER), "run", str(sender_path), str(out)]
+        with started([run], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as [sender]:
+            time.sleep(0.8)
+            server.kill()  # the peer host dies mid-run
+            stdout, _ = sender.communicate(timeout=10)
+    assert sender.returncode == 0
+    summary = json.loads(stdout)
+    _, rec = read_echo_file(out)
+    assert_complete(rec, 60, [1])
+    lost = (rec["flags"] & FLAG_CONN_LOST) != 0
+    first_lost = int(np.argmax(lost))
+    assert 5 < first_lost < 55
+    assert lost[first_lost:].all() and not lost[:first_lost].any()
+    assert ((rec["flags"][:first_lost] & FLAG_TIMEOUT) == 0).sum() >= first_lost - 2
+    assert any("connection lost" in e for e in summary["errors"])
+
+
+def test_sender_reconnects_to_a_restarted_peer(tmp_path: Path) -> None:
+    configs = mesh(2, self_loop=False, duration_s=2.6, warmup_s=0.0, rate=40.0)
+    sender_cfg, server_cfg = configs
+    server_path = tmp_path / "h1.json"
+    server_path.write_text(json.dumps(server_cfg))
+    sender_path = tmp_path / "h0.json"
+    sender_path.write_text(json.dumps(sender_cfg))
+    out = tmp_path / "h0.bin"
+    serve = [sys.executable, str(WORKER), "serve", str(server_path)]
+    run = [sys.executable, str(WORKER), "run", str(sender_path), str(out)]
+    pipes: dict[str, Any] = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
+    with started([serve], **pipes) as [first], \
+            started([run], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as [sender]:
+        assert first.stdout is not None
+        assert first.stdout.readline() == "READY\n"
+        time.sleep(0.7)
+        first.kill()  # the peer host restarts ...
+        first.wait()
+        with started([serve], **pipes) as [second]:  # ... and listens again
+            assert second.stdout is not None
+            assert second.stdout.readline() == "READY\n"
+            stdout, _ = sender.communicate(timeout=15)
+    assert sender.returncode == 0
+    _, rec = read_echo_file(out)
+    assert_complete(rec, 104, [1])
+    lost = (rec["flags"] & FLAG_CONN_LOST) != 0
+    ok = (rec["flags"] & FLAG_TIMEOUT) == 0
+    first_lost = int(np.argmax(lost))
+    back = first_lost + int(np.argmax(ok[first_lost:]))
+    assert ok[:first_lost].sum() >= first_lost - 2  # measured before the restart
+    assert back > first_lost and lost[first_lost:back].all()  # conn_lost rows, no gap
+    assert ok[back:].sum() >= len(rec) - back - 2  # and measured again after reconnecting
+    assert any("connection lost" in e for e in json.loads(stdout)["errors"])
+
+
+def test_peer_that_stops_reading_gets_send_failed_rows_and_bounded_memory(
+        tmp_path: Path) -> None:
+    addr = "127.0.0.2"
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.5", 0))
+        silent.listen(4)
+        peers = [{"id": 5, "name": "silent", "addr": "127.0.0.5",
+                  "port": silent.getsockname()[1]}]
+        cfg = host_config("h0", 0, addr, free_port(addr), peers, payload=1_000_000,
+                          duration_s=1.0, warmup_s=0.0, timeout_s=0.2, rate=50.0)
+        [(summary, out, code)] = run_workers(tmp_path, [cfg])
+    assert code == 0, summary
+    _, rec = read_echo_file(out)
+    assert_complete(rec, 50, [5])
+    assert ((rec["flags"] & FLAG_TIMEOUT) != 0).all()
+    failed = (rec["flags"] & FLAG_SEND_FAILED) != 0
+    assert failed.sum() >= 10 and not failed[0]
+
+
+def test_server_rejects_a_wrong_token_and_echoes_for_the_right_one(tmp_path: Path) -> None:
+    addr = "127.0.0.3"
+    port = free_port(addr)
+    cfg = host_config("h1", 1, addr, port, [], linger_s=0.0, connect_timeout_s=5.0)
+    cfg_path = tmp_path / "h1.json"
+    cfg_path.write_text(json.dumps(cfg))
+    frame = struct.pack(">IHI", 0, 9, 16) + b"x" * 16
+    cmd = [sys.executable, str(WORKER), "serve", str(cfg_path)]
+    with started([cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE) as [server]:
+        assert server.stdout is not None and server.stdin is not None
+        assert server.stdout.readline() == "READY\n"
+
+        def hello(token: str) -> bytes:
+            raw = token.encode()
+            return struct.pack(">8sHH", b"CBEHELO1", 9, len(raw)) + raw
+
+        with socket.create_connection((addr, port), timeout=3) as bad:
+            bad.sendall(hello("f" * 32) + frame)
+            got = b""
+            with contextlib.suppress(ConnectionResetError):
+                while chunk := bad.recv(4096):
+                    got += chunk
+            assert got == b""  # closed without echoing anything
+
+        with socket.create_connection((addr, port), timeout=3) as good:
+            good.sendall(hello(TOKEN) + frame)
+            echoed = b""
+            while len(echoed) < len(frame):
+                chunk = good.recv(4096)
+                assert chunk
+                echoed += chunk
+            assert echoed == frame
+
+        server.stdin.close()  # "the local sender is done": no inbound left, so it exits
+        server.wait(timeout=5)
+        assert server.stderr is not None
+        stdout, stderr = server.stdout.read(), server.stderr.read()
+    assert server.returncode == 0
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["accepted"] == 1 and summary["rejected"] == 1
+    assert "bad token" in stderr
+
+
+def test_bad_config_and_unwritable_output_exit_non_zero(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": 1, "host": "x"}))
+    p = subprocess.run([sys.executable, str(WORKER), "run", str(bad), str(tmp_path / "o.bin")],
+                       capture_output=True, text=True, timeout=10, check=False)
+    assert p.returncode == 2 and p.stdout == "" and "must be" in p.stderr
+
+    cfg = mesh(1)[0]
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(cfg))
+    out = tmp_path / "missing-dir" / "o.bin"
+    p = subprocess.run([sys.executable, str(WORKER), "run", str(good), str(out)],
+                       capture_output=True, text=True, timeout=10, check=False)
+    assert p.returncode == 1 and p.stdout == "" and "cannot write" in p.stderr
+
+
+def find_python38() -> str | None:
+    """A python3.8 that actually runs (a pyenv shim may exist without the version)."""
+    path = shutil.which("python3.8")
+    if path is None:
+        return None
+    probe = subprocess.run([path, "-c", "import sys; print(sys.version_info[:2])"],
+                           capture_output=True, text=True, timeout=10, check=False)
+    if probe.stdout.strip() == "(3, 8)":
+        return path
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    found = sorted(pyenv_root.glob("versions/3.8.*/bin/python3.8"))
+    return str(found[-1]) if found else None
+
+
+def test_worker_runs_on_python38(tmp_path: Path) -> None:
+    """Hosts may be old Ubuntu: the worker must run, not only parse, on 3.8."""
+    python38 = find_python38()
+    if python38 is None:
+        pytest.skip("no python3.8 on this machine")
+    configs = mesh(2, duration_s=0.4, warmup_s=0.1)
+    for summary, out, code in run_workers(tmp_path, configs, python=python38):
+        assert code == 0 and summary["errors"] == [], summary
+        header, rec = read_echo_file(out)
+        assert header["python"].startswith("3.8.")
+        assert_complete(rec, 25, [0, 1])
+
+
+def test_worker_is_stdlib_only_and_py38_syntax() -> None:
+    import ast
+
+    source = WORKER.read_text()
+    tree = ast.parse(source, feature_version=(3, 8))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}
+    assert worker.WORKER_VERSION == "1" and worker.SCHEMA == 1
+
+
+# --------------------------------------------------------------------------- reader
+
+
+def write_file(path: Path, header: dict[str, Any], records: list[tuple[int, ...]],
+               extra: bytes = b"", magic: bytes = MAGIC) -> None:
+    blob = json.dumps(header).encode()
+    body = b"".join(RECORD.pack(*r) for r in records)
+    path.write_bytes(magic + struct.pack(">I", len(blob)) + blob + body + extra)
+
+
+HEADER: dict[str, Any] = {
+    "schema": 1, "worker_version": "1", "clock": "CLOCK_MONOTONIC", "host": "h0", "host_id": 0,
+    "peers": [], "rate": 10.0, "payload": 8, "timeout_s": 1.0, "warmup_s": 0.0, "t0_ns": 1000,
+}
+
+
+def test_reader_sorts_and_tolerates_a_truncated_final_record(tmp_path: Path) -> None:
+    path = tmp_path / "t.bin"
+    rows = [(1, 2, 0, 300, 400), (0, 2, FLAG_TIMEOUT, 100, 0), (0, 1, 0, 100, 150)]
+    write_file(path, HEADER, rows, extra=RECORD.pack(2, 1, 0, 500, 600)[:13])
+    header, rec = read_echo_file(path)
+    assert header["truncated"] is True
+    assert rec.dtype.names == ("round", "peer", "flags", "send_ns", "recv_ns")
+    assert rec["round"].tolist() == [0, 0, 1]
+    assert rec["peer"].tolist() == [1, 2, 2]
+    assert rec["flags"].tolist() == [0, FLAG_TIMEOUT, 0]
+    assert rec["recv_ns"].tolist() == [150, 0, 400]
+
+    write_file(path, HEADER, rows)
+    header, rec = read_echo_file(path)
+    assert header["truncated"] is False and len(rec) == 3
+
+    write_file(path, HEADER, [])
+    header, rec = read_echo_file(path)
+    assert len(rec) == 0 and header["truncated"] is False
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda p: write_file(p, HEADER, [], magic=b"CBECHO9\n"), "not an echo worker file"),
+        (lambda p: write_file(p, {**HEADER, "schema": 2}, []), "schema 2 is not supported"),
+        (lambda p: write_file(p, {k: v for k, v in HEADER.items() if k != "t0_ns"}, []),
+         "lacks t0_ns"),
+        (lambda p: p.write_bytes(MAGIC + struct.pack(">I", 5) + b"{nope"), "not valid JSON"),
+        (lambda p: p.write_bytes(MAGIC + struct.pack(">I", 500) + b"{}"), "truncated"),
+        (lambda p: p.write_bytes(b"CBEC"), "not an echo worker file"),
+    ],
+)
+def test_reader_refuses_bad_files(tmp_path: Path, mutate: Any, message: str) -> None:
+    path = tmp_path / "bad.bin"
+    mutate(path)
+    with pytest.raises(ResultError, match=message) as info:
+        read_echo_file(path)
+    assert info.value.path == str(path)
+
+
+def test_reader_reads_what_the_worker_wrote_byte_for_byte(tmp_path: Path) -> None:
+    """The worker's record struct and the reader's dtype agree field by field."""
+    assert worker.RECORD.format == RECORD.format and worker.RECORD.size == 24
+    assert worker.MAGIC == MAGIC
+    path = tmp_path / "w.bin"
+    with open(path, "wb", buffering=0) as f:
+        w = worker.RecordWriter(f)
+        blob = json.dumps(HEADER).encode()
+        f.write(worker.MAGIC + worker.HEADER_LEN.pack(len(blob)) + blob)
+        w.add(2**32 - 1, 65535, 0xF, -5, 2**62)
+        w.flush()
+    _, rec = read_echo_file(path)
+    assert rec.tolist() == [(2**32 - 1, 65535, 15, -5, 2**62)]
+    assert os.path.getsize(path) % 24 == (len(MAGIC) + 4 + len(blob)) % 24
