@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
@@ -25,7 +24,7 @@ from cloudbench.analysis.latency import (
 )
 from cloudbench.analysis.levelshift import echo_level_shifts
 from cloudbench.report_wan import build_paths, render_wan, write_wan
-from cloudbench.results import RunDir
+from cloudbench.results import RunDir, write_csv
 
 REPORT_DIR = "report"
 
@@ -81,15 +80,9 @@ def write_report(run: RunDir, report: dict[str, Any]) -> list[Path]:
     for wname, w in report["workloads"].items():
         for table in ("groups", "quorums", "windows", "pairs", "trials", "asymmetry", "cv_rmse",
                       "drains"):
-            rows = w.get(table) or []
-            if not rows:
-                continue
             path = out / f"{wname}_{table}.csv"
-            with path.open("w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
-            written.append(path)
+            if write_csv(path, w.get(table) or []):
+                written.append(path)
     written += write_wan(run, report, out)
     return written
 

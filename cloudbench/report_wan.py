@@ -8,7 +8,6 @@ sections; :func:`write_wan` writes CSVs and one PNG of each pair's MDA graph.
 
 from __future__ import annotations
 
-import csv
 import itertools
 from collections import defaultdict
 from pathlib import Path
@@ -28,7 +27,7 @@ from cloudbench.analysis.paths import (
     is_anonymous,
     path_change,
 )
-from cloudbench.results import RunDir
+from cloudbench.results import RunDir, write_csv
 from cloudbench.workloads.traceroute import asn_table_path, graphs
 
 PATH_TABLES = ("paths", "hops", "diamonds", "changes", "inflation")
@@ -149,14 +148,9 @@ def write_wan(run: RunDir, report: dict[str, Any], out: Path) -> list[Path]:
     for wname, w in report.get("workloads", {}).items():
         tables.append((f"{wname}_level_shifts", w.get("level_shifts") or []))
     for stem, rows in tables:
-        if not rows:
-            continue
         path = out / f"{stem}.csv"
-        with path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        written.append(path)
+        if write_csv(path, rows):
+            written.append(path)
     for wname, w in report.get("paths", {}).items():
         table = PrefixTable.from_csv(Path(w["asn_table"])) if w.get("asn_table") else None
         latest: dict[tuple[str, str], tuple[int, PathGraph]] = {}

@@ -18,6 +18,7 @@ Format history (readers refuse versions they do not know):
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -101,6 +102,17 @@ def write_parquet(path: Path, table: pa.Table, kind: str, level: int = 9, **enco
 def _is_dict_candidate(table: pa.Table, col: str) -> bool:
     t = table.schema.field(col).type
     return bool(pa.types.is_string(t) or pa.types.is_dictionary(t) or pa.types.is_boolean(t))
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> bool:
+    """A table as CSV (columns from the first row); nothing is written for no rows."""
+    if not rows:
+        return False
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return True
 
 
 def read_parquet(path: Path, kind: str | None = None) -> pa.Table:

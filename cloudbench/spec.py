@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -30,7 +30,7 @@ from cloudbench.topology import HostSpec, SubnetSpec, Topology
 from cloudbench.units import parse_duration, parse_size
 from cloudbench.vmtypes import VM_TYPE_RE, BitRate, VmTypeModel, check_vm_types
 from cloudbench.wan import WanModel, check_wan
-from cloudbench.yamlloc import Loc, LocatedYaml, load_yaml
+from cloudbench.yamlloc import Loc, LocatedYaml, format_loc, load_yaml
 
 MAX_PAYLOAD = 64 * 1024
 NAME_RE = r"^[A-Za-z][A-Za-z0-9_-]{0,31}$"
@@ -451,18 +451,13 @@ def _from_pydantic(doc: LocatedYaml, err: Any) -> SpecError:
         if len(shown) < 60:
             msg = f"{msg} (got {shown})"
     # A literal/union tag mismatch reports the tag in loc; keep the real field only.
-    clean = tuple(x for x in loc if not (isinstance(x, str) and ("[" in x or x in _UNION_TAGS)))
-    return SpecError(doc.path, doc.line_of(loc), _fmt(clean), msg)
+    tags = _UNION_TAGS | set(_WORKLOAD_MODELS)
+    clean = tuple(x for x in loc if not (isinstance(x, str) and ("[" in x or x in tags)))
+    return SpecError(doc.path, doc.line_of(loc), format_loc(clean), msg)
 
 
-_UNION_TAGS = {"int", "list[str]", "list[constrained-str]", "str", "echo", "traceroute",
-               "throughput", "tbdrain"}
-
-
-def _fmt(loc: Loc) -> str:
-    from cloudbench.yamlloc import format_loc
-
-    return format_loc(loc)
+# pydantic puts the member it tried into an error's loc; these are not spec fields.
+_UNION_TAGS = {"int", "list[str]", "list[constrained-str]", "str"}
 
 
 def _known_keys_hint(parent: Loc, doc: LocatedYaml) -> str:
@@ -519,11 +514,10 @@ _NESTED: dict[tuple[type[BaseModel], str], type[BaseModel]] = {
     (EchoWorkload, "quorums"): QuorumModel,
     (Spec, "vm_types"): VmTypeModel,
 }
-# kind -> model, for hints; every workload model of the `Workload` union is listed here.
-_WORKLOAD_MODELS: dict[str, type[BaseModel]] = {"echo": EchoWorkload,
-                                                 "traceroute": TracerouteWorkload,
-                                                 "throughput": ThroughputWorkload,
-                                                 "tbdrain": TbDrainWorkload}
+# kind -> model (for hints and to tell union tags from fields), from the `Workload` union itself.
+_WORKLOAD_MODELS: dict[str, type[BaseModel]] = {
+    get_args(m.model_fields["kind"].annotation)[0]: m for m in get_args(AnyWorkload)
+}
 
 
 def _check_references(spec: Spec, doc: LocatedYaml) -> list[SpecError]:
