@@ -29,8 +29,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+# Soft wrap: a message is one line however narrow the terminal (or 80 columns when piped), so a
+# program can parse it; tables still fit the width.
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 

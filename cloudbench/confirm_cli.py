@@ -397,7 +397,7 @@ def confirm(
         seed=seed,
         max_sizes=max_sizes,
     )
-    stderr = Console(stderr=True)
+    stderr = Console(stderr=True, soft_wrap=True)
     with _progress_bar(stderr) as progress:
         result = run_confirm(path, params, metrics=metric or (), groups=group or (),
                              allow_mixed=allow_mixed, progress=progress)
@@ -405,6 +405,6 @@ def confirm(
     if as_json:
         sys.stdout.write(json.dumps(result_to_json(result, figures), indent=2) + "\n")
         return
-    console = Console()
+    console = Console(soft_wrap=True)
     render_table(result, console)
     console.print(f"wrote {json_path} and {len(figures)} figure(s)", highlight=False)

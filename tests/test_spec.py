@@ -148,10 +148,15 @@ def test_validate_cli_shows_fields_verbatim(tmp_path: Path, quickstart_text: str
     assert "Traceback" not in r.output
 
 
-def test_validate_cli_ok() -> None:
-    r = CliRunner().invoke(app, ["validate", str(QUICKSTART)])
+def test_validate_cli_ok(tmp_path: Path, quickstart_text: str) -> None:
+    # A long path: messages are one line however long, never wrapped at the console width.
+    deep = tmp_path / ("a-directory-with-a-rather-long-name-" * 3) / "quickstart.yaml"
+    deep.parent.mkdir()
+    deep.write_text(quickstart_text)
+    r = CliRunner().invoke(app, ["validate", str(deep)])
     assert r.exit_code == 0, r.output
-    assert "8 hosts" in r.output
+    assert r.output.count("\n") == 1, r.output
+    assert f"ok: {deep}: campaign 'quickstart', 8 hosts, 2 trials" in r.output
 
 
 def test_schema_cli_prints_a_json_schema() -> None:
