@@ -16,8 +16,12 @@ worker/sockperf p50 <= 1.15 and p99 <= 1.3 over the pooled samples.
     shows the raw comparison.
 
 cost: 8 worker instances on 127.0.0.11..18, all-to-all including self-loops, 100
-rounds/s: CPU time of sender + server per host over wall time, sampled from
-/proc/<pid>/stat while the rounds run. Target <= 5 % of one core per host.
+rounds/s, 1 KiB payload: CPU time per host (the worker process and any children,
+every thread) over wall time while the rounds run, from the scheduler's exact run
+time per thread (/proc/<pid>/task/*/schedstat). On loopback each send also runs
+the receiving side's TCP processing (softirq) in the sender's context, so this
+counts the kernel's network work for the host's traffic too. Target <= 5 % of one
+core per host.
 
 Usage: python3 bench/bench_echo.py [--seconds N] [--mps N] [--blocks N]
                                     [--filler idle|none] [--only fidelity|cost]
@@ -275,12 +279,20 @@ def fidelity(seconds: float, mps: int, blocks: int, filler: str) -> dict[str, An
 
 
 def proc_cpu_s(pid: int) -> float:
-    """utime + stime of a process (all its threads), in seconds; 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of a process (all its threads), in seconds; 0 once it is gone.
+
+    The sum of the scheduler's exact run time per thread (/proc/PID/task/*/schedstat,
+    nanoseconds), rather than utime + stime, which the kernel samples at its tick
+    (4 ms at HZ=250): short bursts are then charged a whole tick or nothing. Both
+    include softirq work done in the process's context (no IRQ time accounting).
+    """
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(stat.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
 
 
 def children(pid: int) -> list[int]:

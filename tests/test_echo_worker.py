@@ -342,6 +342,84 @@ def test_server_rejects_a_wrong_token_and_echoes_for_the_right_one(tmp_path: Pat
     assert "bad token" in stderr
 
 
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_server_stops_reading_from_a_client_that_never_reads_its_echoes(tmp_path: Path) -> None:
+    """Its echoes wait in the kernel, not in the worker's memory, and others are still served."""
+    addr = "127.0.0.3"
+    port = free_port(addr)
+    cfg = host_config("h1", 1, addr, port, [], linger_s=0.0, connect_timeout_s=5.0)
+    cfg_path = tmp_path / "h1.json"
+    cfg_path.write_text(json.dumps(cfg))
+    hello = struct.pack(">8sHH", b"CBEHELO1", 9, len(TOKEN)) + TOKEN.encode()
+    cmd = [sys.executable, str(WORKER), "serve", str(cfg_path)]
+    with started([cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as [server]:
+        assert server.stdout is not None and server.stdin is not None
+        assert server.stdout.readline() == "READY\n"
+        before = rss_kib(server.pid)
+        with socket.create_connection((addr, port), timeout=3) as hog:
+            hog.sendall(hello)
+            hog.setblocking(False)
+            block = b"z" * 65536
+            sent = 0
+            deadline = time.monotonic() + 5.0
+            progress = time.monotonic()
+            # At most 64 MiB and 5 s; stop once nothing went out for half a second.
+            while sent < 64 * 2**20 and time.monotonic() < deadline:
+                try:
+                    sent += hog.send(block)
+                    progress = time.monotonic()
+                except BlockingIOError:
+                    if time.monotonic() - progress > 0.5:
+                        break
+                    time.sleep(0.01)
+            # The kernel buffers fill, then the server stops reading: far less than 64 MiB.
+            assert sent < 32 * 2**20, sent
+            assert rss_kib(server.pid) - before < 8 * 1024
+            with socket.create_connection((addr, port), timeout=3) as good:  # still served
+                frame = struct.pack(">IHI", 0, 9, 4) + b"ping"
+                good.sendall(hello + frame)
+                echoed = b""
+                while len(echoed) < len(frame):
+                    chunk = good.recv(4096)
+                    assert chunk
+                    echoed += chunk
+                assert echoed == frame
+        server.stdin.close()
+        server.wait(timeout=5)
+    assert server.returncode == 0
+
+
+def test_interrupted_run_keeps_its_rows_and_says_so(tmp_path: Path) -> None:
+    configs = mesh(2, duration_s=30.0, warmup_s=0.0, rate=50.0)
+    paths = []
+    for cfg in configs:
+        path = tmp_path / f"{cfg['host']}.json"
+        path.write_text(json.dumps(cfg))
+        paths.append(path)
+    cmds = [[sys.executable, str(WORKER), "run", str(path), str(tmp_path / f"h{i}.bin")]
+            for i, path in enumerate(paths)]
+    with started(cmds, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as procs:
+        time.sleep(1.5)
+        procs[0].terminate()
+        stdout, _ = procs[0].communicate(timeout=10)
+        procs[1].terminate()
+        procs[1].communicate(timeout=10)
+    assert procs[0].returncode == 3
+    summary = json.loads(stdout)
+    assert any("interrupted by signal 15" in e for e in summary["errors"])
+    _, rec = read_echo_file(tmp_path / "h0.bin")
+    rounds = summary["rounds"]
+    assert 20 <= rounds < 1500
+    assert_complete(rec, rounds, [0, 1])  # every round sent has its rows, none lost
+    assert summary["rows"] == len(rec)
+
+
 def test_bad_config_and_unwritable_output_exit_non_zero(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"schema": 1, "host": "x"}))
