@@ -1,33 +1,39 @@
 """Benchmark: cloudbench's throughput workload against nuttcp and iperf3 run by hand.
 
-On one testbed (needs root) and in the same run, each round measures the same
-pair four ways, in an order that alternates between rounds (ABBA) so that a
-drift of the machine does not favour either side:
+On one testbed (needs root), for each pair and tool, the same measurement is
+taken two ways, in blocks of four runs ordered ABBA, then BAAB in the next block
+(so that neither way is always first and a drift of the machine cancels inside
+a block):
 
-* by hand: ``ip netns exec`` a server and a client, as one would from two shells
-  (each in its own session), nuttcp ``-i1 -fparse -T`` and iperf3 ``-J``, rate
-  from the tool's total;
-* by hand, one session: the same, with server and client started from a single
-  session (reported, not the reference — see below);
+* by hand: ``ip netns exec NS taskset -c CPU TOOL …`` for the server and the
+  client, each in a session of its own (as from two shells), nuttcp ``-i1
+  -fparse -T`` and iperf3 ``-J``, rate from the tool's total (iperf3:
+  ``end.sum_received``);
 * cloudbench: the ``throughput`` workload kind on the same pair (server started
   and stopped by the worker over SSH, client output recorded line by line,
-  pulled, parsed to Parquet), rate = all bytes / all time of the intervals.
+  pulled, parsed to Parquet), rate = all bytes / all time of the intervals
+  (iperf3: the receiver's intervals, which add up to ``sum_received``).
 
-Why two by-hand variants: unshaped, both ends share the machine's two vCPUs and
-the transfer is CPU-bound, so it depends on how the scheduler groups the two
-processes (CFS autogroups: one per session). Every SSH login is a session of
-its own, as is every shell, so a server and a client started by cloudbench —
-or by a person in two terminals — sit in different groups; started from one
-session they share one, which here ran ≈10–15 % faster whenever other load was
-on the machine. The like-for-like reference is therefore the two-session run;
-the one-session figure is printed beside it.
+Same binaries, same duration, same placement on both sides:
+
+* CPU pinning: the client host's tool runs on one CPU and the server host's on
+  the other (default ``--pin 0,1``). By hand that is ``taskset``; for cloudbench
+  the testbed's per-host ``sshd`` is pinned before the first login, so the
+  worker and the tool it starts inherit it (nothing in cloudbench is changed).
+  Unpinned, on a 2-vCPU VM an unshaped transfer depends on whether the two ends
+  and their softirqs share a CPU, which changes from run to run.
+* Scheduler autogroups (``CONFIG_SCHED_AUTOGROUP``: one CFS group per session)
+  are switched off for the bench (``kernel.sched_autogroup_enabled=0``, the old
+  value restored on exit), so that how the processes are spread over sessions
+  (SSH logins, ``setsid``, shells) does not weigh their CPU share against other
+  load on the machine.
 
 Pairs: ``a→b`` unshaped (the CPU is the bottleneck: the hardest case for an
 observer to stay out of the way) and ``c→b`` behind the ``local.1g`` cap.
-Target: median(cloudbench) / median(by hand, two sessions) ≥ 0.95 for every pair
-and tool.
+Verdict per pair and tool: the median over blocks of (mean cloudbench / mean by
+hand within the block) ≥ 0.95. The ratio of the overall medians is printed too.
 
-Usage: python3 bench/bench_throughput.py [--rounds N] [--seconds S]
+Usage: python3 bench/bench_throughput.py [--blocks N] [--seconds S] [--pin C,S|none]
 Prints a table and one JSON line.
 """
 
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -43,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +69,8 @@ from cloudbench.workloads.base import TrialContext  # noqa: E402
 
 TARGET = 0.95
 HAND_PORT = 5400
+AUTOGROUP = Path("/proc/sys/kernel/sched_autogroup_enabled")
+CLIENT_HOSTS = ("a", "c")  # the first host of every pair; b is the server
 SPEC = """\
 name: benchtput
 providers:
@@ -79,10 +89,11 @@ workloads:
 
 
 def by_hand(cluster: Cluster, tool: str, src: str, dst: str, seconds: int,
-            sessions: int = 2) -> float:
+            pin: tuple[int, int] | None) -> float:
     """Mbit/s of one run started by hand with ip netns exec (server killed by its PID).
 
-    ``sessions=2``: server and client each in a session of its own (two shells).
+    Server and client each in a session of its own (two shells); with ``pin``
+    (client CPU, server CPU) each tool under ``taskset -c``.
     """
     s, d = cluster.host(src), cluster.host(dst)
     assert s.netns and d.netns
@@ -93,15 +104,18 @@ def by_hand(cluster: Cluster, tool: str, src: str, dst: str, seconds: int,
     else:
         server = ["iperf3", "-s", "-p", str(HAND_PORT), "-B", d.address]
         client = ["iperf3", "-c", d.address, "-p", str(HAND_PORT), "-t", str(seconds), "-J"]
-    own = sessions == 2
+    if pin is not None:
+        client = ["taskset", "-c", str(pin[0]), *client]
+        server = ["taskset", "-c", str(pin[1]), *server]
+    # ip netns exec and taskset exec the tool: proc.pid is the server's own PID
     proc = subprocess.Popen(["ip", "netns", "exec", d.netns, *server], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=own)
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 5
         while True:
             r = subprocess.run(["ip", "netns", "exec", s.netns, *client], capture_output=True,
                                text=True, check=False, timeout=seconds + 30,
-                               start_new_session=own)
+                               start_new_session=True)
             out = r.stdout
             # iperf3 -J exits 0 even when it cannot connect; the error is in the JSON
             if r.returncode == 0 and '"error":' not in out:
@@ -116,7 +130,48 @@ def by_hand(cluster: Cluster, tool: str, src: str, dst: str, seconds: int,
         return float(json.loads(out)["end"]["sum_received"]["bits_per_second"]) / 1e6
     finally:
         os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(5)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+def sshd_pids(cluster: Cluster) -> dict[str, int]:
+    """PID of each host's sshd (``ip netns exec`` execs it), from the testbed's state file."""
+    state = json.loads(Path(cluster.facts["state_file"]).read_text())
+    out: dict[str, int] = {}
+    for h in cluster.hosts:
+        conf = str(Path(h.workdir).parent / "sshd_config")
+        (pid,) = [int(p["pid"]) for p in state["pids"] if p.get("match") == conf]
+        out[h.name] = pid
+    return out
+
+
+def pin_sshds(cluster: Cluster, pin: tuple[int, int]) -> dict[str, list[int]]:
+    """Pin every host's sshd (before any login: its sessions, the worker and the tools
+    it starts inherit the affinity) like the tools by hand: clients on pin[0], b on pin[1]."""
+    placed: dict[str, list[int]] = {}
+    for name, pid in sshd_pids(cluster).items():
+        cpu = pin[0] if name in CLIENT_HOSTS else pin[1]
+        os.sched_setaffinity(pid, {cpu})
+        placed[name] = sorted(os.sched_getaffinity(pid))
+    return placed
+
+
+@contextlib.contextmanager
+def autogroup_off() -> Iterator[str | None]:
+    """kernel.sched_autogroup_enabled=0 for the block, the old value restored after."""
+    try:
+        old = AUTOGROUP.read_text().strip()
+    except OSError:
+        yield None  # kernel without CONFIG_SCHED_AUTOGROUP: nothing to switch
+        return
+    AUTOGROUP.write_text("0\n")
+    try:
+        yield old
+    finally:
+        AUTOGROUP.write_text(old + "\n")
 
 
 async def by_cloudbench(spec: Spec, cluster: Cluster, remote: Remote, run: RunDir, tool: str,
@@ -134,14 +189,24 @@ async def by_cloudbench(spec: Spec, cluster: Cluster, remote: Remote, run: RunDi
     return float(series.nbytes.sum()) * 8 / secs / 1e6, cpu["worker_s"] / cpu["wall_s"]
 
 
-async def bench(rounds: int, seconds: int) -> tuple[list[dict[str, object]], float]:
+def _block_ratio(cb: list[float], hand: list[float]) -> float:
+    return statistics.fmean(cb) / statistics.fmean(hand)
+
+
+async def bench(blocks: int, seconds: int, pin: tuple[int, int] | None
+                ) -> tuple[list[dict[str, object]], float, dict[str, list[int]], str]:
     spec = parse_spec(SPEC.replace("SECONDS", f"{seconds}s"), "bench.yaml")
     provider = NetnsProvider()
     samples: dict[tuple[str, str, str], list[float]] = {}
+    ratios: dict[tuple[str, str], list[float]] = {}
     worker_cpu: list[float] = []
+    placed: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cluster = provider.provision(spec.topology(), Path(tmp))
+        sid = cluster.stack
         try:
+            if pin is not None:
+                placed = pin_sshds(cluster, pin)  # before Remote opens the first login
             run = RunDir(Path(tmp) / "run")
             run.path.mkdir()
             async with Remote(cluster) as remote:
@@ -149,67 +214,97 @@ async def bench(rounds: int, seconds: int) -> tuple[list[dict[str, object]], flo
                 for h in cluster.hosts:
                     await remote.put(h, bundle, h.workdir)
                 n = 0
-                for r in range(rounds):
+                for blk in range(blocks):
                     for pair in (("a", "b"), ("c", "b")):
                         for tool in ("nuttcp", "iperf3"):
-                            ways = ["hand", "hand1", "cloudbench"]
-                            ways = ways[r % 3:] + ways[:r % 3]  # rotate: no way always first
+                            # ABBA, then BAAB: neither way always first, drift cancels
+                            ways = (["hand", "cloudbench", "cloudbench", "hand"] if blk % 2 == 0
+                                    else ["cloudbench", "hand", "hand", "cloudbench"])
+                            got: dict[str, list[float]] = {"hand": [], "cloudbench": []}
                             for way in ways:
-                                if way.startswith("hand"):
+                                if way == "hand":
                                     v = await asyncio.to_thread(by_hand, cluster, tool, *pair,
-                                                                seconds, 1 if way == "hand1" else 2)
+                                                                seconds, pin)
                                 else:
                                     v, share = await by_cloudbench(spec, cluster, remote, run, tool,
                                                                    pair, n)
                                     worker_cpu.append(share)
                                     n += 1
-                                samples.setdefault((f"{pair[0]}→{pair[1]}", tool, way), []).append(v)
+                                got[way].append(v)
+                                label = f"{pair[0]}→{pair[1]}"
+                                samples.setdefault((label, tool, way), []).append(v)
+                            ratios.setdefault((label, tool), []).append(
+                                _block_ratio(got["cloudbench"], got["hand"]))
         finally:
             provider.destroy(cluster)
     out: list[dict[str, object]] = []
     for label in ("a→b", "c→b"):
         for tool in ("nuttcp", "iperf3"):
             hand = samples[(label, tool, "hand")]
-            hand1 = samples[(label, tool, "hand1")]
             cb = samples[(label, tool, "cloudbench")]
-            ratio = statistics.median(cb) / statistics.median(hand)
+            ratio = statistics.median(ratios[(label, tool)])
             out.append({"pair": label, "shaping": "none" if label == "a→b" else "local.1g cap",
                         "tool": tool, "hand_mbps": [round(x, 1) for x in hand],
-                        "hand_one_session_mbps": [round(x, 1) for x in hand1],
                         "cloudbench_mbps": [round(x, 1) for x in cb],
+                        "block_ratios": [round(x, 4) for x in ratios[(label, tool)]],
                         "hand_median_mbps": round(statistics.median(hand), 1),
-                        "hand_one_session_median_mbps": round(statistics.median(hand1), 1),
                         "cloudbench_median_mbps": round(statistics.median(cb), 1),
                         "ratio": round(ratio, 4),
-                        "ratio_vs_one_session": round(statistics.median(cb)
-                                                      / statistics.median(hand1), 4),
+                        "ratio_of_medians": round(statistics.median(cb)
+                                                  / statistics.median(hand), 4),
                         "ok": ratio >= TARGET})
-    return out, max(worker_cpu)
+    return out, max(worker_cpu), placed, sid
+
+
+def _pin_arg(text: str) -> tuple[int, int] | None:
+    if text == "none":
+        return None
+    c, srv = (int(x) for x in text.split(","))
+    return c, srv
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--blocks", type=int, default=4, help="ABBA blocks per pair and tool")
     ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--pin", default="0,1",
+                    help="CPU of the client tool, CPU of the server tool (or 'none')")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_throughput needs root (network namespaces)", file=sys.stderr)
         return 2
+    pin = _pin_arg(args.pin)
+    if pin is not None and not set(pin) <= os.sched_getaffinity(0):
+        print(f"--pin {args.pin}: not CPUs this process may use", file=sys.stderr)
+        return 2
+    # SIGTERM (e.g. from timeout(1)) unwinds like Ctrl-C: namespaces removed, sysctl restored
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     t0 = time.monotonic()
-    results, worker_cpu = asyncio.run(bench(args.rounds, args.seconds))
-    print(f"{'pair':6} {'shaping':14} {'tool':7} {'by hand':>10} {'cloudbench':>11} {'ratio':>7}  "
-          f"{'1-session':>10} {'ratio':>7}   (medians of {args.rounds} × {args.seconds} s, Mbit/s)")
+    with autogroup_off() as autogroup_was:
+        results, worker_cpu, placed, sid = asyncio.run(bench(args.blocks, args.seconds, pin))
+    groups = (f"autogroups off (kernel.sched_autogroup_enabled=0, was {autogroup_was}, restored)"
+              if autogroup_was is not None else "no autogroup sysctl on this kernel")
+    cpus = (f"client tool on CPU {pin[0]}, server tool on CPU {pin[1]} (by hand: taskset -c; "
+            f"cloudbench: sshd affinity {placed})" if pin is not None else "no CPU pinning")
+    how = (f"both sides: same binaries and flags, {args.seconds} s runs, each process in its own "
+           f"session; {groups}; {cpus}")
+    print(how)
+    print(f"{'pair':6} {'shaping':14} {'tool':7} {'by hand':>10} {'cloudbench':>11} "
+          f"{'med/med':>8} {'ratio':>7}   (medians of {2 * args.blocks} × {args.seconds} s, Mbit/s; "
+          f"ratio = median over {args.blocks} ABBA blocks)")
     for r in results:
         print(f"{r['pair']:6} {r['shaping']:14} {r['tool']:7} {r['hand_median_mbps']:>10} "
-              f"{r['cloudbench_median_mbps']:>11} {r['ratio']:>7}  "
-              f"{r['hand_one_session_median_mbps']:>10} {r['ratio_vs_one_session']:>7}   "
+              f"{r['cloudbench_median_mbps']:>11} {r['ratio_of_medians']:>8} {r['ratio']:>7}   "
               f"{'ok' if r['ok'] else 'MISSED'}")
     print(f"client worker CPU (tput.py itself, not the tool): at most {worker_cpu:.2%} of one "
           "CPU over a trial")
     ok = all(r["ok"] for r in results)
-    print(json.dumps({"bench": "throughput", "target_ratio": TARGET, "rounds": args.rounds,
-                      "seconds": args.seconds, "elapsed_s": round(time.monotonic() - t0, 1),
-                      "worker_cpu_share_max": round(worker_cpu, 5), "results": results, "ok": ok}))
+    print(json.dumps({"bench": "throughput", "target_ratio": TARGET, "blocks": args.blocks,
+                      "seconds": args.seconds, "pin": list(pin) if pin else None,
+                      "testbed": sid, "sshd_affinity": placed, "autogroup_was": autogroup_was,
+                      "how": how, "elapsed_s": round(time.monotonic() - t0, 1),
+                      "worker_cpu_share_max": round(worker_cpu, 5), "results": results, "ok": ok},
+                     ensure_ascii=False))
     return 0 if ok else 1
 
 
