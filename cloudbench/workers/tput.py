@@ -316,8 +316,15 @@ class Burst:
         json_error = False  # iperf3 -J exits 0 when it cannot connect; the error is in the JSON
         done = False
         while not done:
+            # Time-stopped runs sleep until the tool prints or the deadline: no wakeups
+            # of ours compete with the tool while it measures. Sampling and the drain
+            # grace need a short period.
+            if counter is not None or sent_until is not None:
+                wait_s = 0.05
+            else:
+                wait_s = max(0.01, (deadline - rec.now()) / 1e9)
             try:
-                item = lines.get(timeout=0.05)
+                item = lines.get(timeout=wait_s)
             except queue.Empty:
                 item = ("", -1)
             if item is None:
