@@ -42,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -365,6 +365,17 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # so that the finally blocks remove what we created
 
 
+def section(out: dict[str, Any], name: str, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run one benchmark into ``out[name]``; a failure to run it is a failed figure, not a traceback."""
+    try:
+        res = measure()
+    except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+        print(f"  {name}: ERROR {e}")
+        res = {"error": str(e), "pass": False}
+    out[name] = res
+    return res
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--seconds", type=float, default=20.0,
@@ -382,15 +393,9 @@ def main() -> int:
         print(f"fidelity: sockperf vs worker, TCP {MSG_BYTES} B, {args.mps} msg/s, "
               f"{args.seconds:g} s each in {args.blocks} alternating blocks, CPU 0, "
               f"filler={args.filler}", flush=True)
-        try:
-            f = fidelity(args.seconds, args.mps, args.blocks, args.filler)
-        except (RuntimeError, subprocess.SubprocessError, OSError) as e:
-            print(f"  fidelity: ERROR {e}")
-            out["fidelity"] = {"error": str(e), "pass": False}
-            ok = False
-        else:
-            out["fidelity"] = f
-            ok &= f["pass"]
+        f = section(out, "fidelity", lambda: fidelity(args.seconds, args.mps, args.blocks, args.filler))
+        ok &= f["pass"]
+        if "error" not in f:
             print(f"  {'':10} {'n':>7} {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8}")
             for tool in ("sockperf", "worker"):
                 t = f[tool]
@@ -405,15 +410,9 @@ def main() -> int:
     if args.only in (None, "cost"):
         print(f"cost: {COST_HOSTS} workers on 127.0.0.11..18, {COST_HOSTS} peers each "
               f"(self included), {COST_RATE:g} rounds/s, {args.seconds:g} s", flush=True)
-        try:
-            c = cost(args.seconds)
-        except (RuntimeError, subprocess.SubprocessError, OSError) as e:
-            print(f"  cost: ERROR {e}")
-            out["cost"] = {"error": str(e), "pass": False}
-            ok = False
-        else:
-            out["cost"] = c
-            ok &= c["pass"]
+        c = section(out, "cost", lambda: cost(args.seconds))
+        ok &= c["pass"]
+        if "error" not in c:
             print(f"  {'host':6} {'CPU %':>6} {'whole run %':>12} {'rows':>7} {'timeouts':>9} "
                   f"{'late':>5}")
             for r in c["per_host"]:

@@ -7,7 +7,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -25,6 +24,7 @@ from cloudbench.analysis.latency import (
 from cloudbench.analysis.levelshift import echo_level_shifts
 from cloudbench.report_wan import build_paths, render_wan, write_wan
 from cloudbench.results import RunDir, write_csv
+from cloudbench.ui import titled_table
 
 REPORT_DIR = "report"
 
@@ -110,7 +110,7 @@ def _distribution_table(console: Console, title: str, rows: list[dict[str, Any]]
     """Table-1 style: one row per group; transposed (groups as columns) when narrow."""
     cols = ["count", "timeouts", "mean", *[pct_label(p) for p in PERCENTILES], "max"]
     wide = console.width >= 16 * (len(cols) + len(labels)) // 2 + 40
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    t = titled_table(title)
     if wide:
         for c in labels:
             t.add_column(c, no_wrap=True)
@@ -144,19 +144,16 @@ def render(report: dict[str, Any], console: Console, windows: bool = False, pair
                 console, f"{wname}: quorum latency (µs; k-th fastest reply per round)", w["quorums"],
                 ["quorum", "group"]))
         if windows and w["windows"]:
-            wt = Table(title=f"{wname}: windowed mean RTT (µs)", title_justify="left", box=box.SIMPLE_HEAD)
-            for c in ("repetition", "trial", "start_s", "group", "count", "mean"):
-                wt.add_column(c, justify="right")
+            cols = ("repetition", "trial", "start_s", "group", "count", "mean")
+            wt = titled_table(f"{wname}: windowed mean RTT (µs)", cols)
             for r in w["windows"]:
-                wt.add_row(*[_fmt(r[c]) for c in ("repetition", "trial", "start_s", "group", "count", "mean")])
+                wt.add_row(*[_fmt(r[c]) for c in cols])
             console.print(wt)
         if pairs and w["pairs"]:
-            pt = Table(title=f"{wname}: per pair (µs)", title_justify="left", box=box.SIMPLE_HEAD)
-            for c in ("src", "dst", "group", "count", "timeouts", "mean", "p50", "p99", "max"):
-                pt.add_column(c, justify="right")
+            pair_cols = ("src", "dst", "group", "count", "timeouts", "mean", "p50", "p99", "max")
+            pt = titled_table(f"{wname}: per pair (µs)", pair_cols)
             for r in w["pairs"]:
-                pt.add_row(*[_fmt(r[c]) for c in ("src", "dst", "group", "count", "timeouts", "mean",
-                                                    "p50", "p99", "max")])
+                pt.add_row(*[_fmt(r[c]) for c in pair_cols])
             console.print(pt)
     render_wan(report, console)
     if report.get("damaged"):

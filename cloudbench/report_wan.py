@@ -13,7 +13,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -28,6 +27,7 @@ from cloudbench.analysis.paths import (
     path_change,
 )
 from cloudbench.results import RunDir, write_csv
+from cloudbench.ui import titled_table
 from cloudbench.workloads.traceroute import asn_table_path, graphs
 
 PATH_TABLES = ("paths", "hops", "diamonds", "changes", "inflation")
@@ -110,9 +110,7 @@ def _fmt(v: Any) -> str:
 
 
 def _table(title: str, rows: list[dict[str, Any]], cols: list[str]) -> Table:
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("src", "dst", "series", "kind", "as_path") else "right")
+    t = titled_table(title, cols, left=("src", "dst", "series", "kind", "as_path"))
     for r in rows:
         t.add_row(*[_fmt(r.get(c, "")) for c in cols])
     return t

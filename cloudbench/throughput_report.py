@@ -17,9 +17,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from cloudbench.analysis.throughput import (
     asymmetry,
@@ -42,6 +40,7 @@ from cloudbench.analysis.tokenbucket import (
 from cloudbench.results import RunDir, iter_observation_files, read_parquet
 from cloudbench.shaping import expected_goodput
 from cloudbench.topology import HostSpec, classify_pair
+from cloudbench.ui import titled_table
 from cloudbench.vmtypes import VmTypeModel
 
 KINDS = ("throughput", "tbdrain")
@@ -452,37 +451,31 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
     if sec["kind"] == "throughput":
         rows = [{**r, "pair": f"{r['src']}→{r['dst']}"} for r in sec.get("trials", [])]
         cols = [c for c in _TRIAL_COLS if any(_f(r.get(c[0], math.nan)) != "-" for r in rows)]
-        t = Table(title=f"{name}: throughput per trial (Mbit/s; CoV and percentiles over "
-                  "report intervals)", title_justify="left", box=box.SIMPLE_HEAD)
-        for _, header, _ in cols:
-            t.add_column(header, justify="right", no_wrap=True)
+        t = titled_table(f"{name}: throughput per trial (Mbit/s; CoV and percentiles over "
+                         "report intervals)", [header for _, header, _ in cols], no_wrap=True)
         for r in rows:
             t.add_row(*[_f(r.get(key, math.nan), digits) for key, _, digits in cols])
         console.print(t)
         if sec.get("asymmetry"):
-            a = Table(title=f"{name}: direction asymmetry (Mbit/s)", title_justify="left",
-                      box=box.SIMPLE_HEAD)
-            for c in ("rep", "a", "b", "a→b", "b→a", "ratio"):
-                a.add_column(c, justify="right", no_wrap=True)
+            a = titled_table(f"{name}: direction asymmetry (Mbit/s)",
+                             ("rep", "a", "b", "a→b", "b→a", "ratio"), no_wrap=True)
             for r in sec["asymmetry"]:
                 a.add_row(str(r["repetition"]), r["a"], r["b"], _f(r["a_to_b_mbps"]),
                           _f(r["b_to_a_mbps"]), _f(r["ratio"], 3))
             console.print(a)
         if sec.get("cv_rmse"):
-            cv = Table(title=f"{name}: CV_RMSE between zone pairs", title_justify="left",
-                       box=box.SIMPLE_HEAD)
-            for col in ("regions", "zones x", "zones y", "n", "CV_RMSE", "paired by"):
-                cv.add_column(col, justify="right", no_wrap=True)
+            cv = titled_table(f"{name}: CV_RMSE between zone pairs",
+                              ("regions", "zones x", "zones y", "n", "CV_RMSE", "paired by"),
+                              no_wrap=True)
             for r in sec["cv_rmse"]:
                 cv.add_row(r["regions"], r["zones_x"], r["zones_y"], str(r["n"]),
                            _f(r["cv_rmse"], 3), r["method"])
             console.print(cv)
     else:
-        t = Table(title=f"{name}: token-bucket drains (rates Mbit/s, budget Mbit, times s; "
-                  "± bootstrap SD)", title_justify="left", box=box.SIMPLE_HEAD)
-        for c in ("pair", "vm_type", "drained", "high", "low", "empty after", "budget", "rest",
-                  "refill"):
-            t.add_column(c, justify="right", no_wrap=True)
+        t = titled_table(f"{name}: token-bucket drains (rates Mbit/s, budget Mbit, times s; "
+                         "± bootstrap SD)", ("pair", "vm_type", "drained", "high", "low",
+                                              "empty after", "budget", "rest", "refill"),
+                         no_wrap=True)
         for r in sec.get("drains", []):
             t.add_row(f"{r['src']}→{r['dst']}", r["vm_type"], _f(r["drained"]),
                       _pm(r, "high_mbps"), _pm(r, "low_mbps"), _pm(r, "time_to_empty_s", 2),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
+
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from cloudbench.plan import Trial
 from cloudbench.workloads.base import TrialOutcome
@@ -50,3 +54,13 @@ class RichUI:
 
     def warn(self, text: str) -> None:
         self.console.log(f"[yellow]warning:[/] {escape(text)}")
+
+
+def titled_table(title: str, columns: Iterable[str] = (), left: Collection[str] = (),
+                 no_wrap: bool = False) -> Table:
+    """A report table: title on the left, a rule under the header, no outer padding;
+    ``columns`` right-aligned except those in ``left``."""
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in columns:
+        t.add_column(c, justify="left" if c in left else "right", no_wrap=no_wrap)
+    return t

@@ -103,6 +103,23 @@ def run_workers(tmp_path: Path, configs: list[dict[str, Any]], limit_s: float = 
     return results
 
 
+def hello(token: str) -> bytes:
+    """A client's hello as host id 9."""
+    raw = token.encode()
+    return struct.pack(">8sHH", b"CBEHELO1", 9, len(raw)) + raw
+
+
+def echo_of(sock: socket.socket, greeting: bytes, frame: bytes) -> bytes:
+    """Send the hello and one frame; what comes back, up to the frame's length."""
+    sock.sendall(greeting + frame)
+    echoed = b""
+    while len(echoed) < len(frame):
+        chunk = sock.recv(4096)
+        assert chunk, "the server closed the connection"
+        echoed += chunk
+    return echoed
+
+
 def rtt_us(rec: np.ndarray) -> np.ndarray:
     return (rec["recv_ns"].astype(np.int64) - rec["send_ns"].astype(np.int64)) / 1000.0
 
@@ -311,10 +328,6 @@ def test_server_rejects_a_wrong_token_and_echoes_for_the_right_one(tmp_path: Pat
         assert server.stdout is not None and server.stdin is not None
         assert server.stdout.readline() == "READY\n"
 
-        def hello(token: str) -> bytes:
-            raw = token.encode()
-            return struct.pack(">8sHH", b"CBEHELO1", 9, len(raw)) + raw
-
         with socket.create_connection((addr, port), timeout=3) as bad:
             bad.sendall(hello("f" * 32) + frame)
             got = b""
@@ -324,13 +337,7 @@ def test_server_rejects_a_wrong_token_and_echoes_for_the_right_one(tmp_path: Pat
             assert got == b""  # closed without echoing anything
 
         with socket.create_connection((addr, port), timeout=3) as good:
-            good.sendall(hello(TOKEN) + frame)
-            echoed = b""
-            while len(echoed) < len(frame):
-                chunk = good.recv(4096)
-                assert chunk
-                echoed += chunk
-            assert echoed == frame
+            assert echo_of(good, hello(TOKEN), frame) == frame
 
         server.stdin.close()  # "the local sender is done": no inbound left, so it exits
         server.wait(timeout=5)
@@ -356,14 +363,13 @@ def test_server_stops_reading_from_a_client_that_never_reads_its_echoes(tmp_path
     cfg = host_config("h1", 1, addr, port, [], linger_s=0.0, connect_timeout_s=5.0)
     cfg_path = tmp_path / "h1.json"
     cfg_path.write_text(json.dumps(cfg))
-    hello = struct.pack(">8sHH", b"CBEHELO1", 9, len(TOKEN)) + TOKEN.encode()
     cmd = [sys.executable, str(WORKER), "serve", str(cfg_path)]
     with started([cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as [server]:
         assert server.stdout is not None and server.stdin is not None
         assert server.stdout.readline() == "READY\n"
         before = rss_kib(server.pid)
         with socket.create_connection((addr, port), timeout=3) as hog:
-            hog.sendall(hello)
+            hog.sendall(hello(TOKEN))
             hog.setblocking(False)
             block = b"z" * 65536
             sent = 0
@@ -383,13 +389,7 @@ def test_server_stops_reading_from_a_client_that_never_reads_its_echoes(tmp_path
             assert rss_kib(server.pid) - before < 8 * 1024
             with socket.create_connection((addr, port), timeout=3) as good:  # still served
                 frame = struct.pack(">IHI", 0, 9, 4) + b"ping"
-                good.sendall(hello + frame)
-                echoed = b""
-                while len(echoed) < len(frame):
-                    chunk = good.recv(4096)
-                    assert chunk
-                    echoed += chunk
-                assert echoed == frame
+                assert echo_of(good, hello(TOKEN), frame) == frame
         server.stdin.close()
         server.wait(timeout=5)
     assert server.returncode == 0

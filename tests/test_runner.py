@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench.errors import ProvisionError
+from cloudbench.errors import ProvisionError, RemoteFailure
+from cloudbench.remote import HostResult
 from cloudbench.runner import CampaignRunner, QuietUI
 from cloudbench.spec import parse_spec
 from cloudbench.testing.fakes import FakeProvider
+from cloudbench.workloads.base import TrialOutcome
 
 from .conftest import QUICKSTART
 
@@ -71,3 +73,11 @@ def test_budget_and_bad_specs_create_nothing(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="one provider"):
         CampaignRunner(two_providers, "q.yaml", tmp_path, provider_factory=lambda _n: fake).execute()
     assert list(tmp_path.iterdir()) == [] and fake.provisioned == []
+
+
+def test_outcome_keeps_the_hosts_that_succeeded_and_records_the_others() -> None:
+    outcome = TrialOutcome()
+    boom = RemoteFailure("h2", "python3 echo.py run", 1, "Traceback ...", "worker failed")
+    ok = outcome.succeeded([HostResult("h1", 1), HostResult("h2", failure=boom), HostResult("h3", 3)])
+    assert [(r.host, r.value) for r in ok] == [("h1", 1), ("h3", 3)]
+    assert outcome.failures == [boom]

@@ -15,7 +15,7 @@ from cloudbench.errors import RemoteFailure
 if TYPE_CHECKING:
     from cloudbench.plan import Trial
     from cloudbench.providers.base import Cluster
-    from cloudbench.remote import Remote
+    from cloudbench.remote import HostResult, Remote
     from cloudbench.results import RunDir
     from cloudbench.spec import Spec
 
@@ -42,6 +42,16 @@ class TrialOutcome:
     rows: int = 0
     failures: list[RemoteFailure] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+
+    def succeeded(self, results: list[HostResult]) -> list[HostResult]:
+        """The hosts of a fan-out that succeeded; the others' failures are recorded here."""
+        ok = []
+        for r in results:
+            if r.failure is None:
+                ok.append(r)
+            else:
+                self.failures.append(r.failure)
+        return ok
 
 
 class WorkloadKind(Protocol):

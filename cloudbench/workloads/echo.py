@@ -117,11 +117,7 @@ class EchoKind:
         async with ticking(ctx, "", limit - 30):
             results = await ctx.remote.fan_out(one, hosts)
         parts: list[tuple[str, dict[str, Any], np.ndarray]] = []
-        for r in results:
-            if not r.ok:
-                assert r.failure is not None
-                outcome.failures.append(r.failure)
-                continue
+        for r in outcome.succeeded(results):
             info = r.value
             local = Path(info.pop("local"))
             cmd, tail = info.pop("command"), info.pop("stderr_tail")

@@ -105,11 +105,7 @@ class TracerouteKind:
 
         results = await ctx.remote.fan_out(one, [ctx.cluster.host(s) for s in sources])
         traces: list[tuple[str, Trace]] = []
-        for res in results:
-            if not res.ok:
-                assert res.failure is not None
-                outcome.failures.append(res.failure)
-                continue
+        for res in outcome.succeeded(results):
             s = res.value
             outcome.files[s["rel"]] = s["sha256_local"]
             if "failure" in s:
