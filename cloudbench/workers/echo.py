@@ -380,12 +380,15 @@ def _echo_loop(conn: socket.socket) -> None:
     buf = bytearray(ECHO_BUFFER)
     view = memoryview(buf)
     recv_into = conn.recv_into
+    send = conn.send
     sendall = conn.sendall
     while True:
         n = recv_into(buf)
         if not n:
             return
-        sendall(view[:n])
+        sent = send(view[:n])  # all of it, nearly always: sendall's loop only for the rest
+        if sent < n:
+            sendall(view[sent:n])
 
 
 def cmd_serve(config_path: str) -> int:
@@ -472,13 +475,12 @@ class Peer(object):
         "last_error",
         "next_attempt",
         "out",
+        "q",
         "rbuf",
-        "rq",
         "sock",
         "spec",
         "state",
         "thread",
-        "tq",
         "why",
     )
 
@@ -490,11 +492,12 @@ class Peer(object):
         self.attempt_deadline = 0
         self.next_attempt = 0
         self.thread: threading.Thread | None = None
-        # Frames in flight, oldest first: their rounds and send times. The sender
-        # appends, the receiver thread and the timeout sweep pop (under Sender.lock).
-        self.rq: collections.deque[int] = collections.deque()
-        self.tq: collections.deque[int] = collections.deque()
-        self.expired = 0  # leading entries of rq/tq already recorded as timeouts
+        # Frames in flight, oldest first: (round, send time). Only the sender thread
+        # appends, without the lock (deque.append is atomic), so that nothing but the
+        # send itself runs between a frame's send time and its send; the receiver
+        # thread and the timeout sweep read and pop under Sender.lock.
+        self.q: collections.deque[tuple[int, int]] = collections.deque()
+        self.expired = 0  # leading entries of q already recorded as timeouts
         self.rbuf = bytearray(rbuf_size)
         self.out = bytearray()  # bytes the socket did not take yet (sender thread only)
         self.last_error = ""
@@ -564,7 +567,7 @@ class Sender(object):
 
     def outstanding(self) -> int:
         """Frames in flight that have no row yet (call with the lock held)."""
-        return sum(len(p.rq) - p.expired for p in self.peers)
+        return sum(len(p.q) - p.expired for p in self.peers)
 
     def _row_now(self, p: Peer, rnd: int, flags: int, t: int) -> None:
         with self.lock:
@@ -645,15 +648,16 @@ class Sender(object):
         """Frames in flight on a broken connection become conn_lost rows (lock held)."""
         add = self.w.add
         warm_end = self.warm_end
-        rq = p.rq
-        tq = p.tq
-        for i in range(p.expired, len(rq)):
-            st = tq[i]
-            add(rq[i], p.id, FLAG_TIMEOUT | FLAG_CONN_LOST | (FLAG_WARMUP if st < warm_end else 0),
-                st, 0)
-        rq.clear()
-        tq.clear()
+        q = p.q
+        skip = p.expired
         p.expired = 0
+        while q:  # popped one by one: a frame the sender appends meanwhile still gets its row
+            rnd, st = q.popleft()
+            if skip:
+                skip -= 1  # recorded as a timeout already
+                continue
+            add(rnd, p.id, FLAG_TIMEOUT | FLAG_CONN_LOST | (FLAG_WARMUP if st < warm_end else 0),
+                st, 0)
         p.why = p.why or why
 
     def _maintain(self, now: int) -> int:
@@ -762,19 +766,18 @@ class Sender(object):
         """
         fs = self.fs
         buf = p.rbuf
-        rq = p.rq
-        tq = p.tq
+        q = p.q
         add = self.w.add
         unpack_from = ROUND_FIELD.unpack_from
         off = 0
         while have - off >= fs:
             got = unpack_from(buf, off)[0]
-            if not rq:
+            if not q:
                 return 0, "echo of round %d that was never sent" % got
-            if rq[0] != got:
-                return 0, "echo out of sync: round %d, expected %d" % (got, rq[0])
-            expected = rq.popleft()
-            st = tq.popleft()
+            expected, st = q[0]
+            if expected != got:
+                return 0, "echo out of sync: round %d, expected %d" % (got, expected)
+            q.popleft()
             if p.expired:
                 p.expired -= 1  # a late reply to a row already recorded as a timeout
             else:
@@ -801,16 +804,15 @@ class Sender(object):
         nxt = _INF
         with self.lock:
             for p in self.peers:
-                rq = p.rq
-                tq = p.tq
+                q = p.q
                 i = p.expired
-                end = len(rq)
+                end = len(q)
                 while i < end:
-                    st = tq[i]
+                    rnd, st = q[i]
                     if st + tmo > now:
                         nxt = min(nxt, st + tmo)
                         break
-                    add(rq[i], p.id, FLAG_TIMEOUT | (FLAG_WARMUP if st < warm_end else 0), st, 0)
+                    add(rnd, p.id, FLAG_TIMEOUT | (FLAG_WARMUP if st < warm_end else 0), st, 0)
                     i += 1
                 p.expired = i
         return nxt
@@ -823,16 +825,13 @@ class Sender(object):
         frame = self.frame
         ROUND_FIELD.pack_into(frame, 0, rnd)
         dontwait = socket.MSG_DONTWAIT
-        lock = self.lock
         for p in self.peers:
             sock = p.sock
             if p.state != _STATE_CONNECTED or sock is None or p.out:
                 self._send_slow(p, rnd)
                 continue
             t = mono()
-            with lock:  # before the send (the reply may be back first), and never half-seen
-                p.rq.append(rnd)  # by a receiver failing the in-flight frames
-                p.tq.append(t)
+            p.q.append((rnd, t))  # before the send: the reply may be back first
             try:
                 n = sock.send(frame, dontwait)
             except (BlockingIOError, InterruptedError):
@@ -852,9 +851,7 @@ class Sender(object):
         elif len(p.out) + self.fs > MAX_OUTBOUND:
             self._row_now(p, rnd, FLAG_TIMEOUT | FLAG_SEND_FAILED, t)
         else:
-            with self.lock:
-                p.rq.append(rnd)
-                p.tq.append(t)
+            p.q.append((rnd, t))
             p.out += self.frame  # goes out when the socket is writable again
 
     # ---- phases
