@@ -18,7 +18,8 @@ worker/sockperf p50 <= 1.15 and p99 <= 1.3 over the pooled samples.
 cost: 8 worker instances on 127.0.0.11..18, all-to-all including self-loops, 100
 rounds/s, 1 KiB payload: CPU time per host (the worker process and any children,
 every thread) over wall time while the rounds run, from the scheduler's exact run
-time per thread (/proc/<pid>/task/*/schedstat). On loopback each send also runs
+time per thread (/proc/<pid>/task/*/schedstat); printed also split into the sender
+(the worker process) and the echo server (its child). On loopback each send also runs
 the receiving side's TCP processing (softirq) in the sender's context, so this
 counts the kernel's network work for the host's traffic too. Target <= 5 % of one
 core per host.
@@ -333,10 +334,10 @@ def cost(seconds: float) -> dict[str, Any]:
             time.sleep(warmup + 2.0)
             pids = [[r.pid, *children(r.pid)] for r in runs]
             t_a = time.monotonic()
-            cpu_a = [sum(proc_cpu_s(p) for p in ps) for ps in pids]
+            cpu_a = [[proc_cpu_s(p) for p in ps] for ps in pids]
             time.sleep(max(seconds - 3.0, 1.0))
             t_b = time.monotonic()
-            cpu_b = [sum(proc_cpu_s(p) for p in ps) for ps in pids]
+            cpu_b = [[proc_cpu_s(p) for p in ps] for ps in pids]
             for i, r in enumerate(runs):
                 stdout, stderr = r.communicate(timeout=seconds + 60)
                 if r.returncode != 0:
@@ -344,7 +345,10 @@ def cost(seconds: float) -> dict[str, Any]:
                 summary = json.loads(stdout)
                 results.append({
                     "host": f"c{i}", "processes": len(pids[i]),
-                    "cpu_pct": 100.0 * (cpu_b[i] - cpu_a[i]) / (t_b - t_a),
+                    "cpu_pct": 100.0 * (sum(cpu_b[i]) - sum(cpu_a[i])) / (t_b - t_a),
+                    # the worker process (sender) and its child (the echo server)
+                    "sender_cpu_pct": 100.0 * (cpu_b[i][0] - cpu_a[i][0]) / (t_b - t_a),
+                    "server_cpu_pct": 100.0 * (sum(cpu_b[i][1:]) - sum(cpu_a[i][1:])) / (t_b - t_a),
                     "whole_run_cpu_pct": 100.0 * summary["cpu_s"] / summary["wall_s"],
                     "rows": summary["rows"], "timeouts": summary["timeouts"],
                     "late_sends": summary["late_sends"], "errors": summary["errors"],
@@ -413,10 +417,11 @@ def main() -> int:
         c = section(out, "cost", lambda: cost(args.seconds))
         ok &= c["pass"]
         if "error" not in c:
-            print(f"  {'host':6} {'CPU %':>6} {'whole run %':>12} {'rows':>7} {'timeouts':>9} "
-                  f"{'late':>5}")
+            print(f"  {'host':6} {'CPU %':>6} {'sender':>7} {'server':>7} {'whole run %':>12} "
+                  f"{'rows':>7} {'timeouts':>9} {'late':>5}")
             for r in c["per_host"]:
-                print(f"  {r['host']:6} {r['cpu_pct']:6.2f} {r['whole_run_cpu_pct']:12.2f} "
+                print(f"  {r['host']:6} {r['cpu_pct']:6.2f} {r['sender_cpu_pct']:7.2f} "
+                      f"{r['server_cpu_pct']:7.2f} {r['whole_run_cpu_pct']:12.2f} "
                       f"{r['rows']:7d} {r['timeouts']:9d} {r['late_sends']:5d}")
             print(f"  max {c['max_cpu_pct']:.2f} % of one core per host (target <= "
                   f"{CPU_TARGET:g} %)  {'PASS' if c['pass'] else 'FAIL'}", flush=True)
