@@ -68,7 +68,37 @@ def build_report(run: RunDir) -> dict[str, Any]:
         }
         sec = rep["workloads"][w["name"]]
         sec["level_shifts"] = echo_level_shifts(d, float(w.get("window", 30.0)), sec["windows"])
+        sec["workers"] = echo_worker_health(manifest, w["name"])
     return rep
+
+
+def echo_worker_health(manifest: dict[str, Any], workload: str) -> dict[str, Any] | None:
+    """What the echo workers said about themselves: their CPU share and rounds sent late.
+
+    A worker short of CPU sends its rounds late and stamps replies late, so these
+    say how far its RTTs can be trusted. CPU is the worker's whole run (server
+    included) over its wall time; a round is late when it left more than 1 ms (or
+    half an interval) after its scheduled time. None when no trial reported.
+    """
+    worst: tuple[float, str, str] | None = None
+    late = rounds = lag_us = 0
+    for t in manifest.get("trials", []):
+        if t.get("workload") != workload:
+            continue
+        for host, s in (t.get("stats") or {}).items():
+            wall = float(s.get("wall_s") or 0.0)
+            if wall > 0:
+                pct = 100.0 * float(s.get("cpu_s") or 0.0) / wall
+                if worst is None or pct > worst[0]:
+                    worst = (pct, host, str(t.get("id")))
+            late += int(s.get("late_sends") or 0)
+            rounds += int(s.get("rounds") or 0)
+            lag_us = max(lag_us, int(s.get("max_send_lag_us") or 0))
+    if worst is None:
+        return None
+    return {"cpu_pct_max": round(worst[0], 2), "cpu_pct_max_host": worst[1],
+            "cpu_pct_max_trial": worst[2], "rounds": rounds, "late_sends": late,
+            "max_send_lag_us": lag_us}
 
 
 def write_report(run: RunDir, report: dict[str, Any]) -> list[Path]:
@@ -143,6 +173,14 @@ def render(report: dict[str, Any], console: Console, windows: bool = False, pair
             console.print(_distribution_table(
                 console, f"{wname}: quorum latency (µs; k-th fastest reply per round)", w["quorums"],
                 ["quorum", "group"]))
+        health = w.get("workers")
+        if health:
+            share = health["late_sends"] / health["rounds"] if health["rounds"] else 0.0
+            console.print(
+                f"{escape(wname)}: workers used at most {health['cpu_pct_max']:.1f} % of a core "
+                f"({escape(health['cpu_pct_max_host'])}, {escape(health['cpu_pct_max_trial'])}); "
+                f"{health['late_sends']} of {health['rounds']} rounds ({share:.2%}) left late, "
+                f"by at most {health['max_send_lag_us'] / 1000:.1f} ms")
         if windows and w["windows"]:
             cols = ("repetition", "trial", "start_s", "group", "count", "mean")
             wt = titled_table(f"{wname}: windowed mean RTT (µs)", cols)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from cloudbench.analysis.latency import (
     PERCENTILES,
@@ -13,6 +14,7 @@ from cloudbench.analysis.latency import (
     quorum_latencies,
     windowed_means,
 )
+from cloudbench.report import echo_worker_health, render
 from cloudbench.topology import GROUP_ORDER, HostSpec, PairGroup, classify_pair
 
 
@@ -111,3 +113,30 @@ def test_windows_and_pairs() -> None:
     ab = next(p for p in pairs if p["src"] == "a" and p["dst"] == "b")
     sel = rtt[0, 1, 2:]
     assert ab["count"] == 298 and ab["p50"] == pytest.approx(np.percentile(sel, 50))
+
+
+def test_echo_worker_health_from_the_trials_stats() -> None:
+    def stats(cpu_s: float, late: int, lag_us: int) -> dict[str, float | int]:
+        return {"cpu_s": cpu_s, "wall_s": 20.0, "rounds": 2000, "late_sends": late,
+                "max_send_lag_us": lag_us}
+
+    manifest = {"trials": [
+        {"id": "r000-t000-echo", "workload": "echo",
+         "stats": {"a": stats(1.0, 3, 1500), "b": stats(1.6, 0, 200)}},
+        {"id": "r001-t000-echo", "workload": "echo", "stats": {"a": stats(0.4, 1, 4200)}},
+        # another workload's trial and a trial whose hosts all failed do not count
+        {"id": "r000-t001-other", "workload": "other", "stats": {"a": stats(19.0, 500, 90000)}},
+        {"id": "r001-t001-echo", "workload": "echo", "stats": {}},
+    ]}
+    h = echo_worker_health(manifest, "echo")
+    assert h == {"cpu_pct_max": 8.0, "cpu_pct_max_host": "b", "cpu_pct_max_trial": "r000-t000-echo",
+                 "rounds": 6000, "late_sends": 4, "max_send_lag_us": 4200}
+    assert echo_worker_health(manifest, "missing") is None
+
+    console = Console(record=True, width=200)
+    render({"campaign": "c", "run_id": "x", "status": "complete", "repetitions": 2, "seed": 1,
+            "damaged": [], "failures": [],
+            "workloads": {"echo": {"kind": "echo", "groups": [], "quorums": [], "windows": [],
+                                   "pairs": [], "workers": h}}}, console)
+    assert ("echo: workers used at most 8.0 % of a core (b, r000-t000-echo); "
+            "4 of 6000 rounds (0.07%) left late, by at most 4.2 ms") in console.export_text()

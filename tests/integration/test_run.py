@@ -90,6 +90,9 @@ def test_every_round_and_peer_is_a_row(tmp_path: Path) -> None:
     groups = [g["group"] for g in rep["workloads"]["echo"]["groups"]]
     assert groups == ["self", "same_subnet", "cross_subnet", "cross_zone", "cross_region"]
     assert [q["quorum"] for q in rep["workloads"]["echo"]["quorums"]] == ["Q2/3", "Q3/3"]
+    health = rep["workloads"]["echo"]["workers"]
+    assert health["rounds"] == sum(t["stats"][h]["rounds"] for t in m["trials"] for h in hosts)
+    assert 0 < health["cpu_pct_max"] < 100 and health["cpu_pct_max_host"] in hosts
     written = write_report(run, rep)
     assert any(p.name == "echo_groups.csv" for p in written)
     summaries = run.summaries().to_pylist()
