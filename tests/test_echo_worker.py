@@ -81,6 +81,19 @@ def started(cmds: list[list[str]], **kw: Any) -> Iterator[list[subprocess.Popen[
                 p.wait()
 
 
+@contextlib.contextmanager
+def serving(tmp_path: Path, addr: str, port: int, **kw: Any) -> Iterator[subprocess.Popen[str]]:
+    """A standalone `echo.py serve` (host h1, no peers) that has said READY."""
+    cfg_path = tmp_path / "h1.json"
+    cfg_path.write_text(json.dumps(host_config("h1", 1, addr, port, [], linger_s=0.0,
+                                               connect_timeout_s=5.0)))
+    cmd = [sys.executable, str(WORKER), "serve", str(cfg_path)]
+    with started([cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE, **kw) as [server]:
+        assert server.stdout is not None and server.stdin is not None
+        assert server.stdout.readline() == "READY\n"
+        yield server
+
+
 def run_workers(tmp_path: Path, configs: list[dict[str, Any]], limit_s: float = 15.0,
                 python: str = sys.executable) -> list[tuple[dict[str, Any], Path, int]]:
     """Run `echo.py run` for every config at once; (summary, out file, exit code) each."""
@@ -318,16 +331,9 @@ def test_peer_that_stops_reading_gets_send_failed_rows_and_bounded_memory(
 def test_server_rejects_a_wrong_token_and_echoes_for_the_right_one(tmp_path: Path) -> None:
     addr = "127.0.0.3"
     port = free_port(addr)
-    cfg = host_config("h1", 1, addr, port, [], linger_s=0.0, connect_timeout_s=5.0)
-    cfg_path = tmp_path / "h1.json"
-    cfg_path.write_text(json.dumps(cfg))
     frame = struct.pack(">IHI", 0, 9, 16) + b"x" * 16
-    cmd = [sys.executable, str(WORKER), "serve", str(cfg_path)]
-    with started([cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                 stderr=subprocess.PIPE) as [server]:
+    with serving(tmp_path, addr, port, stderr=subprocess.PIPE) as server:
         assert server.stdout is not None and server.stdin is not None
-        assert server.stdout.readline() == "READY\n"
-
         with socket.create_connection((addr, port), timeout=3) as bad:
             bad.sendall(hello("f" * 32) + frame)
             got = b""
@@ -360,13 +366,8 @@ def test_server_stops_reading_from_a_client_that_never_reads_its_echoes(tmp_path
     """Its echoes wait in the kernel, not in the worker's memory, and others are still served."""
     addr = "127.0.0.3"
     port = free_port(addr)
-    cfg = host_config("h1", 1, addr, port, [], linger_s=0.0, connect_timeout_s=5.0)
-    cfg_path = tmp_path / "h1.json"
-    cfg_path.write_text(json.dumps(cfg))
-    cmd = [sys.executable, str(WORKER), "serve", str(cfg_path)]
-    with started([cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as [server]:
-        assert server.stdout is not None and server.stdin is not None
-        assert server.stdout.readline() == "READY\n"
+    with serving(tmp_path, addr, port) as server:
+        assert server.stdin is not None
         before = rss_kib(server.pid)
         with socket.create_connection((addr, port), timeout=3) as hog:
             hog.sendall(hello(TOKEN))

@@ -43,7 +43,7 @@ Hot loop (measured on 2-vCPU VMs against sockperf and C clients; see bench/bench
 * Behind schedule, overdue rounds go out at twice the nominal rate instead of
   in one burst, whose frames would queue behind each other.
 * The server (its own process, so no GIL is shared with the sender) runs one
-  blocking thread per connection: recv_into + sendall, two system calls per echo.
+  blocking thread per connection: recv_into + send, two system calls per echo.
 """
 
 from __future__ import annotations
@@ -531,11 +531,11 @@ class Sender(object):
         specs = sorted(cfg.peers, key=lambda p: p.id == cfg.host_id)
         self.peers = [Peer(p, max(65536, 2 * self.fs)) for p in specs]
         self.by_fd: dict[int, Peer] = {}
-        self.rfds: list[int] = []
         self.wfds: list[int] = []
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
+        self.rfds = [self.wake_r]  # the main thread reads nothing else: replies go to receivers
         self.timeout_ns = int(cfg.timeout_s * 1e9)
         self.interval_ns = 1e9 / cfg.rate
         self.n_rounds = max(0, math.ceil((cfg.duration_s + cfg.warmup_s) * cfg.rate - 1e-9))
@@ -561,7 +561,6 @@ class Sender(object):
         return [m if c == 1 else "%s (x%d)" % (m, c) for m, c in self.errors.items()]
 
     def _refresh_fds(self) -> None:
-        self.rfds = [self.wake_r]
         self.wfds = [p.sock.fileno() for p in self.peers if p.sock is not None and (
             p.state == _STATE_CONNECTING or (p.state == _STATE_CONNECTED and p.out))]
 
@@ -663,9 +662,8 @@ class Sender(object):
     def _maintain(self, now: int) -> int:
         """Reap broken connections, start due connect attempts, abandon stale ones."""
         nxt = _INF
+        self._reap_broken(now)
         for p in self.peers:
-            if p.state == _STATE_BROKEN:
-                self._broken(p, now, p.why or "receiver stopped")
             if p.state == _STATE_IDLE:
                 if now >= p.next_attempt:
                     self._attempt(p, now)
@@ -716,9 +714,13 @@ class Sender(object):
         """The timer fired or a receiver thread gave up: reap broken connections."""
         with contextlib.suppress(OSError):
             os.read(self.wake_r, 4096)
+        self._reap_broken(time.monotonic_ns())
+
+    def _reap_broken(self, now: int) -> None:
+        """Connections a receiver thread gave up on: rows, close, retry later."""
         for p in self.peers:
             if p.state == _STATE_BROKEN:
-                self._broken(p, time.monotonic_ns(), p.why or "receiver stopped")
+                self._broken(p, now, p.why or "receiver stopped")
 
     # ---- replies (receiver threads)
 
@@ -932,12 +934,13 @@ class Sender(object):
                     self._maintain(now)
                 else:
                     self.next_maint = _INF  # no reconnects once every round is sent
-            with lock:
-                outstanding = self.outstanding()
-                if w.n >= w.soft and outstanding == 0:
-                    w.flush()  # while nothing is in flight, so no reply waits for the disk
-            if rnd >= n_rounds and outstanding == 0:
-                break
+            if rnd >= n_rounds or w.n >= w.soft:  # only then does it matter what is in flight
+                with lock:
+                    idle = self.outstanding() == 0
+                    if idle and w.n >= w.soft:
+                        w.flush()  # while nothing is in flight, so no reply waits for the disk
+                if idle and rnd >= n_rounds:
+                    break
             if rnd < n_rounds and now >= next_send:
                 lag = now - (t0 + int(rnd * interval))
                 if lag > self.max_lag_ns:
