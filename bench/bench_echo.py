@@ -53,6 +53,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from cloudbench.errors import CloudbenchError  # noqa: E402
+from cloudbench.nsutil import connect_in_netns, ip_batch  # noqa: E402
 from cloudbench.workloads.echo_format import FLAG_TIMEOUT, FLAG_WARMUP, read_echo_file  # noqa: E402
 
 WORKER = ROOT / "cloudbench" / "workers" / "echo.py"
@@ -96,10 +98,6 @@ class Procs:
         self.procs.clear()
 
 
-def run(cmd: list[str]) -> None:
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-
 def pinned(ns: str, cmd: list[str]) -> list[str]:
     return ["ip", "netns", "exec", ns, "taskset", "-c", "0", *cmd]
 
@@ -117,14 +115,11 @@ def veth_pair(tag: str) -> Iterator[tuple[str, str]]:
     ns_a, ns_b = f"cbbench{tag}a", f"cbbench{tag}b"
     if_a, if_b = f"cbb{tag}a", f"cbb{tag}b"
     try:
-        run(["ip", "netns", "add", ns_a])
-        run(["ip", "netns", "add", ns_b])
-        run(["ip", "link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b,
-             "netns", ns_b])
+        ip_batch([f"netns add {ns_a}", f"netns add {ns_b}",
+                  f"link add {if_a} netns {ns_a} type veth peer name {if_b} netns {ns_b}"])
         for ns, ifname, addr in ((ns_a, if_a, ADDR_A), (ns_b, if_b, ADDR_B)):
-            run(["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", ifname])
-            run(["ip", "-n", ns, "link", "set", ifname, "up"])
-            run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            ip_batch([f"addr add {addr}/24 dev {ifname}", f"link set {ifname} up",
+                      "link set lo up"], ns=ns)
         yield ns_a, ns_b
     finally:
         for ns in (ns_a, ns_b):
@@ -141,15 +136,13 @@ def filler_cmd() -> list[str]:
 
 def wait_listening(ns: str, addr: str, port: int, limit_s: float = 5.0) -> None:
     """Poll (from inside the namespace) until something accepts on addr:port."""
-    probe = (f"import socket,sys\ns=socket.socket()\ns.settimeout(0.2)\n"
-             f"sys.exit(s.connect_ex(({addr!r},{port})))")
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        p = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", probe],
-                           capture_output=True, check=False)
-        if p.returncode == 0:
+        try:
+            connect_in_netns(ns, addr, port, timeout=0.2).close()
             return
-        time.sleep(0.05)
+        except OSError:
+            time.sleep(0.05)
     raise RuntimeError(f"nothing listens on {addr}:{port} in {ns} after {limit_s:.0f} s")
 
 
@@ -373,7 +366,7 @@ def section(out: dict[str, Any], name: str, measure: Callable[[], dict[str, Any]
     """Run one benchmark into ``out[name]``; a failure to run it is a failed figure, not a traceback."""
     try:
         res = measure()
-    except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+    except (RuntimeError, subprocess.SubprocessError, OSError, CloudbenchError) as e:
         print(f"  {name}: ERROR {e}")
         res = {"error": str(e), "pass": False}
     out[name] = res
