@@ -16,7 +16,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -482,7 +482,7 @@ def test_worker_is_stdlib_only_and_py38_syntax() -> None:
 # --------------------------------------------------------------------------- reader
 
 
-def write_file(path: Path, header: dict[str, Any], records: list[tuple[int, ...]],
+def write_file(path: Path, header: dict[str, Any], records: Sequence[tuple[int, ...]],
                extra: bytes = b"", magic: bytes = MAGIC) -> None:
     blob = json.dumps(header).encode()
     body = b"".join(RECORD.pack(*r) for r in records)
