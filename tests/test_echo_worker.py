@@ -155,7 +155,7 @@ def test_three_hosts_every_row_present_with_self_loop(tmp_path: Path) -> None:
     rounds = 60  # (1.0 s + 0.2 s warm-up) at 50/s
     for cfg, (summary, out, code) in zip(configs, results, strict=True):
         assert code == 0, summary
-        assert summary["schema"] == 1 and summary["worker_version"] == "1"
+        assert summary["schema"] == 1 and summary["worker_version"] == "2"
         assert summary["host"] == cfg["host"]
         assert summary["errors"] == []
         assert summary["rounds"] == rounds
@@ -165,11 +165,15 @@ def test_three_hosts_every_row_present_with_self_loop(tmp_path: Path) -> None:
         header, rec = read_echo_file(out)
         assert header["host"] == cfg["host"] and header["host_id"] == cfg["host_id"]
         assert header["clock"] == "CLOCK_MONOTONIC" and header["truncated"] is False
-        assert header["peers"] == cfg["peers"]
+        assert header["peers"] == cfg["peers"] and header["rx_stamp"] == "kernel"
         assert_complete(rec, rounds, [0, 1, 2])
         # A loaded CI machine may lose a reply deadline now and then, never many.
         timeouts = (rec["flags"] & FLAG_TIMEOUT) != 0
         assert timeouts.sum() == summary["timeouts"] <= 3
+        # Every echo that came back in time was stamped by the kernel, but for the
+        # first ones if the kernel was slow to turn its receive timestamps on.
+        assert summary["kernel_stamps"] + summary["user_stamps"] == len(rec) - summary["timeouts"]
+        assert summary["user_stamps"] <= 3
         assert not (rec["flags"] & (FLAG_CONN_LOST | FLAG_SEND_FAILED)).any()
         ok = rec[~timeouts]
         rtt = rtt_us(ok)
@@ -204,6 +208,88 @@ def test_self_loop_off_has_no_self_rows(tmp_path: Path) -> None:
         _, rec = read_echo_file(out)
         assert cfg["host_id"] not in rec["peer"].tolist()
         assert_complete(rec, 60, [1 - cfg["host_id"]])
+
+
+def test_user_stamps_when_asked(tmp_path: Path) -> None:
+    configs = mesh(2, rx_stamp="user", duration_s=0.4, warmup_s=0.0)
+    for summary, out, code in run_workers(tmp_path, configs):
+        assert code == 0 and summary["errors"] == [], summary
+        header, rec = read_echo_file(out)
+        assert header["rx_stamp"] == "user"
+        assert summary["kernel_stamps"] == 0
+        assert summary["user_stamps"] == len(rec) - summary["timeouts"] > 0
+
+
+def wait_for_kernel_stamps(listener: socket.socket) -> None:
+    """The kernel turns receive timestamps on a moment after the first socket asks
+    (a deferred static-key switch); wait until a probe connection gets one."""
+    deadline = time.monotonic() + 5.0
+    with socket.create_connection(listener.getsockname()) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, worker.SO_TIMESTAMPNS, 1)
+        far, _ = listener.accept()
+        with far:
+            while time.monotonic() < deadline:
+                far.sendall(b"?")
+                _n, anc, _flags, _addr = probe.recvmsg_into([bytearray(16)], 64)
+                if anc:
+                    return
+                time.sleep(0.01)
+    raise AssertionError("the kernel never stamped a probe")
+
+
+@contextlib.contextmanager
+def sender_with_echo_pair(tmp_path: Path) -> Iterator[tuple[worker.Sender, worker.Peer,
+                                                            socket.socket]]:
+    """A Sender whose one peer is connected to a plain socket the test answers from."""
+    cfg = worker.Config(host_config("h0", 0, "127.0.0.2", 1, [
+        {"id": 1, "name": "h1", "addr": "127.0.0.3", "port": 1}], payload=16))
+    with (tmp_path / "o.bin").open("wb", buffering=0) as f, \
+            socket.create_server(("127.0.0.3", 0)) as listener:
+        sender = worker.Sender(cfg, worker.RecordWriter(f))
+        try:
+            p = sender.peers[0]
+            p.sock = socket.create_connection(listener.getsockname())
+            sender.by_fd[p.sock.fileno()] = p
+            far, _ = listener.accept()
+            with far:
+                sender._connected(p)  # turns on SO_TIMESTAMPNS: the kernel stamps from now on
+                wait_for_kernel_stamps(listener)
+                yield sender, p, far
+        finally:
+            sender.close()
+
+
+def test_echo_is_stamped_when_it_arrived_not_when_it_is_read(tmp_path: Path) -> None:
+    with sender_with_echo_pair(tmp_path) as (sender, p, far):
+        frame = bytes(sender.frame)
+        send_ns = time.monotonic_ns()
+        p.q.append((0, send_ns))
+        far.sendall(frame)  # the echo arrives now ...
+        arrived = time.monotonic_ns()
+        time.sleep(0.2)  # ... and is read 200 ms later
+        sender._on_readable(p, time.monotonic_ns(), worker.clock_offset())
+        ts = time.monotonic_ns()
+        assert sender.w.n == 1 and sender.n_kernel == 1 and sender.n_user == 0
+        _rnd, _peer, flags, st, recv_ns = RECORD.unpack_from(sender.w.buf, 0)
+        assert flags == 0 and st == send_ns
+        assert send_ns <= recv_ns <= arrived + 20_000_000 < ts  # not when it was read
+
+
+def test_a_stamp_outside_send_to_now_falls_back_to_the_read_time(tmp_path: Path) -> None:
+    """A wall clock that stepped between arrival and read must not make up an RTT."""
+    with sender_with_echo_pair(tmp_path) as (sender, p, far):
+        frame = bytearray(sender.frame)
+        for rnd, step_s in ((0, -10), (1, +10)):  # stepped forward, then back, by 10 s
+            struct.pack_into(">I", frame, 0, rnd)
+            send_ns = time.monotonic_ns()
+            p.q.append((rnd, send_ns))
+            far.sendall(frame)
+            time.sleep(0.05)
+            ts = time.monotonic_ns()
+            sender._on_readable(p, ts, worker.clock_offset() + step_s * 1_000_000_000)
+            _rnd, _peer, flags, st, recv_ns = RECORD.unpack_from(sender.w.buf, rnd * RECORD.size)
+            assert (_rnd, flags, st, recv_ns) == (rnd, 0, send_ns, ts)
+        assert sender.n_user == 2 and sender.n_kernel == 0
 
 
 def test_silent_peer_gives_timeout_rows_for_each_round(tmp_path: Path) -> None:
@@ -476,7 +562,7 @@ def test_worker_is_stdlib_only_and_py38_syntax() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}
-    assert worker.WORKER_VERSION == "1" and worker.SCHEMA == 1
+    assert worker.WORKER_VERSION == "2" and worker.SCHEMA == 1
 
 
 # --------------------------------------------------------------------------- reader

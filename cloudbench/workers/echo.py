@@ -23,27 +23,41 @@ Output file (little-endian records, big-endian header length):
 Times are ``CLOCK_MONOTONIC`` nanoseconds; ``t0_ns`` in the header is round 0's
 scheduled send. Every (round, peer) gets exactly one record, in any order.
 
+Receive times (``rx_stamp`` in CONFIG and header): ``"kernel"`` (the default)
+takes the kernel's receive timestamp of the echo's last segment
+(SO_TIMESTAMPNS, on CLOCK_REALTIME) and maps it onto CLOCK_MONOTONIC with the
+offset between the two clocks read when epoll returns, microseconds later, so
+a wall-clock slew moves it by nanoseconds at most. A stamp that is not in
+[send time, epoll return] (the wall clock stepped meanwhile) or missing is
+replaced by the time epoll returned. ``"user"`` always takes that time. The
+summary counts both (``kernel_stamps``, ``user_stamps``). The kernel stamp is
+what ping uses: it is when the bytes arrived, whatever this process was doing.
+
 Format history:
     schema 1 (worker 1): the format above.
+    schema 1 (worker 2): the same format; echoes stamped by the kernel.
 
 Hot loop (measured on 2-vCPU VMs against sockperf and C clients; see bench/bench_echo.py):
 
-* The sender's main thread sends each round (non-blocking, MSG_DONTWAIT) and
-  waits in select() *without* a timeout; it is woken by an interval timer
-  (SIGALRM through the signal wakeup pipe) armed just before the round is sent.
-  A select/epoll timeout would arm and cancel a kernel timer inside every
-  measured round trip: ~10 µs per round trip where timer programming traps.
-* One receiver thread per peer blocks in recv_into() and stamps the reply the
-  moment it returns, before taking the lock that guards the in-flight queues
-  and the record writer. A thread blocked in recv wakes ~3 µs sooner than one
-  blocked in select/epoll followed by recv.
+* The sender is one thread with one epoll loop: it sends each round
+  (non-blocking, MSG_DONTWAIT) and reads the echoes as they come. Worker 1's
+  receiver thread per peer, each blocked in recv, stamped replies ~3 µs sooner
+  than epoll could, but its wakeups, context switches and GIL handoffs cost
+  about 1 % of a core more per host at 100 rounds/s to 8 peers (and late
+  sends); with kernel stamps the loop's own wakeup no longer enters the RTT.
+* The loop waits in epoll *without* a timeout; an interval timer (SIGALRM
+  through the signal wakeup pipe) armed just before the round is sent wakes
+  it. A timeout would arm and cancel a kernel timer while the echoes are on
+  their way, ~10 µs per round trip where timer programming traps to the
+  hypervisor, and delays an echo server sharing the CPU.
 * Records are packed into a preallocated chunk (struct.pack_into) and written
   while nothing is in flight; the garbage collector is disabled and the heap
   frozen around the loop.
 * Behind schedule, overdue rounds go out at twice the nominal rate instead of
   in one burst, whose frames would queue behind each other.
-* The server (its own process, so no GIL is shared with the sender) runs one
-  blocking thread per connection: recv_into + send, two system calls per echo.
+* The server (its own process) runs one blocking thread per connection:
+  recv_into + send, two system calls per echo. On these VMs that was both
+  faster and cheaper than an epoll server.
 """
 
 from __future__ import annotations
@@ -69,7 +83,7 @@ import sys
 import threading
 import time
 
-WORKER_VERSION = "1"
+WORKER_VERSION = "2"
 SCHEMA = 1
 
 MAGIC = b"CBECHO1\n"
@@ -103,7 +117,13 @@ SERVER_EXIT_GRACE_S = 5.0
 _STATE_IDLE = 0
 _STATE_CONNECTING = 1
 _STATE_CONNECTED = 2
-_STATE_BROKEN = 3  # its receiver thread saw the connection end; the main thread reaps it
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux asm-generic and x86 value
+_TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux
+_TIMESPEC32 = struct.Struct("@ii")  # and on 32-bit
+_CMSG_SPACE = 64  # room for one timestamp control message
+_READ_EVENTS = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
+_WRITE_EVENTS = select.EPOLLOUT | select.EPOLLERR
 
 _INF = 1 << 62
 
@@ -149,6 +169,7 @@ class Config(object):
         "peers",
         "port",
         "rate",
+        "rx_stamp",
         "timeout_s",
         "token",
         "warmup_s",
@@ -172,6 +193,9 @@ class Config(object):
         self.timeout_s = _float(raw, "timeout_s", 1e-6, 3600.0)
         self.connect_timeout_s = _float(raw, "connect_timeout_s", 0.0, 3600.0)
         self.linger_s = _float(raw, "linger_s", 0.0, 3600.0)
+        self.rx_stamp = raw.get("rx_stamp", "kernel")
+        if self.rx_stamp not in ("kernel", "user"):
+            raise ConfigError("'rx_stamp' must be \"kernel\" or \"user\", got %r" % (self.rx_stamp,))
         peers = raw.get("peers")
         if not isinstance(peers, list) or len(peers) > MAX_PEERS:
             raise ConfigError("peers must be a list of at most %d objects" % MAX_PEERS)
@@ -406,7 +430,6 @@ def cmd_serve(config_path: str) -> int:
     except OSError as e:
         _log("server: cannot listen on %s:%d: %s" % (cfg.listen, cfg.port, e))
         return 1
-    threading.stack_size(256 * 1024)
     server = EchoServer(cfg, listener)
     sys.stdout.write("READY\n")
     sys.stdout.flush()
@@ -464,6 +487,32 @@ def _write_all(f: io.FileIO, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
+def clock_offset() -> int:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC in ns, to map kernel receive stamps onto CLOCK_MONOTONIC.
+
+    The two clocks move together; only a step of the wall clock changes the
+    offset. One reading can still be microseconds off: the first clock read
+    after the CPU woke from idle may take that long (measured here: up to
+    10 µs). So it is the realtime reading that sits between the closest pair
+    of monotonic readings, out of up to four tries.
+    """
+    mono = time.monotonic_ns
+    real = time.clock_gettime_ns
+    clock = time.CLOCK_REALTIME
+    best_gap = _INF
+    best = 0
+    for _ in range(4):
+        m1 = mono()
+        r = real(clock)
+        m2 = mono()
+        if m2 - m1 < best_gap:
+            best_gap = m2 - m1
+            best = r - (m1 + m2) // 2
+            if best_gap < 1000:
+                break
+    return best
+
+
 # --------------------------------------------------------------------------- sender
 
 
@@ -471,17 +520,18 @@ class Peer(object):
     __slots__ = (
         "attempt_deadline",
         "expired",
+        "have",
         "id",
         "last_error",
+        "mask",
         "next_attempt",
         "out",
         "q",
         "rbuf",
+        "rview",
         "sock",
         "spec",
         "state",
-        "thread",
-        "why",
     )
 
     def __init__(self, spec: PeerSpec, rbuf_size: int) -> None:
@@ -489,19 +539,17 @@ class Peer(object):
         self.id = spec.id
         self.sock: socket.socket | None = None
         self.state = _STATE_IDLE
+        self.mask = 0  # the events epoll watches on sock for us (0: not registered)
         self.attempt_deadline = 0
         self.next_attempt = 0
-        self.thread: threading.Thread | None = None
-        # Frames in flight, oldest first: (round, send time). Only the sender thread
-        # appends, without the lock (deque.append is atomic), so that nothing but the
-        # send itself runs between a frame's send time and its send; the receiver
-        # thread and the timeout sweep read and pop under Sender.lock.
+        # Frames in flight, oldest first: (round, send time).
         self.q: collections.deque[tuple[int, int]] = collections.deque()
         self.expired = 0  # leading entries of q already recorded as timeouts
         self.rbuf = bytearray(rbuf_size)
-        self.out = bytearray()  # bytes the socket did not take yet (sender thread only)
+        self.rview = memoryview(self.rbuf)
+        self.have = 0  # bytes of a partly received echo at the start of rbuf
+        self.out = bytearray()  # bytes the socket did not take yet
         self.last_error = ""
-        self.why = ""  # why the receiver thread gave up (state _STATE_BROKEN)
 
     def label(self) -> str:
         return "peer %s (id %d, %s:%d)" % (self.spec.name, self.id, self.spec.addr,
@@ -509,18 +557,17 @@ class Peer(object):
 
 
 class Sender(object):
-    """Sends the rounds (main thread); one receiver thread per connected peer.
+    """Sends the rounds and receives the echoes in one thread, one epoll loop.
 
-    Each receiver blocks in recv_into() on its socket and stamps the reply as soon
-    as recv_into() returns, before taking the lock that guards the in-flight
-    queues and the record writer. The main thread never waits on a select()
-    timeout while a reply is in flight (see :meth:`rounds`).
+    A reply's receive time is the kernel's receive timestamp of its last
+    segment (SO_TIMESTAMPNS), mapped onto CLOCK_MONOTONIC, so it does not
+    depend on when this loop gets to read it. Where the kernel gives no
+    timestamp, the time epoll returned is used (counted as ``user_stamps``).
     """
 
     def __init__(self, cfg: Config, writer: RecordWriter) -> None:
         self.cfg = cfg
         self.w = writer
-        self.lock = threading.Lock()
         self.fs = FRAME_HEADER.size + cfg.payload
         self.frame = bytearray(self.fs)
         FRAME_HEADER.pack_into(self.frame, 0, 0, cfg.host_id, cfg.payload)
@@ -531,11 +578,15 @@ class Sender(object):
         specs = sorted(cfg.peers, key=lambda p: p.id == cfg.host_id)
         self.peers = [Peer(p, max(65536, 2 * self.fs)) for p in specs]
         self.by_fd: dict[int, Peer] = {}
-        self.wfds: list[int] = []
-        self.wake_r, self.wake_w = os.pipe()
+        self.ep = select.epoll()
+        self.wake_r, self.wake_w = os.pipe()  # the signal wakeup pipe (SIGALRM: next round)
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
-        self.rfds = [self.wake_r]  # the main thread reads nothing else: replies go to receivers
+        self.ep.register(self.wake_r, select.EPOLLIN)
+        self.kernel_stamps = cfg.rx_stamp == "kernel"
+        self.n_kernel = 0  # echoes stamped by the kernel
+        self.n_user = 0  # echoes stamped when epoll returned
+        self.offset = clock_offset()  # CLOCK_REALTIME - CLOCK_MONOTONIC, re-read every round
         self.timeout_ns = int(cfg.timeout_s * 1e9)
         self.interval_ns = 1e9 / cfg.rate
         self.n_rounds = max(0, math.ceil((cfg.duration_s + cfg.warmup_s) * cfg.rate - 1e-9))
@@ -547,7 +598,6 @@ class Sender(object):
         self.max_lag_ns = 0
         self.retry_ns = int(CONNECT_RETRY_S * 1e9)
         self.next_maint = 0  # when connect attempts need attention next
-        self.closing = False
         self.errors: dict[str, int] = {}
         token = cfg.token
         self.hello = HELLO.pack(HELLO_MAGIC, cfg.host_id, len(token)) + token
@@ -560,19 +610,30 @@ class Sender(object):
     def error_list(self) -> list[str]:
         return [m if c == 1 else "%s (x%d)" % (m, c) for m, c in self.errors.items()]
 
-    def _refresh_fds(self) -> None:
-        self.wfds = [p.sock.fileno() for p in self.peers if p.sock is not None and (
-            p.state == _STATE_CONNECTING or (p.state == _STATE_CONNECTED and p.out))]
-
     def outstanding(self) -> int:
-        """Frames in flight that have no row yet (call with the lock held)."""
+        """Frames in flight that have no row yet."""
         return sum(len(p.q) - p.expired for p in self.peers)
 
     def _row_now(self, p: Peer, rnd: int, flags: int, t: int) -> None:
-        with self.lock:
-            self.w.add(rnd, p.id, flags | (FLAG_WARMUP if t < self.warm_end else 0), t, 0)
+        self.w.add(rnd, p.id, flags | (FLAG_WARMUP if t < self.warm_end else 0), t, 0)
 
-    # ---- connections (main thread)
+    def _watch(self, p: Peer) -> None:
+        """Make epoll watch what the peer's state needs: connect done, echoes, room to send."""
+        m = 0
+        if p.state == _STATE_CONNECTING:
+            m = select.EPOLLOUT
+        elif p.state == _STATE_CONNECTED:
+            m = select.EPOLLIN | (select.EPOLLOUT if p.out else 0)
+        if m == p.mask or p.sock is None:
+            return
+        fd = p.sock.fileno()
+        if not p.mask:
+            self.ep.register(fd, m)
+        else:
+            self.ep.modify(fd, m)
+        p.mask = m
+
+    # ---- connections
 
     def _attempt(self, p: Peer, now: int) -> None:
         cfg = self.cfg
@@ -594,10 +655,10 @@ class Sender(object):
             p.state = _STATE_CONNECTING
             p.attempt_deadline = now + int(min(ATTEMPT_S, max(cfg.connect_timeout_s, 0.1)) * 1e9)
             self.next_maint = min(self.next_maint, p.attempt_deadline)
+            self._watch(p)
         else:
             self._drop(p)
             self._attempt_failed(p, now, os.strerror(err))
-        self._refresh_fds()
 
     def _attempt_failed(self, p: Peer, now: int, why: str) -> None:
         p.state = _STATE_IDLE
@@ -608,61 +669,57 @@ class Sender(object):
     def _connected(self, p: Peer) -> None:
         sock = p.sock
         assert sock is not None
-        sock.setblocking(True)  # the receiver blocks; sends use MSG_DONTWAIT
+        if self.kernel_stamps:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            except OSError as e:
+                self.error("no kernel receive timestamps, echoes stamped in user space: %s" % e)
         p.state = _STATE_CONNECTED
         p.out = bytearray(self.hello)
+        p.have = 0
         p.last_error = ""
-        p.why = ""
-        t = threading.Thread(target=self._receive, args=(p, sock),
-                             name="echo-rx-%d" % p.id, daemon=True)
-        p.thread = t
-        t.start()
         self._flush_out(p)
 
     def _drop(self, p: Peer) -> None:
-        """Close the peer's socket (main thread); its receiver thread then exits quietly."""
-        with self.lock:  # the receiver checks p.sock under the lock before it reports
-            sock = p.sock
-            p.sock = None
-            p.state = _STATE_IDLE
-        if sock is not None:
-            self.by_fd.pop(sock.fileno(), None)
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # wakes the receiver blocked in recv
-            sock.close()
+        """Forget the peer's socket and close it."""
+        sock = p.sock
+        p.sock = None
+        p.state = _STATE_IDLE
         p.out = bytearray()
+        p.have = 0
+        if sock is not None:
+            fd = sock.fileno()
+            self.by_fd.pop(fd, None)
+            if p.mask:
+                with contextlib.suppress(OSError):
+                    self.ep.unregister(fd)
+            sock.close()
+        p.mask = 0
 
     def _broken(self, p: Peer, now: int, why: str) -> None:
-        """The connection broke: rows for what was in flight; retry later (main thread)."""
-        with self.lock:
-            self._fail_inflight(p, why)
+        """The connection broke: rows for what was in flight; retry later."""
+        self._fail_inflight(p)
         self._drop(p)
         p.next_attempt = now + self.retry_ns
         self.next_maint = min(self.next_maint, p.next_attempt)
         self.error("%s: connection lost: %s" % (p.label(), why))
         _log("%s: connection lost after round %d: %s" % (p.label(), self.rounds_sent - 1, why))
-        self._refresh_fds()
 
-    def _fail_inflight(self, p: Peer, why: str) -> None:
-        """Frames in flight on a broken connection become conn_lost rows (lock held)."""
+    def _fail_inflight(self, p: Peer) -> None:
+        """Frames in flight on a broken connection become conn_lost rows."""
         add = self.w.add
         warm_end = self.warm_end
         q = p.q
-        skip = p.expired
-        p.expired = 0
-        while q:  # popped one by one: a frame the sender appends meanwhile still gets its row
-            rnd, st = q.popleft()
-            if skip:
-                skip -= 1  # recorded as a timeout already
-                continue
+        for i in range(p.expired, len(q)):  # the first p.expired are timeout rows already
+            rnd, st = q[i]
             add(rnd, p.id, FLAG_TIMEOUT | FLAG_CONN_LOST | (FLAG_WARMUP if st < warm_end else 0),
                 st, 0)
-        p.why = p.why or why
+        q.clear()
+        p.expired = 0
 
     def _maintain(self, now: int) -> int:
-        """Reap broken connections, start due connect attempts, abandon stale ones."""
+        """Start due connect attempts, abandon stale ones; return when to look again."""
         nxt = _INF
-        self._reap_broken(now)
         for p in self.peers:
             if p.state == _STATE_IDLE:
                 if now >= p.next_attempt:
@@ -673,30 +730,25 @@ class Sender(object):
                 if now >= p.attempt_deadline:
                     self._drop(p)
                     self._attempt_failed(p, now, "timed out")
-                    self._refresh_fds()
                     nxt = min(nxt, p.next_attempt)
                 else:
                     nxt = min(nxt, p.attempt_deadline)
         self.next_maint = nxt
         return nxt
 
-    def _on_writable(self, fds: list[int], now: int) -> None:
-        for fd in fds:
-            p = self.by_fd.get(fd)
-            if p is None or p.sock is None:
-                continue
-            if p.state == _STATE_CONNECTING:
-                err = p.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                if err:
-                    self._drop(p)
-                    self._attempt_failed(p, now, os.strerror(err))
-                else:
-                    self._connected(p)
-                self._refresh_fds()
-            elif p.state == _STATE_CONNECTED and p.out:
-                self._flush_out(p)
-                if not p.out:
-                    self._refresh_fds()
+    def _on_writable(self, p: Peer, now: int) -> None:
+        sock = p.sock
+        if sock is None:
+            return
+        if p.state == _STATE_CONNECTING:
+            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                self._drop(p)
+                self._attempt_failed(p, now, os.strerror(err))
+            else:
+                self._connected(p)
+        elif p.state == _STATE_CONNECTED and p.out:
+            self._flush_out(p)
 
     def _flush_out(self, p: Peer) -> None:
         sock = p.sock
@@ -704,65 +756,54 @@ class Sender(object):
         try:
             n = sock.send(p.out, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
-            return
+            n = 0
         except OSError as e:
             self._broken(p, time.monotonic_ns(), str(e))
             return
         del p.out[:n]
+        self._watch(p)
 
-    def _on_wake(self) -> None:
-        """The timer fired or a receiver thread gave up: reap broken connections."""
-        with contextlib.suppress(OSError):
-            os.read(self.wake_r, 4096)
-        self._reap_broken(time.monotonic_ns())
+    # ---- echoes
 
-    def _reap_broken(self, now: int) -> None:
-        """Connections a receiver thread gave up on: rows, close, retry later."""
-        for p in self.peers:
-            if p.state == _STATE_BROKEN:
-                self._broken(p, now, p.why or "receiver stopped")
-
-    # ---- replies (receiver threads)
-
-    def _receive(self, p: Peer, sock: socket.socket) -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT, signal.SIGTERM})
-        mono = time.monotonic_ns
-        recv_into = sock.recv_into
-        rbuf = p.rbuf
-        rview = memoryview(rbuf)
-        lock = self.lock
-        fs = self.fs
-        have = 0
-        why = ""
+    def _on_readable(self, p: Peer, ts: int, offset: int) -> None:
+        """Read what the peer echoed; ``ts`` is when epoll returned, ``offset`` is
+        CLOCK_REALTIME - CLOCK_MONOTONIC (see :func:`clock_offset`)."""
+        sock = p.sock
+        if sock is None or p.state != _STATE_CONNECTED:
+            return
+        have = p.have
         try:
-            while True:
-                n = recv_into(rview[have:]) if have else recv_into(rbuf)
-                ts = mono()  # the reply's receive time: before any parsing or locking
-                if not n:
-                    why = "closed by peer" + ("" if self.rounds_sent > 1 else
-                                              " (wrong token or not an echo server?)")
-                    break
-                have += n
-                if have >= fs:
-                    with lock:
-                        if p.sock is not sock:
-                            return
-                        have, why = self._consume(p, have, ts)
-                    if why:
-                        break
+            n, anc, _flags, _addr = sock.recvmsg_into([p.rview[have:]], _CMSG_SPACE,
+                                                      socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
         except OSError as e:
-            why = str(e)
-        with lock:
-            if p.sock is not sock or self.closing:
+            self._broken(p, ts, str(e))
+            return
+        if not n:
+            self._broken(p, ts, "closed by peer" + ("" if self.rounds_sent > 1 else
+                                                    " (wrong token or not an echo server?)"))
+            return
+        stamp = 0
+        if anc:
+            level, kind, data = anc[0]
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = (_TIMESPEC if len(data) >= _TIMESPEC.size else _TIMESPEC32
+                             ).unpack_from(data)
+                stamp = sec * 1_000_000_000 + nsec - offset
+                if stamp > ts:
+                    stamp = 0  # the wall clock stepped back meanwhile: not usable
+        have += n
+        if have >= self.fs:
+            have, why = self._consume(p, have, stamp, ts)
+            if why:
+                p.have = 0
+                self._broken(p, ts, why)
                 return
-            self._fail_inflight(p, why)
-            p.state = _STATE_BROKEN
-            self.next_maint = 0  # the sender thread reaps it and schedules a reconnect
-        with contextlib.suppress(OSError):
-            os.write(self.wake_w, b"b")
+        p.have = have
 
-    def _consume(self, p: Peer, have: int, ts: int) -> tuple[int, str]:
-        """Match whole echoed frames to the in-flight queue (lock held).
+    def _consume(self, p: Peer, have: int, stamp: int, ts: int) -> tuple[int, str]:
+        """Match whole echoed frames to the in-flight queue.
 
         Returns the bytes left over and, if the stream is out of sync, why.
         """
@@ -783,11 +824,17 @@ class Sender(object):
             if p.expired:
                 p.expired -= 1  # a late reply to a row already recorded as a timeout
             else:
+                if stamp >= st:
+                    rt = stamp
+                    self.n_kernel += 1
+                else:  # no kernel stamp, or the wall clock stepped forward meanwhile
+                    rt = ts
+                    self.n_user += 1
                 flags = FLAG_WARMUP if st < self.warm_end else 0
-                if ts - st > self.timeout_ns:
+                if rt - st > self.timeout_ns:
                     add(expected, p.id, flags | FLAG_TIMEOUT, st, 0)
                 else:
-                    add(expected, p.id, flags, st, ts)
+                    add(expected, p.id, flags, st, rt)
             off += fs
         rest = have - off
         if rest:
@@ -797,32 +844,31 @@ class Sender(object):
     def _sweep(self, now: int) -> int:
         """Record timeouts for frames unanswered for timeout_s; return the next deadline.
 
-        A frame is swept only SWEEP_GRACE_NS after its deadline, so that a reply the
-        receiver stamped in time is never recorded as a timeout before it is matched.
+        A frame is swept only SWEEP_GRACE_NS after its deadline: a reply that arrived
+        in time but is not read yet is never recorded as a timeout before it is matched.
         """
         tmo = self.timeout_ns + SWEEP_GRACE_NS
         warm_end = self.warm_end
         add = self.w.add
         nxt = _INF
-        with self.lock:
-            for p in self.peers:
-                q = p.q
-                i = p.expired
-                end = len(q)
-                while i < end:
-                    rnd, st = q[i]
-                    if st + tmo > now:
-                        nxt = min(nxt, st + tmo)
-                        break
-                    add(rnd, p.id, FLAG_TIMEOUT | (FLAG_WARMUP if st < warm_end else 0), st, 0)
-                    i += 1
-                p.expired = i
+        for p in self.peers:
+            q = p.q
+            i = p.expired
+            end = len(q)
+            while i < end:
+                rnd, st = q[i]
+                if st + tmo > now:
+                    nxt = min(nxt, st + tmo)
+                    break
+                add(rnd, p.id, FLAG_TIMEOUT | (FLAG_WARMUP if st < warm_end else 0), st, 0)
+                i += 1
+            p.expired = i
         return nxt
 
-    # ---- sends (main thread)
+    # ---- sends
 
     def _send_round(self, rnd: int) -> None:
-        """Send round ``rnd`` to every peer; the caller blocks in select() right after."""
+        """Send round ``rnd`` to every peer; the caller blocks in epoll right after."""
         mono = time.monotonic_ns
         frame = self.frame
         ROUND_FIELD.pack_into(frame, 0, rnd)
@@ -833,17 +879,18 @@ class Sender(object):
                 self._send_slow(p, rnd)
                 continue
             t = mono()
-            p.q.append((rnd, t))  # before the send: the reply may be back first
             try:
                 n = sock.send(frame, dontwait)
             except (BlockingIOError, InterruptedError):
                 n = 0
             except OSError as e:
+                p.q.append((rnd, t))
                 self._broken(p, t, str(e))
                 continue
+            p.q.append((rnd, t))
             if n < self.fs:
                 p.out += self.frame_view[n:]
-                self._refresh_fds()
+                self._watch(p)
 
     def _send_slow(self, p: Peer, rnd: int) -> None:
         """A peer that is not connected, or whose earlier frames still wait to go out."""
@@ -856,30 +903,42 @@ class Sender(object):
             p.q.append((rnd, t))
             p.out += self.frame  # goes out when the socket is writable again
 
-    # ---- phases
+    # ---- the loop
+
+    def _dispatch(self, events: list[tuple[int, int]]) -> None:
+        """Handle what one epoll wait returned."""
+        ts = time.monotonic_ns()
+        offset = self.offset
+        by_fd = self.by_fd
+        for fd, ev in events:
+            if fd == self.wake_r:
+                with contextlib.suppress(OSError):
+                    os.read(self.wake_r, 4096)
+                continue
+            p = by_fd.get(fd)
+            if p is None:
+                continue
+            if ev & _READ_EVENTS and p.state == _STATE_CONNECTED:
+                self._on_readable(p, ts, offset)
+            if ev & _WRITE_EVENTS and by_fd.get(fd) is p:
+                self._on_writable(p, ts)
 
     def connect_phase(self) -> None:
         """Connect to every peer, retrying until all are up or connect_timeout_s is over."""
         mono = time.monotonic_ns
         deadline = mono() + int(self.cfg.connect_timeout_s * 1e9)
-        self._refresh_fds()
         while True:
             now = mono()
             nxt = self._maintain(now)
             if all(p.state == _STATE_CONNECTED for p in self.peers) or now >= deadline:
                 break
             wake = min(nxt, deadline)
-            r, wr, _ = select.select(self.rfds, self.wfds, [], max(wake - now, 0) / 1e9)
-            if r:
-                self._on_wake()
-            if wr:
-                self._on_writable(wr, mono())
+            self._dispatch(self.ep.poll(max(wake - now, 0) / 1e9))
         for p in self.peers:
             if p.state != _STATE_CONNECTED:
                 self.error(p.last_error or "%s: not connected" % p.label())
                 if p.state == _STATE_CONNECTING:
                     self._drop(p)
-        self._refresh_fds()
         self.retry_ns = int(RECONNECT_S * 1e9)
 
     def start_rounds(self) -> None:
@@ -892,11 +951,11 @@ class Sender(object):
     def rounds(self) -> None:
         """Send every round on schedule until each (round, peer) has its row.
 
-        The main thread wakes up through an interval timer (SIGALRM and the
-        wakeup pipe) armed just before a round is sent, and waits in select()
-        without a timeout: a select() timeout would arm and cancel a kernel timer
-        inside every measured round trip, which costs about 10 µs on virtual
-        machines where programming the timer traps to the hypervisor.
+        The loop wakes up through an interval timer (SIGALRM and the wakeup
+        pipe) armed just before a round is sent, and waits in epoll without a
+        timeout: a timeout would arm a kernel timer while the echoes are on
+        their way, which takes a trap to the hypervisor on virtual machines and
+        delays an echo server sharing the CPU.
         """
         old_alarm = signal.signal(signal.SIGALRM, _ignore_signal)
         old_wakeup = signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
@@ -911,8 +970,9 @@ class Sender(object):
         mono = time.monotonic_ns
         setitimer = signal.setitimer
         itimer = signal.ITIMER_REAL
+        poll = self.ep.poll
+        dispatch = self._dispatch
         w = self.w
-        lock = self.lock
         t0 = self.t0
         interval = self.interval_ns
         n_rounds = self.n_rounds
@@ -924,8 +984,6 @@ class Sender(object):
         next_sweep = _INF
         armed = _INF  # when the interval timer fires next
         while True:
-            # Housekeeping first, so that once a round is sent nothing but select()
-            # runs in this thread until the replies are back.
             now = mono()
             if now >= next_sweep:
                 next_sweep = self._sweep(now)
@@ -935,10 +993,9 @@ class Sender(object):
                 else:
                     self.next_maint = _INF  # no reconnects once every round is sent
             if rnd >= n_rounds or w.n >= w.soft:  # only then does it matter what is in flight
-                with lock:
-                    idle = self.outstanding() == 0
-                    if idle and w.n >= w.soft:
-                        w.flush()  # while nothing is in flight, so no reply waits for the disk
+                idle = self.outstanding() == 0
+                if idle and w.n >= w.soft:
+                    w.flush()  # while nothing is in flight
                 if idle and rnd >= n_rounds:
                     break
             if rnd < n_rounds and now >= next_send:
@@ -958,6 +1015,7 @@ class Sender(object):
                     next_sweep = now + timeout_ns + SWEEP_GRACE_NS
                 armed = min(next_send, next_sweep, self.next_maint)
                 setitimer(itimer, max((armed - now) / 1e9, 1e-6))  # before the sends
+                self.offset = clock_offset()
                 self._send_round(rnd - 1)
             else:
                 wake = min(next_send, next_sweep, self.next_maint)
@@ -966,22 +1024,12 @@ class Sender(object):
                 if wake < armed or armed <= now:
                     armed = wake
                     setitimer(itimer, max((wake - now) / 1e9, 1e-6))
-            r, wr, _ = select.select(self.rfds, self.wfds, [], None if armed < _INF else 1.0)
-            if r:
-                self._on_wake()
-            if wr:
-                self._on_writable(wr, mono())
+            dispatch(poll(-1 if armed < _INF else 1.0))
 
     def close(self) -> None:
-        with self.lock:
-            self.closing = True
-        threads = [p.thread for p in self.peers if p.thread is not None]
         for p in self.peers:
             self._drop(p)
-            p.thread = None
-        for t in threads:
-            t.join(timeout=1.0)
-        self._refresh_fds()
+        self.ep.close()
         os.close(self.wake_r)
         os.close(self.wake_w)
 
@@ -1065,7 +1113,6 @@ def _measure(cfg: Config, config_path: str, f: io.FileIO) -> tuple[Sender, list[
     """
     errors: list[str] = []
     start_ns = time.monotonic_ns()
-    threading.stack_size(256 * 1024)  # receiver threads need little
     proc, err = _start_server(config_path)
     if err:
         errors.append(err)
@@ -1083,6 +1130,7 @@ def _measure(cfg: Config, config_path: str, f: io.FileIO) -> tuple[Sender, list[
                 "peers": [p.as_dict() for p in cfg.peers], "rate": cfg.rate,
                 "payload": cfg.payload, "timeout_s": cfg.timeout_s, "warmup_s": cfg.warmup_s,
                 "duration_s": cfg.duration_s, "rounds": sender.n_rounds, "t0_ns": sender.t0,
+                "rx_stamp": cfg.rx_stamp,
                 "python": platform.python_version(), "kernel": platform.release(),
             }
             blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -1142,6 +1190,7 @@ def cmd_run(config_path: str, out_path: str) -> int:
         "cpu_s": round(me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 6),
         "wall_s": round(time.monotonic() - wall0, 6),
         "late_sends": sender.late_sends, "max_send_lag_us": sender.max_lag_ns // 1000,
+        "kernel_stamps": sender.n_kernel, "user_stamps": sender.n_user,
         "errors": errors,
     }
     sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
