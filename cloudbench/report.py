@@ -75,13 +75,15 @@ def build_report(run: RunDir) -> dict[str, Any]:
 def echo_worker_health(manifest: dict[str, Any], workload: str) -> dict[str, Any] | None:
     """What the echo workers said about themselves: their CPU share and rounds sent late.
 
-    A worker short of CPU sends its rounds late and stamps replies late, so these
-    say how far its RTTs can be trusted. CPU is the worker's whole run (server
-    included) over its wall time; a round is late when it left more than 1 ms (or
-    half an interval) after its scheduled time. None when no trial reported.
+    A worker short of CPU sends its rounds late, and stamps replies late where the
+    kernel does not stamp them, so these say how far its RTTs can be trusted. CPU
+    is the worker's whole run (server included) over its wall time; a round is
+    late when it left more than 1 ms (or half an interval) after its scheduled
+    time; ``kernel_stamps``/``user_stamps`` count the echoes stamped by the kernel
+    on arrival and by the worker when it read them. None when no trial reported.
     """
     worst: tuple[float, str, str] | None = None
-    late = rounds = lag_us = 0
+    late = rounds = lag_us = kernel = user = 0
     for t in manifest.get("trials", []):
         if t.get("workload") != workload:
             continue
@@ -94,11 +96,23 @@ def echo_worker_health(manifest: dict[str, Any], workload: str) -> dict[str, Any
             late += int(s.get("late_sends") or 0)
             rounds += int(s.get("rounds") or 0)
             lag_us = max(lag_us, int(s.get("max_send_lag_us") or 0))
+            kernel += int(s.get("kernel_stamps") or 0)
+            user += int(s.get("user_stamps") or 0)
     if worst is None:
         return None
     return {"cpu_pct_max": round(worst[0], 2), "cpu_pct_max_host": worst[1],
             "cpu_pct_max_trial": worst[2], "rounds": rounds, "late_sends": late,
-            "max_send_lag_us": lag_us}
+            "max_send_lag_us": lag_us, "kernel_stamps": kernel, "user_stamps": user}
+
+
+def _stamps(health: dict[str, Any]) -> str:
+    kernel, user = int(health.get("kernel_stamps") or 0), int(health.get("user_stamps") or 0)
+    if not kernel + user:
+        return "no echo stamped"
+    if not user:
+        return f"all {kernel} echoes stamped by the kernel"
+    return (f"{user} of {kernel + user} echoes ({user / (kernel + user):.2%}) stamped on read, "
+            "not by the kernel")
 
 
 def write_report(run: RunDir, report: dict[str, Any]) -> list[Path]:
@@ -180,7 +194,8 @@ def render(report: dict[str, Any], console: Console, windows: bool = False, pair
                 f"{escape(wname)}: workers used at most {health['cpu_pct_max']:.1f} % of a core "
                 f"({escape(health['cpu_pct_max_host'])}, {escape(health['cpu_pct_max_trial'])}); "
                 f"{health['late_sends']} of {health['rounds']} rounds ({share:.2%}) left late, "
-                f"by at most {health['max_send_lag_us'] / 1000:.1f} ms")
+                f"by at most {health['max_send_lag_us'] / 1000:.1f} ms; "
+                f"{_stamps(health)}")
         if windows and w["windows"]:
             cols = ("repetition", "trial", "start_s", "group", "count", "mean")
             wt = titled_table(f"{wname}: windowed mean RTT (µs)", cols)

@@ -151,6 +151,9 @@ class CampaignRunner:
             },
             "clock": {
                 "durations": "CLOCK_MONOTONIC (time.monotonic_ns on each host)",
+                "echo_receive": "the kernel's receive timestamp (SO_TIMESTAMPNS) mapped onto "
+                                "CLOCK_MONOTONIC, or the worker's read time where the spec says "
+                                "rx_timestamp: user or the kernel gave none (counted per trial)",
                 "timestamps": "UTC wall clock on the controller",
             },
             "repetitions": [],

@@ -242,6 +242,9 @@ class EchoWorkload(_Model):
     timeout: Duration = Field(1.0, gt=0, le=3600, allow_inf_nan=False,
                               description="a reply later than this is a timeout")
     self_loop: bool = True
+    rx_timestamp: Literal["kernel", "user"] = Field(
+        "kernel", description="an echo's receive time: `kernel` (when its bytes arrived, "
+        "SO_TIMESTAMPNS, as ping does) or `user` (when the worker read it)")
     window: Duration = Field(30.0, gt=0, description="window of the windowed means")
     port: int = Field(7100, ge=1024, le=65535)
     quorums: list[QuorumModel] = Field(default_factory=list)

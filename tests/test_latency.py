@@ -116,13 +116,13 @@ def test_windows_and_pairs() -> None:
 
 
 def test_echo_worker_health_from_the_trials_stats() -> None:
-    def stats(cpu_s: float, late: int, lag_us: int) -> dict[str, float | int]:
+    def stats(cpu_s: float, late: int, lag_us: int, user: int = 0) -> dict[str, float | int]:
         return {"cpu_s": cpu_s, "wall_s": 20.0, "rounds": 2000, "late_sends": late,
-                "max_send_lag_us": lag_us}
+                "max_send_lag_us": lag_us, "kernel_stamps": 2000 - user, "user_stamps": user}
 
     manifest = {"trials": [
         {"id": "r000-t000-echo", "workload": "echo",
-         "stats": {"a": stats(1.0, 3, 1500), "b": stats(1.6, 0, 200)}},
+         "stats": {"a": stats(1.0, 3, 1500, user=5), "b": stats(1.6, 0, 200)}},
         {"id": "r001-t000-echo", "workload": "echo", "stats": {"a": stats(0.4, 1, 4200)}},
         # another workload's trial and a trial whose hosts all failed do not count
         {"id": "r000-t001-other", "workload": "other", "stats": {"a": stats(19.0, 500, 90000)}},
@@ -130,7 +130,8 @@ def test_echo_worker_health_from_the_trials_stats() -> None:
     ]}
     h = echo_worker_health(manifest, "echo")
     assert h == {"cpu_pct_max": 8.0, "cpu_pct_max_host": "b", "cpu_pct_max_trial": "r000-t000-echo",
-                 "rounds": 6000, "late_sends": 4, "max_send_lag_us": 4200}
+                 "rounds": 6000, "late_sends": 4, "max_send_lag_us": 4200,
+                 "kernel_stamps": 5995, "user_stamps": 5}
     assert echo_worker_health(manifest, "missing") is None
 
     console = Console(record=True, width=200)
@@ -139,4 +140,5 @@ def test_echo_worker_health_from_the_trials_stats() -> None:
             "workloads": {"echo": {"kind": "echo", "groups": [], "quorums": [], "windows": [],
                                    "pairs": [], "workers": h}}}, console)
     assert ("echo: workers used at most 8.0 % of a core (b, r000-t000-echo); "
-            "4 of 6000 rounds (0.07%) left late, by at most 4.2 ms") in console.export_text()
+            "4 of 6000 rounds (0.07%) left late, by at most 4.2 ms; 5 of 6000 echoes (0.08%) "
+            "stamped on read, not by the kernel") in console.export_text()

@@ -65,6 +65,8 @@ def test_quickstart_is_valid() -> None:
         ("subnet1: [s1-1, s1-2, s1-3]", "subnet1: [s1-1, s1-2, s1-2]", "quorums[0]", "- group: subnet1",
          "more than once"),
         ("fresh_hosts: repetition", "fresh_hosts: sometimes", "fresh_hosts", "sometimes", "repetition"),
+        ("self_loop: true", "self_loop: true\n    rx_timestamp: nic", "workloads[0].rx_timestamp",
+         "rx_timestamp: nic", "'kernel' or 'user'"),
     ],
 )
 def test_errors_name_file_line_and_field(

@@ -88,6 +88,7 @@ class EchoKind:
                 "port": w.port, "token": ctx.token, "peers": peers, "rate": w.rate,
                 "payload": w.payload, "duration_s": w.duration, "warmup_s": w.warmup,
                 "timeout_s": w.timeout, "connect_timeout_s": CONNECT_TIMEOUT_S, "linger_s": LINGER_S,
+                "rx_stamp": w.rx_timestamp,
             }
 
         limit = CONNECT_TIMEOUT_S + w.warmup + w.duration + w.timeout + LINGER_S + 30.0

@@ -93,6 +93,10 @@ def test_every_round_and_peer_is_a_row(tmp_path: Path) -> None:
     health = rep["workloads"]["echo"]["workers"]
     assert health["rounds"] == sum(t["stats"][h]["rounds"] for t in m["trials"] for h in hosts)
     assert 0 < health["cpu_pct_max"] < 100 and health["cpu_pct_max_host"] in hosts
+    # Replies were stamped by the kernel on arrival (a first few at most by the worker,
+    # while the kernel switches its receive timestamps on).
+    stamped = health["kernel_stamps"] + health["user_stamps"]
+    assert stamped > 0 and health["user_stamps"] <= 0.01 * stamped
     written = write_report(run, rep)
     assert any(p.name == "echo_groups.csv" for p in written)
     summaries = run.summaries().to_pylist()
