@@ -24,14 +24,16 @@ Times are ``CLOCK_MONOTONIC`` nanoseconds; ``t0_ns`` in the header is round 0's
 scheduled send. Every (round, peer) gets exactly one record, in any order.
 
 Receive times (``rx_stamp`` in CONFIG and header): ``"kernel"`` (the default)
-takes the kernel's receive timestamp of the echo's last segment
-(SO_TIMESTAMPNS, on CLOCK_REALTIME) and maps it onto CLOCK_MONOTONIC with the
-offset between the two clocks read when epoll returns, microseconds later, so
-a wall-clock slew moves it by nanoseconds at most. A stamp that is not in
-[send time, epoll return] (the wall clock stepped meanwhile) or missing is
-replaced by the time epoll returned. ``"user"`` always takes that time. The
-summary counts both (``kernel_stamps``, ``user_stamps``). The kernel stamp is
-what ping uses: it is when the bytes arrived, whatever this process was doing.
+takes the kernel's receive timestamp (SO_TIMESTAMPNS, on CLOCK_REALTIME) of the
+newest segment in the read that completed the echo, and maps it onto
+CLOCK_MONOTONIC with the offset between the two clocks, read once a round (see
+``clock_offset``: the clocks move together, only a step of the wall clock
+changes it). A stamp that is missing or not in [send time, epoll return] (the
+wall clock stepped meanwhile) is replaced by the time epoll returned; ``"user"``
+always takes that time. The summary counts both (``kernel_stamps``,
+``user_stamps``). The kernel stamp is what ping uses: when the bytes arrived,
+whatever this process was doing; if two echoes of one peer wait unread, the
+older gets the newer's stamp, late by less than this loop's wakeup.
 
 Format history:
     schema 1 (worker 1): the format above.
