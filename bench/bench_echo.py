@@ -112,6 +112,11 @@ def pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else float("nan")
 
 
+def distribution(x: np.ndarray) -> dict[str, Any]:
+    """Count and p50/p90/p99 (µs) of pooled RTT samples."""
+    return {"n": len(x), "p50_us": pct(x, 50), "p90_us": pct(x, 90), "p99_us": pct(x, 99)}
+
+
 # --------------------------------------------------------------------------- fidelity
 
 
@@ -264,17 +269,14 @@ def fidelity(seconds: float, mps: int, blocks: int, filler: str) -> dict[str, An
     wu = np.concatenate(wu_all)
     res: dict[str, Any] = {
         "mps": mps, "seconds_per_tool": seconds, "blocks": blocks, "filler": filler,
-        "sockperf": {"n": len(sp), "p50_us": pct(sp, 50), "p90_us": pct(sp, 90),
-                     "p99_us": pct(sp, 99)},
-        "worker": {"n": len(wk), "p50_us": pct(wk, 50), "p90_us": pct(wk, 90),
-                   "p99_us": pct(wk, 99),
+        "sockperf": distribution(sp),
+        "worker": {**distribution(wk),
                    "timeouts": sum(s["timeouts"] for s in worker_stats),
                    "late_sends": sum(s["late_sends"] for s in worker_stats),
                    "max_send_lag_us": max(s["max_send_lag_us"] for s in worker_stats),
                    "kernel_stamps": sum(s["kernel_stamps"] for s in worker_stats),
                    "user_stamps": sum(s["user_stamps"] for s in worker_stats)},
-        "worker_user": {"n": len(wu), "p50_us": pct(wu, 50), "p90_us": pct(wu, 90),
-                        "p99_us": pct(wu, 99)},
+        "worker_user": distribution(wu),
         "blocks_detail": rows,
     }
     res["p50_ratio"] = res["worker"]["p50_us"] / res["sockperf"]["p50_us"]

@@ -106,12 +106,13 @@ def echo_worker_health(manifest: dict[str, Any], workload: str) -> dict[str, Any
 
 
 def _stamps(health: dict[str, Any]) -> str:
+    """How the echoes were stamped; empty for workers that did not count it (worker 1)."""
     kernel, user = int(health.get("kernel_stamps") or 0), int(health.get("user_stamps") or 0)
     if not kernel + user:
-        return "no echo stamped"
+        return ""
     if not user:
-        return f"all {kernel} echoes stamped by the kernel"
-    return (f"{user} of {kernel + user} echoes ({user / (kernel + user):.2%}) stamped on read, "
+        return f"; all {kernel} echoes stamped by the kernel"
+    return (f"; {user} of {kernel + user} echoes ({user / (kernel + user):.2%}) stamped on read, "
             "not by the kernel")
 
 
@@ -194,8 +195,7 @@ def render(report: dict[str, Any], console: Console, windows: bool = False, pair
                 f"{escape(wname)}: workers used at most {health['cpu_pct_max']:.1f} % of a core "
                 f"({escape(health['cpu_pct_max_host'])}, {escape(health['cpu_pct_max_trial'])}); "
                 f"{health['late_sends']} of {health['rounds']} rounds ({share:.2%}) left late, "
-                f"by at most {health['max_send_lag_us'] / 1000:.1f} ms; "
-                f"{_stamps(health)}")
+                f"by at most {health['max_send_lag_us'] / 1000:.1f} ms{_stamps(health)}")
         if windows and w["windows"]:
             cols = ("repetition", "trial", "start_s", "group", "count", "mean")
             wt = titled_table(f"{wname}: windowed mean RTT (µs)", cols)

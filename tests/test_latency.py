@@ -142,3 +142,13 @@ def test_echo_worker_health_from_the_trials_stats() -> None:
     assert ("echo: workers used at most 8.0 % of a core (b, r000-t000-echo); "
             "4 of 6000 rounds (0.07%) left late, by at most 4.2 ms; 5 of 6000 echoes (0.08%) "
             "stamped on read, not by the kernel") in console.export_text()
+
+    # Worker 1 did not count its stamps: the line says nothing about them.
+    old = {k: v for k, v in h.items() if k not in ("kernel_stamps", "user_stamps")}
+    console = Console(record=True, width=200)
+    render({"campaign": "c", "run_id": "x", "status": "complete", "repetitions": 2, "seed": 1,
+            "damaged": [], "failures": [],
+            "workloads": {"echo": {"kind": "echo", "groups": [], "quorums": [], "windows": [],
+                                   "pairs": [], "workers": old}}}, console)
+    text = console.export_text()
+    assert "left late, by at most 4.2 ms\n" in text and "stamp" not in text

@@ -45,13 +45,13 @@ Hot loop (measured on 2-vCPU VMs against sockperf and C clients; see bench/bench
   (non-blocking, MSG_DONTWAIT) and reads the echoes as they come. Worker 1's
   receiver thread per peer, each blocked in recv, stamped replies ~3 µs sooner
   than epoll could, but its wakeups, context switches and GIL handoffs cost
-  about 1 % of a core more per host at 100 rounds/s to 8 peers (and late
-  sends); with kernel stamps the loop's own wakeup no longer enters the RTT.
+  1-2 % of a core more per host at 100 rounds/s to 8 peers (and late sends);
+  with kernel stamps the loop's own wakeup no longer enters the RTT.
 * The loop waits in epoll *without* a timeout; an interval timer (SIGALRM
   through the signal wakeup pipe) armed just before the round is sent wakes
   it. A timeout would arm and cancel a kernel timer while the echoes are on
-  their way, ~10 µs per round trip where timer programming traps to the
-  hypervisor, and delays an echo server sharing the CPU.
+  their way: with worker 1 that was ~10 µs per round trip where timer
+  programming traps to the hypervisor, delaying an echo server sharing the CPU.
 * Records are packed into a preallocated chunk (struct.pack_into) and written
   while nothing is in flight; the garbage collector is disabled and the heap
   frozen around the loop.
@@ -489,6 +489,9 @@ def _write_all(f: io.FileIO, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
+# --------------------------------------------------------------------------- sender
+
+
 def clock_offset() -> int:
     """CLOCK_REALTIME - CLOCK_MONOTONIC in ns, to map kernel receive stamps onto CLOCK_MONOTONIC.
 
@@ -513,9 +516,6 @@ def clock_offset() -> int:
             if best_gap < 1000:
                 break
     return best
-
-
-# --------------------------------------------------------------------------- sender
 
 
 class Peer(object):
@@ -561,10 +561,8 @@ class Peer(object):
 class Sender(object):
     """Sends the rounds and receives the echoes in one thread, one epoll loop.
 
-    A reply's receive time is the kernel's receive timestamp of its last
-    segment (SO_TIMESTAMPNS), mapped onto CLOCK_MONOTONIC, so it does not
-    depend on when this loop gets to read it. Where the kernel gives no
-    timestamp, the time epoll returned is used (counted as ``user_stamps``).
+    A reply's receive time is the kernel's receive timestamp (see the module
+    docstring), so it does not depend on when this loop gets to read it.
     """
 
     def __init__(self, cfg: Config, writer: RecordWriter) -> None:
@@ -677,8 +675,7 @@ class Sender(object):
             except OSError as e:
                 self.error("no kernel receive timestamps, echoes stamped in user space: %s" % e)
         p.state = _STATE_CONNECTED
-        p.out = bytearray(self.hello)
-        p.have = 0
+        p.out = bytearray(self.hello)  # p.have is 0: _drop reset it
         p.last_error = ""
         self._flush_out(p)
 
@@ -794,7 +791,7 @@ class Sender(object):
                              ).unpack_from(data)
                 stamp = sec * 1_000_000_000 + nsec - offset
                 if stamp > ts:
-                    stamp = 0  # the wall clock stepped back meanwhile: not usable
+                    stamp = 0  # the wall clock stepped forward after the offset was read
         have += n
         if have >= self.fs:
             have, why = self._consume(p, have, stamp, ts)
@@ -829,7 +826,7 @@ class Sender(object):
                 if stamp >= st:
                     rt = stamp
                     self.n_kernel += 1
-                else:  # no kernel stamp, or the wall clock stepped forward meanwhile
+                else:  # no kernel stamp, or the wall clock stepped back after the offset was read
                     rt = ts
                     self.n_user += 1
                 flags = FLAG_WARMUP if st < self.warm_end else 0
@@ -881,15 +878,14 @@ class Sender(object):
                 self._send_slow(p, rnd)
                 continue
             t = mono()
+            p.q.append((rnd, t))  # a failed send still gets its row (conn_lost)
             try:
                 n = sock.send(frame, dontwait)
             except (BlockingIOError, InterruptedError):
                 n = 0
             except OSError as e:
-                p.q.append((rnd, t))
                 self._broken(p, t, str(e))
                 continue
-            p.q.append((rnd, t))
             if n < self.fs:
                 p.out += self.frame_view[n:]
                 self._watch(p)
@@ -912,10 +908,11 @@ class Sender(object):
         ts = time.monotonic_ns()
         offset = self.offset
         by_fd = self.by_fd
+        wake_r = self.wake_r
         for fd, ev in events:
-            if fd == self.wake_r:
+            if fd == wake_r:
                 with contextlib.suppress(OSError):
-                    os.read(self.wake_r, 4096)
+                    os.read(wake_r, 4096)
                 continue
             p = by_fd.get(fd)
             if p is None:
@@ -1017,7 +1014,8 @@ class Sender(object):
                     next_sweep = now + timeout_ns + SWEEP_GRACE_NS
                 armed = min(next_send, next_sweep, self.next_maint)
                 setitimer(itimer, max((armed - now) / 1e9, 1e-6))  # before the sends
-                self.offset = clock_offset()
+                if self.kernel_stamps:
+                    self.offset = clock_offset()
                 self._send_round(rnd - 1)
             else:
                 wake = min(next_send, next_sweep, self.next_maint)
