@@ -24,7 +24,9 @@ def unit(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
+    """ruff, and the import contracts of pyproject.toml (layers, no cycles)."""
     session.run("ruff", "check", ".")
+    session.run("lint-imports")
 
 
 @nox.session

@@ -23,8 +23,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cloudbench.analysis.checks import run_checks
-from cloudbench.analysis.confirm import ConfirmParams, confirm, convergence
+from cloudbench.analysis.confirm import ConfirmParams, convergence
 from cloudbench.analysis.stats import min_n_for_ci, quantile_ci_ranks
+from cloudbench.report.confirm import confirm
 from cloudbench.testing.fake_results import FakeRun, make_campaign
 
 BUDGET_S = 10.0

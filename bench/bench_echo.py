@@ -59,9 +59,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from cloudbench.core.netns import connect_in_netns, ip_batch  # noqa: E402
 from cloudbench.errors import CloudbenchError  # noqa: E402
-from cloudbench.nsutil import connect_in_netns, ip_batch  # noqa: E402
-from cloudbench.workloads.echo_format import FLAG_TIMEOUT, FLAG_WARMUP, read_echo_file  # noqa: E402
+from cloudbench.workloads.echo.reader import FLAG_TIMEOUT, FLAG_WARMUP, read_echo_file  # noqa: E402
 
 WORKER = ROOT / "cloudbench" / "workers" / "echo.py"
 NET = "198.18.250"  # the only range this benchmark ever configures

@@ -27,12 +27,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cloudbench.providers.base import Cluster  # noqa: E402
+from cloudbench.core.cluster import Cluster  # noqa: E402
 from cloudbench.providers.netns import NetnsProvider  # noqa: E402
 from cloudbench.remote import Remote  # noqa: E402
-from cloudbench.results import read_parquet  # noqa: E402
 from cloudbench.runner import CampaignRunner, worker_bundle  # noqa: E402
-from cloudbench.spec import load_spec, parse_spec  # noqa: E402
+from cloudbench.store.parquet import read_parquet  # noqa: E402
+from cloudbench.workloads import load_spec, parse_spec  # noqa: E402
 
 QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
 

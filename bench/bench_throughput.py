@@ -61,16 +61,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cloudbench.analysis.stats import quantile_ci  # noqa: E402
-from cloudbench.plan import Trial  # noqa: E402
-from cloudbench.providers.base import Cluster  # noqa: E402
+from cloudbench.core.cluster import Cluster  # noqa: E402
 from cloudbench.providers.netns import NetnsProvider  # noqa: E402
 from cloudbench.remote import Remote  # noqa: E402
-from cloudbench.results import RunDir  # noqa: E402
 from cloudbench.runner import worker_bundle  # noqa: E402
-from cloudbench.spec import Spec, parse_spec  # noqa: E402
-from cloudbench.throughput_report import load_series  # noqa: E402
-from cloudbench.workloads import workload_kind  # noqa: E402
-from cloudbench.workloads.base import TrialContext  # noqa: E402
+from cloudbench.spec.model import Spec  # noqa: E402
+from cloudbench.store.rundir import RunDir  # noqa: E402
+from cloudbench.workloads import (  # noqa: E402
+    parse_spec,
+    workload_kind,
+)
+from cloudbench.workloads.base import (  # noqa: E402
+    Trial,
+    TrialContext,
+)
+from cloudbench.workloads.throughput.data import load_series  # noqa: E402
 
 TARGET = 0.95
 HAND_PORT = 5400

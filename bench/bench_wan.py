@@ -30,10 +30,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cloudbench.nsutil import in_netns  # noqa: E402
-from cloudbench.providers.base import Cluster  # noqa: E402
+from cloudbench.core.cluster import Cluster  # noqa: E402
+from cloudbench.core.netns import in_netns  # noqa: E402
 from cloudbench.providers.netns import NetnsProvider  # noqa: E402
-from cloudbench.spec import parse_spec  # noqa: E402
+from cloudbench.workloads import parse_spec  # noqa: E402
 
 PORT = 7411
 SERVER = (

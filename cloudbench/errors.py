@@ -1,24 +1,37 @@
-"""The one exception tree of cloudbench.
+"""The one exception tree of cloudbench, and the exit codes of the ``cloudbench`` command.
 
-Library code raises these; only :mod:`cloudbench.cli` prints them and exits.
-Every error carries enough context to say what was wrong, where, and what to do.
+Library code raises these; only :mod:`cloudbench.cli` prints them and exits,
+with the error's :attr:`CloudbenchError.exit_status`. Every error carries
+enough context to say what was wrong, where, and what to do.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes of the ``cloudbench`` command (the README's table)."""
+
+    OK = 0  # success
+    ERROR = 1  # an error: provisioning, a host, the result store, an analysis
+    USAGE = 2  # a bad spec or a bad command-line value; nothing was created
+    OVER_BUDGET = 3  # the estimated cost is above the spec's budget; nothing was created
+    INCOMPLETE = 4  # the run finished, but some trials or repetitions failed (data kept)
+    INTERRUPTED = 130  # Ctrl-C or SIGTERM; everything created was torn down, data kept
 
 
 class CloudbenchError(Exception):
     """Root of every error cloudbench raises on purpose."""
 
-    exit_status = 1  # of the `cloudbench` process when this error ends it
+    exit_status: ExitCode = ExitCode.ERROR  # of the `cloudbench` process when this error ends it
 
 
 class SpecError(CloudbenchError):
     """A spec file is invalid: names the file, the line and the field."""
 
-    exit_status = 2
+    exit_status = ExitCode.USAGE
 
     def __init__(self, path: str, line: int | None, field: str, message: str) -> None:
         self.path = path
@@ -105,3 +118,38 @@ class ResultError(CloudbenchError):
 
 class AnalysisError(CloudbenchError):
     """An analysis cannot be done on these data (and says why)."""
+
+
+class BudgetError(CloudbenchError):
+    """The estimated cost is above the spec's ``budget`` (or cannot be computed)."""
+
+    exit_status = ExitCode.OVER_BUDGET
+
+
+class UsageError(CloudbenchError):
+    """A command-line option has a value cloudbench cannot use."""
+
+    exit_status = ExitCode.USAGE
+
+
+class ReapError(ProvisionError):
+    """Some stacks could not be destroyed; carries what was done and what failed."""
+
+    def __init__(self, done: list[str], failures: list[str]) -> None:
+        self.done = done
+        self.failures = failures
+        super().__init__("pulumi", "gc", f"{len(failures)} stack(s) not destroyed:\n  "
+                         + "\n  ".join(failures) + ("\ndone:\n  " + "\n  ".join(done) if done else ""))
+
+
+class RecordError(ResultError):
+    """A worker's raw record is damaged or of a schema its reader does not know."""
+
+    def __init__(self, message: str, path: str = "worker record") -> None:
+        super().__init__(path, message)
+
+
+class IncompleteRunError(CloudbenchError):
+    """A run ended with trials or repetitions that failed; what was measured is kept."""
+
+    exit_status = ExitCode.INCOMPLETE

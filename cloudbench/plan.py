@@ -9,35 +9,18 @@ confounded with the order of the workloads (Uta et al., §5).
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from cloudbench.spec import Spec
+from cloudbench.spec.model import Spec
 from cloudbench.workloads import workload_kind
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One unit of measurement: a workload on one pair set in one repetition."""
-
-    id: str
-    repetition: int
-    position: int
-    workload: str
-    kind: str
-    hosts: tuple[str, ...]
-    pairs: tuple[tuple[str, str], ...] = ()
-    est_seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["hosts"] = list(self.hosts)
-        d["pairs"] = [list(p) for p in self.pairs]
-        return d
+from cloudbench.workloads.base import Trial
 
 
 @dataclass
 class Plan:
+    """The ordered trials of a campaign and the settings that ordered them."""
+
     seed: int
     order: str
     rest: float

@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 
 import asyncssh
 
+from cloudbench.core.cluster import Cluster, HostAccess
+from cloudbench.core.files import sha256_file
+from cloudbench.core.netns import connect_in_netns
 from cloudbench.errors import RemoteError, RemoteFailure
-from cloudbench.nsutil import connect_in_netns
-from cloudbench.providers.base import Cluster, HostAccess
-from cloudbench.results import sha256_file
 
 T = TypeVar("T")
 STDERR_TAIL = 2000

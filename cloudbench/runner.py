@@ -22,16 +22,28 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
-from cloudbench import __version__
+from cloudbench.core.cluster import Cluster
+from cloudbench.core.files import utc_now
+from cloudbench.core.version import __version__
+from cloudbench.cost import check_budget
 from cloudbench.errors import CloudbenchError, GroupRemoteError, RemoteFailure
-from cloudbench.plan import Plan, Trial, make_plan
+from cloudbench.plan import Plan, make_plan
 from cloudbench.providers import get_provider
-from cloudbench.providers.base import Cluster, Provider
+from cloudbench.providers.base import Provider
 from cloudbench.remote import Remote
-from cloudbench.results import MANIFEST_SCHEMA, RunDir, new_run_id, utc_now, write_json_atomic, write_summaries
-from cloudbench.spec import Spec
+from cloudbench.spec.model import Spec
+from cloudbench.store.manifest import (
+    FailureRecord,
+    HostRecord,
+    Manifest,
+    RepetitionRecord,
+    TrialRecord,
+    save_manifest,
+)
+from cloudbench.store.rundir import RunDir, new_run_id
+from cloudbench.store.summaries import SummaryRow, write_summaries
 from cloudbench.workloads import workload_kind
-from cloudbench.workloads.base import WORKERS_DIR, TrialContext, TrialOutcome
+from cloudbench.workloads.base import WORKERS_DIR, Trial, TrialContext, TrialOutcome
 
 
 class RunUI(Protocol):
@@ -115,7 +127,7 @@ class CampaignRunner:
         self.token = secrets.token_hex(16)
         self.run = RunDir(Path(results_root) / spec.name / new_run_id())
         self.after_trial = after_trial
-        self.manifest: dict[str, Any] = {}
+        self.manifest = Manifest(campaign=spec.name, run_id=self.run.run_id)
 
     def _default_provider(self, name: str) -> Provider:
         # Clouds and static hosts read their settings from the spec; cloud state lives
@@ -127,48 +139,41 @@ class CampaignRunner:
     def _init_manifest(self) -> None:
         text = Path(self.spec_path).read_bytes() if Path(self.spec_path).exists() else b""
         workers = worker_versions(worker_bundle(sorted({w.kind for w in self.spec.workloads})))
-        self.manifest = {
-            "schema": MANIFEST_SCHEMA,
-            "campaign": self.spec.name,
-            "run_id": self.run.run_id,
-            "status": "running",
-            "started_utc": utc_now(),
-            "ended_utc": None,
-            "spec_path": str(self.spec_path),
-            "spec_sha256": hashlib.sha256(text).hexdigest(),
-            "spec": self.spec.model_dump(mode="json"),
-            "seed": self.spec.seed,
-            "plan": self.plan.to_dict(),
+        self.manifest = Manifest(
+            campaign=self.spec.name,
+            run_id=self.run.run_id,
+            status="running",
+            started_utc=utc_now(),
+            spec_path=str(self.spec_path),
+            spec_sha256=hashlib.sha256(text).hexdigest(),
+            spec=self.spec.model_dump(mode="json"),
+            seed=self.spec.seed,
+            plan=self.plan.to_dict(),
             # compared before repetitions are pooled: any change of a worker changes it
-            "worker_version": ",".join(f"{k}={v['version']}:{v['sha256'][:12]}" for k, v in workers.items()),
-            "workers": workers,
-            "controller": {
+            worker_version=",".join(f"{k}={v['version']}:{v['sha256'][:12]}" for k, v in workers.items()),
+            workers=workers,
+            controller={
                 "cloudbench": __version__,
                 "python": platform.python_version(),
                 "kernel": platform.release(),
                 "hostname": platform.node(),
                 "pid": os.getpid(),
             },
-            "clock": {
+            clock={
                 "durations": "CLOCK_MONOTONIC (time.monotonic_ns on each host)",
                 "echo_receive": "the kernel's receive timestamp (SO_TIMESTAMPNS) mapped onto "
                                 "CLOCK_MONOTONIC, or the worker's read time where the spec says "
                                 "rx_timestamp: user or the kernel gave none (counted per trial)",
                 "timestamps": "UTC wall clock on the controller",
             },
-            "repetitions": [],
-            "trials": [],
-            "files": {},
-        }
+        )
         self._save()
 
     def _save(self) -> None:
-        write_json_atomic(self.run.manifest_path, self.manifest)
+        save_manifest(self.run.manifest_path, self.manifest)
 
     # -- the campaign ------------------------------------------------------------------
     def execute(self) -> RunDir:
-        from cloudbench.cost import check_budget
-
         check_budget(self.spec, self.spec_path, self.plan)  # before anything exists
         providers = list(self.spec.providers)
         if len(providers) != 1:  # the spec check says so too, with the line
@@ -193,52 +198,51 @@ class CampaignRunner:
                             provider.destroy(cluster)
                             cluster = None
                     self._write_summaries()
-            failed = [t for t in self.manifest["trials"] if t["status"] != "ok"]
-            lost = [r for r in self.manifest["repetitions"] if r.get("status") != "ok"]
-            if lost and len(lost) == len(self.manifest["repetitions"]):
-                self.manifest["status"] = "failed"
-                self.manifest["error"] = "no repetition could deploy its workers"
+            failed = [t for t in self.manifest.trials if t.status != "ok"]
+            lost = [r for r in self.manifest.repetitions if r.status != "ok"]
+            if lost and len(lost) == len(self.manifest.repetitions):
+                self.manifest.status = "failed"
+                self.manifest.error = "no repetition could deploy its workers"
             else:
-                self.manifest["status"] = "partial" if failed or lost else "complete"
+                self.manifest.status = "partial" if failed or lost else "complete"
         except KeyboardInterrupt as e:
-            self.manifest["status"] = "interrupted"
-            self.manifest["error"] = str(e) or "interrupted (Ctrl-C)"
+            self.manifest.status = "interrupted"
+            self.manifest.error = str(e) or "interrupted (Ctrl-C)"
             raise
         except BaseException as e:
-            self.manifest["status"] = "failed"
-            self.manifest["error"] = f"{type(e).__name__}: {e}"
+            self.manifest.status = "failed"
+            self.manifest.error = f"{type(e).__name__}: {e}"
             raise
         finally:
             if cluster is not None:
                 self.ui.phase(f"tearing down {cluster.stack}")
                 provider.destroy(cluster)
-            self.manifest["ended_utc"] = utc_now()
+            self.manifest.ended_utc = utc_now()
             with contextlib.suppress(CloudbenchError, OSError):
                 self._write_summaries()
             self._save()
         return self.run
 
     def _write_summaries(self) -> None:
-        rows: list[dict[str, Any]] = []
-        for kind in sorted({w.kind for w in self.spec.workloads}):
-            rows += workload_kind(kind).summarize(self.run, self.manifest)
+        rows: list[SummaryRow] = []
+        for w in self.manifest.workloads():
+            rows += workload_kind(w["kind"]).summarize(self.run, self.manifest, w)
         digest = write_summaries(self.run, rows)
-        self.manifest["files"]["summaries.parquet"] = digest
+        self.manifest.files["summaries.parquet"] = digest
         self._save()
 
     async def _repetition(self, rep: int, cluster: Cluster) -> None:
-        rec: dict[str, Any] = {
-            "index": rep,
-            "provider": cluster.provider,
-            "stack": cluster.stack,
-            "started_utc": utc_now(),
-            "ended_utc": None,
-            "hosts": [h.to_dict() for h in cluster.hosts],
+        rec = RepetitionRecord(
+            index=rep,
+            provider=cluster.provider,
+            stack=cluster.stack,
+            started_utc=utc_now(),
+            hosts=[HostRecord.model_validate(h.to_dict()) for h in cluster.hosts],
             # testbed layout, emulated WAN links and their delay schedule, …: the ground
             # truth that travels with the observations
-            "facts": cluster.facts,
-        }
-        self.manifest["repetitions"].append(rec)
+            facts=cluster.facts,
+        )
+        self.manifest.repetitions.append(rec)
         self._save()
         async with Remote(cluster) as remote:
             t0 = time.monotonic()
@@ -247,12 +251,13 @@ class CampaignRunner:
                 await self._deploy(remote, cluster, rec)
             except GroupRemoteError as e:
                 # Nothing measured yet in this repetition: record why, go on with the next.
-                rec.update(status="failed", ended_utc=utc_now(), failures=[f.__dict__ for f in e.failures])
+                rec.status, rec.ended_utc = "failed", utc_now()
+                rec.failures = [FailureRecord.model_validate(vars(f)) for f in e.failures]
                 for f in e.failures:
                     self.ui.warn(f"repetition {rep + 1} skipped: {f.describe()}")
                 self._save()
                 return
-            rec["deploy_s"] = round(time.monotonic() - t0, 3)
+            rec.deploy_s = round(time.monotonic() - t0, 3)
             self._save()
             trials = self.plan.of_repetition(rep)
             for i, trial in enumerate(trials):
@@ -260,11 +265,11 @@ class CampaignRunner:
                 if i < len(trials) - 1 and self.plan.rest > 0:
                     self.ui.phase(f"resting {self.plan.rest:g}s")
                     await asyncio.sleep(self.plan.rest)
-        rec["ended_utc"] = utc_now()
-        rec["status"] = "ok"
+        rec.ended_utc = utc_now()
+        rec.status = "ok"
         self._save()
 
-    async def _deploy(self, remote: Remote, cluster: Cluster, rec: dict[str, Any]) -> None:
+    async def _deploy(self, remote: Remote, cluster: Cluster, rec: RepetitionRecord) -> None:
         bundle = worker_bundle(sorted({w.kind for w in self.spec.workloads}))
 
         async def deploy(h: Any) -> dict[str, Any]:
@@ -277,34 +282,44 @@ class CampaignRunner:
         failures = [r.failure for r in results if r.failure is not None]
         if failures:
             raise GroupRemoteError(failures, [r.host for r in results if r.ok])
-        for r, h in zip(results, rec["hosts"], strict=True):
-            h["facts"].update(r.value)
+        for r, h in zip(results, rec.hosts, strict=True):
+            h.facts.update(r.value)
 
     async def _trial(self, trial: Trial, cluster: Cluster, remote: Remote, number: int) -> None:
         kind = workload_kind(trial.kind)
         ctx = TrialContext(trial, self.spec.workload(trial.workload), self.spec, cluster, remote,
                            self.run, self.token, self.ui.trial_tick)
-        rec: dict[str, Any] = {"id": trial.id, "repetition": trial.repetition, "workload": trial.workload,
-                               "kind": trial.kind, "started_utc": utc_now(), "status": "running"}
-        self.manifest["trials"].append(rec)
+        rec = TrialRecord(id=trial.id, repetition=trial.repetition, workload=trial.workload,
+                          kind=trial.kind, started_utc=utc_now(), status="running")
+        self.manifest.trials.append(rec)
         self._save()
         self.ui.trial_started(trial, number + 1, len(self.plan.of_repetition(trial.repetition)))
         try:
             outcome = await kind.run(ctx)
         except CloudbenchError as e:
             outcome = TrialOutcome(failures=[RemoteFailure("*", trial.id, None, str(e), type(e).__name__)])
-        rec.update({
-            "ended_utc": utc_now(),
-            "status": "ok" if not outcome.failures else ("partial" if outcome.rows else "failed"),
-            "rows": outcome.rows,
-            "files": outcome.files,
-            "failures": [f.__dict__ for f in outcome.failures],
-            "stats": outcome.stats,
-        })
-        self.manifest["files"].update(outcome.files)
+        rec.ended_utc = utc_now()
+        rec.status = "ok" if not outcome.failures else ("partial" if outcome.rows else "failed")
+        rec.rows = outcome.rows
+        rec.files = outcome.files
+        rec.failures = [FailureRecord.model_validate(vars(f)) for f in outcome.failures]
+        rec.stats = outcome.stats
+        self.manifest.files.update(outcome.files)
         self._save()
         for f in outcome.failures:
             self.ui.warn(f.describe())
         self.ui.trial_done(trial, outcome)
         if self.after_trial is not None:
             self.after_trial(trial, outcome)
+
+
+def run_campaign(spec: Spec, spec_path: str | Path, results_root: str | Path,
+                 ui: RunUI | None = None) -> RunDir:
+    """Run ``spec`` once (every repetition) into ``results_root/<campaign>/<run-id>``.
+
+    Checks the budget and, for the testbed, root before anything is created;
+    tears down everything it created on success, error, Ctrl-C and SIGTERM.
+    """
+    if "netns" in spec.providers and os.geteuid() != 0:
+        raise CloudbenchError("the netns testbed needs root: run `sudo cloudbench run ...`")
+    return CampaignRunner(spec, str(spec_path), Path(results_root), ui=ui).execute()

@@ -24,11 +24,13 @@ import asyncssh
 import pulumi
 import pytest
 
+from cloudbench.core.topology import Topology
 from cloudbench.errors import CloudbenchError, ProvisionError, SpecError
-from cloudbench.providers import cloud_common as cc
-from cloudbench.providers import pulumi as pp
-from cloudbench.spec import CloudProviderModel, Spec, parse_spec
-from cloudbench.topology import Topology
+from cloudbench.providers.clouds import automation as pp
+from cloudbench.providers.clouds import common as cc
+from cloudbench.spec.model import Spec
+from cloudbench.spec.providers import CloudProviderModel
+from cloudbench.workloads import parse_spec
 
 CONTROLLER = "203.0.113.7/32"  # TEST-NET-3: never contacted
 WORKER_PORTS = {(proto, p.first, p.last) for p in cc.WORKER_PORTS for proto in p.protocols}
@@ -159,7 +161,7 @@ def run_program(cloud: str, topo: Topology, settings: cc.CloudSettings,
     """Run the cloud's program under the installed mocks; returns its exports, resolved."""
     import importlib
 
-    module = importlib.import_module(f"cloudbench.providers.stacks.{cloud}")
+    module = importlib.import_module(f"cloudbench.providers.clouds.programs.{cloud}")
     exports: dict[str, Any] = {}
     monkeypatch.setattr(pulumi, "export", lambda k, v: exports.__setitem__(k, v))
     resolved: dict[str, Any] = {}
@@ -443,7 +445,7 @@ def test_worker_ports_are_one_list() -> None:
 
 # -- spec checks -----------------------------------------------------------------------------------
 def test_stormcloud_example_is_valid() -> None:
-    from cloudbench.spec import load_spec
+    from cloudbench.workloads import load_spec
 
     spec = load_spec(Path(__file__).parent.parent / "experiments" / "stormcloud-aws.yaml")
     topo = spec.topology()
@@ -714,7 +716,7 @@ def _lease(root: Path, campaign: str, stack: str, expiry: float, pid: int | None
            cmdline: str | None = None) -> Path:
     path = root / campaign / ".pulumi" / pp.LEASES / f"cloudbench-aws.{stack}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    from cloudbench.nsutil import pid_cmdline
+    from cloudbench.core.processes import pid_cmdline
 
     me = os.getpid()
     path.write_text(json.dumps({
@@ -804,12 +806,12 @@ def test_cloudbench_works_without_the_cloud_sdks(tmp_path: Path) -> None:
         import sys
         for m in ("pulumi", "pulumi_aws", "pulumi_gcp", "pulumi_azure_native"):
             sys.modules[m] = None  # importing them now raises ImportError
-        import cloudbench.cli, cloudbench.cost, cloudbench.providers.pulumi, cloudbench.providers.static
+        import cloudbench.cli.app, cloudbench.cost, cloudbench.providers.clouds.automation, cloudbench.providers.static
         from cloudbench.providers import get_provider
-        from cloudbench.spec import load_spec
+        from cloudbench.workloads import load_spec
         spec = load_spec(sys.argv[1])
         cloudbench.cost.check_budget(spec, sys.argv[1])
-        print(type(get_provider("aws", spec=spec)).__name__, cloudbench.providers.pulumi.reap(sys.argv[2]))
+        print(type(get_provider("aws", spec=spec)).__name__, cloudbench.providers.clouds.automation.reap(sys.argv[2]))
         """)
     example = Path(__file__).parent.parent / "experiments" / "stormcloud-aws.yaml"
     res = subprocess.run([sys.executable, "-c", code, str(example), str(tmp_path)],
@@ -821,7 +823,7 @@ def test_cloudbench_works_without_the_cloud_sdks(tmp_path: Path) -> None:
 def test_missing_cloud_sdk_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    monkeypatch.delitem(sys.modules, "cloudbench.providers.stacks.azure", raising=False)
+    monkeypatch.delitem(sys.modules, "cloudbench.providers.clouds.programs.azure", raising=False)
     monkeypatch.setitem(sys.modules, "pulumi_azure_native", None)
     topo = stormcloud("aws").topology()
     with pytest.raises(ProvisionError, match=r"pip install 'cloudbench\[azure\]'"):

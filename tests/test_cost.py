@@ -16,7 +16,7 @@ from cloudbench.cli import app
 from cloudbench.errors import SpecError
 from cloudbench.plan import make_plan
 from cloudbench.providers import Provider
-from cloudbench.spec import parse_spec
+from cloudbench.workloads import parse_spec
 
 RATE, PAYLOAD, DURATION, WARMUP = 10, 1000, 5, 1
 
@@ -51,7 +51,7 @@ def spec_text(extra: str = "", vm_type: str = "m5.large", reps: int = 2) -> str:
 
 def test_echo_egress_per_region_pair() -> None:
     spec = parse_spec(spec_text(), "c.yaml")
-    est = cost.estimate(spec)
+    est = cost.estimate_cost(spec)
     each_way = RATE * PAYLOAD * (DURATION + WARMUP)  # per ordered pair and direction
     lines = {(e.region_a, e.region_b): e for e in est.egress}
     # a-1 <-> a-2: 2 ordered pairs, each with a request and an echo, per repetition.
@@ -71,7 +71,7 @@ def test_echo_egress_per_region_pair() -> None:
 def test_vm_hours_follow_the_plan() -> None:
     spec = parse_spec(spec_text(reps=3), "c.yaml")
     plan = make_plan(spec)
-    est = cost.estimate(spec, plan)
+    est = cost.estimate_cost(spec, plan)
     per_rep = [sum(t.est_seconds for t in plan.of_repetition(r)) for r in range(3)]
     expected_h = 3 * sum(s + cost.PROVISION_OVERHEAD_S for s in per_rep) / 3600  # 3 hosts
     assert est.stacks == 3
@@ -81,8 +81,8 @@ def test_vm_hours_follow_the_plan() -> None:
     assert est.public_ip_usd == pytest.approx(expected_h * 0.005)
     assert est.total_usd == pytest.approx(vm_usd + est.public_ip_usd + sum(e.usd for e in est.egress))
     once = parse_spec(spec_text(reps=3).replace("rest: 10s", "rest: 10s\nfresh_hosts: campaign"), "c.yaml")
-    assert cost.estimate(once).stacks == 1
-    assert cost.estimate(once).vm_hours < est.vm_hours  # one provisioning instead of three
+    assert cost.estimate_cost(once).stacks == 1
+    assert cost.estimate_cost(once).vm_hours < est.vm_hours  # one provisioning instead of three
 
 
 def test_workload_kind_can_estimate_its_own_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,8 +100,8 @@ def test_workload_kind_can_estimate_its_own_bytes(monkeypatch: pytest.MonkeyPatc
             seen.append(trial.id)
             return {("a-1", "b-1"): 7e9}
 
-    monkeypatch.setattr(workloads, "workload_kind", lambda k: Kind())
-    est = cost.estimate(spec)
+    monkeypatch.setattr(cost, "workload_kind", lambda k: Kind())
+    est = cost.estimate_cost(spec)
     assert seen and est.egress_bytes == 7e9
     assert [(e.region_a, e.region_b) for e in est.egress] == [("eu-west-1", "us-east-1")]
 
@@ -109,8 +109,8 @@ def test_workload_kind_can_estimate_its_own_bytes(monkeypatch: pytest.MonkeyPatc
         def estimate_bytes(self, params: Any, trial: Any) -> float:  # type: ignore[override]
             return 6e9  # spread over the 6 ordered pairs
 
-    monkeypatch.setattr(workloads, "workload_kind", lambda k: Total())
-    assert cost.estimate(spec).egress_bytes == pytest.approx(6e9)
+    monkeypatch.setattr(cost, "workload_kind", lambda k: Total())
+    assert cost.estimate_cost(spec).egress_bytes == pytest.approx(6e9)
 
 
 def test_bundled_prices_are_dated_and_sourced() -> None:
@@ -124,7 +124,7 @@ def test_bundled_prices_are_dated_and_sourced() -> None:
 def test_prices_override_from_spec_and_file(tmp_path: Path) -> None:
     extra = "prices:\n  vm_hourly: {aws: {m5.large: 1.0}}\n  egress_per_gb: {aws: {cross_region: 1.0}}\n"
     spec = parse_spec(spec_text(extra), str(tmp_path / "c.yaml"))
-    est = cost.estimate(spec, prices=cost.spec_prices(spec, tmp_path / "c.yaml"))
+    est = cost.estimate_cost(spec, prices=cost.spec_prices(spec, tmp_path / "c.yaml"))
     assert est.vms[0].usd_per_hour == 1.0
     far = next(e for e in est.egress if e.region_a != e.region_b)
     assert far.usd == pytest.approx(far.bytes / 1e9)

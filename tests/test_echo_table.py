@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cloudbench.results import read_parquet, write_parquet
-from cloudbench.workloads.echo import ECHO_SCHEMA, echo_table
-from cloudbench.workloads.echo_format import ECHO_DTYPE, FLAG_CONN_LOST, FLAG_TIMEOUT, FLAG_WARMUP
+from cloudbench.store.parquet import read_parquet, write_parquet
+from cloudbench.workloads.echo.controller import ECHO_SCHEMA, echo_table
+from cloudbench.workloads.echo.reader import ECHO_DTYPE, FLAG_CONN_LOST, FLAG_TIMEOUT, FLAG_WARMUP
 
 T0 = 5_000_000_000
 

@@ -25,7 +25,7 @@ import pytest
 
 from cloudbench.errors import ResultError
 from cloudbench.workers import echo as worker
-from cloudbench.workloads.echo_format import (
+from cloudbench.workloads.echo.reader import (
     FLAG_CONN_LOST,
     FLAG_SEND_FAILED,
     FLAG_TIMEOUT,
@@ -606,7 +606,7 @@ def test_reader_sorts_and_tolerates_a_truncated_final_record(tmp_path: Path) -> 
     ("mutate", "message"),
     [
         (lambda p: write_file(p, HEADER, [], magic=b"CBECHO9\n"), "not an echo worker file"),
-        (lambda p: write_file(p, {**HEADER, "schema": 2}, []), "schema 2 is not supported"),
+        (lambda p: write_file(p, {**HEADER, "schema": 2}, []), "echo worker file schema 2 is unknown"),
         (lambda p: write_file(p, {k: v for k, v in HEADER.items() if k != "t0_ns"}, []),
          "lacks t0_ns"),
         (lambda p: p.write_bytes(MAGIC + struct.pack(">I", 5) + b"{nope"), "not valid JSON"),

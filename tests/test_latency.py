@@ -14,8 +14,10 @@ from cloudbench.analysis.latency import (
     quorum_latencies,
     windowed_means,
 )
-from cloudbench.report import echo_worker_health, render
-from cloudbench.topology import GROUP_ORDER, HostSpec, PairGroup, classify_pair
+from cloudbench.core.topology import GROUP_ORDER, HostSpec, PairGroup, classify_pair
+from cloudbench.report.render import render_report as render
+from cloudbench.store.manifest import Manifest
+from cloudbench.workloads.echo.report import echo_worker_health
 
 
 def h(name: str, region: str = "r1", zone: str = "r1-a", subnet: str = "s1", provider: str = "p") -> HostSpec:
@@ -120,14 +122,16 @@ def test_echo_worker_health_from_the_trials_stats() -> None:
         return {"cpu_s": cpu_s, "wall_s": 20.0, "rounds": 2000, "late_sends": late,
                 "max_send_lag_us": lag_us, "kernel_stamps": 2000 - user, "user_stamps": user}
 
-    manifest = {"trials": [
-        {"id": "r000-t000-echo", "workload": "echo",
+    manifest = Manifest.model_validate({"campaign": "c", "run_id": "x", "trials": [
+        {"id": "r000-t000-echo", "repetition": 0, "workload": "echo", "kind": "echo",
          "stats": {"a": stats(1.0, 3, 1500, user=5), "b": stats(1.6, 0, 200)}},
-        {"id": "r001-t000-echo", "workload": "echo", "stats": {"a": stats(0.4, 1, 4200)}},
+        {"id": "r001-t000-echo", "repetition": 1, "workload": "echo", "kind": "echo",
+         "stats": {"a": stats(0.4, 1, 4200)}},
         # another workload's trial and a trial whose hosts all failed do not count
-        {"id": "r000-t001-other", "workload": "other", "stats": {"a": stats(19.0, 500, 90000)}},
-        {"id": "r001-t001-echo", "workload": "echo", "stats": {}},
-    ]}
+        {"id": "r000-t001-other", "repetition": 0, "workload": "other", "kind": "echo",
+         "stats": {"a": stats(19.0, 500, 90000)}},
+        {"id": "r001-t001-echo", "repetition": 1, "workload": "echo", "kind": "echo", "stats": {}},
+    ]})
     h = echo_worker_health(manifest, "echo")
     assert h == {"cpu_pct_max": 8.0, "cpu_pct_max_host": "b", "cpu_pct_max_trial": "r000-t000-echo",
                  "rounds": 6000, "late_sends": 4, "max_send_lag_us": 4200,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench.parsers import (
+from cloudbench.errors import RecordError
+from cloudbench.workloads.throughput.reader import (
     MIB,
-    RecordError,
     data_start_ns,
     parse_iperf3,
     parse_nuttcp,

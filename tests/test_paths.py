@@ -18,8 +18,8 @@ from cloudbench.analysis.paths import (
     inflation,
     path_change,
 )
-from cloudbench.workloads.scamper import Trace, parse_output
-from cloudbench.workloads.traceroute import trace_tables
+from cloudbench.workloads.traceroute.data import trace_tables
+from cloudbench.workloads.traceroute.reader import Trace, parse_output
 
 DATA = Path(__file__).parent / "data"
 

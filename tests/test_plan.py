@@ -5,7 +5,7 @@ from typer.testing import CliRunner
 
 from cloudbench.cli import app
 from cloudbench.plan import make_plan
-from cloudbench.spec import parse_spec
+from cloudbench.workloads import parse_spec
 
 from .conftest import QUICKSTART
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cloudbench.providers.base import Provider
-from cloudbench.spec import load_spec
 from cloudbench.testing.fakes import FakeProvider
+from cloudbench.workloads import load_spec
 
 from .conftest import QUICKSTART
 

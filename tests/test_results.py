@@ -8,7 +8,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from cloudbench.errors import ResultError
-from cloudbench.results import RunDir, find_runs, load_manifest, read_parquet, write_parquet
+from cloudbench.store.manifest import load_manifest
+from cloudbench.store.parquet import read_parquet, write_parquet
+from cloudbench.store.rundir import RunDir, find_runs
 
 
 def test_parquet_roundtrip_and_schema_refusal(tmp_path: Path) -> None:
@@ -20,7 +22,7 @@ def test_parquet_roundtrip_and_schema_refusal(tmp_path: Path) -> None:
         read_parquet(p, kind="throughput")
     future = t.replace_schema_metadata({b"cloudbench.schema": b"99", b"cloudbench.kind": b"echo"})
     pq.write_table(future, p)
-    with pytest.raises(ResultError, match="schema version 99 is unknown"):
+    with pytest.raises(ResultError, match="parquet file schema 99 is unknown"):
         read_parquet(p)
     pq.write_table(t, p)
     with pytest.raises(ResultError, match="no cloudbench schema"):
@@ -45,7 +47,8 @@ def test_manifest_versions(tmp_path: Path) -> None:
     (run / "manifest.json").write_text('{"schema": 1, "files"')
     with pytest.raises(ResultError, match="not valid JSON"):
         RunDir(run).manifest()
-    (run / "manifest.json").write_text(json.dumps({"schema": 1, "files": {"x.parquet": "00"}}))
+    (run / "manifest.json").write_text(json.dumps({"schema": 1, "campaign": "camp", "run_id": run.name,
+                                                   "files": {"x.parquet": "00"}}))
     assert RunDir(run).verify() == ["x.parquet: missing"]
     assert find_runs(tmp_path / "camp") == [RunDir(run)]
     with pytest.raises(ResultError, match="holds no cloudbench run"):

@@ -9,8 +9,8 @@ import pytest
 from cloudbench.errors import ProvisionError, RemoteFailure
 from cloudbench.remote import HostResult
 from cloudbench.runner import CampaignRunner, QuietUI
-from cloudbench.spec import parse_spec
 from cloudbench.testing.fakes import FakeProvider
+from cloudbench.workloads import parse_spec
 from cloudbench.workloads.base import TrialOutcome
 
 from .conftest import QUICKSTART
@@ -28,12 +28,12 @@ def test_unreachable_hosts_fail_each_repetition_and_are_torn_down(tmp_path: Path
     assert fake.provisioned == ["fake0", "fake1"] and fake.destroyed == ["fake0", "fake1"]
     assert fake.live == set()
     m = run.manifest()
-    assert m["status"] == "failed" and "deploy" in m["error"]
-    for rep in m["repetitions"]:
-        assert rep["status"] == "failed"
-        assert {f["host"] for f in rep["failures"]} == {h.name for h in spec().topology()}
-        assert all("cannot connect" in f["reason"] for f in rep["failures"])
-    assert m["trials"] == [] and m["ended_utc"]
+    assert m.status == "failed" and m.error is not None and "deploy" in m.error
+    for rep in m.repetitions:
+        assert rep.status == "failed"
+        assert {f.host for f in rep.failures} == {h.name for h in spec().topology()}
+        assert all("cannot connect" in f.reason for f in rep.failures)
+    assert m.trials == [] and m.ended_utc
 
 
 def test_hosts_per_campaign_are_made_once(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_failed_provisioning_is_recorded(tmp_path: Path) -> None:
     with pytest.raises(ProvisionError):
         runner.execute()
     m = runner.run.manifest()
-    assert m["status"] == "failed" and "told to fail" in m["error"]
+    assert m.status == "failed" and m.error is not None and "told to fail" in m.error
     assert fake.destroyed == []
 
 
@@ -63,7 +63,7 @@ def test_ctrl_c_mid_repetition_tears_down_and_says_interrupted(tmp_path: Path) -
     with pytest.raises(KeyboardInterrupt):
         runner.execute()
     assert fake.destroyed == ["fake0"] and fake.live == set()
-    assert runner.run.manifest()["status"] == "interrupted"
+    assert runner.run.manifest().status == "interrupted"
 
 
 def test_budget_and_bad_specs_create_nothing(tmp_path: Path) -> None:

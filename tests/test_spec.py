@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cloudbench.cli import app
+from cloudbench.core.units import parse_duration, parse_size
 from cloudbench.errors import SpecError
-from cloudbench.spec import json_schema, load_spec, parse_spec
-from cloudbench.units import parse_duration, parse_size
+from cloudbench.workloads import json_schema, load_spec, parse_spec
 
 from .conftest import QUICKSTART
 

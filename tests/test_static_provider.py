@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from cloudbench.core.cluster import Cluster
 from cloudbench.errors import ProvisionError, SpecError
 from cloudbench.providers import get_provider
-from cloudbench.providers.base import Cluster
-from cloudbench.spec import Spec, StaticProviderModel, parse_spec
+from cloudbench.spec.model import Spec
+from cloudbench.spec.providers import StaticProviderModel
+from cloudbench.workloads import parse_spec
 
 TESTBED = textwrap.dedent("""\
     name: tb
@@ -114,7 +116,7 @@ def test_static_hosts_deploy_run_pull_and_destroy(testbed: Cluster, tmp_path: Pa
         assert not Path(h.workdir).exists()  # the work directory, and only it, is gone
         assert (tmp_path / "work" / h.name).is_dir()
     # The hosts themselves are untouched: their sshd still answers.
-    from cloudbench.nsutil import connect_in_netns
+    from cloudbench.core.netns import connect_in_netns
 
     for t in testbed.hosts:
         assert t.netns is not None

@@ -13,30 +13,32 @@ import pytest
 from rich.console import Console
 
 from cloudbench.analysis.throughput import cv_rmse
+from cloudbench.core.cluster import HostAccess
+from cloudbench.core.files import write_json_atomic
+from cloudbench.core.topology import HostSpec
 from cloudbench.errors import SpecError
 from cloudbench.plan import make_plan
-from cloudbench.providers.base import HostAccess
-from cloudbench.results import MANIFEST_SCHEMA, RunDir, read_parquet, write_json_atomic, write_parquet
-from cloudbench.spec import Spec, TbDrainWorkload, parse_spec
-from cloudbench.throughput_report import (
-    RunFacts,
-    Series,
-    cv_rmse_rows,
-    render,
-    section,
-    summaries,
-    trend_warnings,
-)
-from cloudbench.topology import HostSpec
+from cloudbench.spec.model import Spec
+from cloudbench.store import formats
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.parquet import read_parquet, write_parquet
+from cloudbench.store.rundir import RunDir
 from cloudbench.workers import tput
-from cloudbench.workloads import workload_kind
-from cloudbench.workloads.throughput import (
+from cloudbench.workloads import parse_spec, workload_kind
+from cloudbench.workloads.tbdrain.params import TbDrainWorkload
+from cloudbench.workloads.tbdrain.report import render as render_drains
+from cloudbench.workloads.tbdrain.report import section as drain_section
+from cloudbench.workloads.tbdrain.summaries import drain_summaries
+from cloudbench.workloads.throughput.controller import (
     THROUGHPUT_SCHEMA,
-    UDP_SOCKET_BUFFER,
     bursts,
     client_config,
     throughput_table,
 )
+from cloudbench.workloads.throughput.data import RunFacts, Series, trend_warnings
+from cloudbench.workloads.throughput.params import UDP_SOCKET_BUFFER
+from cloudbench.workloads.throughput.report import cv_rmse_rows, section
+from cloudbench.workloads.throughput.summaries import throughput_summaries
 
 DATA = Path(__file__).parent / "data" / "tput"
 
@@ -213,13 +215,15 @@ def fake_run(tmp: Path) -> RunDir:
     shaping = {"profile": {"shaping": "token_bucket", "high_rate": 200e6, "low_rate": 50e6,
                            "budget": 75 * 2**20}}
     manifest = {
-        "schema": MANIFEST_SCHEMA, "campaign": "tput", "run_id": run.run_id, "status": "complete",
+        "schema": formats.MANIFEST.current, "campaign": "tput", "run_id": run.run_id, "status": "complete",
         "spec": s.model_dump(mode="json"), "seed": 3,
         "repetitions": [{"index": 0, "stack": "abc123", "hosts": [
             {"name": n, "labels": lab, "facts": {"shaping": shaping if n.startswith("a") else None}}
             for n, lab in labels.items()]}],
-        "trials": [{"id": "r000-t000-tbdrain", "started_utc": "2026-01-01T00:00:00Z"},
-                   {"id": "r000-t001-udp", "started_utc": "2026-01-01T00:01:00Z"}],
+        "trials": [{"id": "r000-t000-tbdrain", "repetition": 0, "workload": "tbdrain", "kind": "tbdrain",
+                    "started_utc": "2026-01-01T00:00:00Z"},
+                   {"id": "r000-t001-udp", "repetition": 0, "workload": "udp", "kind": "throughput",
+                    "started_utc": "2026-01-01T00:01:00Z"}],
         "files": {},
     }
     (run.path / "tbdrain").mkdir(parents=True)
@@ -237,36 +241,36 @@ def fake_run(tmp: Path) -> RunDir:
 def test_tbdrain_section_and_summaries(tmp_path: Path) -> None:
     run = fake_run(tmp_path)
     manifest = run.manifest()
-    sec = section(run, manifest, next(w for w in manifest["spec"]["workloads"]
-                                      if w["name"] == "tbdrain"))
+    w = next(w for w in manifest.workloads() if w["name"] == "tbdrain")
+    sec = drain_section(run, manifest, w)
     (d,) = sec["drains"]
     assert d["drained"] and d["vm_type"] == "local.tb-small"
     for key in ("high_mbps", "low_mbps", "time_to_empty_s", "budget_mbit", "refill_mbps"):
         assert d[key] == pytest.approx(d["expected_" + key], rel=0.05), key
         assert d[f"{key}_ci_low"] <= d[key] <= d[f"{key}_ci_high"]
-    rows = summaries(run, manifest, "tbdrain")
-    got = {r["metric"]: r["value"] for r in rows}
+    rows = drain_summaries(run, manifest, w)
+    got = {r.metric: r.value for r in rows}
     assert set(got) == {"drained", "high_rate_mbps", "low_rate_mbps", "time_to_empty_s",
                         "budget_mbit", "refill_rate_mbps"}
-    assert {r["group"] for r in rows} == {"a1->a2"} and {r["repetition"] for r in rows} == {0}
+    assert {r.group for r in rows} == {"a1>a2"} and {r.repetition for r in rows} == {0}
     console = Console(record=True, width=160)
-    render("tbdrain", sec, console)
+    render_drains("tbdrain", sec, console)
     assert "configured" in console.export_text()
 
 
 def test_throughput_summaries_and_section(tmp_path: Path) -> None:
     run = fake_run(tmp_path)
     manifest = run.manifest()
-    w = next(w for w in manifest["spec"]["workloads"] if w["name"] == "udp")
+    w = next(w for w in manifest.workloads() if w["name"] == "udp")
     sec = section(run, manifest, w)
     (t,) = sec["trials"]
     assert t["group"] == "cross_region" and t["mean_mbps"] == pytest.approx(95.7, rel=0.01)
     assert t["loss_pct"] == pytest.approx(0.48712, rel=1e-3)  # nuttcp's own total
-    rows = [r for r in summaries(run, manifest, "throughput") if r["workload"] == "udp"]
-    metrics = {(r["metric"], r["group"]) for r in rows}
-    assert ("throughput_mbps", "cross_region") in metrics and ("throughput_mbps", "a1->c1") in metrics
+    rows = throughput_summaries(run, manifest, w)
+    metrics = {(r.metric, r.group) for r in rows}
+    assert ("throughput_mbps", "cross_region") in metrics and ("throughput_mbps", "a1>c1") in metrics
     assert ("loss_pct", "cross_region") in metrics
-    assert all(r["run_id"] == run.run_id for r in rows)
+    assert all(r.run_id == run.run_id and r.workload == "udp" for r in rows)
     assert read_parquet(run.path / "udp" / "r000-t001-udp.parquet", kind="throughput").num_rows == 3
 
 
@@ -280,12 +284,14 @@ def _series(rep: int, trial: str, src: str, dst: str, mbps: float, n: int = 5) -
 def _facts(stacks: dict[int, str], starts: dict[str, str]) -> RunFacts:
     s = spec()
     labels = {h.name: h.labels() for h in s.topology()}
-    return RunFacts({
+    return RunFacts(Manifest.model_validate({
+        "campaign": "tput", "run_id": "x",
         "repetitions": [{"index": r, "stack": st, "hosts": [
             {"name": n, "labels": lab, "facts": {}} for n, lab in labels.items()]}
             for r, st in stacks.items()],
-        "trials": [{"id": t, "started_utc": u} for t, u in starts.items()],
-    })
+        "trials": [{"id": t, "repetition": int(t[1:4]), "workload": "tcp", "kind": "throughput",
+                    "started_utc": u} for t, u in starts.items()],
+    }))
 
 
 def test_falling_trend_on_the_same_hosts_warns_and_fresh_hosts_do_not() -> None:

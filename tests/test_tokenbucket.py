@@ -14,10 +14,9 @@ from cloudbench.analysis.tokenbucket import (
     estimate_refill,
     uta_drained,
 )
-from cloudbench.parsers import data_start_ns, parse_tool, parse_tput_record
-from cloudbench.shaping import expected_goodput
-from cloudbench.vmtypes import BUILTIN_VM_TYPES
+from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES, expected_goodput
 from cloudbench.workers import tput as tput_worker
+from cloudbench.workloads.throughput.reader import data_start_ns, parse_tool, parse_tput_record
 
 DATA = Path(__file__).parent / "data" / "tput"
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cloudbench.parsers import parse_nuttcp, parse_tput_record
+from cloudbench.workloads.throughput.reader import parse_nuttcp, parse_tput_record
 
 WORKER = Path(__file__).resolve().parents[1] / "cloudbench" / "workers" / "tput.py"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from cloudbench.core.topology import Topology
 from cloudbench.errors import SpecError
-from cloudbench.shaping import cap_burst, expected_goodput, goodput_fraction, tc_commands
-from cloudbench.spec import parse_spec
-from cloudbench.topology import Topology
-from cloudbench.vmtypes import BUILTIN_VM_TYPES, VmTypeModel, resolve_vm_type
+from cloudbench.providers.netns.shaping import cap_burst, tc_commands
+from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES, VmTypeModel, expected_goodput, goodput_fraction, resolve_vm_type
+from cloudbench.workloads import parse_spec
 
 SPEC = """\
 name: shaped

@@ -8,9 +8,10 @@ import pytest
 from geographiclib.geodesic import Geodesic
 
 from cloudbench.errors import SpecError
-from cloudbench.providers.netns import _plan
-from cloudbench.spec import parse_spec
-from cloudbench.wan import TRANSIT_ASN, WAN_BASE, WanLink, delay_at, resolve_links
+from cloudbench.providers.netns.provider import _plan
+from cloudbench.providers.netns.wan import TRANSIT_ASN, WAN_BASE
+from cloudbench.spec.wan import WanLink, delay_at, resolve_links
+from cloudbench.workloads import parse_spec
 
 SPEC = """
 name: w
@@ -44,7 +45,7 @@ def test_delays_from_locations_configured_and_defaults() -> None:
     spec = parse_spec(SPEC)
     topo = spec.topology()
     assert topo.wan is not None
-    links = {(lk.a, lk.b): lk for lk in resolve_links(topo.wan, topo.regions, topo.region_coords)}
+    links = {(lk.a, lk.b): lk for lk in resolve_links(spec.wan, topo.regions, topo.region_coords)}
     assert set(links) == {("fra", "par"), ("fra", "lon"), ("par", "lon")}
     d = Geodesic.WGS84.Inverse(50.11, 8.68, 48.86, 2.35)["s12"]
     expect = d / (299_792_458.0 * 2 / 3) + 0.001
@@ -57,7 +58,7 @@ def test_delays_from_locations_configured_and_defaults() -> None:
 
 
 def test_topology_round_trips_the_wan() -> None:
-    from cloudbench.topology import Topology
+    from cloudbench.core.topology import Topology
 
     topo = parse_spec(SPEC).topology()
     again = Topology.from_dict(topo.to_dict())
@@ -132,7 +133,7 @@ def _checksum(header: bytes) -> int:
 
 @pytest.mark.parametrize("ttl", [1, 63, 64, 200, 254])
 def test_forwarder_gives_back_one_ttl_with_a_valid_checksum(ttl: int) -> None:
-    from cloudbench.forwarder.pyfwd import restore_ttl
+    from cloudbench.providers.netns.forwarder.pyfwd import restore_ttl
 
     hdr = bytearray(bytes.fromhex("450000541c4640000001000 0c6120a0ac6120b0a".replace(" ", "")))
     hdr[8] = ttl

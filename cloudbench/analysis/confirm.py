@@ -49,8 +49,7 @@ from cloudbench.analysis.stats import (
     quantile_ci_ranks,
     quantile_name,
 )
-from cloudbench.errors import AnalysisError, ResultError
-from cloudbench.results import SUMMARY_SCHEMA, RunDir, find_runs, repetition_metadata
+from cloudbench.errors import AnalysisError
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -58,9 +57,6 @@ ProgressFn = Callable[[int, int], None]
 """Called as ``progress(done, total)``; a unit is one convergence size or one
 series' assumption checks."""
 
-METADATA_KEYS: tuple[str, ...] = (
-    "provider", "regions", "zones", "vm_type", "worker_version", "workloads",
-)
 # A free log-log slope of the CI half-width above this means the CIs do not
 # shrink as 1/√n (e.g. a median in the gap between two modes), so a prediction
 # from the law is flagged as unreliable. On normal samples of 30-400
@@ -250,10 +246,14 @@ def _json_difference(a: str, b: str) -> str:
 
 
 def find_mismatches(metas: Mapping[RepetitionRef, Mapping[str, str]]) -> list[MetadataMismatch]:
-    """Key metadata values that differ between repetitions (first seen value first)."""
+    """Key metadata values that differ between repetitions (first seen value first).
+
+    Keys are reported in the order of the metadata mappings (the store's
+    ``POOLING_METADATA`` order), keys missing from some repetitions last.
+    """
     out = []
     refs = sorted(metas)
-    keys = list(METADATA_KEYS) + sorted({k for m in metas.values() for k in m} - set(METADATA_KEYS))
+    keys = list(dict.fromkeys(k for ref in refs for k in metas[ref]))
     for key in keys:
         groups: dict[str, list[RepetitionRef]] = {}
         for ref in refs:
@@ -291,95 +291,12 @@ def check_pooling(path: Path, series_refs: Mapping[SeriesKey, Iterable[Repetitio
     return found
 
 
-def _summary_rows(run: RunDir) -> list[dict[str, Any]]:
-    table = run.summaries()
-    missing = [c for c in SUMMARY_SCHEMA.names if c not in table.column_names]
-    if missing:
-        raise ResultError(str(run.summaries_path), f"lacks column(s) {', '.join(missing)}")
-    rows: list[dict[str, Any]] = table.select(SUMMARY_SCHEMA.names).to_pylist()
-    return rows
 
 
-def _metadata(run: RunDir, manifest: dict[str, Any], repetition: int) -> dict[str, str]:
-    try:
-        return repetition_metadata({**manifest, "_path": str(run.manifest_path)}, repetition)
-    except (KeyError, TypeError) as e:
-        raise ResultError(
-            str(run.manifest_path),
-            f"repetition {repetition} lacks host labels needed to check pooling ({e!r})",
-        ) from e
 
 
-def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str] = (),
-                allow_mixed: bool = False) -> Dataset:
-    """Per-repetition values of every run under ``path``, checked for pooling.
-
-    ``metrics``/``groups`` restrict the analysis (exact names; unknown names
-    raise AnalysisError listing the known ones). Raises ResultError for missing,
-    truncated or corrupted manifests and summaries.
-    """
-    path = Path(path)
-    runs = find_runs(path)
-    values: list[RepetitionValue] = []
-    metas: dict[RepetitionRef, dict[str, str]] = {}
-    notes: list[str] = []
-    campaign = ""
-    for run in runs:
-        manifest = run.manifest()
-        campaign = campaign or str(manifest.get("campaign", ""))
-        status = manifest.get("status", "complete")
-        if status != "complete":
-            notes.append(f"run {run.run_id} has status {status!r}; its repetitions are included")
-        seen: set[tuple[int, str, str, str]] = set()
-        for row in _summary_rows(run):
-            rep = int(row["repetition"])
-            ident = (rep, row["workload"], row["metric"], row["group"])
-            if ident in seen:
-                raise ResultError(
-                    str(run.summaries_path),
-                    f"duplicate summary row for repetition {rep}, workload {row['workload']!r}, "
-                    f"metric {row['metric']!r}, group {row['group']!r}",
-                )
-            seen.add(ident)
-            ref = RepetitionRef(run.run_id, rep)
-            if ref not in metas:
-                metas[ref] = _metadata(run, manifest, rep)
-            value = math.nan if row["value"] is None else float(row["value"])
-            values.append(
-                RepetitionValue(ref, str(row["workload"]), str(row["metric"]), str(row["group"]),
-                                value, str(row["unit"] or ""), int(row["n_obs"] or 0), metas[ref])
-            )
-    if not values:
-        raise ResultError(
-            str(path),
-            f"no per-repetition summaries in {len(runs)} run(s) (summaries.parquet missing or "
-            "empty); was the campaign run to completion?",
-        )
-    values = _select(path, values, "metric", metrics)
-    values = _select(path, values, "group", groups)
-    used = {v.ref for v in values}
-    series_refs: dict[SeriesKey, list[RepetitionRef]] = defaultdict(list)
-    for v in values:
-        series_refs[SeriesKey(v.workload, v.metric, v.group)].append(v.ref)
-    mismatches = check_pooling(path, series_refs, metas, allow_mixed)
-    run_pos = {run.run_id: i for i, run in enumerate(runs)}
-    first = min(used, key=lambda r: (run_pos[r.run_id], r.repetition))
-    return Dataset(path, campaign, [r.run_id for r in runs], values, dict(metas[first]),
-                   mismatches, notes, allow_mixed)
 
 
-def _select(path: Path, values: list[RepetitionValue], attr: str,
-            wanted: Sequence[str]) -> list[RepetitionValue]:
-    if not wanted:
-        return values
-    known = sorted({getattr(v, attr) for v in values})
-    unknown = [w for w in wanted if w not in known]
-    if unknown:
-        raise AnalysisError(
-            f"{path}: unknown {attr}(s) {', '.join(map(repr, unknown))}; "
-            f"known: {', '.join(known)}"
-        )
-    return [v for v in values if getattr(v, attr) in wanted]
 
 
 # -------------------------------------------------------------------- convergence
@@ -700,9 +617,3 @@ def analyse(dataset: Dataset, params: ConfirmParams,
     return ConfirmResult(dataset, params, tuple(results))
 
 
-def confirm(path: Path, params: ConfirmParams | None = None, *, metrics: Sequence[str] = (),
-            groups: Sequence[str] = (), allow_mixed: bool = False,
-            progress: ProgressFn | None = None) -> ConfirmResult:
-    """Load ``results/<campaign>`` (or one run) and analyse it."""
-    dataset = load_values(path, metrics=metrics, groups=groups, allow_mixed=allow_mixed)
-    return analyse(dataset, params or ConfirmParams(), progress)

@@ -13,11 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from cloudbench.results import RunDir, iter_observation_files, read_parquet
-from cloudbench.topology import GROUP_ORDER, HostSpec, PairGroup, classify_pair
+from cloudbench.core.topology import GROUP_ORDER, PairGroup
 
 PERCENTILES: tuple[float, ...] = (5, 25, 50, 90, 95, 99, 99.9, 99.99, 99.999)
 
@@ -67,75 +64,8 @@ class EchoData:
         return ~self.warmup
 
 
-def load_echo(run: RunDir, manifest: dict[str, Any], workload: str = "echo") -> EchoData:
-    """Read a run's echo Parquet files and label every row with its latency group."""
-    labels: dict[tuple[int, str], HostSpec] = {}
-    for rep in manifest.get("repetitions", []):
-        for h in rep.get("hosts", []):
-            lab = h["labels"]
-            labels[(rep["index"], h["name"])] = HostSpec(
-                h["name"], lab["provider"], lab["region"], lab["zone"], lab["subnet"], lab["vm_type"]
-            )
-    host_names = sorted({n for _, n in labels})
-    host_idx = {n: i for i, n in enumerate(host_names)}
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in
-                                         ("repetition", "trial", "round", "src", "dst", "send_us",
-                                          "rtt_us", "timeout", "warmup", "group")}
-    trials: list[str] = []
-    for path in iter_observation_files(run, workload):
-        t = read_parquet(path, kind="echo")
-        trials.append(path.stem)
-        n = t.num_rows
-        rep = t.column("repetition").to_numpy().astype(np.int64)
-        src_names = _strings(t.column("src"))
-        dst_names = _strings(t.column("dst"))
-        src = np.array([host_idx.get(s, -1) for s in src_names], dtype=np.int64)
-        dst = np.array([host_idx.get(s, -1) for s in dst_names], dtype=np.int64)
-        if (src < 0).any() or (dst < 0).any():
-            from cloudbench.errors import ResultError
-
-            raise ResultError(str(path), "names hosts that the manifest does not list")
-        # Classify each distinct (repetition, src, dst) once, then broadcast to rows.
-        keys, inv = np.unique(np.stack([rep, src, dst]), axis=1, return_inverse=True)
-        codes = np.array([
-            GROUP_ORDER.index(classify_pair(labels[(int(r), host_names[int(a)])],
-                                            labels[(int(r), host_names[int(b)])]))
-            for r, a, b in keys.T
-        ], dtype=np.int64)
-        grp = codes[inv.reshape(-1)] if n else np.empty(0, dtype=np.int64)
-        rtt = t.column("rtt_ns")
-        cols["repetition"].append(rep)
-        cols["trial"].append(np.full(n, len(trials) - 1, dtype=np.int64))
-        cols["round"].append(t.column("round").to_numpy().astype(np.int64))
-        cols["src"].append(src)
-        cols["dst"].append(dst)
-        cols["send_us"].append(t.column("send_us").to_numpy().astype(np.int64))
-        cols["rtt_us"].append(pc.divide(pc.cast(rtt, pa.float64()), 1000.0).to_numpy(zero_copy_only=False)
-                              .astype(float))
-        cols["timeout"].append(t.column("timeout").to_numpy(zero_copy_only=False).astype(bool))
-        cols["warmup"].append(t.column("warmup").to_numpy(zero_copy_only=False).astype(bool))
-        cols["group"].append(grp)
-    arrays = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in cols.items()}
-    return EchoData(
-        repetition=arrays["repetition"].astype(np.int64),
-        trial=arrays["trial"].astype(np.int64),
-        round=arrays["round"].astype(np.int64),
-        src=arrays["src"].astype(np.int64),
-        dst=arrays["dst"].astype(np.int64),
-        send_us=arrays["send_us"].astype(np.int64),
-        rtt_us=arrays["rtt_us"].astype(float),
-        timeout=arrays["timeout"].astype(bool),
-        warmup=arrays["warmup"].astype(bool),
-        group=arrays["group"].astype(np.int64),
-        hosts=host_names,
-        trials=trials,
-    )
 
 
-def _strings(col: pa.ChunkedArray) -> list[str]:
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(pa.string())
-    return [str(x) for x in col.to_pylist()]
 
 
 def distribution_row(rtt_us: np.ndarray, timeouts: int) -> dict[str, float | int]:
@@ -242,47 +172,11 @@ def pair_table(d: EchoData) -> list[dict[str, Any]]:
     return out
 
 
-def spec_quorums(manifest: dict[str, Any], workload: str = "echo") -> list[tuple[str, list[str], list[int]]]:
-    spec = manifest.get("spec", {})
-    groups = spec.get("groups", {})
-    out: list[tuple[str, list[str], list[int]]] = []
-    for w in spec.get("workloads", []):
-        if w.get("name") != workload:
-            continue
-        for q in w.get("quorums", []):
-            members = q.get("hosts") or groups.get(q.get("group"), [])
-            out.append((q.get("group") or ",".join(members), list(members), list(q["k"])))
-    return out
 
 
-def echo_summaries(run: RunDir, manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per-repetition values for ``cloudbench confirm``: one per (metric, group)."""
-    rows: list[dict[str, Any]] = []
-    for w in manifest.get("spec", {}).get("workloads", []):
-        if w.get("kind") != "echo":
-            continue
-        d = load_echo(run, manifest, w["name"])
-        quorums = spec_quorums(manifest, w["name"])
-        for rep in sorted(set(d.repetition.tolist())):
-            mask = d.repetition == rep
-            for g in group_table(d, mask):
-                for metric, key in (("rtt_p50_us", "p50"), ("rtt_p99_us", "p99"), ("rtt_mean_us", "mean")):
-                    rows.append(_summary(run, rep, w["name"], metric, g["group"], g[key], "us", g["count"]))
-                rows.append(_summary(run, rep, w["name"], "timeout_frac", g["group"],
-                                     g["timeouts"] / max(g["count"], 1), "1", g["count"]))
-            for q in quorum_table(d, quorums, mask):
-                k, n = q["quorum"][1:].split("/")
-                for metric, key in ((f"quorum_q{k}of{n}_p50_us", "p50"), (f"quorum_q{k}of{n}_p99_us", "p99")):
-                    rows.append(_summary(run, rep, w["name"], metric, f"q:{q['group']}", q[key], "us",
-                                         q["count"]))
-    return rows
 
 
-def _summary(run: RunDir, rep: int, workload: str, metric: str, group: str, value: float,
-             unit: str, n: int) -> dict[str, Any]:
-    return {"run_id": run.run_id, "repetition": int(rep), "workload": workload, "metric": metric,
-            "group": group, "value": float(value), "unit": unit, "n_obs": int(n)}
 
 
-__all__ = ["PERCENTILES", "EchoData", "PairGroup", "group_table", "load_echo", "pair_table",
+__all__ = ["PERCENTILES", "EchoData", "PairGroup", "group_table", "pair_table",
            "quantiles_sorted", "quorum_latencies", "quorum_table", "windowed_means"]

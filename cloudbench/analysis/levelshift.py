@@ -36,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from cloudbench.analysis.latency import EchoData
-from cloudbench.topology import GROUP_ORDER
+from cloudbench.core.topology import GROUP_ORDER
 
 MAD_TO_SIGMA = 1.4826
 

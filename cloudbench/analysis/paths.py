@@ -16,7 +16,7 @@ addresses, or ``*…`` labels for hops that never answered).
   :mod:`ipaddress`; the AS path collapses consecutive repeats, skips anonymous
   and unmapped hops.
 * Path inflation: minimum RTT over the propagation bound 2·d/v, with d the
-  geodesic distance of the regions (:mod:`cloudbench.geo`); v = c gives
+  geodesic distance of the regions (:mod:`cloudbench.core.geo`); v = c gives
   Persico et al.'s lower bound, v = 2/3 c the bound of light in fibre.
 """
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cloudbench.core.geo import FIBRE_FRACTION, geodesic_m, propagation_s
 from cloudbench.errors import AnalysisError
-from cloudbench.geo import FIBRE_FRACTION, geodesic_m, propagation_s
 
 ANON = "*"
 

@@ -1,16 +1,20 @@
-"""Provisioning backends behind one small protocol (:class:`base.Provider`)."""
+"""Provisioning backends behind one small protocol (:class:`base.Provider`).
+
+``netns`` (the local testbed, :mod:`.netns`), the clouds through Pulumi
+(:mod:`.clouds`), and ``static`` hosts. A new provider is one module or folder
+here that passes ``tests/providers/test_contract.py``, plus one branch below.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from cloudbench.providers.base import Cluster, HostAccess, Provider
-
-if TYPE_CHECKING:
-    from cloudbench.spec import Spec
-
-CLOUDS = ("aws", "gcp", "azure")
+from cloudbench.core.catalog import CLOUDS
+from cloudbench.errors import CloudbenchError
+from cloudbench.providers.base import Provider
+from cloudbench.spec.model import Spec
+from cloudbench.spec.providers import CloudProviderModel, StaticProviderModel
 
 
 def get_provider(
@@ -21,27 +25,42 @@ def get_provider(
     results_root: Path | None = None,
 ) -> Provider:
     """The backend for a spec's provider name (clouds and static hosts need the ``spec``)."""
-    from cloudbench.errors import CloudbenchError
-
     if name == "netns":
-        from cloudbench.providers.netns import NetnsProvider
+        from cloudbench.providers.netns import NetnsProvider  # needs root only when used
 
         return NetnsProvider(state_root=state_root)
     if name in CLOUDS or name == "static":
         if spec is None or name not in spec.providers:
             raise CloudbenchError(f"provider {name!r} needs its entry of the spec (providers.{name})")
         options = spec.providers[name]
-        if name == "static":
+        if isinstance(options, StaticProviderModel):
             from cloudbench.providers.static import StaticProvider
-            from cloudbench.spec import StaticProviderModel
 
-            assert isinstance(options, StaticProviderModel)  # the spec validates it so
             base = Path(spec_path).parent if spec_path is not None else None
             return StaticProvider(options, campaign=spec.name, spec_dir=base)
-        from cloudbench.providers.pulumi import PulumiProvider
+        assert isinstance(options, CloudProviderModel)  # the spec validates it so
+        from cloudbench.providers.clouds.automation import PulumiProvider
 
         return PulumiProvider(name, options, spec.name, results_root=results_root)
     raise CloudbenchError(f"no provider backend named {name!r}")
 
 
-__all__ = ["Cluster", "HostAccess", "Provider", "get_provider"]
+
+
+def collect_garbage(results_root: Path, dry_run: bool = False,
+                    include_live: bool = False) -> Iterator[str]:
+    """What killed runs left behind, removed (or only listed, ``dry_run``), a line per thing.
+
+    Testbed namespaces and their sshd processes first (of dead controllers, or all
+    with ``include_live``), then cloud stacks under ``results_root`` whose lease
+    expired or whose controller died. Lines come as they are done, so a failure
+    of the reaper (:class:`~cloudbench.errors.ReapError`) comes after them.
+    """
+    from cloudbench.providers.clouds.automation import reap
+    from cloudbench.providers.netns import NetnsProvider
+
+    yield from NetnsProvider().gc(dry_run=dry_run, include_live=include_live)
+    yield from reap(results_root, dry_run=dry_run)
+
+
+__all__ = ["Provider", "collect_garbage", "get_provider"]

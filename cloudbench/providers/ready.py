@@ -12,8 +12,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.errors import GroupRemoteError, RemoteError, RemoteFailure
-from cloudbench.providers.base import Cluster, HostAccess
 from cloudbench.remote import CommandResult, Remote
 
 HOST_KEY_MISMATCH = "host key does not match"

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import asyncssh
 
+from cloudbench.core.cluster import Cluster, HostAccess
+from cloudbench.core.topology import Topology
 from cloudbench.errors import GroupRemoteError, ProvisionError
-from cloudbench.providers.base import Cluster, HostAccess
-from cloudbench.providers.cloud_common import slug
+from cloudbench.providers.clouds.common import slug
 from cloudbench.providers.ready import wait_ready
-from cloudbench.spec import StaticHostModel, StaticProviderModel
-from cloudbench.topology import Topology
+from cloudbench.spec.providers import StaticHostModel, StaticProviderModel
 
 DEFAULT_BASE = "$HOME/.cloudbench"  # expanded by the host's shell, not here
 

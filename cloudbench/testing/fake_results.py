@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from cloudbench.results import MANIFEST_SCHEMA, RunDir, write_json_atomic, write_summaries
+from cloudbench.store.manifest import Manifest, RepetitionRecord, save_manifest
+from cloudbench.store.rundir import RunDir
+from cloudbench.store.summaries import summary_row, write_summaries
 
 _BASE_TIME = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
 
@@ -80,45 +82,34 @@ def write_run(campaign_dir: Path, run: FakeRun, index: int = 0, seed: int = 0) -
     rd.path.mkdir(parents=True, exist_ok=True)
     reps = run.repetitions
     rows = [
-        {
-            "run_id": run_id,
-            "repetition": r,
-            "workload": run.workload,
-            "metric": metric,
-            "group": group,
-            "value": float(value),
-            "unit": run.unit,
-            "n_obs": 1000,
-        }
+        summary_row(rd, r, run.workload, metric, group, float(value), run.unit, 1000)
         for (metric, group), vals in run.values.items()
         for r, value in enumerate(vals)
         if value is not None
     ]
     digest = write_summaries(rd, rows)
     rep_minutes = 5
-    manifest = {
-        "schema": MANIFEST_SCHEMA,
-        "campaign": Path(campaign_dir).name,
-        "run_id": run_id,
-        "status": run.status,
-        "spec": {"name": Path(campaign_dir).name, "workloads": [dict(w) for w in run.workloads]},
-        "seed": seed,
-        "worker_version": run.worker_version,
-        "started_utc": _utc(start),
-        "ended_utc": _utc(start + timedelta(minutes=rep_minutes * reps)),
-        "repetitions": [
-            {
+    manifest = Manifest(
+        campaign=Path(campaign_dir).name,
+        run_id=run_id,
+        status=run.status,
+        spec={"name": Path(campaign_dir).name, "workloads": [dict(w) for w in run.workloads]},
+        seed=seed,
+        worker_version=run.worker_version,
+        started_utc=_utc(start),
+        ended_utc=_utc(start + timedelta(minutes=rep_minutes * reps)),
+        repetitions=[
+            RepetitionRecord.model_validate({
                 "index": r,
                 "started_utc": _utc(start + timedelta(minutes=rep_minutes * r)),
                 "ended_utc": _utc(start + timedelta(minutes=rep_minutes * (r + 1))),
                 "hosts": _hosts(run, r),
-            }
+            })
             for r in range(reps)
         ],
-        "trials": [],
-        "files": {"summaries.parquet": digest},
-    }
-    write_json_atomic(rd.manifest_path, manifest)
+        files={"summaries.parquet": digest},
+    )
+    save_manifest(rd.manifest_path, manifest)
     return rd
 
 

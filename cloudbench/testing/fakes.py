@@ -13,9 +13,9 @@ from pathlib import Path
 
 import asyncssh
 
+from cloudbench.core.cluster import Cluster, HostAccess
+from cloudbench.core.topology import Topology
 from cloudbench.errors import ProvisionError
-from cloudbench.providers.base import Cluster, HostAccess
-from cloudbench.topology import Topology
 
 
 def _closed_port() -> int:

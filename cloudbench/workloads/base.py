@@ -1,25 +1,57 @@
-"""What a workload kind provides to the planner, the runner and the analysis."""
+"""What a workload kind provides to the planner, the runner, the store and the report.
+
+A kind is one folder under ``workloads/`` (``params.py`` for its spec model,
+``controller.py`` with its :class:`WorkloadKind`, ``reader.py`` for its raw
+output, ``summaries.py``, ``report.py``) and one line in the registry
+(:mod:`cloudbench.workloads`). Everything the layers above need from a kind goes
+through the methods below; the defaults are what a kind without that part does.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, ClassVar
 
+from rich.console import Console
+
+from cloudbench.core.cluster import Cluster
 from cloudbench.errors import RemoteFailure
-
-if TYPE_CHECKING:
-    from cloudbench.plan import Trial
-    from cloudbench.providers.base import Cluster
-    from cloudbench.remote import HostResult, Remote
-    from cloudbench.results import RunDir
-    from cloudbench.spec import Spec
+from cloudbench.remote import HostResult, Remote
+from cloudbench.spec.model import Spec
+from cloudbench.spec.workload import WorkloadModel
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.rundir import RunDir
+from cloudbench.store.summaries import SummaryRow
 
 WORKERS_DIR = Path(__file__).resolve().parent.parent / "workers"
+
+PairSet = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
+"""(hosts involved, pairs measured) of one trial."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One unit of measurement: a workload on one pair set in one repetition."""
+
+    id: str
+    repetition: int
+    position: int
+    workload: str
+    kind: str
+    hosts: tuple[str, ...]
+    pairs: tuple[tuple[str, str], ...] = ()
+    est_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["hosts"] = list(self.hosts)
+        d["pairs"] = [list(p) for p in self.pairs]
+        return d
 
 
 @dataclass
@@ -54,23 +86,45 @@ class TrialOutcome:
         return ok
 
 
-class WorkloadKind(Protocol):
-    kind: str
-    worker_files: tuple[str, ...]
+class WorkloadKind:
+    """One workload kind: its spec model, its workers, how it runs, reduces and reports."""
 
-    def expand(
-        self, params: Any, spec: Spec
-    ) -> list[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]:
-        """Pair sets of this workload: (hosts involved, pairs measured)."""
-        ...
+    kind: ClassVar[str]
+    params: ClassVar[type[WorkloadModel]]  # the spec model of ``kind: <kind>``
+    worker_files: ClassVar[tuple[str, ...]] = ()  # files under workers/ shipped to every host
+    report_tables: ClassVar[tuple[str, ...]] = ()  # section keys written as <workload>_<key>.csv
 
-    def estimate_seconds(self, params: Any) -> float: ...
+    def expand(self, params: Any, spec: Spec) -> list[PairSet]:
+        """Pair sets of this workload, one trial each."""
+        raise NotImplementedError
 
-    async def run(self, ctx: TrialContext) -> TrialOutcome: ...
+    def estimate_seconds(self, params: Any) -> float:
+        """Upper bound of one trial's duration (for the plan and the cost estimate)."""
+        raise NotImplementedError
 
-    def summarize(self, run: RunDir, manifest: dict[str, Any]) -> list[dict[str, Any]]:
-        """Rows for ``summaries.parquet``: one value per (repetition, metric, group)."""
-        ...
+    def estimate_bytes(self, params: Any, trial: Trial) -> Mapping[tuple[str, str], float] | None:
+        """Bytes sent from src to dst during ``trial`` (for egress cost); None: no estimate."""
+        return None
+
+    async def run(self, ctx: TrialContext) -> TrialOutcome:
+        """Run one trial on the cluster and write its observations into the run directory."""
+        raise NotImplementedError
+
+    def summarize(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[SummaryRow]:
+        """One value per (repetition, metric, group) of one workload (``params``: its spec entry)."""
+        return []
+
+    def report_section(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
+        """The workload's part of ``report.json`` (plain JSON values; lists of rows are tables)."""
+        return {"kind": self.kind}
+
+    def render_section(self, name: str, section: dict[str, Any], console: Console,
+                       options: Mapping[str, bool]) -> None:
+        """Print the section for a person (``options``: e.g. ``windows``, ``pairs``)."""
+
+    def write_figures(self, run: RunDir, name: str, section: dict[str, Any], out: Path) -> list[Path]:
+        """Files beside report.json other than the CSV tables (figures); the paths written."""
+        return []
 
 
 @contextlib.asynccontextmanager
@@ -88,4 +142,3 @@ async def ticking(ctx: TrialContext, label: str, expected_s: float) -> AsyncIter
         yield
     finally:
         task.cancel()
-

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench.nsutil import list_netns, pid_alive
-from cloudbench.providers.base import Cluster
+from cloudbench.core.cluster import Cluster
+from cloudbench.core.netns import list_netns
+from cloudbench.core.processes import pid_alive
 from cloudbench.providers.netns import NetnsProvider
-from cloudbench.spec import load_spec
+from cloudbench.workloads import load_spec
 
 from ..conftest import QUICKSTART
 

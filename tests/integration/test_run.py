@@ -15,13 +15,16 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from cloudbench.nsutil import list_netns, netns_pids, pid_cmdline
-from cloudbench.plan import Trial
-from cloudbench.report import build_report, write_report
-from cloudbench.results import RunDir, read_parquet, write_parquet
+from cloudbench.core.netns import list_netns, netns_pids
+from cloudbench.core.processes import pid_cmdline
+from cloudbench.report.build import build_report
+from cloudbench.report.files import write_report
 from cloudbench.runner import CampaignRunner, QuietUI
-from cloudbench.spec import parse_spec
-from cloudbench.workloads.base import TrialOutcome
+from cloudbench.store.parquet import read_parquet, write_parquet
+from cloudbench.store.rundir import RunDir
+from cloudbench.store.summaries import read_summaries
+from cloudbench.workloads import parse_spec
+from cloudbench.workloads.base import Trial, TrialOutcome
 
 from ..conftest import QUICKSTART
 
@@ -39,7 +42,7 @@ def small_spec(duration: str = "2s", repetitions: int = 2, rate: int = 50) -> st
 def stacks_left(run: RunDir) -> list[str]:
     """Namespaces and processes of this run's testbeds that still exist (other runs may be
     going on, so only this run's stacks are looked at)."""
-    stacks = [r["stack"] for r in run.manifest()["repetitions"]]
+    stacks = [r["stack"] for r in run.manifest().to_json()["repetitions"]]
     left = [n for n in list_netns() if any(n.startswith(f"cb{s}-") for s in stacks)]
     for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
         cmd = pid_cmdline(pid)
@@ -57,7 +60,7 @@ def test_every_round_and_peer_is_a_row(tmp_path: Path) -> None:
     runner = CampaignRunner(spec, "small.yaml", tmp_path)
     run = runner.execute()
     assert stacks_left(run) == []
-    m = run.manifest()
+    m = run.manifest().to_json()
     assert m["status"] == "complete", m.get("error")
     assert run.verify() == []
     assert [r["index"] for r in m["repetitions"]] == [0, 1]
@@ -99,7 +102,7 @@ def test_every_round_and_peer_is_a_row(tmp_path: Path) -> None:
     assert stamped > 0 and health["user_stamps"] <= 0.01 * stamped
     written = write_report(run, rep)
     assert any(p.name == "echo_groups.csv" for p in written)
-    summaries = run.summaries().to_pylist()
+    summaries = read_summaries(run).to_pylist()
     assert {s["repetition"] for s in summaries} == {0, 1}
     assert any(s["metric"] == "quorum_q2of3_p50_us" for s in summaries)
 
@@ -110,7 +113,7 @@ def _kill_host_later(runner: CampaignRunner, victim: str, delete_ns: bool, delay
     class UI(QuietUI):
         def trial_started(self, trial: Trial, number: int, total: int) -> None:
             def kill() -> None:
-                ns = f"cb{runner.manifest['repetitions'][-1]['stack']}-{victim}"  # ours, not another run's
+                ns = f"cb{runner.manifest.repetitions[-1].stack}-{victim}"  # ours, not another run's
                 for pid in netns_pids(ns):
                     if delete_ns or "sshd" in pid_cmdline(pid):
                         os.kill(pid, signal.SIGKILL)
@@ -129,7 +132,7 @@ def test_a_host_lost_mid_trial_keeps_everyone_elses_rows(tmp_path: Path, delete_
     _kill_host_later(runner, "s4-1", delete_ns, 1.5)
     run = runner.execute()
     assert stacks_left(run) == []
-    m = run.manifest()
+    m = run.manifest().to_json()
     trial = m["trials"][0]
     assert trial["status"] == "partial"
     assert [f["host"] for f in trial["failures"]] == ["s4-1"]
@@ -184,7 +187,7 @@ def test_signal_tears_down(tmp_path: Path, sig: signal.Signals) -> None:
     proc, campaign = _start_run(tmp_path, "30s")
     try:
         run = _wait_for_trial(campaign, proc)
-        stack = run.manifest()["repetitions"][0]["stack"]
+        stack = run.manifest().to_json()["repetitions"][0]["stack"]
         assert any(n.startswith(f"cb{stack}-") for n in list_netns())
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
@@ -195,14 +198,14 @@ def test_signal_tears_down(tmp_path: Path, sig: signal.Signals) -> None:
     assert proc.returncode == 130, err.decode()
     assert b"interrupted" in err
     assert not [n for n in list_netns() if n.startswith(f"cb{stack}-")]
-    assert run.manifest()["status"] == "interrupted"
+    assert run.manifest().to_json()["status"] == "interrupted"
 
 
 def test_gc_cleans_up_after_kill_9(tmp_path: Path) -> None:
     proc, campaign = _start_run(tmp_path, "30s")
     try:
         run = _wait_for_trial(campaign, proc)
-        stack = run.manifest()["repetitions"][0]["stack"]
+        stack = run.manifest().to_json()["repetitions"][0]["stack"]
         proc.kill()
         proc.wait()
         left = [n for n in list_netns() if n.startswith(f"cb{stack}-")]
@@ -234,7 +237,7 @@ def test_report_flags_files_changed_since_the_run(tmp_path: Path) -> None:
     spec = parse_spec(small_spec(duration="1s", repetitions=1), "small.yaml")
     run = CampaignRunner(spec, "small.yaml", tmp_path).execute()
     assert build_report(run)["damaged"] == []
-    victim = next(iter(run.manifest()["trials"][0]["files"]))
+    victim = next(iter(run.manifest().to_json()["trials"][0]["files"]))
     # still a valid file, but not the one the run wrote (rows dropped)
     t = read_parquet(run.path / victim, kind="echo")
     write_parquet(run.path / victim, t.slice(0, t.num_rows // 2), kind="echo")

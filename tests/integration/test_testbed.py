@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from cloudbench.core.cluster import Cluster
+from cloudbench.core.topology import HostSpec, PairGroup, Topology, classify_pair
 from cloudbench.errors import ProvisionError, RemoteError
-from cloudbench.providers.base import Cluster, Provider
+from cloudbench.providers.base import Provider
 from cloudbench.providers.netns import NetnsProvider
 from cloudbench.remote import Remote
-from cloudbench.topology import HostSpec, PairGroup, Topology, classify_pair
 
 from .conftest import assert_gone, in_ns, ours, sshd_pids
 
@@ -114,7 +115,7 @@ def test_teardown_after_an_exception(provider: NetnsProvider, tmp_path: Path) ->
 
 def test_failed_provision_leaves_nothing(provider: NetnsProvider, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    import cloudbench.providers.netns as netns
+    import cloudbench.providers.netns.provider as netns
 
     claimed: list[str] = []
     claim = provider._claim_sid

@@ -1,6 +1,6 @@
 """Ground truth on the testbed: shaped vm_types, throughput and token-bucket drains.
 
-What the shaper should deliver is computed from the vm_type (cloudbench.shaping):
+What the shaper should deliver is computed from the vm_type (cloudbench.providers.netns.shaping):
 tc counts Ethernet frames, the tools count payload, so a TCP receiver sees
 1448/1514 = 95.6 % of a configured rate (TESTBED-NOTES: 191 and 48 Mbit/s behind
 200 and 50). Rates, budget and refill are compared with those goodputs, the time
@@ -20,21 +20,26 @@ from typing import Any
 
 import pytest
 
-from cloudbench.nsutil import list_netns, netns_pids, pid_cmdline
-from cloudbench.plan import Trial
-from cloudbench.providers.base import Cluster
+from cloudbench.core.cluster import Cluster
+from cloudbench.core.netns import list_netns, netns_pids
+from cloudbench.core.processes import pid_cmdline
 from cloudbench.providers.netns import NetnsProvider
 from cloudbench.remote import Remote
-from cloudbench.results import RunDir
 from cloudbench.runner import CampaignRunner, worker_bundle
-from cloudbench.shaping import expected_goodput, goodput_fraction
-from cloudbench.spec import Spec, parse_spec
-from cloudbench.throughput_report import section
-from cloudbench.vmtypes import VmTypeModel
-from cloudbench.workloads import workload_kind
-from cloudbench.workloads.base import TrialContext, TrialOutcome
+from cloudbench.spec.model import Spec
+from cloudbench.spec.vmtypes import VmTypeModel, expected_goodput, goodput_fraction
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.rundir import RunDir
+from cloudbench.store.summaries import read_summaries
+from cloudbench.workloads import parse_spec, workload_kind
+from cloudbench.workloads.base import Trial, TrialContext, TrialOutcome
 
 from .conftest import assert_gone, sshd_pids
+
+
+def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any]:
+    """The report section of workload ``w`` (throughput or tbdrain), as the report builds it."""
+    return workload_kind(w["kind"]).report_section(run, manifest, w)
 
 pytestmark = pytest.mark.integration
 
@@ -121,20 +126,20 @@ def test_token_bucket_ground_truth(tmp_path: Path, qdisc: str) -> None:
 
     def after(trial: Trial, outcome: TrialOutcome) -> None:
         assert not outcome.failures, outcome.failures
-        leftovers.append(tool_processes(f"cb{runner.manifest['repetitions'][-1]['stack']}-"))
+        leftovers.append(tool_processes(f"cb{runner.manifest.repetitions[-1].stack}-"))
 
     runner = CampaignRunner(spec, str(spec_path), tmp_path / "results", after_trial=after)
     run = runner.execute()
     manifest = run.manifest()
-    stack = manifest["repetitions"][0]["stack"]
+    stack = manifest.repetitions[0].stack
     assert [n for n in list_netns() if n.startswith(f"cb{stack}-")] == []
     assert leftovers == [[]] * len(spec.workloads), "a server outlived its trial"
-    facts = manifest["repetitions"][0]["hosts"][0]["facts"]["shaping"]
+    facts = manifest.repetitions[0].hosts[0].facts["shaping"]
     assert facts["vm_type"] == "tb-test"
     assert ("peakrate 200000000bit" if qdisc == "tbf" else "ceil 200000000bit") in facts["commands"][-1]
 
     exp = expected_goodput(VmTypeModel.model_validate(TB), "tcp")
-    w = {x["name"]: x for x in manifest["spec"]["workloads"]}
+    w = {x["name"]: x for x in manifest.workloads()}
     (d,) = section(run, manifest, w["drain"])["drains"]
     print(f"\n{qdisc}: nuttcp drain a→b, configured (goodput) vs estimated:")
     for key, e in (("high_mbps", exp["high_rate"] / 1e6), ("low_mbps", exp["low_rate"] / 1e6),
@@ -150,7 +155,7 @@ def test_token_bucket_ground_truth(tmp_path: Path, qdisc: str) -> None:
     assert d["refill_mbps"] == pytest.approx(exp["refill_rate"] / 1e6, rel=0.20)
     assert not d["refill_saturated"] and 5.5 < d["rest_s"] < 6.5
 
-    rows = {(r["workload"], r["metric"]): r["value"] for r in run.summaries().to_pylist()}
+    rows = {(r["workload"], r["metric"]): r["value"] for r in read_summaries(run).to_pylist()}
     assert rows[("drain", "time_to_empty_s")] == pytest.approx(d["time_to_empty_s"])
     if "drain3" not in w:
         return
@@ -205,13 +210,13 @@ def test_plain_cap_no_drain_and_udp_loss(capped: tuple[Spec, Cluster], tmp_path:
     run.path.mkdir(parents=True)
     outcomes = asyncio.run(_run_trials(spec, cluster, run))
     assert all(not o.failures and o.rows > 0 for o in outcomes.values()), outcomes
-    manifest: dict[str, Any] = {
+    manifest = Manifest.model_validate({
+        "campaign": "captruth", "run_id": "run",
         "spec": spec.model_dump(mode="json"),
         "repetitions": [{"index": 0, "stack": cluster.stack,
                          "hosts": [h.to_dict() for h in cluster.hosts]}],
-        "trials": [],
-    }
-    w = {x["name"]: x for x in manifest["spec"]["workloads"]}
+    })
+    w = {x["name"]: x for x in manifest.workloads()}
     cap = 100e6
 
     (nd,) = section(run, manifest, w["nodrain"])["drains"]

@@ -17,17 +17,17 @@ import numpy as np
 import pytest
 from geographiclib.geodesic import Geodesic
 
-from cloudbench.analysis.latency import load_echo
 from cloudbench.analysis.paths import PrefixTable
-from cloudbench.forwarder import RTT_ALLOWANCE_US
-from cloudbench.providers.base import Cluster
+from cloudbench.core.cluster import Cluster
 from cloudbench.providers.netns import NetnsProvider
-from cloudbench.report import build_report
-from cloudbench.results import RunDir
+from cloudbench.providers.netns.forwarder import RTT_ALLOWANCE_US
+from cloudbench.providers.netns.wan import TRANSIT_ASN, link_facts
+from cloudbench.report.build import build_report
 from cloudbench.runner import CampaignRunner
-from cloudbench.spec import parse_spec
-from cloudbench.wan import TRANSIT_ASN, link_facts
-from cloudbench.workloads.traceroute import graphs
+from cloudbench.store.rundir import RunDir
+from cloudbench.workloads import parse_spec
+from cloudbench.workloads.echo.data import load_echo
+from cloudbench.workloads.traceroute.data import graphs
 
 from .conftest import assert_gone, ours
 
@@ -133,7 +133,7 @@ def test_as_path_matches_the_testbed_table(mda_run: tuple[RunDir, Recorder]) -> 
     table = PrefixTable.from_rows(rows)
     asn = {name.removeprefix("cb-"): a for _, a, name in rows}
     report = build_report(run)
-    paths = report["paths"]["traceroute"]["paths"]
+    paths = report["workloads"]["traceroute"]["paths"]
     assert sorted((p["repetition"], p["dst"]) for p in paths) == [
         (0, "sb-1"), (0, "sc-1"), (1, "sb-1"), (1, "sc-1")]
     for p in paths:
@@ -170,7 +170,7 @@ def test_scheduled_step_is_detected_in_time_and_size(tmp_path: Path) -> None:
     wan = f"wan: {{links: [{{between: [ra, rb], delay: {before}, steps: [{{at: {at}, delay: {after}}}]}}]}}"
     run, rec = campaign(echo_spec("wanstep", wan, "8s", f"{window}s"), tmp_path)
     epoch_ns = rec.clusters[0].facts["wan"]["epoch_monotonic_ns"]
-    trial = run.manifest()["trials"][0]
+    trial = run.manifest().to_json()["trials"][0]
     shifts = build_report(run)["workloads"]["echo"]["level_shifts"]
     # host load on this 2-vCPU machine moves RTTs by ~1-2 % for a second or two; those
     # are measured shifts too, but the weather under test is the configured step

@@ -1,0 +1,53 @@
+"""The progress display of `cloudbench run` (rich), kept out of the runner."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from cloudbench import Trial, TrialOutcome
+
+
+class RichUI:
+    """The runner's :class:`~cloudbench.RunUI` drawn with rich: overall bar, current trial, a log line per trial."""
+
+    def __init__(self, console: Console, total_trials: int) -> None:
+        self.console = console
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.overall = self.progress.add_task("trials", total=total_trials)
+        self.current = self.progress.add_task("starting", total=None)
+        self._trial = ""
+
+    def __enter__(self) -> RichUI:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def phase(self, text: str) -> None:
+        self.progress.update(self.current, description=text)
+
+    def trial_started(self, trial: Trial, number: int, total: int) -> None:
+        self._trial = f"repetition {trial.repetition + 1}: trial {number}/{total} {trial.workload}"
+        self.progress.update(self.current, description=self._trial)
+
+    def trial_tick(self, text: str) -> None:
+        self.progress.update(self.current, description=f"{self._trial} {text}")
+
+    def trial_done(self, trial: Trial, outcome: TrialOutcome) -> None:
+        self.progress.advance(self.overall)
+        mark = "[green]ok[/]" if not outcome.failures else f"[yellow]{len(outcome.failures)} failure(s)[/]"
+        self.console.log(f"{trial.id}: {outcome.rows:,} rows, {mark}")
+
+    def warn(self, text: str) -> None:
+        self.console.log(f"[yellow]warning:[/] {escape(text)}")

@@ -1,0 +1,65 @@
+"""`cloudbench run` and `cloudbench report`: a campaign, and its report again from disk."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+import cloudbench
+from cloudbench.cli.app import SpecArg, app, err, guard, out, print_warnings
+from cloudbench.cli.progress import RichUI
+from cloudbench.errors import IncompleteRunError
+
+ResultsOption = Annotated[Path, typer.Option(help="result store root")]
+
+
+@app.command()
+@guard
+def run(
+    spec: SpecArg,
+    results: ResultsOption = Path("results"),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+) -> None:
+    """Run a campaign: provision fresh hosts, run the trials, pull results, tear down.
+
+    Exits 4 when the run finished but some trials or repetitions failed (what was
+    measured is kept and reported).
+    """
+    s = cloudbench.load_spec(spec)
+    print_warnings(s.warnings)
+    if quiet:
+        run_dir = cloudbench.run_campaign(s, spec, results)
+    else:
+        with RichUI(err, len(cloudbench.make_plan(s).trials)) as ui:
+            run_dir = cloudbench.run_campaign(s, spec, results, ui=ui)
+    report = cloudbench.build_report(run_dir)
+    cloudbench.write_report(run_dir, report)
+    cloudbench.render_report(report, out)
+    out.print(f"results: {escape(str(run_dir.path))}", highlight=False)
+    if report["status"] != "complete":
+        raise IncompleteRunError(f"run {run_dir.run_id} is {report['status']}: "
+                                 f"{len(report['failures'])} host failure(s); the data measured is kept")
+
+
+@app.command()
+@guard
+def report(
+    results: Annotated[Path, typer.Argument(help="results/<campaign> or one run directory")],
+    run_id: Annotated[str | None, typer.Option("--run", help="run id (default: the latest)")] = None,
+    windows: Annotated[bool, typer.Option(help="show windowed means")] = False,
+    pairs: Annotated[bool, typer.Option(help="show the per-pair summary")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Print the report of a run again from disk (and rewrite its CSV/JSON files)."""
+    run_dir = cloudbench.open_results(results, run_id)
+    rep = cloudbench.build_report(run_dir)
+    cloudbench.write_report(run_dir, rep)
+    if as_json:
+        sys.stdout.write(json.dumps(cloudbench.report_to_json(rep), indent=2) + "\n")
+    else:
+        cloudbench.render_report(rep, out, windows=windows, pairs=pairs)

@@ -1,0 +1,84 @@
+"""`cloudbench validate`, `schema` and `plan`: everything about a spec that creates nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+import cloudbench
+from cloudbench.cli.app import SpecArg, app, guard, out, print_warnings
+from cloudbench.core.catalog import CLOUDS
+from cloudbench.core.units import fmt_duration
+
+
+@app.command()
+@guard
+def validate(spec: SpecArg) -> None:
+    """Check a spec; on error name the file, line and field. Creates nothing."""
+    s = cloudbench.load_spec(spec)
+    print_warnings(s.warnings)
+    plan = cloudbench.make_plan(s)
+    out.print(f"[green]ok[/]: {escape(str(spec))}: campaign {s.name!r}, {len(s.topology())} hosts, "
+              f"{len(plan.trials)} trials, about {fmt_duration(plan.est_seconds)} of measurement")
+
+
+@app.command()
+@guard
+def schema() -> None:
+    """Print the spec's JSON Schema (for editor completion)."""
+    sys.stdout.write(json.dumps(cloudbench.spec_schema(), indent=2) + "\n")
+
+
+@app.command()
+@guard
+def plan(
+    spec: SpecArg,
+    as_json: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
+    prices: Annotated[Path | None, typer.Option(help="price table (JSON) over the bundled one")] = None,
+) -> None:
+    """Show the topology, the ordered trials and (on clouds) the estimated cost. Creates nothing."""
+    s = cloudbench.load_spec(spec)
+    print_warnings(s.warnings)
+    p = cloudbench.make_plan(s)
+    topo = s.topology()
+    cost = None
+    if set(CLOUDS) & set(s.providers):
+        cost = cloudbench.estimate_cost(s, p, cloudbench.spec_prices(s, spec, prices))
+    if as_json:
+        doc = {"topology": topo.to_dict(), "plan": p.to_dict()}
+        if cost is not None:
+            doc["cost"] = cost.to_dict()
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    tree = Tree(f"[bold]{s.name}[/] ({len(topo)} hosts)")
+    for prov in topo.providers:
+        pn = tree.add(f"provider {prov}")
+        for region in topo.for_provider(prov).regions:
+            rn = pn.add(f"region {region}")
+            for zone in topo.zones(region):
+                zn = rn.add(f"zone {zone}")
+                for subnet in topo.subnets_in(zone):
+                    hosts = [h for h in topo if h.zone == zone and h.subnet == subnet]
+                    zn.add(f"subnet {subnet}: " + ", ".join(f"{h.name} ({h.vm_type})" for h in hosts))
+    out.print(tree)
+    t = Table(title=f"{len(p.trials)} trials, seed {p.seed}, order {p.order}, rest {fmt_duration(p.rest)}, "
+              f"fresh hosts per {p.fresh_hosts}", title_justify="left")
+    for c in ("#", "repetition", "trial", "workload", "hosts", "pairs", "est."):
+        t.add_column(c)
+    for i, tr in enumerate(p.trials):
+        t.add_row(str(i + 1), str(tr.repetition + 1), tr.id, tr.workload, str(len(tr.hosts)),
+                  str(len(tr.pairs)), fmt_duration(tr.est_seconds))
+    out.print(t)
+    out.print(f"estimated measurement time: {fmt_duration(p.est_seconds)} (plus provisioning)")
+    if cost is not None:
+        cloudbench.render_cost(cost, out)
+        if s.budget is not None:
+            verdict = "[green]within[/]" if cost.complete and cost.total_usd <= s.budget else "[red]above[/]"
+            out.print(f"budget {s.budget:.2f} {cost.prices.currency}: estimate {verdict} it")

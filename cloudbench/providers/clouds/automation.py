@@ -1,0 +1,474 @@
+"""Cloud backend: the programs of :mod:`cloudbench.providers.clouds.programs` driven by Pulumi's Automation API.
+
+One stack per (campaign run, repetition), state in a local file backend under
+the campaign's result directory (``file://results/<campaign>/.pulumi``), so the
+run's records and what it created live side by side. Every stack gets a *lease*
+file, written before ``up``: cloud, stack, expiry, and which controller process
+owns it. ``destroy`` removes the lease after the stack is gone; a lease left
+behind (crash, second Ctrl-C, failed destroy) is what :func:`reap` — ``cloudbench gc``
+— finds once the lease expired or its controller died.
+
+The Automation API is reached through :class:`Automation`, a two-method
+interface, so tests drive the provider with a fake and no Pulumi CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import importlib
+import json
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import asyncssh
+
+from cloudbench.core.cluster import Cluster, HostAccess
+from cloudbench.core.topology import Topology
+from cloudbench.errors import CloudbenchError, ProvisionError, ReapError
+from cloudbench.providers.clouds import common as cc
+from cloudbench.store import formats
+
+STATE_DIR = ".pulumi"  # under results/<campaign>/
+LEASES = "cloudbench-leases"
+WORKSPACES = "workspaces"
+PASSPHRASE = "passphrase"
+READY_TIMEOUT_S = 900.0  # boot + cloud-init installing four packages, with room to spare
+DESTROY_LOCK_WAIT_S = 120.0
+ConfigMap = Mapping[str, tuple[str, bool]]  # key -> (value, secret)
+Output = Callable[[str], None]
+
+
+# -- the Automation API, behind a small interface ----------------------------------------
+@dataclass(frozen=True)
+class StackRef:
+    """Where a stack lives: everything needed to select it again, e.g. from the reaper."""
+
+    cloud: str
+    project: str
+    stack: str
+    state_dir: Path  # results/<campaign>/.pulumi
+
+    @property
+    def backend_url(self) -> str:
+        return f"file://{self.state_dir}"
+
+    @property
+    def work_dir(self) -> Path:
+        return self.state_dir / WORKSPACES / self.project
+
+    @property
+    def passphrase_file(self) -> Path:
+        return self.state_dir / PASSPHRASE
+
+
+class StackHandle(Protocol):
+    def up(self, on_output: Output) -> dict[str, Any]:
+        """Create or update the stack's resources; returns the stack outputs as plain values."""
+        ...
+
+    def destroy(self, on_output: Output) -> None: ...
+
+    def remove(self) -> None:
+        """Forget the (empty) stack in the backend."""
+        ...
+
+
+class Automation(Protocol):
+    def stack(self, ref: StackRef, program: Callable[[], None] | None = None,
+              config: ConfigMap | None = None) -> StackHandle:
+        """Create or select ``ref``; ``program`` is None when only destroying."""
+        ...
+
+
+def _noop_program() -> None:
+    """Destroy needs only the state, but an inline stack needs some program."""
+
+
+class PulumiAutomation:
+    """The real :class:`Automation`: ``pulumi.automation`` with a local file backend."""
+
+    def stack(self, ref: StackRef, program: Callable[[], None] | None = None,
+              config: ConfigMap | None = None) -> StackHandle:
+        try:
+            from pulumi import automation as auto
+        except ImportError as e:
+            raise ProvisionError(ref.cloud, ref.stack, "pulumi is not installed: "
+                                 f"pip install 'cloudbench[{ref.cloud}]'") from e
+        passphrase = ensure_passphrase(ref.state_dir)
+        ref.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        opts = auto.LocalWorkspaceOptions(
+            work_dir=str(ref.work_dir),
+            project_settings=auto.ProjectSettings(
+                name=ref.project, runtime="python", backend=auto.ProjectBackend(ref.backend_url)),
+            secrets_provider="passphrase",
+            env_vars={
+                "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase),
+                "PULUMI_BACKEND_URL": ref.backend_url,
+                "PULUMI_SKIP_UPDATE_CHECK": "true",
+            },
+        )
+        try:
+            st = auto.create_or_select_stack(ref.stack, project_name=ref.project,
+                                             program=program or _noop_program, opts=opts)
+            if config:
+                st.set_all_config({k: auto.ConfigValue(v, secret=s) for k, (v, s) in config.items()})
+        except FileNotFoundError as e:
+            raise ProvisionError(ref.cloud, ref.stack, "the Pulumi CLI is not installed "
+                                 "(https://www.pulumi.com/docs/install/)") from e
+        except auto.errors.CommandError as e:
+            raise ProvisionError(ref.cloud, ref.stack, f"cannot create the stack: {_tail(e)}") from e
+        return _AutoStack(st, ref)
+
+
+class _AutoStack:
+    def __init__(self, st: Any, ref: StackRef) -> None:
+        self.st = st
+        self.ref = ref
+
+    def up(self, on_output: Output) -> dict[str, Any]:
+        from pulumi import automation as auto
+
+        try:
+            res = self.st.up(on_output=on_output, color="never", suppress_progress=True)
+        except auto.errors.CommandError as e:
+            raise ProvisionError(self.ref.cloud, self.ref.stack, f"pulumi up failed: {_tail(e)}") from e
+        return {k: v.value for k, v in res.outputs.items()}
+
+    def destroy(self, on_output: Output) -> None:
+        from pulumi import automation as auto
+
+        # After Ctrl-C the interrupted `pulumi up` still holds the stack's lock while
+        # it saves its state; wait for it rather than leak what it created.
+        deadline = time.monotonic() + DESTROY_LOCK_WAIT_S
+        while True:
+            try:
+                self.st.destroy(on_output=on_output, color="never", suppress_progress=True)
+                return
+            except auto.errors.ConcurrentUpdateError as e:
+                if time.monotonic() > deadline:
+                    raise ProvisionError(self.ref.cloud, self.ref.stack,
+                                         f"stack still locked: {_tail(e)}") from e
+                time.sleep(2.0)
+            except auto.errors.CommandError as e:
+                raise ProvisionError(self.ref.cloud, self.ref.stack, f"pulumi destroy failed: {_tail(e)}") from e
+
+    def remove(self) -> None:
+        from pulumi import automation as auto
+
+        try:
+            self.st.workspace.remove_stack(self.ref.stack)
+        except auto.errors.CommandError as e:
+            raise ProvisionError(self.ref.cloud, self.ref.stack, f"cannot remove the stack: {_tail(e)}") from e
+
+
+def _tail(e: BaseException, n: int = 1500) -> str:
+    text = str(e).strip()
+    return text if len(text) <= n else "…" + text[-n:]
+
+
+def ensure_state_dir(state_dir: Path) -> Path:
+    """The campaign's Pulumi state directory, private to its owner (it maps our whole cloud footprint)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(state_dir, 0o700)
+    return state_dir
+
+
+def ensure_passphrase(state_dir: Path) -> Path:
+    """The campaign's secrets passphrase (mode 0600): encrypts host keys in the stack state."""
+    ensure_state_dir(state_dir)
+    path = state_dir / PASSPHRASE
+    with contextlib.suppress(FileExistsError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+    return path
+
+
+def run_program(cloud: str, topology: dict[str, Any], settings: cc.CloudSettings) -> None:
+    """The inline program: import the cloud's module only now (its SDK is an extra)."""
+    from cloudbench.providers.clouds.programs import EXTRAS, PROGRAM_MODULES
+
+    try:
+        module = importlib.import_module(PROGRAM_MODULES[cloud])
+    except ImportError as e:
+        raise ProvisionError(cloud, settings.stack, f"{EXTRAS[cloud]} is not installed: "
+                             f"pip install 'cloudbench[{cloud}]'") from e
+    module.program(topology, settings)
+
+
+# -- from stack outputs to a Cluster ------------------------------------------------------
+def cluster_from_outputs(cloud: str, stack: str, topology: Topology, outputs: Mapping[str, Any],
+                         settings: cc.CloudSettings, client_key: Path) -> Cluster:
+    meta = outputs.get(cc.OUTPUT_META) or {}
+    if meta.get("schema") not in formats.CLOUD_OUTPUTS.readable:
+        raise ProvisionError(cloud, stack, f"stack outputs have schema {meta.get('schema')!r}, "
+                             f"expected one of {sorted(formats.CLOUD_OUTPUTS.readable)} "
+                             "(program and driver disagree)")
+    recs: Mapping[str, Any] = outputs.get(cc.OUTPUT_HOSTS) or {}
+    hosts: list[HostAccess] = []
+    for h in topology.hosts:
+        rec = recs.get(h.name)
+        if rec is None:
+            raise ProvisionError(cloud, stack, f"the stack made no VM for host {h.name}")
+        if not rec.get("private_ip") or not rec.get("public_ip"):
+            raise ProvisionError(cloud, stack, f"VM of {h.name} has no private and public address "
+                                 f"yet (got {rec.get('private_ip')!r}, {rec.get('public_ip')!r})")
+        hosts.append(HostAccess(
+            spec=h,
+            address=str(rec["private_ip"]),
+            ssh_host=str(rec["public_ip"]),
+            ssh_port=cc.SSH_PORT,
+            user=str(meta.get("user", cc.USER)),
+            host_key=settings.host_keys[h.name].public,  # ours, not whatever the stack says
+            workdir=str(meta.get("workdir", cc.WORKDIR)),
+            facts={"cloud": cloud, "instance_id": rec.get("id"), "zone_id": rec.get("zone_id"),
+                   "vm_type": h.vm_type},
+        ))
+    return Cluster(cloud, stack, topology, hosts, client_key,
+                   facts={"expiry_utc": settings.expiry_utc, "owner": settings.owner})
+
+
+def ready_check_command() -> str:
+    """Waits for cloud-init, then names any measurement tool it failed to install."""
+    tools = " ".join(cc.PACKAGES)
+    return ("cloud-init status --wait >/dev/null 2>&1; st=$?; missing=; "
+            f"for t in {tools}; do command -v $t >/dev/null 2>&1 || missing=\"$missing $t\"; done; "
+            "if [ -n \"$missing\" ]; then echo \"cloud-init status $st; missing:$missing\" >&2; exit 1; fi")
+
+
+def default_wait_ready(cluster: Cluster) -> None:
+    from cloudbench.errors import GroupRemoteError
+    from cloudbench.providers.ready import wait_ready
+
+    try:
+        wait_ready(cluster, ready_check_command(), READY_TIMEOUT_S, poll=5.0)
+    except GroupRemoteError as e:
+        raise ProvisionError(cluster.provider, cluster.stack, f"VMs are not ready: {e}") from e
+
+
+# -- leases ----------------------------------------------------------------------------------
+def lease_path(ref: StackRef) -> Path:
+    return ref.state_dir / LEASES / f"{ref.project}.{ref.stack}.json"
+
+
+def _controller() -> dict[str, Any]:
+    from cloudbench.core.processes import pid_cmdline
+
+    pid = os.getpid()
+    return {"pid": pid, "cmdline": pid_cmdline(pid), "host": socket.gethostname()}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
+
+
+def _ref_from_lease(path: Path, lease: Mapping[str, Any]) -> StackRef:
+    # Paths come from where the lease is, not from what it says: results may have moved.
+    return StackRef(str(lease["cloud"]), str(lease["project"]), str(lease["stack"]), path.parent.parent)
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- the provider ------------------------------------------------------------------------------
+@dataclass
+class _Live:
+    ref: StackRef
+    handle: StackHandle
+    log: Path
+
+
+@dataclass
+class PulumiProvider:
+    """A cloud (``aws``, ``gcp``, ``azure``) as a :class:`~cloudbench.providers.base.Provider`.
+
+    ``options`` is the spec's provider entry (controller_cidr, owner, expiry, …).
+    """
+
+    name: str
+    options: Any
+    campaign: str
+    automation: Automation = field(default_factory=PulumiAutomation)
+    wait_ready: Callable[[Cluster], None] = default_wait_ready
+    results_root: Path | None = None
+    clock: Callable[[], float] = time.time
+    _live: dict[str, _Live] = field(default_factory=dict, init=False)
+    _count: int = field(default=0, init=False)
+
+    def provision(self, topology: Topology, workdir: Path) -> Cluster:
+        topo = topology.for_provider(self.name)
+        if not topo.hosts:
+            raise ProvisionError(self.name, "-", "the topology has no hosts on this provider")
+        controller = self.options.controller_cidr or os.environ.get("CLOUDBENCH_CONTROLLER_CIDR")
+        if not controller:
+            raise ProvisionError(
+                self.name, "-", "SSH is opened only to the controller's address: set "
+                f"providers.{self.name}.controller_cidr in the spec (or $CLOUDBENCH_CONTROLLER_CIDR) "
+                "to your public address as a /32, e.g. from `curl -s https://checkip.amazonaws.com`")
+        while True:  # a stack name is never reused, even by another provider object
+            self._count += 1
+            stack = f"{Path(workdir).name}-r{self._count:02d}"
+            stack_dir = Path(workdir) / "stacks" / stack
+            if not stack_dir.exists():
+                break
+        ref = StackRef(self.name, f"cloudbench-{self.name}", stack, Path(workdir).parent / STATE_DIR)
+        stack_dir.mkdir(parents=True, mode=0o700)
+        client_key = stack_dir / "client_key"
+        client = asyncssh.generate_private_key("ssh-ed25519", comment=f"cloudbench-{stack}")
+        _write_private(client_key, client.export_private_key())
+        now = self.clock()
+        expiry = now + float(self.options.expiry)
+        settings = cc.CloudSettings(
+            cloud=self.name, campaign=self.campaign, stack=stack,
+            owner=self.options.owner or getpass.getuser(), expiry_utc=_utc(expiry),
+            controller_cidr=controller,
+            client_public_key=client.export_public_key().decode().strip(),
+            host_keys=cc.new_host_keys([h.name for h in topo.hosts], stack),
+            placement_group=bool(self.options.placement_group), image=self.options.image,
+            project=getattr(self.options, "project", None),
+        )
+        try:
+            cc.check_settings(topo, settings)
+            cc.plan_addresses(topo)
+        except ValueError as e:
+            raise ProvisionError(self.name, stack, str(e)) from e
+        ensure_state_dir(ref.state_dir)
+        lease = lease_path(ref)
+        _write_json(lease, {
+            "cloud": self.name, "project": ref.project, "stack": stack, "campaign": self.campaign,
+            "run_dir": str(Path(workdir).resolve()), "created": now, "created_utc": _utc(now),
+            "expiry": expiry, "expiry_utc": settings.expiry_utc, "owner": settings.owner,
+            "controller": _controller(),
+        })
+        log = stack_dir / "pulumi.log"
+        handle: StackHandle | None = None
+        try:
+            handle = self.automation.stack(
+                ref, program=lambda: run_program(self.name, topo.to_dict(), settings),
+                config=cc.stack_config(topo, settings))
+            self._live[stack] = _Live(ref, handle, log)
+            with _appender(log) as out:
+                outputs = handle.up(out)
+            cluster = cluster_from_outputs(self.name, stack, topo, outputs, settings, client_key)
+            self.wait_ready(cluster)
+        except BaseException as e:
+            # Also after a partial `up` or Ctrl-C: whatever exists is destroyed now.
+            if handle is None:
+                lease.unlink(missing_ok=True)  # no stack was created
+            else:
+                try:
+                    self._destroy_stack(stack)
+                except CloudbenchError as de:
+                    e.add_note(f"cleanup after the failure also failed: {de}")
+            if isinstance(e, CloudbenchError | KeyboardInterrupt) or not isinstance(e, Exception):
+                raise
+            raise ProvisionError(self.name, stack, f"{type(e).__name__}: {e}") from e
+        return cluster
+
+    def destroy(self, cluster: Cluster) -> None:
+        self._destroy_stack(cluster.stack)
+
+    def _destroy_stack(self, stack: str) -> None:
+        live = self._live.get(stack)
+        if live is None:
+            return  # never made here, or already destroyed
+        lease = lease_path(live.ref)
+        try:
+            with _appender(live.log) as out:
+                live.handle.destroy(out)
+            live.handle.remove()
+        except CloudbenchError as e:
+            raise ProvisionError(
+                self.name, stack, f"destroy failed: {e}. The lease {lease} stays: `cloudbench gc "
+                f"--results {live.ref.state_dir.parent.parent}` retries; check the {self.name} "
+                "console for resources tagged cloudbench-stack=" + stack) from e
+        del self._live[stack]
+        lease.unlink(missing_ok=True)
+
+    def gc(self, dry_run: bool = False) -> list[str]:
+        if self.results_root is None:
+            return []
+        return reap(self.results_root, dry_run=dry_run, automation=self.automation)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    # Created 0600 from the start: never readable by others, not even for a moment.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def _appender(path: Path) -> Any:
+    f: IO[str]
+    with path.open("a") as f:
+        def write(line: str) -> None:
+            f.write(line if line.endswith("\n") else line + "\n")
+
+        yield write
+
+
+
+
+def reap_reason(lease: Mapping[str, Any], now: float) -> str | None:
+    """Why a leased stack should go: its expiry passed, or its controller (on this host) died."""
+    from cloudbench.core.processes import pid_alive, pid_cmdline
+
+    expiry = float(lease.get("expiry", 0))
+    if now >= expiry:
+        return f"expired {lease.get('expiry_utc', _utc(expiry))}"
+    ctl = lease.get("controller") or {}
+    if ctl.get("host") == socket.gethostname():
+        pid = int(ctl.get("pid", 0))
+        if not (pid_alive(pid) and pid_cmdline(pid) == ctl.get("cmdline")):
+            return f"controller {pid} is gone"
+    return None
+
+
+def reap(results_root: str | Path, dry_run: bool = False, automation: Automation | None = None,
+         now: float | None = None) -> list[str]:
+    """Destroy cloud stacks whose lease expired or whose controller died (``cloudbench gc``)."""
+    now = time.time() if now is None else now
+    done: list[str] = []
+    failures: list[str] = []
+    for path in sorted(Path(results_root).glob(f"*/{STATE_DIR}/{LEASES}/*.json")):
+        try:
+            lease = json.loads(path.read_text())
+            ref = _ref_from_lease(path, lease)
+        except (OSError, ValueError, KeyError) as e:
+            failures.append(f"unreadable lease {path}: {e}")
+            continue
+        why = reap_reason(lease, now)
+        if why is None:
+            continue
+        what = f"{ref.cloud} stack {ref.stack} of campaign {lease.get('campaign', '?')} ({why})"
+        if dry_run:
+            done.append(f"would destroy {what}")
+            continue
+        automation = automation or PulumiAutomation()
+        try:
+            handle = automation.stack(ref)
+            with _appender(path.with_suffix(".log")) as out:
+                handle.destroy(out)
+            handle.remove()
+        except CloudbenchError as e:
+            failures.append(f"{what}: {e}")
+            continue
+        path.unlink(missing_ok=True)
+        path.with_suffix(".log").unlink(missing_ok=True)
+        done.append(f"destroyed {what}")
+    if failures:
+        raise ReapError(done, failures)
+    return done

@@ -1,0 +1,313 @@
+"""What the AWS, GCP and Azure programs share: settings, ports, addresses, tags, cloud-init.
+
+The three Pulumi programs (:mod:`cloudbench.providers.clouds.programs`) are thin: every
+decision that must be the same on all clouds — which ports are open to whom,
+which addresses the subnets get, what is tagged how, what cloud-init installs and
+which host key each VM presents — is made here, from the validated topology.
+Nothing here imports pulumi.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import yaml
+
+from cloudbench.core.topology import HostSpec, Topology
+from cloudbench.store import formats
+
+SSH_PORT = 22
+USER = "ubuntu"  # the default user of Ubuntu's cloud images on all three clouds
+WORKDIR = f"/home/{USER}/cloudbench"
+PACKAGES = ("python3", "nuttcp", "iperf3", "scamper")
+UBUNTU_RELEASE = "24.04"
+# Outputs every program exports; the driver builds the Cluster from them.
+OUTPUT_HOSTS = "hosts"
+OUTPUT_META = "cloudbench"
+
+
+@dataclass(frozen=True)
+class PortRange:
+    """Ports a workload listens on; opened only between the campaign's own hosts."""
+
+    name: str
+    first: int
+    last: int
+    protocols: tuple[str, ...] = ("tcp", "udp")
+
+    @property
+    def aws_range(self) -> tuple[int, int]:
+        return self.first, self.last
+
+    def text(self) -> str:
+        return str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
+
+
+# The one list of worker ports. Each cloud's firewall opens exactly these, and only
+# from the campaign's subnet CIDRs; SSH (22) is open only to the controller.
+WORKER_PORTS: tuple[PortRange, ...] = (
+    PortRange("echo", 7100, 7100, ("tcp",)),
+    PortRange("nuttcp", 5000, 5101),  # control 5000, data 5001-5101
+    PortRange("iperf3", 5201, 5299),
+    # MDA traceroute probes the destination's high UDP ports; without them the
+    # last hop never answers and every path looks one hop short.
+    PortRange("traceroute", 33434, 33534, ("udp",)),
+)
+
+
+@dataclass(frozen=True)
+class HostKeyPair:
+    """A host key made by cloudbench, so it is pinned before the first connection."""
+
+    private: str  # OpenSSH private key (PEM-like text); secret
+    public: str  # "ssh-ed25519 AAAA… comment"
+
+
+@dataclass(frozen=True)
+class CloudSettings:
+    """Everything a cloud program needs besides the topology (one stack)."""
+
+    cloud: str
+    campaign: str
+    stack: str
+    owner: str
+    expiry_utc: str  # ISO 8601, "2025-01-01T12:00:00Z"
+    controller_cidr: str
+    client_public_key: str
+    host_keys: dict[str, HostKeyPair] = field(default_factory=dict)
+    placement_group: bool = False
+    image: str | None = None
+    project: str | None = None
+
+    def to_dict(self, secrets: bool = True) -> dict[str, Any]:
+        d = asdict(self)
+        if not secrets:
+            d["host_keys"] = {k: {"public": v.public} for k, v in self.host_keys.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CloudSettings:
+        keys = {k: HostKeyPair(v.get("private", ""), v["public"]) for k, v in
+                dict(d.get("host_keys", {})).items()}
+        fields = {k: v for k, v in d.items() if k != "host_keys"}
+        return cls(host_keys=keys, **fields)
+
+
+def as_settings(settings: CloudSettings | Mapping[str, Any]) -> CloudSettings:
+    return settings if isinstance(settings, CloudSettings) else CloudSettings.from_dict(settings)
+
+
+def new_host_keys(names: list[str], stack: str) -> dict[str, HostKeyPair]:
+    import asyncssh
+
+    out: dict[str, HostKeyPair] = {}
+    for n in names:
+        k = asyncssh.generate_private_key("ssh-ed25519", comment=f"{n}@{stack}")
+        out[n] = HostKeyPair(k.export_private_key().decode(), k.export_public_key().decode().strip())
+    return out
+
+
+# -- names, tags, labels -------------------------------------------------------------
+def slug(text: str, limit: int = 40) -> str:
+    """A name every cloud accepts: lowercase letters, digits, hyphens; starts with a letter."""
+    s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    if not s or not s[0].isalpha():
+        s = "cb-" + s
+    return s[:limit].rstrip("-")
+
+
+def tags(settings: CloudSettings, name: str | None = None) -> dict[str, str]:
+    """Tags on every AWS/Azure resource: who made it, for which campaign, until when."""
+    t = {
+        "cloudbench-campaign": settings.campaign,
+        "cloudbench-stack": settings.stack,
+        "cloudbench-owner": settings.owner,
+        "cloudbench-expiry": settings.expiry_utc,
+    }
+    if name is not None:
+        t["Name"] = f"{slug(settings.campaign)}-{name}"
+    return t
+
+
+def gcp_labels(settings: CloudSettings) -> dict[str, str]:
+    """The same as :func:`tags`, within GCP's label rules (lowercase, ``[a-z0-9_-]``, 63)."""
+
+    def value(v: str) -> str:
+        return re.sub(r"[^a-z0-9_-]", "-", v.lower())[:63]
+
+    return {k: value(v) for k, v in tags(settings).items()}
+
+
+# -- addresses -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class AddressPlan:
+    """Private address space: one network per region, one CIDR per spec subnet."""
+
+    region_cidr: dict[str, str]
+    subnet_cidr: dict[tuple[str, str, str], str]  # (region, zone, subnet) -> CIDR
+
+    @property
+    def campaign_cidrs(self) -> list[str]:
+        """Every subnet of the campaign: the only sources allowed to reach worker ports."""
+        return sorted(set(self.subnet_cidr.values()), key=_net_key)
+
+
+def _net_key(cidr: str) -> tuple[int, int]:
+    n = ipaddress.ip_network(cidr)
+    return int(n.network_address), n.prefixlen
+
+
+def plan_addresses(topology: Topology) -> AddressPlan:
+    """Subnet CIDRs from the spec where given, else /24s carved from 10.<100+i>.0.0/16.
+
+    Region networks must not overlap: cross-region traffic uses private addresses
+    over VPC/VNet peering (AWS, Azure) or one global network (GCP).
+    """
+    regions = list(dict.fromkeys(s.region for s in topology.subnets)) or topology.regions
+    region_cidr: dict[str, str] = {}
+    subnet_cidr: dict[tuple[str, str, str], str] = {}
+    subnets = topology.subnets or _subnets_from_hosts(topology)
+    for i, region in enumerate(regions):
+        mine = [s for s in subnets if s.region == region]
+        given = [ipaddress.IPv4Network(s.cidr) for s in mine if s.cidr]
+        auto = ipaddress.IPv4Network(f"10.{100 + i}.0.0/16")
+        net = _supernet(given, room=len(given) < len(mine)) if given else auto
+        region_cidr[region] = str(net)
+        free = (n for n in net.subnets(new_prefix=max(24, net.prefixlen))
+                if not any(n.overlaps(g) for g in given))
+        for s in mine:
+            if s.cidr:
+                subnet_cidr[(s.region, s.zone, s.name)] = str(ipaddress.IPv4Network(s.cidr))
+            else:
+                try:
+                    subnet_cidr[(s.region, s.zone, s.name)] = str(next(free))
+                except StopIteration:
+                    raise ValueError(f"region {region}: no room for subnet {s.name} in {net}; "
+                                     "give every subnet of the region a `cidr`") from None
+    nets = [(r, ipaddress.IPv4Network(c)) for r, c in region_cidr.items()]
+    for i, (ra, na) in enumerate(nets):
+        for rb, nb in nets[i + 1:]:
+            if na.overlaps(nb):
+                raise ValueError(f"the networks of regions {ra} ({na}) and {rb} ({nb}) overlap; "
+                                 "give their subnets CIDRs from distinct ranges")
+    return AddressPlan(region_cidr, subnet_cidr)
+
+
+def _supernet(nets: list[ipaddress.IPv4Network], room: bool) -> ipaddress.IPv4Network:
+    """The smallest network holding all ``nets``; its /16 if other subnets need ``room``."""
+    net = nets[0]
+    while not all(n.subnet_of(net) for n in nets):
+        net = net.supernet()
+    if net.prefixlen < 16:
+        raise ValueError(f"subnets {', '.join(map(str, nets))} of one region span {net}; "
+                         "a region's network can be at most a /16")
+    return net.supernet(new_prefix=16) if room and net.prefixlen > 16 else net
+
+
+def _subnets_from_hosts(topology: Topology) -> list[Any]:
+    from cloudbench.core.topology import SubnetSpec
+
+    seen = dict.fromkeys((h.provider, h.region, h.zone, h.subnet) for h in topology.hosts)
+    return [SubnetSpec(s, p, r, z) for p, r, z, s in seen]
+
+
+def hosts_by_subnet(topology: Topology) -> dict[tuple[str, str, str], list[HostSpec]]:
+    out: dict[tuple[str, str, str], list[HostSpec]] = {}
+    for h in topology.hosts:
+        out.setdefault((h.region, h.zone, h.subnet), []).append(h)
+    return out
+
+
+# -- cloud-init ------------------------------------------------------------------------
+class _Literal(str):
+    """A string dumped as a YAML block (keys stay readable in the rendered file)."""
+
+
+def _literal(dumper: yaml.SafeDumper, data: _Literal) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style="|")
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Literal, _literal)
+
+
+def render_cloud_init(settings: CloudSettings, host: HostSpec) -> str:
+    """The user-data of one VM: our host key, our client key, the measurement tools."""
+    key = settings.host_keys.get(host.name)
+    if key is None or not key.private:
+        raise ValueError(f"no host key for {host.name}: the driver generates one per host")
+    doc: dict[str, Any] = {
+        # Our key replaces the image's; no other host key type is generated, so the
+        # pinned ed25519 key is the only one sshd can present.
+        "ssh_deletekeys": True,
+        "ssh_genkeytypes": [],
+        "ssh_keys": {
+            "ed25519_private": _Literal(key.private if key.private.endswith("\n") else key.private + "\n"),
+            "ed25519_public": key.public,
+        },
+        "ssh_pwauth": False,
+        "disable_root": True,
+        "ssh_authorized_keys": [settings.client_public_key],
+        "package_update": True,
+        "packages": list(PACKAGES),
+        "runcmd": [["install", "-d", "-o", USER, "-g", USER, "-m", "0700", WORKDIR]],
+    }
+    return "#cloud-config\n" + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1000)
+
+
+def host_record(host: HostSpec, zone_id: str) -> dict[str, Any]:
+    """The static part of a host's output entry (the programs add addresses and ids)."""
+    return {"region": host.region, "zone": host.zone, "zone_id": zone_id, "subnet": host.subnet,
+            "vm_type": host.vm_type}
+
+
+def meta_output(settings: CloudSettings) -> dict[str, Any]:
+    return {"schema": formats.CLOUD_OUTPUTS.current, "cloud": settings.cloud, "campaign": settings.campaign,
+            "stack": settings.stack, "expiry_utc": settings.expiry_utc, "user": USER,
+            "workdir": WORKDIR}
+
+
+# -- stack config (the `pulumi` CLI path) -----------------------------------------------
+def stack_config(topology: Topology, settings: CloudSettings) -> dict[str, tuple[str, bool]]:
+    """Config that lets ``stacks/<cloud>/__main__.py`` rebuild the same program: key -> (value, secret)."""
+    cfg = {
+        "cloudbench:topology": (json.dumps(topology.to_dict()), False),
+        "cloudbench:settings": (json.dumps(settings.to_dict(secrets=False)), False),
+        "cloudbench:host_keys": (json.dumps({k: asdict(v) for k, v in settings.host_keys.items()}), True),
+    }
+    if settings.cloud == "aws" and topology.regions:
+        cfg["aws:region"] = (topology.regions[0], False)
+    if settings.cloud == "gcp" and settings.project:
+        cfg["gcp:project"] = (settings.project, False)
+    return cfg
+
+
+def program_args_from_config(get: Any) -> tuple[dict[str, Any], CloudSettings]:
+    """Inverse of :func:`stack_config`; ``get`` is ``pulumi.Config('cloudbench').require_object``."""
+    topology = get("topology")
+    settings = dict(get("settings"))
+    keys = get("host_keys")
+    settings["host_keys"] = keys
+    return topology, CloudSettings.from_dict(settings)
+
+
+def check_settings(topology: Topology, settings: CloudSettings) -> None:
+    """Refuse settings that would make an unsafe or unreachable cluster (raises ValueError)."""
+    from cloudbench.spec.clouds import controller_cidr_error
+
+    msg = controller_cidr_error(settings.controller_cidr)
+    if msg:
+        raise ValueError(f"controller_cidr: {msg}")
+    missing = [h.name for h in topology.hosts if h.name not in settings.host_keys]
+    if missing:
+        raise ValueError(f"no host keys for {', '.join(missing)}")
+    if not settings.client_public_key.startswith("ssh-"):
+        raise ValueError("client_public_key is not an OpenSSH public key")

@@ -1,0 +1,28 @@
+"""The Pulumi programs, one module per cloud: ``program(topology_dict, settings) -> None``.
+
+They import pulumi and the cloud's SDK, so cloudbench imports them only when a
+cloud stack is created (extras ``aws``, ``gcp``, ``azure``). ``stacks/<cloud>/`` at the
+top of the repository holds the matching Pulumi projects for the ``pulumi`` CLI.
+"""
+
+from __future__ import annotations
+
+PROGRAM_MODULES = {
+    "aws": "cloudbench.providers.clouds.programs.aws",
+    "gcp": "cloudbench.providers.clouds.programs.gcp",
+    "azure": "cloudbench.providers.clouds.programs.azure",
+}
+EXTRAS = {"aws": "pulumi-aws", "gcp": "pulumi-gcp", "azure": "pulumi-azure-native"}
+
+
+def run_from_config(cloud: str) -> None:
+    """Body of ``stacks/<cloud>/__main__.py``: the program, fed from `pulumi config`."""
+    import importlib
+
+    import pulumi
+
+    from cloudbench.providers.clouds.common import program_args_from_config
+
+    program = importlib.import_module(PROGRAM_MODULES[cloud]).program
+    topology, settings = program_args_from_config(pulumi.Config("cloudbench").require_object)
+    program(topology, settings)

@@ -1,0 +1,284 @@
+"""WAN emulation on the namespace testbed: the routers, links and delay lines of ``wan:``.
+
+A spec's ``wan:`` section replaces the testbed's core router by one emulated
+long-haul link per pair of regions::
+
+    region router A ── W ══ branch 1 ══ region router B
+                          ╲═ branch 2 ═╱            (ecmp: 2, hops: 1)
+
+``W`` is a router namespace whose policy routing sends every transit packet
+into a TUN device per direction; a delay-line process (``cloudbench/forwarder``)
+holds each packet for the link's one-way delay at that moment and writes it
+back. Past ``W`` (and at B on the way back) traffic is split per flow over
+``ecmp`` parallel branches of ``hops`` routers each, so MDA traceroute has
+diamonds to find. Every router answers traceroute from one fixed address (routes
+carry ``src``), so a router is one node of the MDA graph, not one per interface.
+
+Delay of a link (one-way, both directions): ``delay:`` if given, else the
+geodesic distance between the regions' ``location`` at ``fibre_speed`` · c plus
+``overhead``. Its weather, in seconds after the WAN came up (the *epoch*,
+recorded in the cluster facts as CLOCK_MONOTONIC ns): ``steps`` (a new delay from
+a time on), ``periodic`` (a sine added), ``spikes`` (extra delay for a while).
+:func:`delay_at` is the reference of these semantics; both forwarders implement it.
+
+Addresses: the WAN links take /30s from 198.19.128.0/17. The testbed ships an
+IP→AS table (:func:`asn_table`): one private AS per region (its subnets, routers
+and links) and one transit AS (64512) for the WAN routers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from cloudbench.errors import ProvisionError
+from cloudbench.spec.wan import WanLink, WanModel, resolve_links
+
+if TYPE_CHECKING:
+    from cloudbench.core.topology import Topology
+WAN_BASE = ipaddress.IPv4Network("198.19.128.0/17")
+TRANSIT_ASN = 64512
+FIRST_REGION_ASN = 64513
+READY_TIMEOUT_S = 10.0
+TABLE_FWD = 100
+TABLE_REV = 101
+
+
+@dataclass
+class WanLinkPlan:
+    """Namespaces and addresses of one emulated link."""
+
+    link: WanLink
+    ns: str  # the delay router W
+    branch_ns: list[list[str]]  # [branch][hop]
+    a_side: str  # W's address toward region a (what W answers traceroute with)
+    forward_hops: list[list[str]] = field(default_factory=list)  # a→b: per branch, hop addresses
+    reverse_hops: list[list[str]] = field(default_factory=list)  # b→a
+    home: dict[str, str] = field(default_factory=dict)  # region -> its router's answering address
+
+    def to_facts(self) -> dict[str, Any]:
+        d = asdict(self.link)
+        d.update({"ns": self.ns, "branch_ns": self.branch_ns, "w_addr": self.a_side,
+                  "forward_hops": self.forward_hops, "reverse_hops": self.reverse_hops,
+                  "home": self.home})
+        return d
+
+
+@dataclass
+class WanPlan:
+    links: list[WanLinkPlan]
+    forwarder: Literal["auto", "c", "python"]
+    realtime: bool
+    asn_rows: list[tuple[str, int, str]]
+
+
+class _Alloc:
+    """/30 links out of the WAN range, in order."""
+
+    def __init__(self) -> None:
+        self._nets: Iterator[ipaddress.IPv4Network] = WAN_BASE.subnets(new_prefix=30)
+
+    def next(self) -> tuple[str, str]:
+        net = next(self._nets)
+        a, b = list(net.hosts())[:2]
+        return str(a), str(b)
+
+
+def _addrs(lines: list[str], dev_prefix: str) -> list[tuple[str, str]]:
+    """(address/len, device) of the ``addr add`` lines of one namespace's batch."""
+    out = []
+    for line in lines:
+        parts = line.split()
+        if parts[:2] == ["addr", "add"] and parts[4].startswith(dev_prefix):
+            out.append((parts[2], parts[4]))
+    return out
+
+
+def plan_wan(p: Any, topology: Topology, region_ns: dict[str, str]) -> WanPlan:
+    """Add the WAN's namespaces, links, routes and rules to a netns provider plan.
+
+    ``p`` is the provider's plan (``providers.netns._Plan``): ``root_batch``,
+    ``ns_batches``, ``routers``, ``host_addr``, ``sid``.
+    """
+    assert topology.wan is not None
+    wan = WanModel.model_validate(topology.wan)
+    links = resolve_links(wan, list(region_ns), topology.region_coords)
+    pre = f"cb{p.sid}-"
+    alloc = _Alloc()
+    region_of_host = {h.name: h.region for h in topology.hosts}
+    subnets: dict[str, list[str]] = {r: [] for r in region_ns}
+    for host, addr in p.host_addr.items():
+        net = str(ipaddress.ip_network(f"{addr}/24", strict=False))
+        if net not in subnets[region_of_host[host]]:
+            subnets[region_of_host[host]].append(net)
+    home = {}
+    for r, rns in region_ns.items():
+        zone_links = _addrs(p.ns_batches[rns], "z")
+        if not zone_links:
+            raise ProvisionError("netns", p.sid, f"region router of {r} has no zone link")
+        home[r] = zone_links[0][0].split("/")[0]
+
+    def veth(a_ns: str, a_if: str, b_ns: str, b_if: str) -> tuple[str, str]:
+        a, b = alloc.next()
+        p.root_batch.append(f"link add {a_if} netns {a_ns} type veth peer name {b_if} netns {b_ns}")
+        p.ns_batches[a_ns] += [f"addr add {a}/30 dev {a_if}", f"link set {a_if} up"]
+        p.ns_batches[b_ns] += [f"addr add {b}/30 dev {b_if}", f"link set {b_if} up"]
+        return a, b
+
+    def new_ns(name: str) -> str:
+        p.root_batch.append(f"netns add {name}")
+        p.ns_batches[name] = ["link set lo up"]
+        p.routers.append(name)
+        return name
+
+    def multipath(net: str, vias: list[str], src: str) -> str:
+        if len(vias) == 1:
+            return f"route add {net} via {vias[0]} src {src}"
+        return f"route add {net} src {src} " + " ".join(f"nexthop via {v}" for v in vias)
+
+    plans: list[WanLinkPlan] = []
+    for i, link in enumerate(links):
+        ra, rb = region_ns[link.a], region_ns[link.b]
+        w = new_ns(f"{pre}_w{i}")
+        ra_addr, w_addr = veth(ra, f"w{i}", w, "a0")
+        branch_ns: list[list[str]] = []
+        ups: list[list[str]] = []  # per branch, per hop: address toward W
+        downs: list[list[str]] = []  # per branch, per hop: address toward B
+        first_hop: list[str] = []  # W's next hops
+        last_hop: list[str] = []  # B's next hops
+        for j in range(link.ecmp):
+            chain = [new_ns(f"{pre}_w{i}b{j}h{h}") for h in range(link.hops)]
+            branch_ns.append(chain)
+            up_addrs: list[str] = []
+            down_addrs: list[str] = []
+            w_side, up = veth(w, f"b{j}", chain[0], "up0")
+            up_addrs.append(up)
+            for h in range(1, link.hops):
+                down, nxt_up = veth(chain[h - 1], "dn0", chain[h], "up0")
+                down_addrs.append(down)
+                up_addrs.append(nxt_up)
+            down, b_side = veth(chain[-1], "dn0", rb, f"w{i}j{j}")
+            down_addrs.append(down)
+            first_hop.append(up_addrs[0])
+            last_hop.append(down)
+            ups.append(up_addrs)
+            downs.append(down_addrs)
+            for h, ns in enumerate(chain):
+                toward_w = w_side if h == 0 else down_addrs[h - 1]
+                toward_b = b_side if h == link.hops - 1 else up_addrs[h + 1]
+                for net in subnets[link.a]:
+                    p.ns_batches[ns].append(f"route add {net} via {toward_w}")
+                for net in subnets[link.b]:
+                    p.ns_batches[ns].append(f"route add {net} via {toward_b}")
+        for net in subnets[link.b]:
+            p.ns_batches[ra].append(f"route add {net} via {w_addr} src {home[link.a]}")
+            p.ns_batches[w].append(multipath(net, first_hop, w_addr))
+        for net in subnets[link.a]:
+            p.ns_batches[w].append(f"route add {net} via {ra_addr} src {w_addr}")
+            p.ns_batches[rb].append(multipath(net, last_hop, home[link.b]))
+        p.ns_batches[w] += [
+            "tuntap add dev tf mode tun", "tuntap add dev tr mode tun",
+            "link set tf txqueuelen 10000", "link set tr txqueuelen 10000",
+            "link set tf up", "link set tr up",
+            f"rule add iif a0 lookup {TABLE_FWD} pref {TABLE_FWD}",
+            f"route add default dev tf table {TABLE_FWD}",
+            *[f"rule add iif b{j} lookup {TABLE_REV} pref {TABLE_REV}" for j in range(link.ecmp)],
+            f"route add default dev tr table {TABLE_REV}",
+        ]
+        plans.append(WanLinkPlan(
+            link, w, branch_ns, w_addr,
+            forward_hops=[[w_addr, *u, home[link.b]] for u in ups],
+            reverse_hops=[[*reversed(d), w_addr, home[link.a]] for d in downs],
+            home={link.a: home[link.a], link.b: home[link.b]},
+        ))
+    return WanPlan(plans, wan.forwarder, wan.realtime, asn_table(p, topology, region_ns))
+
+
+def asn_table(p: Any, topology: Topology, region_ns: dict[str, str]) -> list[tuple[str, int, str]]:
+    """The testbed's IP→AS table: an AS per region, the transit AS for the WAN range."""
+    asn = {r: FIRST_REGION_ASN + i for i, r in enumerate(region_ns)}
+    rows: list[tuple[str, int, str]] = [(str(WAN_BASE), TRANSIT_ASN, "cb-transit")]
+    region_of_host = {h.name: h.region for h in topology.hosts}
+    seen: set[str] = set()
+    for host, addr in p.host_addr.items():
+        net = str(ipaddress.ip_network(f"{addr}/24", strict=False))
+        if net not in seen:
+            seen.add(net)
+            r = region_of_host[host]
+            rows.append((net, asn[r], f"cb-{r}"))
+    for r, rns in region_ns.items():
+        for cidr, _dev in _addrs(p.ns_batches[rns], "z"):
+            rows.append((str(ipaddress.ip_network(cidr, strict=False)), asn[r], f"cb-{r}"))
+    return rows
+
+
+def _config_text(lp: WanLinkPlan, epoch: int, ready: Path, stats: Path, realtime: bool) -> str:
+    def ns(x: float) -> int:
+        return round(x * 1e9)
+
+    lines = [f"epoch {epoch}", f"ready {ready}", f"stats {stats}", "capacity 8192",
+             f"rt {10 if realtime else 0}"]
+    for tun in ("tf", "tr"):
+        lines += [f"dir {tun}", f"base {ns(lp.link.delay_s)}"]
+        lines += [f"step {ns(at)} {ns(d)}" for at, d in lp.link.steps]
+        lines += [f"periodic {ns(a)} {ns(per)} {ns(ph)}" for a, per, ph in lp.link.periodic]
+        lines += [f"spike {ns(at)} {ns(dur)} {ns(x)}" for at, dur, x in lp.link.spikes]
+    return "\n".join(lines) + "\n"
+
+
+def start_wan(plan: WanPlan, base: Path, state: dict[str, Any], sid: str,
+              save: Callable[[], None], bin_dir: Path) -> dict[str, Any]:
+    """Start one delay line per link (recorded in the state file); returns the WAN facts."""
+    from cloudbench.providers.netns.forwarder import forwarder_argv
+
+    argv, kind = forwarder_argv(plan.forwarder, bin_dir)
+    d = base / "wan"
+    d.mkdir(mode=0o700, exist_ok=True)
+    wall = datetime.now(UTC)
+    epoch = time.monotonic_ns()
+    procs: list[tuple[WanLinkPlan, subprocess.Popen[bytes], Path, Path]] = []
+    for i, lp in enumerate(plan.links):
+        conf, ready, log = d / f"link{i}.conf", d / f"link{i}.ready", d / f"link{i}.log"
+        conf.write_text(_config_text(lp, epoch, ready, d / f"link{i}.stats.json", plan.realtime))
+        for tun in ("tf", "tr"):  # the TUNs appeared after the netns-wide rp_filter=0
+            subprocess.run(["ip", "netns", "exec", lp.ns, "sysctl", "-qw",
+                            f"net.ipv4.conf.{tun}.rp_filter=0"], check=False, capture_output=True)
+        with log.open("wb") as logf:
+            proc = subprocess.Popen(["ip", "netns", "exec", lp.ns, *argv, str(conf)],
+                                    stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                    start_new_session=True)
+        state["pids"].append({"pid": proc.pid, "ns": lp.ns, "match": str(conf)})
+        save()
+        procs.append((lp, proc, ready, log))
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    for lp, proc, ready, log in procs:
+        while not ready.exists():
+            if proc.poll() is not None:
+                raise ProvisionError("netns", sid, f"WAN delay line of {lp.link.a} ↔ {lp.link.b} "
+                                     f"exited ({proc.returncode}): {log.read_text()[-800:]}")
+            if time.monotonic() > deadline:
+                raise ProvisionError("netns", sid, f"WAN delay line of {lp.link.a} ↔ {lp.link.b} "
+                                     f"did not attach its TUN devices in {READY_TIMEOUT_S:g}s")
+            time.sleep(0.005)
+    return {
+        "forwarder": kind,
+        "realtime": plan.realtime,
+        "epoch_monotonic_ns": epoch,
+        "epoch_utc": wall.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "links": [lp.to_facts() for lp in plan.links],
+        "asn_table": [list(r) for r in plan.asn_rows],
+    }
+
+
+def link_facts(cluster_facts: dict[str, Any], a: str, b: str) -> dict[str, Any]:
+    """The facts of the link joining regions ``a`` and ``b`` (either order)."""
+    for lf in cluster_facts.get("wan", {}).get("links", []):
+        if {lf["a"], lf["b"]} == {a, b}:
+            return dict(lf)
+    raise KeyError(f"no WAN link between {a} and {b}")

@@ -1,0 +1,414 @@
+"""The repetition analysis of a campaign on disk: load, analyse, and show it.
+
+:func:`load_values` reads every run's ``summaries.parquet`` and manifest and
+checks pooling; :func:`confirm` applies :mod:`cloudbench.analysis.confirm`;
+the rest renders the result: a rich table, ``confirm.json`` (versioned in
+:data:`cloudbench.store.formats.CONFIRM`) and one convergence figure (PNG) per
+series.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from rich.console import Console
+from rich.table import Table
+
+from cloudbench.analysis.confirm import (
+    ConfirmParams,
+    ConfirmResult,
+    Dataset,
+    ProgressFn,
+    RepetitionRef,
+    RepetitionValue,
+    SeriesKey,
+    SeriesResult,
+    Target,
+    analyse,
+    check_pooling,
+)
+from cloudbench.analysis.stats import level_name, quantile_name
+from cloudbench.core.files import write_json_atomic
+from cloudbench.errors import AnalysisError, ResultError
+from cloudbench.store import formats
+from cloudbench.store.manifest import Manifest, pooling_key
+from cloudbench.store.rundir import RunDir, find_runs
+from cloudbench.store.summaries import SUMMARY_SCHEMA, read_summaries
+
+# ------------------------------------------------------------------- parsing
+
+
+
+
+
+
+
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def pct(e: float) -> str:
+    return f"{e * 100:.3g}%"
+
+
+def fmt_value(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    if abs(x) >= 10_000:
+        return f"{x:,.0f}"
+    return f"{x:.4g}"
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _floats(xs: Any) -> list[float | None]:
+    return [_finite(float(x)) for x in xs]
+
+
+def target_text(t: Target) -> str:
+    """``1%: 152`` when reached; ``1%: ~4324 (+4024)*`` when predicted."""
+    if t.n_needed is not None:
+        return f"{pct(t.error)}: {t.n_needed}"
+    if t.prediction is not None:
+        flag = "?" if not t.prediction.reliable else ""
+        return f"{pct(t.error)}: ~{t.prediction.n} (+{t.prediction.more})*{flag}"
+    return f"{pct(t.error)}: -"
+
+
+def series_label(r: SeriesResult, several_workloads: bool) -> str:
+    k = r.series.key
+    return f"{k.workload}:{k.metric}" if several_workloads else k.metric
+
+
+def _short_warnings(r: SeriesResult) -> str:
+    names = [c.name for c in r.checks if c.warned]
+    if not r.ci.exists:
+        names.insert(0, "n too small")
+    if r.series.dropped:
+        names.append("dropped values")
+    if any(t.prediction is not None and not t.prediction.reliable for t in r.targets):
+        names.append("prediction unreliable")
+    if r.series.mismatches:
+        names.append("mixed metadata")
+    return ", ".join(names) if names else "[green]none[/]"
+
+
+def render_confirm(result: ConfirmResult, console: Console) -> None:
+    """The confirm table for a person: a row per series, its CI, n needed, warnings."""
+    p = result.params
+    several = len({r.series.key.workload for r in result.series}) > 1
+    ds = result.dataset
+    title = (
+        f"{result.quantile_name} per repetition, exact {level_name(p.level)} CI - "
+        f"{ds.campaign or ds.path} ({len(ds.runs)} run(s))"
+    )
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("metric", overflow="fold")
+    table.add_column("group", overflow="fold")
+    table.add_column("n", justify="right")
+    table.add_column(result.quantile_name, justify="right")
+    table.add_column("CI", justify="center")
+    table.add_column("±rel", justify="right")
+    table.add_column("n for ±e")
+    table.add_column("warnings", overflow="fold")
+    for r in result.series:
+        ci = r.ci
+        ci_txt = f"[{fmt_value(ci.lower)}, {fmt_value(ci.upper)}]" if ci.exists else "[yellow]none[/]"
+        rel = ci.relative_half_width
+        rel_txt = "-" if rel is None or not math.isfinite(rel) else pct(rel)
+        unit = f" {r.series.unit}" if r.series.unit else ""
+        table.add_row(
+            series_label(r, several), r.series.key.group, str(r.series.n),
+            fmt_value(ci.estimate) + unit, ci_txt, rel_txt,
+            "\n".join(target_text(t) for t in r.targets), _short_warnings(r),
+        )
+    console.print(table)
+    for note in ds.notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    for r in result.series:
+        if not r.warnings:
+            continue
+        console.print(f"[bold]{series_label(r, several)} / {r.series.key.group}[/]:", highlight=False)
+        for w in r.warnings:
+            console.print(f"  [yellow]![/] {w}", highlight=False, soft_wrap=True)
+    if any(t.prediction is not None for r in result.series for t in r.targets):
+        console.print(
+            "* PREDICTED: not reached by the measured repetitions; extrapolated from the 1/√n "
+            "law (+ = repetitions still to run). ? = unreliable, the CI does not shrink as 1/√n.",
+            highlight=False,
+        )
+
+
+def confirm_to_json(result: ConfirmResult, figures: dict[int, str] | None = None) -> dict[str, Any]:
+    """The whole analysis as a JSON-ready dict (``confirm.json``, schema 1)."""
+    p, ds = result.params, result.dataset
+    figures = figures or {}
+    series = []
+    for i, r in enumerate(result.series):
+        s, ci, conv = r.series, r.ci, r.convergence
+        series.append({
+            "workload": s.key.workload,
+            "metric": s.key.metric,
+            "group": s.key.group,
+            "unit": s.unit,
+            "n": s.n,
+            "estimate": _finite(ci.estimate),
+            "ci": None if ci.ranks is None else {
+                "lower": ci.lower, "upper": ci.upper, "j": ci.ranks.j, "k": ci.ranks.k,
+                "coverage": ci.ranks.coverage,
+            },
+            "ci_note": ci.note,
+            "n_required_for_ci": ci.n_required,
+            "relative_half_width": _finite(ci.relative_half_width),
+            "targets": [
+                {
+                    "error": t.error,
+                    "reached": t.reached,
+                    "n_needed": t.n_needed,
+                    "prediction": None if t.prediction is None else {
+                        "n": t.prediction.n,
+                        "more": t.prediction.more,
+                        "law": "relative half-width = a / sqrt(n)",
+                        "a": t.prediction.fit.a,
+                        "fit_sizes": [t.prediction.fit.n_lo, t.prediction.fit.n_hi],
+                        "free_slope": _finite(t.prediction.fit.slope),
+                        "reliable": t.prediction.reliable,
+                    },
+                    "note": t.note,
+                }
+                for t in r.targets
+            ],
+            "checks": [
+                {"name": c.name, "method": c.method, "status": c.status, "message": c.message,
+                 "values": {k: _finite(v) for k, v in c.values.items()}}
+                for c in r.checks
+            ],
+            "warnings": list(r.warnings),
+            "dropped": [str(ref) for ref in s.dropped],
+            "repetitions": [
+                {"run_id": ref.run_id, "repetition": ref.repetition, "value": _finite(float(v))}
+                for ref, v in zip(s.refs, s.values, strict=True)
+            ],
+            "convergence": None if conv is None else {
+                "trials": conv.trials,
+                "every_size": conv.every_size,
+                "sizes": conv.sizes.tolist(),
+                "estimate": _floats(conv.estimate),
+                "lower": _floats(conv.lower),
+                "upper": _floats(conv.upper),
+                "relative_half_width": _floats(conv.relative_half_width),
+            },
+            "figure": figures.get(i),
+        })
+    return {
+        "schema": formats.CONFIRM.current,
+        "kind": "cloudbench.confirm",
+        "path": str(ds.path),
+        "campaign": ds.campaign,
+        "runs": ds.runs,
+        "params": {
+            "quantile": p.quantile, "quantile_name": quantile_name(p.quantile),
+            "level": p.level, "errors": list(p.errors), "trials": p.trials, "seed": p.seed,
+            "max_sizes": p.max_sizes, "alpha": p.alpha,
+            "allow_mixed": ds.allow_mixed,
+        },
+        "method": {
+            "ci": "exact order-statistic CI from the binomial (Le Boudec, Thm. 2.1); "
+                  "shortest rank interval, symmetric for the median",
+            "estimate": "Hyndman & Fan definition 7",
+            "convergence": "mean over random subsets without replacement per size "
+                           "(CONFIRM, Maricq et al. OSDI'18); n needed = smallest size "
+                           "within ±e that stays within at every larger size",
+        },
+        "metadata": ds.metadata,
+        "mixed_metadata": ds.mismatch_descriptions(),
+        "notes": ds.notes,
+        "series": series,
+    }
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "series"
+
+
+def figure_name(r: SeriesResult) -> str:
+    k = r.series.key
+    return f"confirm-{_slug(k.workload)}-{_slug(k.metric)}-{_slug(k.group)}.png"
+
+
+_ERROR_STYLES = (":", "--", "-.", (0, (1, 4)))
+
+
+def draw_convergence(r: SeriesResult, params: ConfirmParams, path: Path) -> None:
+    """CONFIRM-style figure (Uta et al. Fig. 13/19): mean estimate and mean CI
+    band vs n, with the ±e bounds around the estimate and the n needed."""
+    conv = r.convergence
+    if conv is None:
+        raise ValueError("no convergence curve to draw")
+    fig = Figure(figsize=(7.5, 5.0), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)  # Agg without pyplot: no global backend state
+    ax = fig.add_subplot()
+    n = conv.sizes
+    qn = quantile_name(params.quantile)
+    ax.fill_between(n, conv.lower, conv.upper, color="#9ecae1", alpha=0.7, linewidth=0,
+                    label=f"{level_name(params.level)} CI (mean of {conv.trials} subsets)")
+    ax.plot(n, conv.estimate, color="#08519c", linewidth=2.2, label=f"{qn} (mean of subsets)")
+    notes = []
+    for t, style in zip(r.targets, _ERROR_STYLES * 4, strict=False):
+        band = t.error * abs(conv.estimate)
+        ax.plot(n, conv.estimate + band, color="#cb181d", linestyle=style, linewidth=1,
+                label=f"±{pct(t.error)} of the {qn}")
+        ax.plot(n, conv.estimate - band, color="#cb181d", linestyle=style, linewidth=1)
+        if t.n_needed is not None:
+            ax.axvline(t.n_needed, color="#cb181d", linestyle=style, linewidth=0.8, alpha=0.6)
+            notes.append(f"±{pct(t.error)}: n = {t.n_needed}")
+        elif t.prediction is not None:
+            rel = "" if t.prediction.reliable else ", unreliable"
+            notes.append(f"±{pct(t.error)}: PREDICTED n ≈ {t.prediction.n} "
+                         f"(+{t.prediction.more}, 1/√n law{rel})")
+    if notes:
+        ax.text(0.99, 0.02, "\n".join(notes), transform=ax.transAxes, ha="right", va="bottom",
+                fontsize=8, bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85})
+    k = r.series.key
+    ax.set_xlabel("repetitions n (random subsets of the measured ones)")
+    ax.set_ylabel(f"{k.metric} [{r.series.unit}]" if r.series.unit else k.metric)
+    ax.set_title(f"{k.workload}: {k.metric} / {k.group}  (N = {r.series.n})", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
+    fig.savefig(path)
+
+
+def write_confirm(result: ConfirmResult, out: Path) -> tuple[Path, dict[int, str]]:
+    """Write ``confirm.json`` and one PNG per series with a curve into ``out``."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        figures: dict[int, str] = {}
+        used: set[str] = set()
+        for i, r in enumerate(result.series):
+            if r.convergence is None or len(r.convergence.sizes) == 0:
+                continue
+            name = figure_name(r)
+            while name in used:
+                name = name.removesuffix(".png") + f"-{i}.png"
+            used.add(name)
+            draw_convergence(r, result.params, out / name)
+            figures[i] = name
+        json_path = out / "confirm.json"
+        write_json_atomic(json_path, confirm_to_json(result, figures))
+    except OSError as e:
+        raise ResultError(str(out), f"cannot write the confirm outputs: {e.strerror or e}") from e
+    return json_path, figures
+
+
+
+
+# ------------------------------------------------------------------- command
+
+
+def _summary_rows(run: RunDir) -> list[dict[str, Any]]:
+    table = read_summaries(run)
+    missing = [c for c in SUMMARY_SCHEMA.names if c not in table.column_names]
+    if missing:
+        raise ResultError(str(run.summaries_path), f"lacks column(s) {', '.join(missing)}")
+    rows: list[dict[str, Any]] = table.select(SUMMARY_SCHEMA.names).to_pylist()
+    return rows
+
+
+def _metadata(run: RunDir, manifest: Manifest, repetition: int) -> dict[str, str]:
+    try:
+        return pooling_key(manifest, repetition, str(run.manifest_path))
+    except (KeyError, TypeError) as e:
+        raise ResultError(
+            str(run.manifest_path),
+            f"repetition {repetition} lacks host labels needed to check pooling ({e!r})",
+        ) from e
+
+
+def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str] = (),
+                allow_mixed: bool = False) -> Dataset:
+    """Per-repetition values of every run under ``path``, checked for pooling.
+
+    ``metrics``/``groups`` restrict the analysis (exact names; unknown names
+    raise AnalysisError listing the known ones). Raises ResultError for missing,
+    truncated or corrupted manifests and summaries.
+    """
+    path = Path(path)
+    runs = find_runs(path)
+    values: list[RepetitionValue] = []
+    metas: dict[RepetitionRef, dict[str, str]] = {}
+    notes: list[str] = []
+    campaign = ""
+    for run in runs:
+        manifest = run.manifest()
+        campaign = campaign or manifest.campaign
+        status = manifest.status
+        if status != "complete":
+            notes.append(f"run {run.run_id} has status {status!r}; its repetitions are included")
+        seen: set[tuple[int, str, str, str]] = set()
+        for row in _summary_rows(run):
+            rep = int(row["repetition"])
+            ident = (rep, row["workload"], row["metric"], row["group"])
+            if ident in seen:
+                raise ResultError(
+                    str(run.summaries_path),
+                    f"duplicate summary row for repetition {rep}, workload {row['workload']!r}, "
+                    f"metric {row['metric']!r}, group {row['group']!r}",
+                )
+            seen.add(ident)
+            ref = RepetitionRef(run.run_id, rep)
+            if ref not in metas:
+                metas[ref] = _metadata(run, manifest, rep)
+            value = math.nan if row["value"] is None else float(row["value"])
+            values.append(
+                RepetitionValue(ref, str(row["workload"]), str(row["metric"]), str(row["group"]),
+                                value, str(row["unit"] or ""), int(row["n_obs"] or 0), metas[ref])
+            )
+    if not values:
+        raise ResultError(
+            str(path),
+            f"no per-repetition summaries in {len(runs)} run(s) (summaries.parquet missing or "
+            "empty); was the campaign run to completion?",
+        )
+    values = _select(path, values, "metric", metrics)
+    values = _select(path, values, "group", groups)
+    used = {v.ref for v in values}
+    series_refs: dict[SeriesKey, list[RepetitionRef]] = defaultdict(list)
+    for v in values:
+        series_refs[SeriesKey(v.workload, v.metric, v.group)].append(v.ref)
+    mismatches = check_pooling(path, series_refs, metas, allow_mixed)
+    run_pos = {run.run_id: i for i, run in enumerate(runs)}
+    first = min(used, key=lambda r: (run_pos[r.run_id], r.repetition))
+    return Dataset(path, campaign, [r.run_id for r in runs], values, dict(metas[first]),
+                   mismatches, notes, allow_mixed)
+
+
+def _select(path: Path, values: list[RepetitionValue], attr: str,
+            wanted: Sequence[str]) -> list[RepetitionValue]:
+    if not wanted:
+        return values
+    known = sorted({getattr(v, attr) for v in values})
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise AnalysisError(
+            f"{path}: unknown {attr}(s) {', '.join(map(repr, unknown))}; "
+            f"known: {', '.join(known)}"
+        )
+    return [v for v in values if getattr(v, attr) in wanted]
+
+
+def confirm(path: Path, params: ConfirmParams | None = None, *, metrics: Sequence[str] = (),
+            groups: Sequence[str] = (), allow_mixed: bool = False,
+            progress: ProgressFn | None = None) -> ConfirmResult:
+    """Load ``results/<campaign>`` (or one run) and analyse it."""
+    dataset = load_values(path, metrics=metrics, groups=groups, allow_mixed=allow_mixed)
+    return analyse(dataset, params or ConfirmParams(), progress)

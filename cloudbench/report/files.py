@@ -1,0 +1,66 @@
+"""The report on disk: ``report/report.json`` (versioned, atomic), a CSV per table, figures."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from cloudbench.core.files import write_json_atomic
+from cloudbench.core.tables import write_csv
+from cloudbench.errors import ResultError
+from cloudbench.store import formats
+from cloudbench.store.rundir import RunDir
+from cloudbench.workloads import workload_kind
+
+REPORT_DIR = "report"
+REPORT_JSON = "report.json"
+
+
+def write_report(run: RunDir, report: dict[str, Any], out: Path | None = None) -> list[Path]:
+    """``report.json``, a CSV per table of every section and the sections' figures; the paths written."""
+    out = out or run.path / REPORT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / REPORT_JSON, to_json(report))
+    written = [out / REPORT_JSON]
+    for wname, w in report["workloads"].items():
+        kind = workload_kind(w["kind"])
+        for table in kind.report_tables:
+            path = out / f"{wname}_{table}.csv"
+            if write_csv(path, w.get(table) or []):
+                written.append(path)
+        written += kind.write_figures(run, wname, w, out)
+    return written
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """A ``report.json`` written by this or an older cloudbench (migrated to the current version)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ResultError(str(path), f"not a readable report.json: {e}") from e
+    if not isinstance(data, dict):
+        raise ResultError(str(path), "report.json is not a JSON object")
+    version = formats.REPORT.check(data.get("schema", 1), str(path))
+    report: dict[str, Any] = migrate_report_1(data) if version == 1 else data
+    return report
+
+
+def migrate_report_1(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 (unversioned) kept traceroute sections in a top-level ``paths``."""
+    out = {k: v for k, v in data.items() if k != "paths"}
+    out["schema"] = 2
+    out["workloads"] = {**data.get("workloads", {}), **data.get("paths", {})}
+    return out
+
+
+def to_json(x: Any) -> Any:
+    """JSON has no NaN/inf: write them as null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: to_json(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [to_json(v) for v in x]
+    return x

@@ -1,0 +1,170 @@
+"""The ``providers:`` section: regions, zones, subnets and hosts of the testbed, the clouds and static hosts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    ValidationError,
+)
+from pydantic_core import InitErrorDetails
+
+from cloudbench.spec.fields import Duration, Model, Name
+
+MAX_SUBNET_HOSTS = 240  # a /24 less the gateway and reserved addresses
+
+
+def _hosts_shape(v: Any) -> Any:
+    if isinstance(v, bool) or not isinstance(v, int | list):
+        raise ValueError(f"`hosts` is a number of hosts or a list of host names, not {v!r}")
+    if isinstance(v, int) and not 1 <= v <= MAX_SUBNET_HOSTS:
+        raise ValueError(f"a subnet holds 1 to {MAX_SUBNET_HOSTS} hosts, not {v}")
+    if isinstance(v, list) and len(v) > MAX_SUBNET_HOSTS:
+        raise ValueError(f"a subnet holds at most {MAX_SUBNET_HOSTS} hosts, not {len(v)}")
+    return v
+
+
+class SubnetModel(Model):
+    """A subnet and its hosts: a count (named ``<subnet>-1`` …) or explicit names."""
+
+    hosts: Annotated[int | list[Name], BeforeValidator(_hosts_shape)] = Field(
+        description=f"number of hosts (1 to {MAX_SUBNET_HOSTS}), or their names")
+    vm_type: str = Field("local", description="VM type (a cloud instance type, or a local profile)")
+    cidr: str | None = Field(None, description="subnet CIDR (clouds; the testbed assigns its own)")
+
+    def host_names(self, subnet: str) -> list[str]:
+        if isinstance(self.hosts, int):
+            return [f"{subnet}-{i + 1}" for i in range(self.hosts)]
+        return list(self.hosts)
+
+
+class ZoneModel(Model):
+    subnets: dict[Name, SubnetModel] = Field(min_length=1)
+
+
+class RegionModel(Model):
+    zones: dict[str, ZoneModel] = Field(min_length=1)
+    location: tuple[float, float] | None = Field(
+        None, description="latitude, longitude in degrees (for propagation bounds)"
+    )
+
+
+class ProviderModel(Model):
+    regions: dict[str, RegionModel] = Field(min_length=1)
+
+
+class CloudProviderModel(ProviderModel):
+    """A cloud (aws, gcp, azure): fresh VMs made by Pulumi, checked against data/catalog.json."""
+
+    controller_cidr: str | None = Field(
+        None, description="the only source allowed to SSH in (your public address, /32); "
+        "default $CLOUDBENCH_CONTROLLER_CIDR"
+    )
+    owner: str | None = Field(None, description="tag on every resource; default: your login name")
+    expiry: Duration = Field(
+        6 * 3600.0, gt=0, description="lease of each stack; `cloudbench gc` destroys stacks past it"
+    )
+    placement_group: bool = Field(
+        False, description="pack each zone's hosts together (AWS cluster placement group, "
+        "GCP compact placement policy, Azure proximity placement group)"
+    )
+    image: str | None = Field(
+        None, description="instead of the latest Ubuntu 24.04 LTS: an AMI id, a GCE image, "
+        "or publisher:offer:sku:version on Azure"
+    )
+    project: str | None = Field(None, description="GCP project (default: gcp:project config)")
+
+
+class StaticHostModel(Model):
+    """An existing host: how to reach it, its pinned host key, and its labels."""
+
+    name: Name
+    address: str = Field(description="experiment address: workers listen and measure here")
+    ssh_host: str | None = Field(None, description="where SSH connects (default: address)")
+    port: int = Field(22, ge=1, le=65535, description="SSH port")
+    user: str | None = Field(None, description="SSH user (default: the provider's `user`)")
+    host_key: str | None = Field(
+        None, description="the host's public key, pinned (`ssh-keyscan -t ed25519 HOST`)"
+    )
+    region: Name = "site"
+    zone: Name = "site-a"
+    subnet: Name = "lan"
+    vm_type: str = "static"
+    python: str = "python3"
+    workdir: str | None = Field(None, description="base directory (default: ~/.cloudbench)")
+    netns: str | None = Field(
+        None, description="open the SSH connection inside this local network namespace "
+        "(hosts that are namespaces on the controller)"
+    )
+
+
+class StaticProviderModel(Model):
+    """Bring your own hosts: nothing is created; destroy removes only the work directory."""
+
+    hosts: list[StaticHostModel] = Field(min_length=1)
+    user: str | None = Field(None, description="SSH user of every host without its own `user`")
+    key: str = Field(description="path of the SSH private key (unencrypted, mode 0600)")
+
+    @property
+    def regions(self) -> dict[str, RegionModel]:
+        """The hosts grouped by their labels, so the topology treats them like any provider."""
+        tree: dict[str, dict[str, dict[str, list[StaticHostModel]]]] = {}
+        seen: set[str] = set()
+        for h in self.hosts:
+            if h.name not in seen:  # duplicates are reported by the static checks, with lines
+                seen.add(h.name)
+                tree.setdefault(h.region, {}).setdefault(h.zone, {}).setdefault(h.subnet, []).append(h)
+        return {
+            r: RegionModel(location=None, zones={
+                z: ZoneModel(subnets={
+                    s: SubnetModel(hosts=[h.name for h in hs], vm_type=hs[0].vm_type, cidr=None)
+                    for s, hs in subnets.items()
+                })
+                for z, subnets in zones.items()
+            })
+            for r, zones in tree.items()
+        }
+
+
+ProviderName = Literal["netns", "aws", "gcp", "azure", "static"]
+
+
+AnyProvider = ProviderModel | CloudProviderModel | StaticProviderModel
+
+
+# Which model validates `providers.<name>`: the name is the dict key, not a field, so
+# pydantic cannot discriminate by itself (see Spec.dispatch_providers).
+PROVIDER_MODELS: dict[str, type[BaseModel]] = {
+    "netns": ProviderModel,
+    "aws": CloudProviderModel,
+    "gcp": CloudProviderModel,
+    "azure": CloudProviderModel,
+    "static": StaticProviderModel,
+}
+
+
+def dispatch_providers(value: Any) -> Any:
+    """Validate each provider entry with its own model; errors keep ``providers.<name>`` locs."""
+    if not isinstance(value, dict):
+        return value
+    out: dict[Any, Any] = {}
+    details: list[InitErrorDetails] = []
+    for key, raw in value.items():
+        model = PROVIDER_MODELS.get(key) if isinstance(key, str) else None
+        if model is None or isinstance(raw, BaseModel):
+            out[key] = raw  # unknown names fail the Literal key check with the known list
+            continue
+        try:
+            out[key] = model.model_validate(raw)
+        except ValidationError as e:
+            for d in e.errors():
+                det = InitErrorDetails(type=d["type"], loc=(key, *d["loc"]), input=d["input"])
+                if "ctx" in d:
+                    det["ctx"] = d["ctx"]
+                details.append(det)
+    if details:
+        raise ValidationError.from_exception_data("providers", details)
+    return out

@@ -1,0 +1,77 @@
+"""Every versioned file cloudbench writes or reads: its version and its history, in one place.
+
+A reader accepts the versions a format's history lists and refuses the others
+with a :class:`~cloudbench.errors.ResultError` that says to upgrade. The
+formats a worker writes on a host (raw echo records, tput records, traceroute
+output, and the configs the controller sends) take their version from the
+worker module itself, which stays stdlib-only and standalone: one number, one
+place. Old files of every version listed here stay readable; where a version
+changed the layout, the format's reader migrates (``migrate_*`` beside the
+reader), and the tests keep a fixture of each old version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cloudbench.errors import ResultError
+from cloudbench.workers import echo as echo_worker
+from cloudbench.workers import tput as tput_worker
+from cloudbench.workers import traceroute as traceroute_worker
+
+
+@dataclass(frozen=True)
+class Format:
+    """One file kind: the version written now and every version it can read."""
+
+    name: str
+    current: int
+    history: dict[int, str]  # version -> what it was (or what changed)
+
+    @property
+    def readable(self) -> frozenset[int]:
+        return frozenset(self.history)
+
+    def check(self, version: Any, where: str) -> int:
+        """``version`` as an int if this cloudbench reads it; else a ResultError naming ``where``."""
+        if isinstance(version, bool) or not isinstance(version, int | str):
+            raise ResultError(where, f"{self.name} has no schema version")
+        try:
+            v = int(version)
+        except ValueError as e:
+            raise ResultError(where, f"{self.name} schema version {version!r} is not a number") from e
+        if v not in self.history:
+            raise ResultError(
+                where,
+                f"{self.name} schema {v} is unknown to this cloudbench (knows "
+                f"{sorted(self.history)}); upgrade cloudbench to read it",
+            )
+        return v
+
+
+MANIFEST = Format("manifest", 1, {
+    1: "first version: campaign, run_id, status, spec, plan, workers, repetitions with hosts "
+       "and facts, trials with files, failures and stats, files with sha256",
+})
+PARQUET = Format("parquet file", 1, {
+    1: "first version; key `cloudbench.schema` (and `cloudbench.kind`) in the file metadata",
+})
+REPORT = Format("report.json", 2, {
+    1: "unversioned; traceroute sections under a top-level `paths`",
+    2: "key `schema`; every workload's section under `workloads` (traceroute too)",
+})
+CONFIRM = Format("confirm.json", 1, {1: "first version"})
+CLOUD_OUTPUTS = Format("stack outputs", 1, {1: "first version: schema, cloud, campaign, hosts"})
+ECHO_RAW = Format("echo worker file", echo_worker.SCHEMA, {
+    1: "magic CBECHO1, JSON header, 24-byte records (worker 1 and worker 2 write the same layout)",
+})
+TPUT_RECORD = Format("tput worker record", tput_worker.SCHEMA, {
+    1: "JSON lines: header, burst start/end, tool output lines with monotonic times",
+})
+TRACEROUTE_OUTPUT = Format("traceroute worker output", traceroute_worker.SCHEMA, {
+    1: "scamper JSON lines of tracelb, one source per file",
+})
+
+ALL: tuple[Format, ...] = (MANIFEST, PARQUET, REPORT, CONFIRM, CLOUD_OUTPUTS, ECHO_RAW, TPUT_RECORD,
+                           TRACEROUTE_OUTPUT)

@@ -1,0 +1,41 @@
+"""The echo workload's per-repetition summaries (what ``cloudbench confirm`` reads)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cloudbench.analysis.latency import EchoData, group_table, quorum_table
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.rundir import RunDir
+from cloudbench.store.summaries import SummaryRow, quorum_group, summary_row
+
+Quorum = tuple[str, list[str], list[int]]
+"""(name, members, k values) of one quorum of the spec."""
+
+
+def spec_quorums(manifest: Manifest, params: dict[str, Any]) -> list[Quorum]:
+    """The quorums of one echo workload (``params``: its spec entry), members resolved."""
+    groups = manifest.spec.get("groups", {})
+    out: list[Quorum] = []
+    for q in params.get("quorums", []):
+        members = q.get("hosts") or groups.get(q.get("group"), [])
+        out.append((q.get("group") or ",".join(members), list(members), list(q["k"])))
+    return out
+
+
+def echo_summaries(run: RunDir, d: EchoData, workload: str, quorums: list[Quorum]) -> list[SummaryRow]:
+    """Per repetition: p50, p99, mean and timeout share per latency group; quorum p50 and p99."""
+    rows: list[SummaryRow] = []
+    for rep in sorted(set(d.repetition.tolist())):
+        mask = d.repetition == rep
+        for g in group_table(d, mask):
+            for metric, key in (("rtt_p50_us", "p50"), ("rtt_p99_us", "p99"), ("rtt_mean_us", "mean")):
+                rows.append(summary_row(run, rep, workload, metric, g["group"], g[key], "us", g["count"]))
+            rows.append(summary_row(run, rep, workload, "timeout_frac", g["group"],
+                                    g["timeouts"] / max(g["count"], 1), "1", g["count"]))
+        for q in quorum_table(d, quorums, mask):
+            k, n = q["quorum"][1:].split("/")
+            for metric, key in ((f"quorum_q{k}of{n}_p50_us", "p50"), (f"quorum_q{k}of{n}_p99_us", "p99")):
+                rows.append(summary_row(run, rep, workload, metric, quorum_group(q["group"]), q[key],
+                                        "us", q["count"]))
+    return rows

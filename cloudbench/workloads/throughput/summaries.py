@@ -1,0 +1,61 @@
+"""Per-repetition summaries of the throughput workload: per pair, and per latency group."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.rundir import RunDir
+from cloudbench.store.summaries import SummaryRow, pair_group, summary_row
+from cloudbench.workloads.throughput.data import MBIT, RunFacts, interval_rates, load_series
+from cloudbench.workloads.throughput.report import trial_rows
+
+
+class SummaryRows(list[SummaryRow]):
+    """Summary rows that skip values that are not finite (no estimate)."""
+
+    def __init__(self, run: RunDir, workload: str) -> None:
+        super().__init__()
+        self.run, self.workload = run, workload
+
+    def add(self, rep: int, metric: str, group: str, value: float | None, unit: str, n: int) -> None:
+        if value is not None and math.isfinite(value):
+            self.append(summary_row(self.run, rep, self.workload, metric, group, value, unit, n))
+
+
+def throughput_summaries(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> list[SummaryRow]:
+    """Mean per pair and direction; per latency group: mean, p50, p5, CoV, shifts, UDP loss, capacity."""
+    rows = SummaryRows(run, w["name"])
+    series = load_series(run, w["name"])
+    trows = trial_rows(series, RunFacts(manifest), w)
+    groups: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for i, r in enumerate(trows):
+        suffix = "" if r["direction"] == "forward" else ":reverse"
+        groups[(r["repetition"], r["group"] + suffix)].append(i)
+        rows.add(r["repetition"], "throughput_mbps", pair_group(r["src"], r["dst"]), r["mean_mbps"],
+                 "Mbit/s", r["intervals"])
+    for (rep, g), idx in sorted(groups.items()):
+        sel = [trows[i] for i in idx]
+        pooled = np.concatenate([interval_rates(series[i]) for i in idx]) / MBIT
+        n = len(pooled)
+        rows.add(rep, "throughput_mbps", g, float(np.mean([r["mean_mbps"] for r in sel])), "Mbit/s", n)
+        if n:
+            rows.add(rep, "throughput_p50_mbps", g, float(np.median(pooled)), "Mbit/s", n)
+            rows.add(rep, "throughput_p5_mbps", g, float(np.percentile(pooled, 5)), "Mbit/s", n)
+        rows.add(rep, "throughput_cov", g, _nanmean([r["cov"] for r in sel]), "1", n)
+        rows.add(rep, "shift_share", g, float(np.mean([math.isfinite(r["shift_s"]) for r in sel])), "1",
+                 len(sel))
+        if any(series[i].protocol == "udp" for i in idx):
+            rows.add(rep, "loss_pct", g, _nanmean([r["loss_pct"] for r in sel]), "%", n)
+            caps = [r["capacity_lb_mbps"] for r in sel if math.isfinite(r["capacity_lb_mbps"])]
+            rows.add(rep, "capacity_lb_mbps", g, max(caps) if caps else math.nan, "Mbit/s", len(sel))
+    return list(rows)
+
+
+def _nanmean(values: list[float]) -> float:
+    ok = [v for v in values if math.isfinite(v)]
+    return float(np.mean(ok)) if ok else math.nan
