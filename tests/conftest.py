@@ -1,12 +1,10 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
+from tests.paths import QUICKSTART
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -6,8 +6,7 @@ from typer.testing import CliRunner
 from cloudbench.cli import app
 from cloudbench.plan import make_plan
 from cloudbench.workloads import parse_spec
-
-from .conftest import QUICKSTART
+from tests.paths import QUICKSTART
 
 MANY = """
 name: many

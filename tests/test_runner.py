@@ -12,8 +12,7 @@ from cloudbench.runner import CampaignRunner, QuietUI
 from cloudbench.testing.fakes import FakeProvider
 from cloudbench.workloads import parse_spec
 from cloudbench.workloads.base import TrialOutcome
-
-from .conftest import QUICKSTART
+from tests.paths import QUICKSTART
 
 
 def spec(repetitions: int = 2, fresh: str = "repetition"):  # type: ignore[no-untyped-def]

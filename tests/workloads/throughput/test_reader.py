@@ -7,7 +7,6 @@ The inputs are real outputs recorded on this kind of machine by
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +19,9 @@ from cloudbench.workloads.throughput.reader import (
     parse_tool,
     parse_tput_record,
 )
+from tests.paths import DATA as TESTS_DATA
 
-DATA = Path(__file__).parent / "data" / "tput"
+DATA = TESTS_DATA / "tput"
 
 
 def read(name: str) -> str:

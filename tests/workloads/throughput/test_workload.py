@@ -39,8 +39,9 @@ from cloudbench.workloads.throughput.data import RunFacts, Series, trend_warning
 from cloudbench.workloads.throughput.params import UDP_SOCKET_BUFFER
 from cloudbench.workloads.throughput.report import cv_rmse_rows, section
 from cloudbench.workloads.throughput.summaries import throughput_summaries
+from tests.paths import DATA as TESTS_DATA
 
-DATA = Path(__file__).parent / "data" / "tput"
+DATA = TESTS_DATA / "tput"
 
 SPEC = """\
 name: tput

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.workloads.throughput.reader import parse_nuttcp, parse_tput_record
+from tests.paths import ROOT
 
-WORKER = Path(__file__).resolve().parents[1] / "cloudbench" / "workers" / "tput.py"
+WORKER = ROOT / "cloudbench" / "workers" / "tput.py"
 
 FAKE = """#!{python}
 import os, signal, sys, time

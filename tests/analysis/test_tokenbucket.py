@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -17,8 +15,9 @@ from cloudbench.analysis.tokenbucket import (
 from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES, expected_goodput
 from cloudbench.workers import tput as tput_worker
 from cloudbench.workloads.throughput.reader import data_start_ns, parse_tool, parse_tput_record
+from tests.paths import DATA as TESTS_DATA
 
-DATA = Path(__file__).parent / "data" / "tput"
+DATA = TESTS_DATA / "tput"
 
 
 def simulate(high: float, low: float, tokens: float, seconds: float, dt: float,

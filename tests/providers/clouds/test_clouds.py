@@ -31,6 +31,7 @@ from cloudbench.providers.clouds import common as cc
 from cloudbench.spec.model import Spec
 from cloudbench.spec.providers import CloudProviderModel
 from cloudbench.workloads import parse_spec
+from tests.paths import EXPERIMENTS, ROOT
 
 CONTROLLER = "203.0.113.7/32"  # TEST-NET-3: never contacted
 WORKER_PORTS = {(proto, p.first, p.last) for p in cc.WORKER_PORTS for proto in p.protocols}
@@ -447,7 +448,7 @@ def test_worker_ports_are_one_list() -> None:
 def test_stormcloud_example_is_valid() -> None:
     from cloudbench.workloads import load_spec
 
-    spec = load_spec(Path(__file__).parent.parent / "experiments" / "stormcloud-aws.yaml")
+    spec = load_spec(EXPERIMENTS / "stormcloud-aws.yaml")
     topo = spec.topology()
     assert len(topo) == 8 and topo.regions == ["us-east-1", "us-east-2", "us-west-2"]
     assert topo.zones("us-east-1") == ["us-east-1a", "us-east-1b", "us-east-1c"]
@@ -771,7 +772,7 @@ def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks,
     """``stacks/gcp/__main__.py`` rebuilds the program from the config the driver writes."""
     import runpy
 
-    entry = Path(__file__).parent.parent / "stacks" / "gcp" / "__main__.py"
+    entry = ROOT / "stacks" / "gcp" / "__main__.py"
     runpy.run_path(str(entry), run_name="imported")  # importing does no work
     assert mocks.resources == []
     topo = stormcloud("gcp").topology()
@@ -813,7 +814,7 @@ def test_cloudbench_works_without_the_cloud_sdks(tmp_path: Path) -> None:
         cloudbench.cost.check_budget(spec, sys.argv[1])
         print(type(get_provider("aws", spec=spec)).__name__, cloudbench.providers.clouds.automation.reap(sys.argv[2]))
         """)
-    example = Path(__file__).parent.parent / "experiments" / "stormcloud-aws.yaml"
+    example = EXPERIMENTS / "stormcloud-aws.yaml"
     res = subprocess.run([sys.executable, "-c", code, str(example), str(tmp_path)],
                          capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 0, res.stderr

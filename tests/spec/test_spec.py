@@ -10,8 +10,7 @@ from cloudbench.cli import app
 from cloudbench.core.units import parse_duration, parse_size
 from cloudbench.errors import SpecError
 from cloudbench.workloads import json_schema, load_spec, parse_spec
-
-from .conftest import QUICKSTART
+from tests.paths import QUICKSTART
 
 
 def line_of(text: str, needle: str) -> int:

@@ -10,8 +10,7 @@ import pytest
 from cloudbench.providers.base import Provider
 from cloudbench.testing.fakes import FakeProvider
 from cloudbench.workloads import load_spec
-
-from .conftest import QUICKSTART
+from tests.paths import QUICKSTART
 
 
 def check_contract(provider: Provider, tmp_path: Path) -> None:

@@ -20,8 +20,7 @@ from cloudbench.analysis.paths import (
 )
 from cloudbench.workloads.traceroute.data import trace_tables
 from cloudbench.workloads.traceroute.reader import Trace, parse_output
-
-DATA = Path(__file__).parent / "data"
+from tests.paths import DATA
 
 
 def load(name: str) -> Trace:
