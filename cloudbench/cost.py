@@ -69,6 +69,8 @@ class EgressLine:
 
 @dataclass
 class CostEstimate:
+    """What a campaign will cost: stacks, VM lines, egress per region pair, public IPs, what is unpriced."""
+
     prices: PriceTable
     stacks: int
     stack_seconds: list[float]

@@ -53,6 +53,7 @@ def order_rng(seed: int, repetition: int) -> random.Random:
 
 
 def make_plan(spec: Spec) -> Plan:
+    """Every trial of ``spec``: repetition × workload × pair set, shuffled per repetition by seed."""
     plan = Plan(spec.seed, spec.order, spec.rest, spec.fresh_hosts, spec.repetitions)
     for rep in range(spec.repetitions):
         units: list[tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...], float]] = []

@@ -110,6 +110,12 @@ def worker_bundle(kinds: list[str]) -> list[Path]:
 
 
 class CampaignRunner:
+    """One run of a campaign: ``execute()`` provisions, measures, records and tears down.
+
+    ``provider_factory`` replaces the spec's provider (tests pass a fake);
+    ``after_trial`` is called after every trial with its outcome.
+    """
+
     def __init__(
         self,
         spec: Spec,

@@ -518,6 +518,8 @@ def evaluate_target(conv: Convergence | None, n: int, rel_error: float, p: float
 
 @dataclass(frozen=True)
 class ConfirmParams:
+    """What to estimate (a quantile at a level), the error bounds, and how many random subsets."""
+
     quantile: float = 0.5
     level: float = 0.95
     errors: tuple[float, ...] = (0.01, 0.05)
@@ -553,6 +555,8 @@ class SeriesResult:
 
 @dataclass(frozen=True)
 class ConfirmResult:
+    """The analysis of a campaign: its dataset, the parameters, one result per series."""
+
     dataset: Dataset
     params: ConfirmParams
     series: tuple[SeriesResult, ...]

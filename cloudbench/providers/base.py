@@ -15,7 +15,7 @@ from cloudbench.core.topology import Topology
 
 @runtime_checkable
 class Provider(Protocol):
-    """What every backend implements; all pass ``tests/test_provider_contract.py``."""
+    """What every backend implements; all pass ``tests/providers/test_contract.py``."""
 
     name: str
 

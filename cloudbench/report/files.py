@@ -56,7 +56,7 @@ def migrate_report_1(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_json(x: Any) -> Any:
-    """JSON has no NaN/inf: write them as null."""
+    """A report as strict JSON values: NaN and infinities (which JSON lacks) become null."""
     if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):

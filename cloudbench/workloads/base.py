@@ -70,6 +70,8 @@ class TrialContext:
 
 @dataclass
 class TrialOutcome:
+    """What one trial left: its files with checksums, row count, per-host failures, workers' stats."""
+
     files: dict[str, str] = field(default_factory=dict)  # relpath in run dir -> sha256
     rows: int = 0
     failures: list[RemoteFailure] = field(default_factory=list)
