@@ -1,21 +1,7 @@
 """The spec's ``wan:`` section and its semantics: link delays and their weather.
 
-The testbed that emulates it is :mod:`cloudbench.providers.netns.wan`; what follows
-describes both.
-
-A spec's ``wan:`` section replaces the testbed's core router by one emulated
-long-haul link per pair of regions::
-
-    region router A ── W ══ branch 1 ══ region router B
-                          ╲═ branch 2 ═╱            (ecmp: 2, hops: 1)
-
-``W`` is a router namespace whose policy routing sends every transit packet
-into a TUN device per direction; a delay-line process (``cloudbench/forwarder``)
-holds each packet for the link's one-way delay at that moment and writes it
-back. Past ``W`` (and at B on the way back) traffic is split per flow over
-``ecmp`` parallel branches of ``hops`` routers each, so MDA traceroute has
-diamonds to find. Every router answers traceroute from one fixed address (routes
-carry ``src``), so a router is one node of the MDA graph, not one per interface.
+A spec's ``wan:`` joins the regions of the netns testbed by one emulated long-haul
+link per pair of regions (how: :mod:`cloudbench.providers.netns.wan`).
 
 Delay of a link (one-way, both directions): ``delay:`` if given, else the
 geodesic distance between the regions' ``location`` at ``fibre_speed`` · c plus
@@ -23,25 +9,18 @@ geodesic distance between the regions' ``location`` at ``fibre_speed`` · c plus
 recorded in the cluster facts as CLOCK_MONOTONIC ns): ``steps`` (a new delay from
 a time on), ``periodic`` (a sine added), ``spikes`` (extra delay for a while).
 :func:`delay_at` is the reference of these semantics; both forwarders implement it.
-
-Addresses: the WAN links take /30s from 198.19.128.0/17. The testbed ships an
-IP→AS table (:func:`asn_table`): one private AS per region (its subnets, routers
-and links) and one transit AS (64512) for the WAN routers.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from cloudbench.core.geo import FIBRE_FRACTION, geodesic_m, propagation_s
 from cloudbench.spec.fields import Duration, Model
-
-if TYPE_CHECKING:
-    pass
 
 
 class WanStep(Model):

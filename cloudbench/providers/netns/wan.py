@@ -1,25 +1,18 @@
 """WAN emulation on the namespace testbed: the routers, links and delay lines of ``wan:``.
 
-A spec's ``wan:`` section replaces the testbed's core router by one emulated
-long-haul link per pair of regions::
+The section and its delay semantics are :mod:`cloudbench.spec.wan`. Here it
+replaces the testbed's core router by one emulated link per pair of regions::
 
     region router A ── W ══ branch 1 ══ region router B
                           ╲═ branch 2 ═╱            (ecmp: 2, hops: 1)
 
 ``W`` is a router namespace whose policy routing sends every transit packet
-into a TUN device per direction; a delay-line process (``cloudbench/forwarder``)
+into a TUN device per direction; a delay-line process (:mod:`.forwarder`)
 holds each packet for the link's one-way delay at that moment and writes it
 back. Past ``W`` (and at B on the way back) traffic is split per flow over
 ``ecmp`` parallel branches of ``hops`` routers each, so MDA traceroute has
 diamonds to find. Every router answers traceroute from one fixed address (routes
 carry ``src``), so a router is one node of the MDA graph, not one per interface.
-
-Delay of a link (one-way, both directions): ``delay:`` if given, else the
-geodesic distance between the regions' ``location`` at ``fibre_speed`` · c plus
-``overhead``. Its weather, in seconds after the WAN came up (the *epoch*,
-recorded in the cluster facts as CLOCK_MONOTONIC ns): ``steps`` (a new delay from
-a time on), ``periodic`` (a sine added), ``spikes`` (extra delay for a while).
-:func:`delay_at` is the reference of these semantics; both forwarders implement it.
 
 Addresses: the WAN links take /30s from 198.19.128.0/17. The testbed ships an
 IP→AS table (:func:`asn_table`): one private AS per region (its subnets, routers
@@ -42,6 +35,7 @@ from cloudbench.spec.wan import WanLink, WanModel, resolve_links
 
 if TYPE_CHECKING:
     from cloudbench.core.topology import Topology
+
 WAN_BASE = ipaddress.IPv4Network("198.19.128.0/17")
 TRANSIT_ASN = 64512
 FIRST_REGION_ASN = 64513

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +106,26 @@ def direction_seconds(w: PairWorkload) -> float:
 
 
 class PairKind(WorkloadKind):
-    """A workload that runs ``workers/tput.py`` on one pair per trial (throughput, tbdrain)."""
+    """A workload that runs ``workers/tput.py`` on one pair per trial (throughput, tbdrain).
+
+    A subclass names its spec model and the functions of its own ``summaries`` and
+    ``report`` modules; the rest is shared.
+    """
 
     worker_files = ("tput.py",)
+    summaries: Callable[[RunDir, Manifest, dict[str, Any]], list[SummaryRow]]
+    section: Callable[[RunDir, Manifest, dict[str, Any]], dict[str, Any]]
+    render: Callable[[str, dict[str, Any], Console], None]
+
+    def summarize(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[SummaryRow]:
+        return self.summaries(run, manifest, params)
+
+    def report_section(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
+        return self.section(run, manifest, params)
+
+    def render_section(self, name: str, section: dict[str, Any], console: Console,
+                       options: Mapping[str, bool]) -> None:
+        self.render(name, section, console)
 
     def expand(self, params: PairWorkload, spec: Spec) -> list[PairSet]:
         hosts = spec.resolve_hosts(params.hosts)
@@ -188,16 +205,9 @@ class ThroughputKind(PairKind):
     kind = "throughput"
     params = ThroughputWorkload
     report_tables = report.TABLES
-
-    def summarize(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[SummaryRow]:
-        return throughput_summaries(run, manifest, params)
-
-    def report_section(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
-        return report.section(run, manifest, params)
-
-    def render_section(self, name: str, section: dict[str, Any], console: Console,
-                       options: Mapping[str, bool]) -> None:
-        report.render(name, section, console)
+    summaries = staticmethod(throughput_summaries)
+    section = staticmethod(report.section)
+    render = staticmethod(report.render)
 
 
 async def start_server(ctx: TrialContext, host: HostAccess, tool: str, port: int,
