@@ -291,14 +291,6 @@ def check_pooling(path: Path, series_refs: Mapping[SeriesKey, Iterable[Repetitio
     return found
 
 
-
-
-
-
-
-
-
-
 # -------------------------------------------------------------------- convergence
 
 

@@ -64,10 +64,6 @@ class EchoData:
         return ~self.warmup
 
 
-
-
-
-
 def distribution_row(rtt_us: np.ndarray, timeouts: int) -> dict[str, float | int]:
     """count, timeouts, mean, Table-1 percentiles and max of RTTs in µs."""
     xs = np.sort(rtt_us[~np.isnan(rtt_us)])
@@ -170,12 +166,6 @@ def pair_table(d: EchoData) -> list[dict[str, Any]]:
                     "p50": float(q[0]), "p99": float(q[1]),
                     "max": float(xs[-1]) if len(xs) else float("nan")})
     return out
-
-
-
-
-
-
 
 
 __all__ = ["PERCENTILES", "EchoData", "PairGroup", "group_table", "pair_table",

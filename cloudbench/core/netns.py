@@ -93,5 +93,3 @@ def netns_pids(ns: str) -> list[int]:
     return [int(x) for x in out.stdout.split() if x.isdigit()]
 
 
-
-

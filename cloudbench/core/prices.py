@@ -8,13 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cloudbench.errors import CloudbenchError
-
-if TYPE_CHECKING:
-
-    pass
 
 
 @dataclass(frozen=True)

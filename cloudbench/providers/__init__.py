@@ -45,8 +45,6 @@ def get_provider(
     raise CloudbenchError(f"no provider backend named {name!r}")
 
 
-
-
 def collect_garbage(results_root: Path, dry_run: bool = False,
                     include_live: bool = False) -> Iterator[str]:
     """What killed runs left behind, removed (or only listed, ``dry_run``), a line per thing.

@@ -45,13 +45,6 @@ from cloudbench.store.summaries import SUMMARY_SCHEMA, read_summaries
 # ------------------------------------------------------------------- parsing
 
 
-
-
-
-
-
-
-
 # ------------------------------------------------------------------ rendering
 
 
@@ -308,8 +301,6 @@ def write_confirm(result: ConfirmResult, out: Path) -> tuple[Path, dict[int, str
     except OSError as e:
         raise ResultError(str(out), f"cannot write the confirm outputs: {e.strerror or e}") from e
     return json_path, figures
-
-
 
 
 # ------------------------------------------------------------------- command

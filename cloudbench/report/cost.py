@@ -10,7 +10,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-
 def render_cost(est: CostEstimate, console: Console) -> None:
     """The cost section of ``cloudbench plan``."""
     from rich.table import Table

@@ -89,27 +89,3 @@ class Spec(Model):
         raise KeyError(name)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -127,8 +127,6 @@ def valid_vm_type_name(name: str) -> bool:
     return _VM_TYPE.match(name) is not None
 
 
-
-
 ETH_HEADER = 14
 
 

@@ -132,24 +132,6 @@ def resolve_links(wan: WanModel, regions: list[str],
     return out
 
 
-
-
 # -- the testbed part -------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 

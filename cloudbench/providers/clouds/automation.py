@@ -420,8 +420,6 @@ def _appender(path: Path) -> Any:
         yield write
 
 
-
-
 def reap_reason(lease: Mapping[str, Any], now: float) -> str | None:
     """Why a leased stack should go: its expiry passed, or its controller (on this host) died."""
     from cloudbench.core.processes import pid_alive, pid_cmdline

@@ -103,5 +103,3 @@ def apply_shaping(cluster: Cluster, topology: Topology) -> None:
         host.facts["shaping"] = shaping_fact(vm_type, profile, commands)
 
 
-
-

@@ -200,7 +200,6 @@ class PairKind(WorkloadKind):
         return local, summary
 
 
-
 class ThroughputKind(PairKind):
     kind = "throughput"
     params = ThroughputWorkload

@@ -235,8 +235,6 @@ class TputRecord:
     skipped: list[dict[str, Any]] = field(default_factory=list)
 
 
-
-
 def parse_tput_record(text: str) -> TputRecord:
     """The last attempt of every burst of a ``tput.py client`` record."""
     header: dict[str, Any] | None = None

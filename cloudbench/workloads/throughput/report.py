@@ -38,16 +38,6 @@ from cloudbench.workloads.throughput.data import (
 TABLES = ("trials", "asymmetry", "cv_rmse")
 
 
-
-
-
-
-
-
-
-
-
-
 def trial_rows(series: list[Series], facts: RunFacts, spec_w: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per series: distribution, loss, capacity bound (UDP), level shift.
 
@@ -145,20 +135,6 @@ def cv_rmse_rows(series: list[Series], facts: RunFacts) -> list[dict[str, Any]]:
     return out
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any]:
     """The report section of one throughput workload (``w``: its spec entry)."""
     facts = RunFacts(manifest)
@@ -173,10 +149,6 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
     return out
 
 
-
-
-
-
 def fmt_cell(v: Any, digits: int = 1) -> str:
     """A cell of the throughput and drain tables: yes/no, thousands separators, ``-`` for NaN."""
     if isinstance(v, bool):
@@ -184,8 +156,6 @@ def fmt_cell(v: Any, digits: int = 1) -> str:
     if isinstance(v, float):
         return "-" if not math.isfinite(v) else f"{v:,.{digits}f}"
     return str(v)
-
-
 
 
 # (column key, header, digits) of the per-trial table; empty columns are left out.

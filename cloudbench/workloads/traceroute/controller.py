@@ -140,13 +140,3 @@ class TracerouteKind(WorkloadKind):
         return report.write_figures(run, name, section, out)
 
 
-
-
-
-
-
-
-
-
-
-
