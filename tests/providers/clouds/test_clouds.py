@@ -30,6 +30,7 @@ from cloudbench.providers.clouds import automation as pp
 from cloudbench.providers.clouds import common as cc
 from cloudbench.spec.model import Spec
 from cloudbench.spec.providers import CloudProviderModel
+from cloudbench.testing.pulumi import FakeAutomation, fake_cloud_provider
 from cloudbench.workloads import parse_spec
 from tests.paths import EXPERIMENTS, ROOT
 
@@ -522,63 +523,9 @@ def test_unknown_provider_name_is_a_spec_error() -> None:
 
 
 # -- the Automation driver with a fake ----------------------------------------------------------------
-class FakeStack:
-    def __init__(self, auto: FakeAutomation, ref: pp.StackRef, program: Callable[[], None] | None) -> None:
-        self.auto, self.ref, self.program = auto, ref, program
-
-    def up(self, on_output: pp.Output) -> dict[str, Any]:
-        self.auto.events.append(("up", self.ref.stack))
-        on_output("Updating (fake)")
-        self.auto.created.add(self.ref.stack)
-        if self.auto.on_up is not None:
-            self.auto.on_up(self.ref)
-        return self.auto.outputs_for(self.ref)
-
-    def destroy(self, on_output: pp.Output) -> None:
-        self.auto.events.append(("destroy", self.ref.stack))
-        if self.auto.fail_destroy:
-            raise ProvisionError(self.ref.cloud, self.ref.stack, "fake destroy failure")
-        self.auto.created.discard(self.ref.stack)
-
-    def remove(self) -> None:
-        self.auto.events.append(("remove", self.ref.stack))
-
-
-class FakeAutomation:
-    """Stands in for pulumi.automation: records calls, returns outputs shaped like the programs'."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str]] = []
-        self.created: set[str] = set()
-        self.on_up: Callable[[pp.StackRef], None] | None = None
-        self.fail_destroy = False
-        self.config: dict[str, Any] = {}
-        self.topology: Topology | None = None
-
-    def stack(self, ref: pp.StackRef, program: Callable[[], None] | None = None,
-              config: pp.ConfigMap | None = None) -> FakeStack:
-        self.events.append(("stack", ref.stack))
-        if config is not None:
-            self.config[ref.stack] = dict(config)
-        return FakeStack(self, ref, program)
-
-    def outputs_for(self, ref: pp.StackRef) -> dict[str, Any]:
-        cfg = self.config[ref.stack]
-        topo = Topology.from_dict(json.loads(cfg["cloudbench:topology"][0]))
-        settings = cc.CloudSettings.from_dict(json.loads(cfg["cloudbench:settings"][0]))
-        return {
-            cc.OUTPUT_META: cc.meta_output(settings),
-            cc.OUTPUT_HOSTS: {h.name: {**cc.host_record(h, h.zone), "id": f"i-{i}",
-                                       "private_ip": f"10.0.0.{10 + i}", "public_ip": f"203.0.113.{10 + i}"}
-                              for i, h in enumerate(topo.hosts)},
-        }
-
-
 def provider(auto: FakeAutomation, results: Path, spec: Spec | None = None,
              ready: Callable[[Any], None] | None = None) -> pp.PulumiProvider:
-    spec = spec or stormcloud("aws")
-    return pp.PulumiProvider("aws", spec.providers["aws"], spec.name, automation=auto,
-                             wait_ready=ready or (lambda c: None), results_root=results)
+    return fake_cloud_provider(auto, spec or stormcloud("aws"), results, "aws", ready)
 
 
 def test_driver_builds_cluster_and_destroys(tmp_path: Path) -> None:

@@ -1,0 +1,142 @@
+"""A fake of Pulumi's Automation API for tests of the cloud provider: no Pulumi CLI, no cloud.
+
+:class:`~cloudbench.providers.clouds.automation.PulumiProvider` reaches Pulumi only
+through the two-method :class:`~cloudbench.providers.clouds.automation.Automation`
+interface. :class:`FakeAutomation` implements it: it records every call, keeps the
+stack config the driver wrote, and answers ``up`` with stack outputs shaped like
+the real programs' (one VM per host of the topology in that config), so the
+driver builds a real :class:`~cloudbench.core.cluster.Cluster` from them::
+
+    from cloudbench.testing.pulumi import FakeAutomation, fake_cloud_provider
+
+    auto = FakeAutomation()
+    prov = fake_cloud_provider(auto, spec, results_root=tmp_path)
+    cluster = prov.provision(spec.topology(), tmp_path / spec.name / "run-1")
+    prov.destroy(cluster)
+    assert auto.events[-2:] == [("destroy", cluster.stack), ("remove", cluster.stack)]
+    assert auto.created == set()  # nothing left behind
+
+Failures are scripted: ``on_up`` runs inside ``up`` (raise a
+:class:`~cloudbench.errors.ProvisionError`, or send yourself SIGINT, to test the
+clean-up paths) and ``fail_destroy`` makes every ``destroy`` fail. The programs
+themselves are not run here: test them under ``pulumi.runtime.set_mocks``.
+This module does not import the Pulumi SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cloudbench.core.catalog import CLOUDS
+from cloudbench.core.cluster import Cluster
+from cloudbench.core.topology import Topology
+from cloudbench.errors import ProvisionError
+from cloudbench.providers.clouds import common as cc
+from cloudbench.providers.clouds.automation import ConfigMap, Output, PulumiProvider, StackRef
+from cloudbench.spec.model import Spec
+
+Event = tuple[str, str]
+"""``(operation, stack name)``; operation is ``stack``, ``up``, ``destroy`` or ``remove``."""
+
+
+class FakeStack:
+    """One selected stack of a :class:`FakeAutomation` (a :class:`~cloudbench.providers.clouds.automation.StackHandle`).
+
+    ``program`` is the inline program the driver passed (None when only
+    destroying); it is kept for inspection, never run.
+    """
+
+    def __init__(self, auto: FakeAutomation, ref: StackRef, program: Callable[[], None] | None) -> None:
+        self.auto, self.ref, self.program = auto, ref, program
+
+    def up(self, on_output: Output) -> dict[str, Any]:
+        """Record ``up``, mark the stack created, run ``on_up``, return :meth:`FakeAutomation.outputs_for`."""
+        self.auto.events.append(("up", self.ref.stack))
+        on_output("Updating (fake)")
+        self.auto.created.add(self.ref.stack)
+        if self.auto.on_up is not None:
+            self.auto.on_up(self.ref)
+        return self.auto.outputs_for(self.ref)
+
+    def destroy(self, on_output: Output) -> None:
+        """Record ``destroy``; forget the stack's resources, or fail if ``fail_destroy`` is set."""
+        self.auto.events.append(("destroy", self.ref.stack))
+        if self.auto.fail_destroy:
+            raise ProvisionError(self.ref.cloud, self.ref.stack, "fake destroy failure")
+        self.auto.created.discard(self.ref.stack)
+
+    def remove(self) -> None:
+        """Record ``remove`` (forgetting the empty stack in the backend)."""
+        self.auto.events.append(("remove", self.ref.stack))
+
+
+class FakeAutomation:
+    """Stands in for ``pulumi.automation``: records calls, returns outputs shaped like the programs'.
+
+    Attributes a test reads or sets:
+
+    ``events``
+        every call in order, as :data:`Event` tuples.
+    ``created``
+        stacks whose ``up`` ran and which were not destroyed since: empty after
+        a correct clean-up.
+    ``config``
+        per stack name, the config the driver set (key -> (value, secret)).
+    ``on_up``
+        called with the stack's :class:`StackRef` inside ``up``, after the stack
+        counts as created (a failure there is a partially created stack).
+    ``fail_destroy``
+        every ``destroy`` raises :class:`~cloudbench.errors.ProvisionError`.
+    """
+
+    def __init__(self, on_up: Callable[[StackRef], None] | None = None, fail_destroy: bool = False) -> None:
+        self.events: list[Event] = []
+        self.created: set[str] = set()
+        self.on_up = on_up
+        self.fail_destroy = fail_destroy
+        self.config: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    def stack(self, ref: StackRef, program: Callable[[], None] | None = None,
+              config: ConfigMap | None = None) -> FakeStack:
+        """Select (or create) ``ref``; records ``("stack", name)`` and keeps ``config``."""
+        self.events.append(("stack", ref.stack))
+        if config is not None:
+            self.config[ref.stack] = dict(config)
+        return FakeStack(self, ref, program)
+
+    def outputs_for(self, ref: StackRef) -> dict[str, Any]:
+        """Stack outputs as the programs export them: VM ``i`` gets 10.0.0.(10+i) and 203.0.113.(10+i)."""
+        cfg = self.config[ref.stack]
+        topo = Topology.from_dict(json.loads(cfg["cloudbench:topology"][0]))
+        settings = cc.CloudSettings.from_dict(json.loads(cfg["cloudbench:settings"][0]))
+        return {
+            cc.OUTPUT_META: cc.meta_output(settings),
+            cc.OUTPUT_HOSTS: {h.name: {**cc.host_record(h, h.zone), "id": f"i-{i}",
+                                       "private_ip": f"10.0.0.{10 + i}", "public_ip": f"203.0.113.{10 + i}"}
+                              for i, h in enumerate(topo.hosts)},
+        }
+
+
+def _no_wait(cluster: Cluster) -> None:
+    """The fake VMs are never reachable: skip waiting for them."""
+
+
+def fake_cloud_provider(auto: FakeAutomation, spec: Spec, results_root: Path, cloud: str | None = None,
+                        wait_ready: Callable[[Cluster], None] | None = None) -> PulumiProvider:
+    """A :class:`PulumiProvider` for ``spec``'s ``cloud`` entry driven by ``auto``.
+
+    ``cloud`` defaults to the spec's only cloud provider; ``wait_ready`` defaults
+    to not waiting (pass one that raises to test the not-ready path).
+    """
+    entries: dict[str, Any] = {name: opts for name, opts in spec.providers.items() if name in CLOUDS}
+    if cloud is None:
+        if len(entries) != 1:
+            raise ValueError(f"the spec has clouds {sorted(entries)}: say which one with cloud=")
+        cloud = next(iter(entries))
+    if cloud not in entries:
+        raise ValueError(f"the spec has no {cloud!r} provider (it has {sorted(spec.providers)})")
+    return PulumiProvider(cloud, entries[cloud], spec.name, automation=auto,
+                          wait_ready=wait_ready or _no_wait, results_root=results_root)
