@@ -112,8 +112,9 @@ def worker_bundle(kinds: list[str]) -> list[Path]:
 class CampaignRunner:
     """One run of a campaign: ``execute()`` provisions, measures, records and tears down.
 
-    ``provider_factory`` replaces the spec's provider (tests pass a fake);
-    ``after_trial`` is called after every trial with its outcome.
+    ``provider_factory`` replaces the spec's provider and ``remote_factory`` the SSH
+    fan-out (tests pass fakes: ``cloudbench.testing``); ``after_trial`` is called after
+    every trial with its outcome.
     """
 
     def __init__(
@@ -124,6 +125,7 @@ class CampaignRunner:
         ui: RunUI | None = None,
         provider_factory: Callable[[str], Provider] | None = None,
         after_trial: Callable[[Trial, TrialOutcome], None] | None = None,
+        remote_factory: Callable[[Cluster], Remote] = Remote,
     ) -> None:
         self.spec = spec
         self.spec_path = spec_path
@@ -133,6 +135,7 @@ class CampaignRunner:
         self.token = secrets.token_hex(16)
         self.run = RunDir(Path(results_root) / spec.name / new_run_id())
         self.after_trial = after_trial
+        self.remote_factory = remote_factory
         self.manifest = Manifest(campaign=spec.name, run_id=self.run.run_id)
 
     def _default_provider(self, name: str) -> Provider:
@@ -250,7 +253,7 @@ class CampaignRunner:
         )
         self.manifest.repetitions.append(rec)
         self._save()
-        async with Remote(cluster) as remote:
+        async with self.remote_factory(cluster) as remote:
             t0 = time.monotonic()
             self.ui.phase(f"repetition {rep + 1}: deploying workers to {len(cluster.hosts)} hosts")
             try:

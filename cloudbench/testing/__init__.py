@@ -26,9 +26,9 @@ an analysis over your results). Nothing in the package imports this one.
 
     Code that opens its own ``Remote(cluster)`` takes it through
     :meth:`~cloudbench.testing.remote.FakeRemote.factory`, e.g.
-    ``monkeypatch.setattr("cloudbench.runner.Remote", fake.factory)`` (or
-    ``cloudbench.providers.ready.Remote``); with ``FakeProvider`` that runs a whole
-    campaign offline.
+    ``CampaignRunner(..., remote_factory=fake.factory)``; with ``FakeProvider`` that
+    runs a whole campaign offline (``wait_ready`` opens its own: monkeypatch
+    ``cloudbench.providers.ready.Remote``).
 
 :mod:`cloudbench.testing.pulumi` — :class:`~cloudbench.testing.pulumi.FakeAutomation`
     Pulumi's Automation API for the cloud provider, without the Pulumi CLI: records

@@ -23,7 +23,8 @@ fake through :meth:`FakeRemote.factory`::
     assert [r.host for r in results if not r.ok] == ["s5-1"]
     assert fake.commands("s1-1") == ["python3 facts.py"]
 
-    monkeypatch.setattr("cloudbench.runner.Remote", fake.factory)  # the runner opens it itself
+    CampaignRunner(spec, "spec.yaml", tmp_path, provider_factory=lambda _n: FakeProvider(),
+                   remote_factory=fake.factory).execute()  # a whole campaign, offline
 """
 
 from __future__ import annotations

@@ -298,17 +298,16 @@ def echo_worker(spec: Spec) -> Any:
     return reply
 
 
-def test_a_campaign_runs_offline_with_fake_provider_and_remote(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_campaign_runs_offline_with_fake_provider_and_remote(tmp_path: Path) -> None:
     text = QUICKSTART.read_text().replace("duration: 20s", "duration: 1s").replace("rest: 2s", "rest: 0s")
     spec = parse_spec(text, "q.yaml")
     provider = FakeProvider()
     fake = FakeRemote(Cluster("none", "none", spec.topology(), [], tmp_path / "k"))
-    monkeypatch.setattr("cloudbench.runner.Remote", fake.factory)  # the runner opens its own Remote
     fake.on(r"facts\.py", stdout='{"kernel": "fake"}')
     fake.on(r"echo\.py run (?P<cfg>\S+) (?P<out>\S+)", reply=echo_worker(spec))
 
-    run = CampaignRunner(spec, "q.yaml", tmp_path / "results", provider_factory=lambda _n: provider).execute()
+    run = CampaignRunner(spec, "q.yaml", tmp_path / "results", provider_factory=lambda _n: provider,
+                         remote_factory=fake.factory).execute()
 
     m = run.manifest()
     assert m.status == "complete" and [r.status for r in m.repetitions] == ["ok", "ok"]
