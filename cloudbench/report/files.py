@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,16 @@ REPORT_JSON = "report.json"
 
 
 def write_report(run: RunDir, report: dict[str, Any], out: Path | None = None) -> list[Path]:
-    """``report.json``, a CSV per table of every section and the sections' figures; the paths written."""
+    """``report.json``, a CSV per table of every section and the sections' figures; the paths written.
+
+    ``report.json`` is stamped with the current version and replaced atomically.
+    """
+    current = formats.REPORT.current
+    if report.get("schema", current) != current:
+        raise ValueError(f"write_report writes report.json version {current}, not {report['schema']!r}")
     out = out or run.path / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / REPORT_JSON, to_json(report))
+    write_json_atomic(out / REPORT_JSON, to_json({"schema": current, **report}))
     written = [out / REPORT_JSON]
     for wname, w in report["workloads"].items():
         kind = workload_kind(w["kind"])
@@ -35,24 +42,41 @@ def write_report(run: RunDir, report: dict[str, Any], out: Path | None = None) -
 
 
 def read_report(path: Path) -> dict[str, Any]:
-    """A ``report.json`` written by this or an older cloudbench (migrated to the current version)."""
+    """A ``report.json`` written by this or an older cloudbench, migrated to the current version.
+
+    Versions are :data:`cloudbench.store.formats.REPORT`; an unknown one, or a file
+    that is not a report, is a :class:`ResultError` naming ``path``.
+    """
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise ResultError(str(path), f"not a readable report.json: {e}") from e
     if not isinstance(data, dict):
         raise ResultError(str(path), "report.json is not a JSON object")
-    version = formats.REPORT.check(data.get("schema", 1), str(path))
-    report: dict[str, Any] = migrate_report_1(data) if version == 1 else data
+    version = formats.REPORT.check(data.get("schema", 1), str(path))  # version 1 had no key
+    if not isinstance(data.get("workloads"), dict):
+        raise ResultError(str(path), "report.json has no 'workloads' object")
+    if version == 1 and not isinstance(data.get("paths", {}), dict):
+        raise ResultError(str(path), "report.json (version 1) has a 'paths' that is not an object")
+    report: dict[str, Any] = data
+    while version < formats.REPORT.current:
+        report = MIGRATIONS[version](report)
+        version = report["schema"]
     return report
 
 
 def migrate_report_1(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 (unversioned) kept traceroute sections in a top-level ``paths``."""
-    out = {k: v for k, v in data.items() if k != "paths"}
-    out["schema"] = 2
-    out["workloads"] = {**data.get("workloads", {}), **data.get("paths", {})}
-    return out
+    """Version 1 (unversioned, top-level ``paths`` of traceroute sections) as version 2.
+
+    Every section moves under ``workloads``; version 1 wrote the traceroute
+    sections after the others, so they come last. ``data`` is not changed.
+    """
+    rest = {k: v for k, v in data.items() if k not in ("schema", "paths")}
+    return {"schema": 2, **rest, "workloads": {**data["workloads"], **data.get("paths", {})}}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: migrate_report_1}
+"""Version -> the function that turns a report of that version into the next one."""
 
 
 def to_json(x: Any) -> Any:

@@ -1,13 +1,14 @@
 """Every versioned file cloudbench writes or reads: its version and its history, in one place.
 
 A reader accepts the versions a format's history lists and refuses the others
-with a :class:`~cloudbench.errors.ResultError` that says to upgrade. The
+with a :class:`~cloudbench.errors.ResultError` naming the file: a newer version
+says to upgrade cloudbench, any other that the file is damaged. The
 formats a worker writes on a host (raw echo records, tput records, traceroute
 output, and the configs the controller sends) take their version from the
 worker module itself, which stays stdlib-only and standalone: one number, one
 place. Old files of every version listed here stay readable; where a version
 changed the layout, the format's reader migrates (``migrate_*`` beside the
-reader), and the tests keep a fixture of each old version.
+reader), and ``tests/data/formats/`` keeps a fixture of every version.
 """
 
 from __future__ import annotations
@@ -31,21 +32,34 @@ class Format:
 
     @property
     def readable(self) -> frozenset[int]:
+        """The versions this cloudbench reads (every one it ever wrote)."""
         return frozenset(self.history)
 
-    def check(self, version: Any, where: str) -> int:
-        """``version`` as an int if this cloudbench reads it; else a ResultError naming ``where``."""
+    def check(self, version: Any, where: str, error: type[ResultError] = ResultError) -> int:
+        """``version`` as an int if this cloudbench reads it; else ``error`` (a ResultError) naming ``where``.
+
+        A version above every known one was written by a newer cloudbench (upgrade to
+        read it); one below them was never written by any, so the file is damaged.
+        """
+        if version is None:
+            raise error(where, f"{self.name} has no schema version")
         if isinstance(version, bool) or not isinstance(version, int | str):
-            raise ResultError(where, f"{self.name} has no schema version")
+            raise error(where, f"{self.name} schema version {version!r} is not an integer")
         try:
             v = int(version)
         except ValueError as e:
-            raise ResultError(where, f"{self.name} schema version {version!r} is not a number") from e
-        if v not in self.history:
-            raise ResultError(
+            raise error(where, f"{self.name} schema version {version!r} is not a number") from e
+        if v > max(self.history):
+            raise error(
                 where,
                 f"{self.name} schema {v} is unknown to this cloudbench (knows "
                 f"{sorted(self.history)}); upgrade cloudbench to read it",
+            )
+        if v not in self.history:
+            raise error(
+                where,
+                f"{self.name} schema {v} was never written by cloudbench (knows "
+                f"{sorted(self.history)}); the file is damaged or not cloudbench's",
             )
         return v
 
