@@ -145,9 +145,6 @@ class ReapError(ProvisionError):
 class RecordError(ResultError):
     """A worker's raw record is damaged or of a schema its reader does not know."""
 
-    def __init__(self, message: str, path: str = "worker record") -> None:
-        super().__init__(path, message)
-
 
 class IncompleteRunError(CloudbenchError):
     """A run ended with trials or repetitions that failed; what was measured is kept."""

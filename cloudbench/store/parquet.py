@@ -31,8 +31,12 @@ def write_parquet(path: Path, table: pa.Table, kind: str, level: int = 9, **enco
             c for c in table.column_names if c not in encodings and _is_dict_candidate(table, c)
         ]
         kwargs["column_encoding"] = dict(encodings)
-    pq.write_table(table, tmp, **kwargs)
-    tmp.replace(path)
+    try:
+        pq.write_table(table, tmp, **kwargs)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return sha256_file(path)
 
 

@@ -246,7 +246,7 @@ def test_traceroute_trial_with_a_failing_source(tmp_path: Path) -> None:
     def scamper(inv: Invocation) -> Reply:
         seen[inv.host.name] = json.loads(inv.read(inv.match["cfg"]))
         inv.write(inv.match["out"], recorded)
-        return Reply(stdout="scamper 2024\n" + json.dumps({"traces": 2, "exit_code": 0,
+        return Reply(stdout="scamper 2024\n" + json.dumps({"schema": 1, "traces": 2, "exit_code": 0,
                                                           "sha256": hashlib.sha256(recorded).hexdigest()}))
 
     fake.on(r"traceroute\.py (?P<cfg>\S+) (?P<out>\S+)", host="s1-1", exit_code=1, stderr="scamper: not found")

@@ -193,7 +193,7 @@ class PairKind(WorkloadKind):
         await ctx.remote.get(client, remote_out, local, sha256=summary.get("sha256"))
         failed = [x for x in summary.get("bursts", []) if x.get("stop") == "failed"]
         if failed and len(failed) == len(summary.get("bursts", [])):
-            tail = parse_tput_record(local.read_text()).bursts
+            tail = parse_tput_record(local.read_text(), str(local)).bursts
             err = tail[-1].stderr if tail else ""
             raise RemoteError(RemoteFailure(client.name, cmd, int(failed[-1].get("rc", -1)), err,
                                             f"{w.tool} failed in every burst"))
@@ -245,7 +245,7 @@ def throughput_table(records: list[tuple[str, Path, str, str]], repetition: int,
     """Rows of every report interval of a trial's worker records (see the module doc)."""
     cols: dict[str, list[Any]] = {f.name: [] for f in THROUGHPUT_SCHEMA}
     for direction, path, sender, receiver in records:
-        rec = parse_tput_record(path.read_text())
+        rec = parse_tput_record(path.read_text(), str(path))
         for b in rec.bursts:
             run = parse_tool(tool, b.text, reverse=direction == "reverse")
             anchor = data_start_ns(b, run)

@@ -235,8 +235,8 @@ class TputRecord:
     skipped: list[dict[str, Any]] = field(default_factory=list)
 
 
-def parse_tput_record(text: str) -> TputRecord:
-    """The last attempt of every burst of a ``tput.py client`` record."""
+def parse_tput_record(text: str, source: str = "worker record") -> TputRecord:
+    """The last attempt of every burst of a ``tput.py client`` record (``source`` names it in errors)."""
     header: dict[str, Any] | None = None
     current: dict[tuple[int, int], BurstRecord] = {}
     ended: dict[int, BurstRecord] = {}
@@ -247,14 +247,12 @@ def parse_tput_record(text: str) -> TputRecord:
         try:
             rec = json.loads(raw)
         except json.JSONDecodeError as e:
-            raise RecordError(f"line {n} is not JSON: {e}") from e
+            raise RecordError(source, f"line {n} is not JSON: {e}") from e
         typ = rec.get("type")
         if n == 1 or header is None:
             if typ != "header":
-                raise RecordError("the record does not start with a header")
-            if rec.get("schema") not in TPUT_RECORD.readable:
-                raise RecordError(f"record schema {rec.get('schema')!r} is unknown (knows "
-                                  f"{sorted(TPUT_RECORD.readable)})")
+                raise RecordError(source, "the record does not start with a header")
+            TPUT_RECORD.check(rec.get("schema"), source, error=RecordError)
             header = rec
             continue
         key = (int(rec.get("burst", -1)), int(rec.get("attempt", 0)))
@@ -275,7 +273,7 @@ def parse_tput_record(text: str) -> TputRecord:
         elif typ == "skip":
             skipped.append(rec)
     if header is None:
-        raise RecordError("the record is empty")
+        raise RecordError(source, "the record is empty")
     return TputRecord(header, [ended[i] for i in sorted(ended)], skipped)
 
 

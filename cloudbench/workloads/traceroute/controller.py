@@ -31,7 +31,7 @@ from rich.console import Console
 
 from cloudbench.core.cluster import HostAccess
 from cloudbench.core.files import sha256_file
-from cloudbench.errors import RemoteError, RemoteFailure
+from cloudbench.errors import RemoteError, RemoteFailure, ResultError
 from cloudbench.spec.model import Spec
 from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
@@ -106,6 +106,11 @@ class TracerouteKind(WorkloadKind):
             if "failure" in s:
                 outcome.failures.append(s.pop("failure"))
             outcome.stats[res.host] = {k: v for k, v in s.items() if k not in ("rel", "sha256_local")}
+            try:  # the worker's summary carries the version of the output it wrote
+                formats.TRACEROUTE_OUTPUT.check(s.get("schema"), s["rel"])
+            except ResultError as e:  # kept on disk, not parsed: costs this source only
+                outcome.failures.append(RemoteFailure(res.host, "traceroute.py", None, "", str(e)))
+                continue
             with (ctx.run.path / s["rel"]).open() as f:
                 traces += [(res.host, t) for t in parse_output(f)]
         rep = ctx.trial.repetition
