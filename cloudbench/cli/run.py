@@ -42,8 +42,11 @@ def run(
     cloudbench.render_report(report, out)
     out.print(f"results: {escape(str(run_dir.path))}", highlight=False)
     if report["status"] != "complete":
-        raise IncompleteRunError(f"run {run_dir.run_id} is {report['status']}: "
-                                 f"{len(report['failures'])} host failure(s); the data measured is kept")
+        reps = run_dir.manifest().repetitions
+        lost = sum(r.status != "ok" for r in reps)
+        raise IncompleteRunError(f"run {run_dir.run_id} is {report['status']}: {lost} of {len(reps)} "
+                                 f"repetition(s) lost, {len(report['failures'])} host failure(s) (trials "
+                                 "and deployments); the data measured is kept")
 
 
 @app.command()
