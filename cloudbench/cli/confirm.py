@@ -79,7 +79,8 @@ def _progress_bar(console: Console) -> Iterator[ProgressFn]:
 @guard
 def confirm(
     path: Annotated[Path, typer.Argument(
-        help="results/<campaign> (all its runs) or one run directory", show_default=False)],
+        metavar="RESULTS", help="results/<campaign> (all its runs) or one run directory",
+        show_default=False)],
     metric: Annotated[list[str] | None, typer.Option(
         "--metric", "-m", help="only these metrics (repeatable)", show_default=False)] = None,
     group: Annotated[list[str] | None, typer.Option(

@@ -27,8 +27,11 @@ def build_report(run: RunDir) -> dict[str, Any]:
         "repetitions": len(manifest.repetitions),
         # files changed or lost since the run wrote them (checksums in the manifest)
         "damaged": run.verify(),
+        # hosts that failed a trial, and hosts a repetition could not deploy to (no trial ran)
         "failures": [
-            {"trial": t.id, **f.model_dump()} for t in manifest.trials for f in t.failures
+            *({"trial": f"r{r.index:03d}-deploy", **f.model_dump()} for r in manifest.repetitions
+              for f in r.failures),
+            *({"trial": t.id, **f.model_dump()} for t in manifest.trials for f in t.failures),
         ],
         "workloads": {},
     }
