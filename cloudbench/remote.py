@@ -187,12 +187,7 @@ class Remote:
         except (asyncssh.SFTPError, OSError) as e:
             raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, str(e),
                                             "download failed")) from e
-        digest = sha256_file(local_path)
-        if sha256 is not None and digest != sha256:
-            raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, "",
-                                            f"checksum mismatch: host says {sha256[:12]}…, "
-                                            f"got {digest[:12]}…"))
-        return digest
+        return check_download(host, remote_path, sha256_file(local_path), sha256)
 
     async def write_text(self, host: HostAccess, remote_path: str, text: str) -> None:
         """Create a small file on the host (configs) in one round trip."""
@@ -221,3 +216,12 @@ def _as_text(v: object) -> str:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def check_download(host: HostAccess, remote_path: str, digest: str, expected: str | None) -> str:
+    """``digest`` of a pulled file if it matches what the host said (``expected``); else RemoteError."""
+    if expected is not None and digest != expected:
+        raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, "",
+                                        f"checksum mismatch: host says {expected[:12]}…, "
+                                        f"got {digest[:12]}…"))
+    return digest

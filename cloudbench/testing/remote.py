@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.errors import RemoteError, RemoteFailure
-from cloudbench.remote import STDERR_TAIL, CommandResult, Remote
+from cloudbench.remote import STDERR_TAIL, CommandResult, Remote, check_download
 
 Op = Literal["connect", "run", "put", "get", "write_text", "checksums"]
 
@@ -289,12 +289,7 @@ class FakeRemote(Remote):
                                             "No such file", "download failed"))
         local_path.parent.mkdir(parents=True, exist_ok=True)
         local_path.write_bytes(data)
-        digest = _sha256(data)
-        if sha256 is not None and digest != sha256:
-            raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, "",
-                                            f"checksum mismatch: host says {sha256[:12]}…, "
-                                            f"got {digest[:12]}…"))
-        return digest
+        return check_download(host, remote_path, _sha256(data), sha256)
 
     async def write_text(self, host: HostAccess, remote_path: str, text: str) -> None:
         await self.connect(host)
