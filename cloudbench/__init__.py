@@ -27,7 +27,15 @@ from cloudbench.core.version import __version__
 if TYPE_CHECKING:
     from cloudbench.analysis.confirm import ConfirmParams, ConfirmResult
     from cloudbench.cost import CostEstimate, estimate_cost, spec_prices
-    from cloudbench.errors import CloudbenchError, ExitCode, SpecError
+    from cloudbench.errors import (
+        BudgetError,
+        CloudbenchError,
+        ExitCode,
+        IncompleteRunError,
+        ResultError,
+        SpecError,
+        UsageError,
+    )
     from cloudbench.plan import Plan, make_plan
     from cloudbench.providers import collect_garbage
     from cloudbench.report.build import build_report
@@ -48,6 +56,10 @@ _API: dict[str, tuple[str, str]] = {
     "CloudbenchError": ("cloudbench.errors", "CloudbenchError"),
     "ExitCode": ("cloudbench.errors", "ExitCode"),
     "SpecError": ("cloudbench.errors", "SpecError"),
+    "BudgetError": ("cloudbench.errors", "BudgetError"),
+    "ResultError": ("cloudbench.errors", "ResultError"),
+    "UsageError": ("cloudbench.errors", "UsageError"),
+    "IncompleteRunError": ("cloudbench.errors", "IncompleteRunError"),
     "Spec": ("cloudbench.spec.model", "Spec"),
     "load_spec": ("cloudbench.workloads", "load_spec"),
     "parse_spec": ("cloudbench.workloads", "parse_spec"),
@@ -80,20 +92,24 @@ _API: dict[str, tuple[str, str]] = {
 }
 
 __all__ = [
+    "BudgetError",
     "CampaignRunner",
     "CloudbenchError",
     "ConfirmParams",
     "ConfirmResult",
     "CostEstimate",
     "ExitCode",
+    "IncompleteRunError",
     "Manifest",
     "Plan",
+    "ResultError",
     "RunDir",
     "RunUI",
     "Spec",
     "SpecError",
     "Trial",
     "TrialOutcome",
+    "UsageError",
     "__version__",
     "build_report",
     "collect_garbage",

@@ -1,10 +1,10 @@
 """Repetition analysis in the style of CONFIRM (Maricq et al., OSDI'18), done exactly.
 
 Repetitions are the unit of confidence. Every workload reduces a repetition to
-rows of ``summaries.parquet`` (one value per metric and group); this module
+rows of ``summaries.parquet`` (one value per metric and group), which
+:mod:`cloudbench.report.confirm` loads with each repetition's key metadata; this module
 
-1. reads those rows with the repetition's key metadata and refuses to pool
-   repetitions whose metadata differ (unless told to),
+1. refuses to pool repetitions whose metadata differ (unless told to),
 2. gives the exact order-statistic CI of any quantile (:mod:`.stats`),
 3. runs the convergence analysis: for each size ``n`` from the smallest with a
    CI up to ``N``, many random subsets of size ``n`` drawn without replacement;

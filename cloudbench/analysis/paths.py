@@ -22,16 +22,13 @@ addresses, or ``*…`` labels for hops that never answered).
 
 from __future__ import annotations
 
-import csv
 import ipaddress
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from cloudbench.core.geo import FIBRE_FRACTION, geodesic_m, propagation_s
-from cloudbench.errors import AnalysisError
 
 ANON = "*"
 
@@ -170,20 +167,6 @@ class PrefixTable:
         t = cls()
         for r in rows:
             t.add(str(r[0]), int(r[1]), str(r[2]) if len(r) > 2 else "")
-        return t
-
-    @classmethod
-    def from_csv(cls, path: Path) -> PrefixTable:
-        """A CSV of ``prefix,asn,name`` (a header line is allowed)."""
-        t = cls()
-        with Path(path).open(newline="") as f:
-            for i, row in enumerate(csv.reader(f)):
-                if not row or row[0].startswith("#") or (i == 0 and row[0].strip() == "prefix"):
-                    continue
-                try:
-                    t.add(row[0].strip(), int(row[1]), row[2].strip() if len(row) > 2 else "")
-                except (ValueError, IndexError) as e:
-                    raise AnalysisError(f"{path}:{i + 1}: not `prefix,asn,name`: {row!r} ({e})") from e
         return t
 
     def lookup(self, addr: str) -> tuple[int, str] | None:

@@ -17,7 +17,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 import cloudbench
 from cloudbench import ConfirmParams
 from cloudbench.cli.app import app, err, guard, out
-from cloudbench.errors import UsageError
 
 ProgressFn = Callable[[int, int], None]
 
@@ -32,13 +31,13 @@ def parse_fraction(text: str, option: str) -> float:
     raw = text.strip()
     m = re.fullmatch(rf"({_NUMBER})\s*(%?)", raw)
     if m is None:
-        raise UsageError(
+        raise cloudbench.UsageError(
             f"{option} {text!r}: not a number or percentage (examples: 1%, 0.05)"
         )
     value = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
     if not 0.0 < value < 1.0:
         hint = " (a bare number is a fraction; write 5% for five percent)" if not m.group(2) else ""
-        raise UsageError(f"{option} {text!r}: must be between 0 and 100% exclusive{hint}")
+        raise cloudbench.UsageError(f"{option} {text!r}: must be between 0 and 100% exclusive{hint}")
     return value
 
 
@@ -46,7 +45,7 @@ def parse_errors(values: Sequence[str] | None) -> tuple[float, ...]:
     """``--error`` values: repeatable, each possibly comma-separated; sorted, unique."""
     items = [part for v in (values or DEFAULT_ERRORS) for part in v.split(",") if part.strip()]
     if not items:
-        raise UsageError("--error: give at least one bound, e.g. --error 1%")
+        raise cloudbench.UsageError("--error: give at least one bound, e.g. --error 1%")
     return tuple(sorted({parse_fraction(item, "--error") for item in items}))
 
 

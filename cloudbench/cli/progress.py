@@ -28,26 +28,36 @@ class RichUI:
         self._trial = ""
 
     def __enter__(self) -> RichUI:
-        self.progress.start()
+        # The display starts with the first thing the runner reports, so an error found
+        # before anything starts (not root, over budget) is not printed under a bar.
         return self
+
+    def _start(self) -> None:
+        if not self.progress.live.is_started:
+            self.progress.start()
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
     def phase(self, text: str) -> None:
+        self._start()
         self.progress.update(self.current, description=text)
 
     def trial_started(self, trial: Trial, number: int, total: int) -> None:
+        self._start()
         self._trial = f"repetition {trial.repetition + 1}: trial {number}/{total} {trial.workload}"
         self.progress.update(self.current, description=self._trial)
 
     def trial_tick(self, text: str) -> None:
+        self._start()
         self.progress.update(self.current, description=f"{self._trial} {text}")
 
     def trial_done(self, trial: Trial, outcome: TrialOutcome) -> None:
+        self._start()
         self.progress.advance(self.overall)
         mark = "[green]ok[/]" if not outcome.failures else f"[yellow]{len(outcome.failures)} failure(s)[/]"
         self.console.log(f"{trial.id}: {outcome.rows:,} rows, {mark}")
 
     def warn(self, text: str) -> None:
+        self._start()
         self.console.log(f"[yellow]warning:[/] {escape(text)}")

@@ -13,7 +13,6 @@ from rich.markup import escape
 import cloudbench
 from cloudbench.cli.app import SpecArg, app, err, guard, out, print_warnings
 from cloudbench.cli.progress import RichUI
-from cloudbench.errors import IncompleteRunError
 
 ResultsOption = Annotated[Path, typer.Option(help="result store root")]
 
@@ -44,7 +43,7 @@ def run(
     if report["status"] != "complete":
         reps = run_dir.manifest().repetitions
         lost = sum(r.status != "ok" for r in reps)
-        raise IncompleteRunError(f"run {run_dir.run_id} is {report['status']}: {lost} of {len(reps)} "
+        raise cloudbench.IncompleteRunError(f"run {run_dir.run_id} is {report['status']}: {lost} of {len(reps)} "
                                  f"repetition(s) lost, {len(report['failures'])} host failure(s) (trials "
                                  "and deployments); the data measured is kept")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloudbench.errors import ResultError
 from cloudbench.store import formats
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads import workload_kind
@@ -36,5 +37,10 @@ def build_report(run: RunDir) -> dict[str, Any]:
         "workloads": {},
     }
     for w in manifest.workloads():
-        rep["workloads"][w["name"]] = workload_kind(w["kind"]).report_section(run, manifest, w)
+        try:
+            kind = workload_kind(w["kind"])
+        except KeyError:
+            raise ResultError(str(run.manifest_path), f"workload {w['name']!r} is of kind {w['kind']!r}, "
+                              "unknown to this cloudbench; upgrade cloudbench to report it") from None
+        rep["workloads"][w["name"]] = kind.report_section(run, manifest, w)
     return rep

@@ -7,6 +7,7 @@ every workload kind, so this layer needs none of them.
 
 from __future__ import annotations
 
+import functools
 import json
 import types
 import typing
@@ -70,8 +71,12 @@ def _from_pydantic(doc: LocatedYaml, err: Any, model: type[Spec]) -> SpecError:
     loc: Loc = tuple(err["loc"])
     typ = err["type"]
     msg = err["msg"]
+    # A literal/union tag mismatch reports the tag in loc, and a union of models the
+    # member's class name; keep the real fields only.
+    tags = _UNION_TAGS | set(_workload_models(model)) | _model_names(model)
+    clean = tuple(x for x in loc if not (isinstance(x, str) and ("[" in x or x in tags)))
     if typ == "extra_forbidden":
-        msg = f"unknown key {loc[-1]!r}" + _known_keys_hint(loc[:-1], doc, model)
+        msg = f"unknown key {loc[-1]!r}" + _known_keys_hint(clean[:-1], doc, model)
     elif typ == "missing":
         msg = f"required key {loc[-1]!r} is missing"
     elif typ == "value_error":
@@ -80,9 +85,6 @@ def _from_pydantic(doc: LocatedYaml, err: Any, model: type[Spec]) -> SpecError:
         shown = json.dumps(err["input"], default=str)
         if len(shown) < 60:
             msg = f"{msg} (got {shown})"
-    # A literal/union tag mismatch reports the tag in loc; keep the real field only.
-    tags = _UNION_TAGS | set(_workload_models(model))
-    clean = tuple(x for x in loc if not (isinstance(x, str) and ("[" in x or x in tags)))
     return SpecError(doc.path, doc.line_of(loc), format_loc(clean), msg)
 
 
@@ -90,6 +92,21 @@ def _workload_models(model: type[Spec]) -> dict[str, type[BaseModel]]:
     """kind -> parameter model of the workloads ``model`` accepts."""
     (item,) = typing.get_args(model.model_fields["workloads"].annotation)
     return dict(workload_kinds_of(item))
+
+
+@functools.cache
+def _model_names(model: type[BaseModel]) -> frozenset[str]:
+    """Class names of every model reachable from ``model``'s fields (union tags in error locs)."""
+    names: set[str] = set()
+    todo = [model]
+    while todo:
+        m = todo.pop()
+        if m.__name__ in names:
+            continue
+        names.add(m.__name__)
+        for f in m.model_fields.values():
+            todo += list(_models_in(f.annotation))
+    return frozenset(names)
 
 
 def _known_keys_hint(parent: Loc, doc: LocatedYaml, model: type[Spec]) -> str:

@@ -16,11 +16,16 @@ from cloudbench.spec.fields import Duration, Model, Name
 from cloudbench.spec.providers import AnyProvider, ProviderName, dispatch_providers
 from cloudbench.spec.vmtypes import VM_TYPE_RE, VmTypeModel
 from cloudbench.spec.wan import WanModel
-from cloudbench.spec.workload import HostSelector, WorkloadModel
+from cloudbench.spec.workload import HostSelector, WorkloadModel, resolve_selector
 
 
 class Spec(Model):
-    """A measurement campaign."""
+    """A measurement campaign.
+
+    This class is the type; specs are validated by :func:`cloudbench.load_spec` and
+    :func:`cloudbench.parse_spec` against its subclass that knows every workload kind
+    (``cloudbench.workloads.SPEC_MODEL``).
+    """
 
     name: Name
     description: str = ""
@@ -75,12 +80,7 @@ class Spec(Model):
 
     def resolve_hosts(self, selector: HostSelector) -> list[str]:
         """Host names for a workload's ``hosts``: `all`, a group, or a list."""
-        names = [h.name for h in self.topology().hosts]
-        if isinstance(selector, list):
-            return list(selector)
-        if selector == "all":
-            return names
-        return list(self.groups[selector])
+        return resolve_selector(selector, [h.name for h in self.topology().hosts], self.groups)
 
     def workload(self, name: str) -> WorkloadModel:
         for w in self.workloads:

@@ -130,13 +130,11 @@ class StaticProviderModel(Model):
 
 
 ProviderName = Literal["netns", "aws", "gcp", "azure", "static"]
-
-
 AnyProvider = ProviderModel | CloudProviderModel | StaticProviderModel
 
 
 # Which model validates `providers.<name>`: the name is the dict key, not a field, so
-# pydantic cannot discriminate by itself (see Spec.dispatch_providers).
+# pydantic cannot discriminate by itself (see dispatch_providers).
 PROVIDER_MODELS: dict[str, type[BaseModel]] = {
     "netns": ProviderModel,
     "aws": CloudProviderModel,

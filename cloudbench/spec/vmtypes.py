@@ -16,7 +16,8 @@ a top-level ``vm_types:`` mapping::
 Rates are bits per second with decimal units (``mbit`` = 10⁶ bit/s); sizes are
 bytes (``MB`` = 10⁶, ``MiB`` = 2²⁰) — unlike tc, whose ``mb`` means MiB. The tc
 commands are written with plain bits and bytes so that there is nothing to
-misread.
+misread. :func:`expected_goodput` is what a profile lets a TCP or UDP sender
+deliver (the configured truth the throughput and drain reports compare with).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ from cloudbench.spec.fields import BitRate, Duration, Model, Size
 
 VM_TYPE_RE = r"^[A-Za-z][A-Za-z0-9_.-]{0,47}$"
 _VM_TYPE = re.compile(VM_TYPE_RE)
+# Header bytes a shaper counts on the wire (goodput_fraction)
+ETH_HEADER = 14
+IP_HEADER = 20
+TCP_HEADER_TS = 32  # 20 + 12 bytes of timestamp option (Linux default)
+UDP_HEADER = 8
 
 
 class VmTypeModel(Model):
@@ -125,18 +131,6 @@ def known_vm_types(user: dict[str, Any] | None = None) -> list[str]:
 
 def valid_vm_type_name(name: str) -> bool:
     return _VM_TYPE.match(name) is not None
-
-
-ETH_HEADER = 14
-
-
-IP_HEADER = 20
-
-
-TCP_HEADER_TS = 32  # 20 + 12 bytes of timestamp option (Linux default)
-
-
-UDP_HEADER = 8
 
 
 def goodput_fraction(protocol: str = "tcp", mtu: int = 1500, payload: int | None = None) -> float:

@@ -130,8 +130,3 @@ def resolve_links(wan: WanModel, regions: list[str],
                 spikes=tuple((s.at, s.duration, s.extra) for s in lm.spikes) if lm else (),
             ))
     return out
-
-
-# -- the testbed part -------------------------------------------------------------------
-
-

@@ -21,6 +21,16 @@ from cloudbench.spec.located import Loc, LocatedYaml
 HostSelector = str | list[str]
 
 
+def resolve_selector(selector: HostSelector, hosts: list[str],
+                     groups: Mapping[str, list[str]]) -> list[str]:
+    """Host names of a workload's ``hosts``: `all` (``hosts``, in spec order), a group, or a list."""
+    if isinstance(selector, list):
+        return list(selector)
+    if selector == "all":
+        return list(hosts)
+    return list(groups[selector])
+
+
 @dataclass(frozen=True)
 class CheckContext:
     """The parts of a validated spec that a workload's checks refer to, with their lines."""
@@ -34,11 +44,7 @@ class CheckContext:
 
     def resolve_hosts(self, selector: HostSelector) -> list[str]:
         """Host names of a selector that :meth:`check_selector` accepted."""
-        if isinstance(selector, list):
-            return list(selector)
-        if selector == "all":
-            return list(self.hosts)
-        return list(self.groups[selector])
+        return resolve_selector(selector, list(self.hosts), self.groups)
 
     def check_selector(self, selector: HostSelector, loc: Loc) -> list[SpecError]:
         """`all`, a group name, or a list of known hosts."""
@@ -84,8 +90,8 @@ class WorkloadModel(Model):
 def workload_kinds_of(model: Any) -> dict[str, type[WorkloadModel]]:
     """kind -> parameter model, for a union of workload models (or one model)."""
     if isinstance(model, type) and issubclass(model, WorkloadModel):
-        (kind,) = get_args(model.model_fields["kind"].annotation)
-        return {str(kind): model}
+        kinds = get_args(model.model_fields["kind"].annotation)  # Literal["echo"] -> ("echo",)
+        return {str(kinds[0]): model} if len(kinds) == 1 else {}
     out: dict[str, type[WorkloadModel]] = {}
     for m in get_args(model):  # Union members, Annotated's type (its metadata yields nothing)
         out.update(workload_kinds_of(m))

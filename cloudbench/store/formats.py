@@ -69,7 +69,9 @@ MANIFEST = Format("manifest", 1, {
        "and facts, trials with files, failures and stats, files with sha256",
 })
 PARQUET = Format("parquet file", 1, {
-    1: "first version; key `cloudbench.schema` (and `cloudbench.kind`) in the file metadata",
+    1: "first version; key `cloudbench.schema` (and `cloudbench.kind`) in the file metadata. "
+       "summaries.parquet of throughput/tbdrain runs before the layered package named pair "
+       "groups `src->dst`; read_summaries reads them as `src>dst`",
 })
 REPORT = Format("report.json", 2, {
     1: "unversioned; traceroute sections under a top-level `paths`",

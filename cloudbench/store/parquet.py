@@ -13,8 +13,6 @@ from cloudbench.errors import ResultError
 from cloudbench.store import formats
 
 SCHEMA_KEY = b"cloudbench.schema"
-
-
 KIND_KEY = b"cloudbench.kind"
 
 

@@ -8,10 +8,12 @@ latency group (``same_zone``), a quorum (``q:<group>``) or a host pair
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cloudbench.store.parquet import read_parquet, write_parquet
 from cloudbench.store.rundir import RunDir
@@ -52,6 +54,18 @@ def summary_row(run: RunDir, repetition: int, workload: str, metric: str, group:
                       int(n_obs))
 
 
+class SummaryRows(list[SummaryRow]):
+    """A workload's summary rows of one run, built with :meth:`add`, which skips values that are not finite."""
+
+    def __init__(self, run: RunDir, workload: str) -> None:
+        super().__init__()
+        self.run, self.workload = run, workload
+
+    def add(self, rep: int, metric: str, group: str, value: float | None, unit: str, n: int) -> None:
+        if value is not None and math.isfinite(value):
+            self.append(summary_row(self.run, rep, self.workload, metric, group, value, unit, n))
+
+
 def pair_group(src: str, dst: str) -> str:
     """The group name of a host pair (direction matters: ``src>dst``)."""
     return f"{src}>{dst}"
@@ -69,7 +83,15 @@ def write_summaries(run: RunDir, rows: Sequence[SummaryRow]) -> str:
 
 
 def read_summaries(run: RunDir) -> pa.Table:
-    """The run's summaries (an empty table when none were written)."""
+    """The run's summaries (an empty table when none were written).
+
+    Throughput and drain summaries written before the group keys were unified named
+    pairs ``src->dst``; they are read as ``src>dst`` so old and new runs pool.
+    """
     if not run.summaries_path.exists():
         return SUMMARY_SCHEMA.empty_table()
-    return read_parquet(run.summaries_path, kind=SUMMARY_KIND)
+    table = read_parquet(run.summaries_path, kind=SUMMARY_KIND)
+    i = table.schema.get_field_index("group")
+    if i < 0:
+        return table
+    return table.set_column(i, "group", pc.replace_substring(table.column(i), "->", ">"))

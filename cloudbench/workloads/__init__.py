@@ -44,7 +44,7 @@ def _spec_model() -> type[Spec]:
     members: Any = functools.reduce(operator.or_, (k.params for k in KINDS.values()))
     item = Annotated[members, Field(discriminator="kind")]
     model: type[Spec] = create_model(
-        "Spec", __base__=Spec, __doc__=Spec.__doc__,
+        "Spec", __base__=Spec, __doc__="A measurement campaign.",
         workloads=(list[item], Field(min_length=1, description="what to measure, in trials "
                                      "(one entry per workload; `kind` says which)")),
     )

@@ -18,7 +18,8 @@ from cloudbench.analysis.paths import (
     inflation,
     path_change,
 )
-from cloudbench.workloads.traceroute.data import trace_tables
+from cloudbench.errors import ResultError
+from cloudbench.workloads.traceroute.data import load_prefix_table, trace_tables
 from cloudbench.workloads.traceroute.reader import Trace, parse_output
 from tests.paths import DATA
 
@@ -98,13 +99,11 @@ def test_as_path_and_table_csv(tmp_path: Path) -> None:
     csv.write_text("prefix,asn,name\n198.18.1.0/24,64513,a\n198.19.0.0/30,64513,a\n"
                    "198.19.128.0/17,64512,transit\n198.19.0.4/30,64514,b\n198.18.2.0/24,64514,b\n")
     g = graph(load("scamper_tracelb_2way.json"))
-    assert as_path(g, PrefixTable.from_csv(csv)) == [64513, 64512, 64514]
+    assert as_path(g, load_prefix_table(csv)) == [64513, 64512, 64514]
     bad = tmp_path / "bad.csv"
     bad.write_text("198.18.0.0/15,notanumber\n")
-    from cloudbench.errors import AnalysisError
-
-    with pytest.raises(AnalysisError, match=r"bad\.csv:1"):
-        PrefixTable.from_csv(bad)
+    with pytest.raises(ResultError, match=r"bad\.csv:1"):
+        load_prefix_table(bad)
 
 
 def test_inflation_against_geodesic() -> None:

@@ -27,7 +27,7 @@ from cloudbench.runner import CampaignRunner
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads import parse_spec
 from cloudbench.workloads.echo.data import load_echo
-from cloudbench.workloads.traceroute.data import graphs
+from cloudbench.workloads.traceroute.data import graphs, load_prefix_table
 
 from .conftest import assert_gone, ours
 
@@ -139,7 +139,7 @@ def test_as_path_matches_the_testbed_table(mda_run: tuple[RunDir, Recorder]) -> 
     for p in paths:
         dst_region = {"sb-1": "rb", "sc-1": "rc"}[p["dst"]]
         assert p["as_path"] == f"{asn['ra']} {TRANSIT_ASN} {asn[dst_region]}"
-    csv_table = PrefixTable.from_csv(run.path / "traceroute" / "asn-table.csv")
+    csv_table = load_prefix_table(run.path / "traceroute" / "asn-table.csv")
     assert csv_table.lookup("198.19.128.1") == table.lookup("198.19.128.1") == (TRANSIT_ASN, "cb-transit")
 
 

@@ -182,3 +182,22 @@ groups:""")
     e = error_of(text)
     assert "one provider" in str(e) and "netns, aws" in str(e)
     assert e.line == line_of(text, "providers:")
+
+
+def test_unknown_keys_in_workloads_list_the_kinds_keys_and_locations_name_only_fields() -> None:
+    text = """
+name: t
+providers: {netns: {regions: {r1: {zones: {r1-a: {subnets: {s1: {hosts: 2}}}}}}}}
+workloads:
+  - kind: echo
+    rat: 100
+  - kind: throughput
+    pattern: {send: 10s, sleep: 30s}
+"""
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "t.yaml")
+    msgs = str(info.value).splitlines()
+    assert any(m.startswith("t.yaml:6: [workloads[0].rat] unknown key 'rat'; known keys: ") and "rate" in m
+               for m in msgs), msgs
+    assert "t.yaml:8: [workloads[1].pattern.sleep] unknown key 'sleep'; known keys: pause, send" in msgs
+    assert not any("Model" in m for m in msgs), msgs

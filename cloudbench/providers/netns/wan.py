@@ -97,7 +97,7 @@ def _addrs(lines: list[str], dev_prefix: str) -> list[tuple[str, str]]:
 def plan_wan(p: Any, topology: Topology, region_ns: dict[str, str]) -> WanPlan:
     """Add the WAN's namespaces, links, routes and rules to a netns provider plan.
 
-    ``p`` is the provider's plan (``providers.netns._Plan``): ``root_batch``,
+    ``p`` is the provider's plan (``providers.netns.provider._Plan``): ``root_batch``,
     ``ns_batches``, ``routers``, ``host_addr``, ``sid``.
     """
     assert topology.wan is not None

@@ -23,8 +23,9 @@ from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.throughput.data import MBIT, RunFacts, Series, load_series, trend_warnings
 from cloudbench.workloads.throughput.report import fmt_cell, print_warnings
 
+TABLES = ("drains",)
 
-# -- token-bucket drains ---------------------------------------------------------------------
+
 @dataclass
 class DrainResult:
     series: Series
@@ -94,9 +95,6 @@ def _pm(row: dict[str, Any], key: str, digits: int = 1) -> str:
     if isinstance(sd, float) and math.isfinite(sd):
         return f"{v:.{digits}f} ±{sd:.{digits}f}"
     return f"{v:.{digits}f}"
-
-
-TABLES = ("drains",)
 
 
 def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any]:

@@ -6,10 +6,9 @@ from typing import Any
 
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
-from cloudbench.store.summaries import SummaryRow, pair_group
+from cloudbench.store.summaries import SummaryRow, SummaryRows, pair_group
 from cloudbench.workloads.tbdrain.report import drain_results, drain_rows
 from cloudbench.workloads.throughput.data import RunFacts, load_series
-from cloudbench.workloads.throughput.summaries import SummaryRows
 
 
 def drain_summaries(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> list[SummaryRow]:

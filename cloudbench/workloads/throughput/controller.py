@@ -78,19 +78,11 @@ THROUGHPUT_SCHEMA = pa.schema(
 )
 _DICT_COLS = ("trial", "src", "dst", "direction", "tool", "protocol", "side")
 
-PairWorkload = PairWorkloadModel
-
-
-def directions(w: PairWorkload) -> list[str]:
+def directions(w: PairWorkloadModel) -> list[str]:
     return ["forward", "reverse"] if w.direction == "both" else [w.direction]
 
 
-def bursts(w: PairWorkload) -> list[dict[str, Any]]:
-    """What the worker runs per direction (see workers/tput.py)."""
-    return w.bursts()
-
-
-def client_config(w: PairWorkload, client: HostAccess, server: HostAccess,
+def client_config(w: PairWorkloadModel, client: HostAccess, server: HostAccess,
                   direction: str) -> dict[str, Any]:
     return {
         "schema": formats.TPUT_RECORD.current, "host": client.name, "tool": w.tool,
@@ -100,9 +92,9 @@ def client_config(w: PairWorkload, client: HostAccess, server: HostAccess,
     }
 
 
-def direction_seconds(w: PairWorkload) -> float:
+def direction_seconds(w: PairWorkloadModel) -> float:
     """Upper bound of one direction's sending and pausing time."""
-    return sum(float(b["seconds"]) + float(b.get("pause_after_s", 0.0)) for b in bursts(w))
+    return sum(float(b["seconds"]) + float(b.get("pause_after_s", 0.0)) for b in w.bursts())
 
 
 class PairKind(WorkloadKind):
@@ -127,17 +119,17 @@ class PairKind(WorkloadKind):
                        options: Mapping[str, bool]) -> None:
         self.render(name, section, console)
 
-    def expand(self, params: PairWorkload, spec: Spec) -> list[PairSet]:
+    def expand(self, params: PairWorkloadModel, spec: Spec) -> list[PairSet]:
         hosts = spec.resolve_hosts(params.hosts)
         pairs = select_pairs(spec.topology(), hosts, params.pairs,
                              unordered=params.direction == "both")
         return [((a, b), ((a, b),)) for a, b in pairs]
 
-    def estimate_seconds(self, params: PairWorkload) -> float:
+    def estimate_seconds(self, params: PairWorkloadModel) -> float:
         return len(directions(params)) * (direction_seconds(params) + OVERHEAD_S)
 
     async def run(self, ctx: TrialContext) -> TrialOutcome:
-        w: PairWorkload = ctx.params
+        w: PairWorkloadModel = ctx.params
         (a, b), = ctx.trial.pairs
         client, server = ctx.cluster.host(a), ctx.cluster.host(b)
         tag = ctx.trial.id
@@ -172,7 +164,7 @@ class PairKind(WorkloadKind):
             outcome.rows = table.num_rows
         return outcome
 
-    async def _direction(self, ctx: TrialContext, w: PairWorkload, client: HostAccess,
+    async def _direction(self, ctx: TrialContext, w: PairWorkloadModel, client: HostAccess,
                          server: HostAccess, direction: str,
                          tag: str) -> tuple[Path, dict[str, Any]]:
         cfg = client_config(w, client, server, direction)

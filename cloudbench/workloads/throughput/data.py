@@ -22,8 +22,6 @@ from cloudbench.store.parquet import read_parquet
 from cloudbench.store.rundir import RunDir, iter_observation_files
 
 FloatArray = NDArray[np.float64]
-
-
 MBIT = 1e6
 
 

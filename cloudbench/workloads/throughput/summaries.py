@@ -10,21 +10,9 @@ import numpy as np
 
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
-from cloudbench.store.summaries import SummaryRow, pair_group, summary_row
+from cloudbench.store.summaries import SummaryRow, SummaryRows, pair_group
 from cloudbench.workloads.throughput.data import MBIT, RunFacts, interval_rates, load_series
 from cloudbench.workloads.throughput.report import trial_rows
-
-
-class SummaryRows(list[SummaryRow]):
-    """Summary rows that skip values that are not finite (no estimate)."""
-
-    def __init__(self, run: RunDir, workload: str) -> None:
-        super().__init__()
-        self.run, self.workload = run, workload
-
-    def add(self, rep: int, metric: str, group: str, value: float | None, unit: str, n: int) -> None:
-        if value is not None and math.isfinite(value):
-            self.append(summary_row(self.run, rep, self.workload, metric, group, value, unit, n))
 
 
 def throughput_summaries(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> list[SummaryRow]:

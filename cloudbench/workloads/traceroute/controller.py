@@ -3,16 +3,8 @@
 Every source host runs ``workers/traceroute.py``, which runs one scamper
 ``tracelb`` per destination (concurrently, at ``pps`` probes per second) and
 writes scamper's JSON. The raw files are pulled (checksummed) and kept under
-``<workload>/raw/``; they are parsed into two tables per trial:
-
-    <workload>/links/<trial>.parquet   one row per MDA link:
-        repetition int16, src, dst (host names), src_addr, dst_addr, method,
-        from_node, to_node (addresses; anonymous hops ``*…``), ttl int16,
-        probes int32, replies int32, rtt_min_us float64 (null: no reply timed)
-    <workload>/traces/<trial>.parquet  one row per trace:
-        repetition, src, dst, src_addr, dst_addr, method, confidence int16,
-        start_s float64 (Unix time, scamper's clock), probes int32, nodes int32,
-        reached bool, rtt_min_us float64 (destination's fastest reply)
+``<workload>/raw/``; they are parsed into two tables per trial (layout in
+:mod:`.data`).
 
 On the testbed with a ``wan:`` section the provider's IP→AS table is saved as
 ``<workload>/asn-table.csv`` (CSV ``prefix,asn,name``).

@@ -1,17 +1,44 @@
-"""A run's traceroute tables: loading them, and the MDA graphs they describe."""
+"""A run's traceroute tables: their layout, loading them, and the MDA graphs they describe.
+
+    <workload>/links/<trial>.parquet   one row per MDA link:
+        repetition int16, src, dst (host names), src_addr, dst_addr, method,
+        from_node, to_node (addresses; anonymous hops ``*…``), ttl int16,
+        probes int32, replies int32, rtt_min_us float64 (null: no reply timed)
+    <workload>/traces/<trial>.parquet  one row per trace:
+        repetition, src, dst, src_addr, dst_addr, method, confidence int16,
+        start_s float64 (Unix time, scamper's clock), probes int32, nodes int32,
+        reached bool, rtt_min_us float64 (destination's fastest reply)
+"""
 
 from __future__ import annotations
 
+import csv
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from cloudbench.analysis.paths import PathGraph
+from cloudbench.analysis.paths import PathGraph, PrefixTable
+from cloudbench.errors import ResultError
 from cloudbench.store.parquet import read_parquet
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.traceroute.reader import Trace
+
+LINKS_KIND = "traceroute-links"
+TRACES_KIND = "traceroute-traces"
+ASN_TABLE = "asn-table.csv"
+_STR = pa.dictionary(pa.int16(), pa.string())
+LINKS_SCHEMA = pa.schema([
+    ("repetition", pa.int16()), ("src", _STR), ("dst", _STR), ("src_addr", pa.string()),
+    ("dst_addr", pa.string()), ("method", _STR), ("from_node", pa.string()), ("to_node", pa.string()),
+    ("ttl", pa.int16()), ("probes", pa.int32()), ("replies", pa.int32()), ("rtt_min_us", pa.float64()),
+])
+TRACES_SCHEMA = pa.schema([
+    ("repetition", pa.int16()), ("src", _STR), ("dst", _STR), ("src_addr", pa.string()),
+    ("dst_addr", pa.string()), ("method", _STR), ("confidence", pa.int16()), ("start_s", pa.float64()),
+    ("probes", pa.int32()), ("nodes", pa.int32()), ("reached", pa.bool_()), ("rtt_min_us", pa.float64()),
+])
 
 
 def load_tables(run: RunDir, workload: str) -> tuple[pa.Table, pa.Table]:
@@ -23,6 +50,25 @@ def load_tables(run: RunDir, workload: str) -> tuple[pa.Table, pa.Table]:
         return pa.concat_tables([read_parquet(p, kind=kind).cast(schema) for p in files])
 
     return cat("links", LINKS_KIND, LINKS_SCHEMA), cat("traces", TRACES_KIND, TRACES_SCHEMA)
+
+
+def load_prefix_table(path: Path) -> PrefixTable:
+    """An IP→AS table from a CSV of ``prefix,asn,name`` (a header line and ``#`` comments allowed)."""
+    rows: list[tuple[str, int, str]] = []
+    try:
+        with Path(path).open(newline="") as f:
+            for i, row in enumerate(csv.reader(f)):
+                if not row or row[0].startswith("#") or (i == 0 and row[0].strip() == "prefix"):
+                    continue
+                try:
+                    rows.append((row[0].strip(), int(row[1]), row[2].strip() if len(row) > 2 else ""))
+                except (ValueError, IndexError) as e:
+                    raise ResultError(f"{path}:{i + 1}", f"not `prefix,asn,name`: {row!r} ({e})") from e
+        return PrefixTable.from_rows(rows)
+    except OSError as e:
+        raise ResultError(str(path), f"cannot read the IP→AS table: {e.strerror or e}") from e
+    except ValueError as e:  # a malformed prefix
+        raise ResultError(str(path), f"not an IP→AS table: {e}") from e
 
 
 def asn_table_path(run: RunDir, workload: str, params: dict[str, Any]) -> Path | None:
@@ -48,35 +94,9 @@ def graphs(run: RunDir, workload: str) -> dict[tuple[int, str, str], PathGraph]:
     return {k: PathGraph.from_rows(*ends[k], rows[k]) for k in sorted(rows)}
 
 
-LINKS_KIND = "traceroute-links"
-
-
-TRACES_KIND = "traceroute-traces"
-
-
-ASN_TABLE = "asn-table.csv"
-
-
-_STR = pa.dictionary(pa.int16(), pa.string())
-
-
-LINKS_SCHEMA = pa.schema([
-    ("repetition", pa.int16()), ("src", _STR), ("dst", _STR), ("src_addr", pa.string()),
-    ("dst_addr", pa.string()), ("method", _STR), ("from_node", pa.string()), ("to_node", pa.string()),
-    ("ttl", pa.int16()), ("probes", pa.int32()), ("replies", pa.int32()), ("rtt_min_us", pa.float64()),
-])
-
-
-TRACES_SCHEMA = pa.schema([
-    ("repetition", pa.int16()), ("src", _STR), ("dst", _STR), ("src_addr", pa.string()),
-    ("dst_addr", pa.string()), ("method", _STR), ("confidence", pa.int16()), ("start_s", pa.float64()),
-    ("probes", pa.int32()), ("nodes", pa.int32()), ("reached", pa.bool_()), ("rtt_min_us", pa.float64()),
-])
-
-
 def trace_tables(traces: list[tuple[str, Trace]], by_addr: dict[str, str],
                  repetition: int) -> tuple[pa.Table, pa.Table]:
-    """The links and traces tables of one trial (schemas in the module docstring)."""
+    """The links and traces tables of one trial (layout in the module docstring)."""
     links: dict[str, list[Any]] = {f.name: [] for f in LINKS_SCHEMA}
     trs: dict[str, list[Any]] = {f.name: [] for f in TRACES_SCHEMA}
     for src_host, t in traces:

@@ -29,7 +29,7 @@ from cloudbench.analysis.paths import (
 from cloudbench.core.tables import fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
-from cloudbench.workloads.traceroute.data import asn_table_path, graphs
+from cloudbench.workloads.traceroute.data import asn_table_path, graphs, load_prefix_table
 
 PATH_TABLES = ("paths", "hops", "diamonds", "changes", "inflation")
 
@@ -49,7 +49,7 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
     name = w["name"]
     gs = graphs(run, name)
     table_path = asn_table_path(run, name, w)
-    table = PrefixTable.from_csv(table_path) if table_path is not None else None
+    table = load_prefix_table(table_path) if table_path is not None else None
     labels = manifest.labels()
     coords = _coords(manifest)
     out: dict[str, Any] = {"kind": "traceroute", "asn_table": str(table_path or ""),
@@ -121,7 +121,7 @@ def _table(title: str, rows: list[dict[str, Any]], cols: list[str]) -> Table:
 def write_figures(run: RunDir, wname: str, w: dict[str, Any], out: Path) -> list[Path]:
     """A PNG of each pair's MDA graph (its latest repetition) under ``out/paths/``."""
     written: list[Path] = []
-    table = PrefixTable.from_csv(Path(w["asn_table"])) if w.get("asn_table") else None
+    table = load_prefix_table(Path(w["asn_table"])) if w.get("asn_table") else None
     latest: dict[tuple[str, str], tuple[int, PathGraph]] = {}
     for (rep, src, dst), g in graphs(run, wname).items():
         latest[(src, dst)] = (rep, g)

@@ -31,7 +31,6 @@ from cloudbench.workloads.tbdrain.report import section as drain_section
 from cloudbench.workloads.tbdrain.summaries import drain_summaries
 from cloudbench.workloads.throughput.controller import (
     THROUGHPUT_SCHEMA,
-    bursts,
     client_config,
     throughput_table,
 )
@@ -120,12 +119,12 @@ def test_one_trial_per_pair_and_the_planner_shuffles_them() -> None:
 
 
 def test_bursts_of_each_pattern() -> None:
-    assert bursts(workload("tcp")) == [{"seconds": 5.0, "stop": "time"}]
-    onoff = bursts(workload("onoff"))
+    assert workload("tcp").bursts() == [{"seconds": 5.0, "stop": "time"}]
+    onoff = workload("onoff").bursts()
     assert len(onoff) == 2 and onoff[0] == {"seconds": 10.0, "stop": "time", "pause_after_s": 30.0}
-    assert [b["stop"] for b in bursts(workload("tbdrain"))] == ["drain", "drain"]
+    assert [b["stop"] for b in workload("tbdrain").bursts()] == ["drain", "drain"]
     one = TbDrainWorkload.model_validate({"kind": "tbdrain"})
-    assert len(bursts(one)) == 1
+    assert len(one.bursts()) == 1
 
 
 def _host(name: str, addr: str) -> HostAccess:

@@ -6,7 +6,7 @@
  *
  *   cbfwd CONFIG
  *
- * CONFIG (written by cloudbench/wan.py; times in ns; one directive per line):
+ * CONFIG (written by cloudbench/providers/netns/wan.py; times in ns; one directive per line):
  *   epoch NS                 CLOCK_MONOTONIC time that schedule times count from
  *   ready PATH               file created once every TUN is attached
  *   stats PATH               JSON counters written on exit
