@@ -16,30 +16,63 @@ SCHEMA_KEY = b"cloudbench.schema"
 KIND_KEY = b"cloudbench.kind"
 
 
+class ParquetStream:
+    """A Parquet file written in parts (row groups) in bounded memory, versioned and atomic.
+
+    ``with ParquetStream(path, schema, kind) as out: out.write(table)`` for each part;
+    the file appears at ``path`` only when the block ends without an error (then
+    ``out.sha256`` is its checksum); on an error the partial file is removed. zstd at
+    ``level``; ``encodings`` maps columns to Parquet encodings (e.g. BYTE_STREAM_SPLIT),
+    the other string, dictionary and boolean columns are dictionary-encoded.
+    """
+
+    def __init__(self, path: Path, schema: pa.Schema, kind: str, level: int = 9, **encodings: str) -> None:
+        meta = dict(schema.metadata or {})
+        meta[SCHEMA_KEY] = str(formats.PARQUET.current).encode()
+        meta[KIND_KEY] = kind.encode()
+        self.path = path
+        self.schema = schema.with_metadata(meta)
+        self.tmp = path.with_name(path.name + ".tmp")
+        self.kwargs: dict[str, Any] = {"compression": "zstd", "compression_level": level}
+        if encodings:
+            self.kwargs["use_dictionary"] = [
+                f.name for f in schema if f.name not in encodings and _is_dict_candidate(f.type)]
+            self.kwargs["column_encoding"] = dict(encodings)
+        self.rows = 0
+        self.sha256 = ""
+        self._writer: pq.ParquetWriter | None = None
+
+    def __enter__(self) -> ParquetStream:
+        self._writer = pq.ParquetWriter(self.tmp, self.schema, **self.kwargs)
+        return self
+
+    def write(self, table: pa.Table) -> None:
+        """Append ``table`` (this stream's schema) as one or more row groups."""
+        assert self._writer is not None, "write inside the with block"
+        self._writer.write_table(table.replace_schema_metadata(self.schema.metadata))
+        self.rows += table.num_rows
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        writer, self._writer = self._writer, None
+        try:
+            if writer is not None:
+                writer.close()
+            if exc_type is None:
+                self.tmp.replace(self.path)
+                self.sha256 = sha256_file(self.path)
+        finally:
+            if exc_type is not None or not self.sha256:
+                self.tmp.unlink(missing_ok=True)
+
+
 def write_parquet(path: Path, table: pa.Table, kind: str, level: int = 9, **encodings: str) -> str:
     """Write ``table`` (zstd at ``level``) with the schema key; returns the file's sha256."""
-    meta = dict(table.schema.metadata or {})
-    meta[SCHEMA_KEY] = str(formats.PARQUET.current).encode()
-    meta[KIND_KEY] = kind.encode()
-    table = table.replace_schema_metadata(meta)
-    tmp = path.with_name(path.name + ".tmp")
-    kwargs: dict[str, Any] = {"compression": "zstd", "compression_level": level}
-    if encodings:
-        kwargs["use_dictionary"] = [
-            c for c in table.column_names if c not in encodings and _is_dict_candidate(table, c)
-        ]
-        kwargs["column_encoding"] = dict(encodings)
-    try:
-        pq.write_table(table, tmp, **kwargs)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return sha256_file(path)
+    with ParquetStream(path, table.schema, kind, level, **encodings) as out:
+        out.write(table)
+    return out.sha256
 
 
-def _is_dict_candidate(table: pa.Table, col: str) -> bool:
-    t = table.schema.field(col).type
+def _is_dict_candidate(t: pa.DataType) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_dictionary(t) or pa.types.is_boolean(t))
 
 

@@ -31,14 +31,14 @@ from cloudbench.errors import RemoteError, RemoteFailure, ResultError
 from cloudbench.spec.model import Spec
 from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
-from cloudbench.store.parquet import write_parquet
+from cloudbench.store.parquet import ParquetStream
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow
 from cloudbench.workloads.base import PairSet, Trial, TrialContext, TrialOutcome, WorkloadKind, ticking
 from cloudbench.workloads.echo import report
 from cloudbench.workloads.echo.data import load_echo
 from cloudbench.workloads.echo.params import EchoWorkload
-from cloudbench.workloads.echo.reader import FLAG_CONN_LOST, FLAG_TIMEOUT, FLAG_WARMUP, read_echo_file
+from cloudbench.workloads.echo.reader import FLAG_CONN_LOST, FLAG_TIMEOUT, FLAG_WARMUP, EchoFile, open_echo_file
 from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
 
 CONNECT_TIMEOUT_S = 10.0
@@ -134,13 +134,13 @@ class EchoKind(WorkloadKind):
 
         async with ticking(ctx, "", limit - 30):
             results = await ctx.remote.fan_out(one, hosts)
-        parts: list[tuple[str, dict[str, Any], np.ndarray]] = []
+        opened: list[tuple[str, EchoFile]] = []
         for r in outcome.succeeded(results):
             info = r.value
             local = Path(info.pop("local"))
             cmd, tail = info.pop("command"), info.pop("stderr_tail")
             try:
-                header, rec = read_echo_file(local)
+                opened.append((r.host, open_echo_file(local)))
             except ResultError as e:  # one bad file costs that host only
                 outcome.failures.append(RemoteFailure(r.host, cmd, info["exit_code"], tail, str(e)))
                 continue
@@ -148,14 +148,18 @@ class EchoKind(WorkloadKind):
                 outcome.failures.append(RemoteFailure(
                     r.host, cmd, info["exit_code"], tail, "worker exited early; its rows are kept"))
             outcome.stats[r.host] = info
-            parts.append((r.host, header, rec))
-        if parts:
+        if opened:
             rel = f"{w.name}/{tag}.parquet"
             dest = ctx.run.path / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
-            table = echo_table(parts, {i: n for n, i in ids.items()}, ctx.trial.repetition)
-            outcome.files[rel] = write_parquet(dest, table, kind="echo", level=_ZSTD_LEVEL, **_ENCODINGS)
-            outcome.rows = table.num_rows
+            names = {i: n for n, i in ids.items()}
+            with ParquetStream(dest, ECHO_SCHEMA, "echo", _ZSTD_LEVEL, **_ENCODINGS) as out:
+                for host, f in opened:  # host by host, chunk by chunk: memory bounded by a chunk
+                    for chunk in f.chunks():
+                        out.write(echo_host_table(host, int(f.header["t0_ns"]), chunk, names,
+                                                  ctx.trial.repetition))
+            outcome.files[rel] = out.sha256
+            outcome.rows = out.rows
         for r in results:
             if r.ok:  # the Parquet file holds every row; the raw file is redundant
                 (ctx.run.path / "raw" / f"{tag}-{r.host}.bin").unlink(missing_ok=True)
@@ -173,36 +177,45 @@ class EchoKind(WorkloadKind):
         report.render(name, section, console, options)
 
 
-def echo_table(parts: list[tuple[str, dict[str, Any], np.ndarray]], names: dict[int, str],
-               repetition: int) -> pa.Table:
-    """Merge per-host worker records into one typed table, sorted by (src, dst, round)."""
-    cols_by_host: list[dict[str, np.ndarray]] = []
-    for host, header, rec in parts:
-        t0 = int(header["t0_ns"])
-        timeout = (rec["flags"] & FLAG_TIMEOUT) != 0
-        rtt = rec["recv_ns"].astype(np.int64) - rec["send_ns"].astype(np.int64)
-        order = np.lexsort((rec["round"], rec["peer"]))
-        cols_by_host.append({
-            "round": rec["round"][order].astype(np.int32),
-            "src": np.full(len(rec), host, dtype=object),
-            "dst": np.array([names.get(int(p), f"#{int(p)}") for p in rec["peer"][order]], dtype=object),
-            "send_us": ((rec["send_ns"][order].astype(np.int64) - t0) // 1000),
-            "rtt_ns": np.where(timeout[order], 0, np.maximum(rtt[order], 0)).astype(np.int64),
-            "timeout": timeout[order],
-            "warmup": ((rec["flags"] & FLAG_WARMUP) != 0)[order],
-            "conn_lost": ((rec["flags"] & FLAG_CONN_LOST) != 0)[order],
-        })
-    cols = {k: np.concatenate([p[k] for p in cols_by_host]) for k in cols_by_host[0]}
-    n = len(cols["round"])
+def echo_host_table(host: str, t0_ns: int, rec: np.ndarray, names: Mapping[int, str],
+                    repetition: int) -> pa.Table:
+    """One host's records (any order) as rows of :data:`ECHO_SCHEMA`, sorted by (dst, round).
+
+    Vectorised: host names enter only as the dictionaries of ``src`` and ``dst``
+    (the campaign's names in id order, then ``#<id>`` for peer ids it does not know).
+    """
+    ids = np.array(sorted(names), dtype=np.int64)
+    order = np.lexsort((rec["round"], rec["peer"]))
+    rec = rec[order]
+    peer = rec["peer"].astype(np.int64)
+    pos = np.searchsorted(ids, peer)
+    known = ids[np.minimum(pos, len(ids) - 1)] == peer if len(ids) else np.zeros(len(peer), dtype=bool)
+    unknown = np.unique(peer[~known])
+    labels = [names[int(i)] for i in ids] + [f"#{int(p)}" for p in unknown]
+    if host not in labels:
+        labels.append(host)
+    dictionary = pa.array(labels, pa.string())
+    dst = np.where(known, pos, len(ids) + np.searchsorted(unknown, peer)).astype(np.int16)
+    src = np.full(len(rec), labels.index(host), dtype=np.int16)
+    timeout = (rec["flags"] & FLAG_TIMEOUT) != 0
+    rtt = rec["recv_ns"].astype(np.int64) - rec["send_ns"].astype(np.int64)
     arrays = [
-        pa.array(np.full(n, repetition, dtype=np.int16)),
-        pa.array(cols["round"]),
-        pa.array(cols["src"].tolist(), pa.string()).dictionary_encode().cast(ECHO_SCHEMA.field("src").type),
-        pa.array(cols["dst"].tolist(), pa.string()).dictionary_encode().cast(ECHO_SCHEMA.field("dst").type),
-        pa.array(cols["send_us"]),
-        pa.array(cols["rtt_ns"], mask=cols["timeout"]),
-        pa.array(cols["timeout"]),
-        pa.array(cols["warmup"]),
-        pa.array(cols["conn_lost"]),
+        pa.array(np.full(len(rec), repetition, dtype=np.int16)),
+        pa.array(rec["round"].astype(np.int32)),
+        pa.DictionaryArray.from_arrays(pa.array(src), dictionary),
+        pa.DictionaryArray.from_arrays(pa.array(dst), dictionary),
+        pa.array((rec["send_ns"].astype(np.int64) - t0_ns) // 1000),
+        pa.array(np.where(timeout, 0, np.maximum(rtt, 0)), mask=timeout),
+        pa.array(timeout),
+        pa.array((rec["flags"] & FLAG_WARMUP) != 0),
+        pa.array((rec["flags"] & FLAG_CONN_LOST) != 0),
     ]
     return pa.Table.from_arrays(arrays, schema=ECHO_SCHEMA)
+
+
+def echo_table(parts: list[tuple[str, dict[str, Any], np.ndarray]], names: Mapping[int, str],
+               repetition: int) -> pa.Table:
+    """Per-host worker records merged into one table, sorted by (src, dst, round) (small trials, tests)."""
+    tables = [echo_host_table(host, int(header["t0_ns"]), rec, names, repetition)
+              for host, header, rec in parts]
+    return pa.concat_tables(tables).unify_dictionaries().combine_chunks()

@@ -19,6 +19,8 @@ history is :data:`cloudbench.store.formats.ECHO_RAW`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,29 +62,63 @@ REQUIRED_HEADER_KEYS = (
 )
 
 
-def read_echo_file(path: Path) -> tuple[dict[str, Any], np.ndarray]:
-    """Read one worker file: its header and its records sorted by (round, peer).
+CHUNK_RECORDS = 1 << 22  # records per read: 96 MiB on disk, ~130 MiB as arrays
 
-    A truncated final record (a worker killed mid-write) is dropped and
+
+@dataclass(frozen=True)
+class EchoFile:
+    """One worker file opened: its checked header, where the records start, how many there are."""
+
+    path: Path
+    header: dict[str, Any]
+    offset: int  # byte offset of the first record
+    records: int  # whole records (a truncated last one is not counted)
+
+    def chunks(self, size: int = CHUNK_RECORDS) -> Iterator[np.ndarray]:
+        """The records in file (completion) order, at most ``size`` at a time, as ``ECHO_DTYPE``."""
+        left = self.records
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                while left > 0:
+                    n = min(size, left)
+                    disk = np.fromfile(f, dtype=_DISK_DTYPE, count=n)
+                    if len(disk) != n:
+                        raise ResultError(str(self.path), "echo file shrank while it was read")
+                    out = np.empty(n, dtype=ECHO_DTYPE)
+                    for name in ECHO_DTYPE.names or ():
+                        out[name] = disk[name]
+                    left -= n
+                    yield out
+        except OSError as e:
+            raise ResultError(str(self.path), f"cannot read echo file: {e}") from e
+
+
+def open_echo_file(path: Path) -> EchoFile:
+    """Read and check a worker file's header; the records are read later, in chunks.
+
+    A truncated final record (a worker killed mid-write) is not counted and
     ``header["truncated"]`` is set to True (False otherwise). Raises
     :class:`ResultError` for a bad magic, an unknown schema or a bad header.
     """
+    path = Path(path)
     try:
-        data = Path(path).read_bytes()
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(len(MAGIC) + 4)
+            if not head.startswith(MAGIC):
+                raise ResultError(str(path), f"not an echo worker file (magic {head[:8]!r}, "
+                                             f"expected {MAGIC!r})")
+            if len(head) < len(MAGIC) + 4:
+                raise ResultError(str(path), "echo file ends before its header length")
+            n = int.from_bytes(head[len(MAGIC):], "big")
+            raw = f.read(n) if n <= MAX_HEADER_BYTES else b""
     except OSError as e:
         raise ResultError(str(path), f"cannot read echo file: {e}") from e
-    if not data.startswith(MAGIC):
-        raise ResultError(str(path), f"not an echo worker file (magic {data[:8]!r}, "
-                                     f"expected {MAGIC!r})")
-    pos = len(MAGIC)
-    if len(data) < pos + 4:
-        raise ResultError(str(path), "echo file ends before its header length")
-    n = int.from_bytes(data[pos:pos + 4], "big")
-    pos += 4
-    if n > MAX_HEADER_BYTES or len(data) < pos + n:
+    if n > MAX_HEADER_BYTES or len(raw) < n:
         raise ResultError(str(path), f"echo header of {n} bytes is truncated or too large")
     try:
-        header = json.loads(data[pos:pos + n].decode("utf-8"))
+        header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise ResultError(str(path), f"echo header is not valid JSON: {e}") from e
     if not isinstance(header, dict):
@@ -93,16 +129,22 @@ def read_echo_file(path: Path) -> tuple[dict[str, Any], np.ndarray]:
         raise ResultError(str(path), f"echo header lacks {', '.join(missing)}")
     if header["clock"] != "CLOCK_MONOTONIC" or not isinstance(header["t0_ns"], int):
         raise ResultError(str(path), "echo header has an unknown clock or no integer t0_ns")
-    pos += n
-    body = len(data) - pos
-    whole = body - body % RECORD_SIZE
-    header["truncated"] = whole != body
-    disk = np.frombuffer(data, dtype=_DISK_DTYPE, count=whole // RECORD_SIZE, offset=pos)
-    records = np.empty(len(disk), dtype=ECHO_DTYPE)
-    for name in ECHO_DTYPE.names or ():
-        records[name] = disk[name]
+    offset = len(MAGIC) + 4 + n
+    body = size - offset
+    header["truncated"] = body % RECORD_SIZE != 0
+    return EchoFile(path, header, offset, body // RECORD_SIZE)
+
+
+def read_echo_file(path: Path) -> tuple[dict[str, Any], np.ndarray]:
+    """One worker file whole: its header and its records sorted by (round, peer).
+
+    For files of any size use :func:`open_echo_file` and read its chunks.
+    """
+    f = open_echo_file(path)
+    parts = list(f.chunks())
+    records = np.concatenate(parts) if parts else np.empty(0, dtype=ECHO_DTYPE)
     records.sort(order=["round", "peer"], kind="stable")
-    return header, records
+    return f.header, records
 
 
 __all__ = [
@@ -113,5 +155,7 @@ __all__ = [
     "FLAG_WARMUP",
     "MAGIC",
     "SCHEMA",
+    "EchoFile",
+    "open_echo_file",
     "read_echo_file",
 ]
