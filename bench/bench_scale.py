@@ -12,7 +12,7 @@ Targets (issue "StormCloud's headline run"): ingest of the 6-hour trial ≤ 120 
 the report on 138 M rows against an exact DuckDB percentile query (needs the
 out-of-core engine).
 
-Usage: python3 bench/bench_scale.py [--hours 6] [--levels 3,9,19] [--dir DIR]
+Usage: python3 bench/bench_scale.py [--hours 6] [--levels 9,12,19] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cloudbench.workers.echo import FLAG_TIMEOUT, MAGIC, RECORD, SCHEMA  # noqa: E402
+from cloudbench.workloads.echo.controller import _ZSTD_LEVEL as ZSTD_LEVEL  # noqa: E402
 
 HOSTS = 8
 RATE = 100.0
@@ -108,14 +109,15 @@ def main() -> int:
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hours", type=float, default=6.0, help="trial length (6 h = 138 M observations)")
-    ap.add_argument("--levels", default="3,9,19", help="zstd levels to measure, comma-separated")
+    ap.add_argument("--levels", default=str(ZSTD_LEVEL),
+                    help=f"zstd levels to measure, comma-separated (default: cloudbench's, {ZSTD_LEVEL})")
     ap.add_argument("--dir", type=Path, default=None, help="where to generate (default: a temp dir)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(dir=args.dir))
     try:
         t0 = time.perf_counter()
         files = generate(work, args.hours)
-        rows = sum(f.stat().st_size for _, f in files) // RECORD.size
+        rows = int(args.hours * 3600 * RATE) * HOSTS * HOSTS
         print(f"generated {rows:,} echo observations ({HOSTS} hosts × {HOSTS} peers × {RATE:g}/s × "
               f"{args.hours:g} h) in {time.perf_counter() - t0:.0f} s", flush=True)
         scale = 6.0 / args.hours

@@ -28,6 +28,7 @@ from cloudbench.errors import RemoteError, RemoteFailure
 
 T = TypeVar("T")
 STDERR_TAIL = 2000
+GET_ATTEMPTS = 3  # copies of a pulled file before its host counts as failed
 
 
 @dataclass
@@ -175,19 +176,29 @@ class Remote:
                                                 "checksum after upload differs"))
 
     async def get(self, host: HostAccess, remote_path: str, local_path: Path,
-                  sha256: str | None = None) -> str:
-        """Copy a file back; verify against ``sha256`` (or the host's own checksum)."""
+                  sha256: str | None = None, attempts: int = GET_ATTEMPTS) -> str:
+        """Copy a file back; verify against ``sha256`` (or the host's own checksum).
+
+        A failed or damaged copy is fetched again, up to ``attempts`` times; the file on
+        the host is left as it is, so nothing measured is lost by a bad transfer.
+        """
         conn = await self.connect(host)
         if sha256 is None:
             sha256 = (await self.checksums(host, [remote_path])).get(remote_path)
         local_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            async with conn.start_sftp_client() as sftp:
-                await sftp.get(remote_path, str(local_path))
-        except (asyncssh.SFTPError, OSError) as e:
-            raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, str(e),
-                                            "download failed")) from e
-        return check_download(host, remote_path, sha256_file(local_path), sha256)
+        for attempt in range(1, attempts + 1):
+            try:
+                try:
+                    async with conn.start_sftp_client() as sftp:
+                        await sftp.get(remote_path, str(local_path))
+                except (asyncssh.SFTPError, OSError) as e:
+                    raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, str(e),
+                                                    f"download failed (attempt {attempt} of {attempts})")) from e
+                return check_download(host, remote_path, sha256_file(local_path), sha256)
+            except RemoteError:
+                if attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     async def write_text(self, host: HostAccess, remote_path: str, text: str) -> None:
         """Create a small file on the host (configs) in one round trip."""

@@ -72,6 +72,14 @@ def write_parquet(path: Path, table: pa.Table, kind: str, level: int = 9, **enco
     return out.sha256
 
 
+def read_parquet_rows(path: Path) -> int:
+    """The number of rows a Parquet file holds, from its footer (nothing else is read)."""
+    try:
+        return int(pq.read_metadata(path).num_rows)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise ResultError(str(path), f"not a readable Parquet file (truncated or corrupted?): {e}") from e
+
+
 def _is_dict_candidate(t: pa.DataType) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_dictionary(t) or pa.types.is_boolean(t))
 

@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.errors import RemoteError, RemoteFailure
-from cloudbench.remote import STDERR_TAIL, CommandResult, Remote, check_download
+from cloudbench.remote import GET_ATTEMPTS, STDERR_TAIL, CommandResult, Remote, check_download
 
 Op = Literal["connect", "run", "put", "get", "write_text", "checksums"]
 
@@ -280,7 +280,8 @@ class FakeRemote(Remote):
             self.add_file(host.name, path, Path(f).read_bytes())
 
     async def get(self, host: HostAccess, remote_path: str, local_path: Path,
-                  sha256: str | None = None) -> str:
+                  sha256: str | None = None, attempts: int = GET_ATTEMPTS) -> str:
+        # one copy of each file: another attempt would read the same bytes
         await self.connect(host)
         self.calls.append(Call(host.name, "get", _norm(remote_path)))
         data = self.files.get((host.name, _norm(remote_path)))

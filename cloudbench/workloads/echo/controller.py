@@ -31,7 +31,7 @@ from cloudbench.errors import RemoteError, RemoteFailure, ResultError
 from cloudbench.spec.model import Spec
 from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
-from cloudbench.store.parquet import ParquetStream
+from cloudbench.store.parquet import ParquetStream, read_parquet_rows
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow
 from cloudbench.workloads.base import PairSet, Trial, TrialContext, TrialOutcome, WorkloadKind, ticking
@@ -60,7 +60,10 @@ ECHO_SCHEMA = pa.schema(
 # Measured on testbed runs (bytes/row): rtt_ns DELTA 2.85, PLAIN 2.93, BYTE_STREAM_SPLIT 2.49;
 # send_us DELTA 2.03, BYTE_STREAM_SPLIT 1.33 (zstd 19). Lossless, unlike rounding RTTs.
 _ENCODINGS = {"round": "DELTA_BINARY_PACKED", "send_us": "BYTE_STREAM_SPLIT", "rtt_ns": "BYTE_STREAM_SPLIT"}
-_ZSTD_LEVEL = 19
+# zstd level, by measurement (bench/bench_scale.py; quickstart testbed rows re-encoded):
+# level 9: 3.84 B/row real, 4.0 M rows/s ingest; 12: 3.69 B/row real, 2.8 M rows/s (6 h trial
+# ≈ 50 s); 15: 3.58, 1.7 M rows/s; 19: 3.57, 0.6 M rows/s (6 h ≈ 230 s, over the 120 s budget).
+_ZSTD_LEVEL = 12
 
 
 class EchoKind(WorkloadKind):
@@ -160,9 +163,15 @@ class EchoKind(WorkloadKind):
                                                   ctx.trial.repetition))
             outcome.files[rel] = out.sha256
             outcome.rows = out.rows
-        for r in results:
-            if r.ok:  # the Parquet file holds every row; the raw file is redundant
-                (ctx.run.path / "raw" / f"{tag}-{r.host}.bin").unlink(missing_ok=True)
+            # The raw files go only once the Parquet file is on disk and holds every row.
+            expected, written = sum(f.records for _, f in opened), read_parquet_rows(dest)
+            if written == out.rows == expected:
+                for _, f in opened:
+                    f.path.unlink(missing_ok=True)
+            else:
+                outcome.failures.append(RemoteFailure(
+                    "*", f"ingest {rel}", None, "", f"the Parquet file holds {written} rows, the workers' "
+                    f"files {expected}; the raw files are kept under raw/"))
         return outcome
 
     def summarize(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[SummaryRow]:
