@@ -636,3 +636,52 @@ def test_reader_reads_what_the_worker_wrote_byte_for_byte(tmp_path: Path) -> Non
     _, rec = read_echo_file(path)
     assert rec.tolist() == [(2**32 - 1, 65535, 15, -5, 2**62)]
     assert os.path.getsize(path) % 24 == (len(MAGIC) + 4 + len(blob)) % 24
+
+
+def tree_rss_kib(pid: int) -> int:
+    """RSS of a process and its children (the sender and its echo-server child)."""
+    total = rss_kib(pid)
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        total += rss_kib(int(child))
+    return total
+
+
+@pytest.mark.slow
+def test_memory_stays_flat_over_a_long_fast_trial(tmp_path: Path) -> None:
+    """2,000 rounds/s for 60 s to 2 peers: every (round, peer) row is there, RSS does not grow.
+
+    Rows stream to the file and per-peer state is bounded, so what a worker holds after
+    10 s is what it holds after 55 s (a 6-hour trial is the same loop, longer).
+    """
+    rate, seconds = 2000.0, 60.0
+    configs = mesh(2, rate=rate, duration_s=seconds, warmup_s=0.0, timeout_s=1.0)
+    cmds, outs = [], []
+    for cfg in configs:
+        cfg_path = tmp_path / f"{cfg['host']}.json"
+        cfg_path.write_text(json.dumps(cfg))
+        outs.append(tmp_path / f"{cfg['host']}.bin")
+        cmds.append([sys.executable, str(WORKER), "run", str(cfg_path), str(outs[-1])])
+    samples: dict[int, list[tuple[float, int]]] = {}
+    with started(cmds, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as procs:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < seconds - 3 and all(p.poll() is None for p in procs):
+            for i, p in enumerate(procs):
+                with contextlib.suppress(OSError, AssertionError):
+                    samples.setdefault(i, []).append((time.monotonic() - t0, tree_rss_kib(p.pid)))
+            time.sleep(1.0)
+        results = [p.communicate(timeout=seconds) for p in procs]
+    rounds = int(rate * seconds)
+    for (stdout, stderr), out, proc in zip(results, outs, procs, strict=True):
+        assert proc.returncode == 0, stderr
+        summary = json.loads(stdout.strip().splitlines()[-1])
+        _, rec = read_echo_file(out)
+        assert summary["rows"] == len(rec) and summary["errors"] == []
+        assert_complete(rec, rounds, [0, 1])
+    for i, series in samples.items():
+        early = [kib for t, kib in series if 8 <= t <= 15]
+        late = [kib for t, kib in series if t >= seconds - 10]
+        assert early and late, series
+        growth_kib = max(late) - min(early)
+        print(f"\nworker {i}: RSS {min(early) / 1024:.1f} MiB at 8-15 s, {max(late) / 1024:.1f} MiB "
+              f"at {seconds - 10:.0f}+ s ({growth_kib / 1024:+.1f} MiB) over {rounds * 2:,} rows")
+        assert growth_kib <= 4 * 1024, series  # flat: a leak of 100 B per row would add ~14 MiB here
