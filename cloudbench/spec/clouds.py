@@ -85,6 +85,13 @@ def _check_cloud(
     return errors
 
 
+def normalize_controller_cidr(value: str) -> str:
+    """The controller's address as the clouds' firewall rules want it: a network in CIDR form
+    (``203.0.113.7`` → ``203.0.113.7/32``; host bits cleared). ``value`` passed
+    :func:`controller_cidr_error`."""
+    return str(ipaddress.ip_network(value.strip(), strict=False))
+
+
 def controller_cidr_error(value: str) -> str | None:
     try:
         net = ipaddress.ip_network(value, strict=False)

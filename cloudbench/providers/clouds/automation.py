@@ -34,6 +34,7 @@ from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.core.topology import Topology
 from cloudbench.errors import CloudbenchError, ProvisionError, ReapError
 from cloudbench.providers.clouds import common as cc
+from cloudbench.spec.clouds import controller_cidr_error, normalize_controller_cidr
 from cloudbench.store import formats
 
 STATE_DIR = ".pulumi"  # under results/<campaign>/
@@ -54,7 +55,12 @@ class StackRef:
     cloud: str
     project: str
     stack: str
-    state_dir: Path  # results/<campaign>/.pulumi
+    state_dir: Path  # results/<campaign>/.pulumi, always absolute (see __post_init__)
+
+    def __post_init__(self) -> None:
+        # The Pulumi CLI runs in work_dir and resolves relative paths there, so the backend
+        # URL and the passphrase file handed to it must not depend on our working directory.
+        object.__setattr__(self, "state_dir", Path(self.state_dir).resolve())
 
     @property
     def backend_url(self) -> str:
@@ -317,6 +323,10 @@ class PulumiProvider:
                 self.name, "-", "SSH is opened only to the controller's address: set "
                 f"providers.{self.name}.controller_cidr in the spec (or $CLOUDBENCH_CONTROLLER_CIDR) "
                 "to your public address as a /32, e.g. from `curl -s https://checkip.amazonaws.com`")
+        problem = controller_cidr_error(controller)
+        if problem:  # the spec's value was checked with its line; this may be the environment's
+            raise ProvisionError(self.name, "-", f"controller_cidr: {problem}")
+        controller = normalize_controller_cidr(controller)
         while True:  # a stack name is never reused, even by another provider object
             self._count += 1
             stack = f"{Path(workdir).name}-r{self._count:02d}"

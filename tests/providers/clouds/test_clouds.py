@@ -776,3 +776,37 @@ def test_missing_cloud_sdk_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> 
     topo = stormcloud("aws").topology()
     with pytest.raises(ProvisionError, match=r"pip install 'cloudbench\[azure\]'"):
         pp.run_program("azure", topo.to_dict(), settings_for(topo, "azure"))
+
+
+def test_state_paths_handed_to_pulumi_are_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--results results` (relative): the CLI runs in the workspace and would resolve it there."""
+    monkeypatch.chdir(tmp_path)
+    ref = pp.StackRef("aws", "cloudbench-aws", "s1", Path("results") / "c" / ".pulumi")
+    want = tmp_path / "results" / "c" / ".pulumi"
+    assert ref.state_dir == want and ref.backend_url == f"file://{want}"
+    assert ref.passphrase_file == want / "passphrase" and ref.work_dir.is_absolute()
+    lease = Path("results") / "c" / ".pulumi" / "cloudbench-leases" / "x.json"
+    assert pp._ref_from_lease(lease, {"cloud": "aws", "project": "p", "stack": "s"}).state_dir == want
+
+
+@pytest.mark.parametrize(("given", "rule"), [("203.0.113.7", "203.0.113.7/32"),
+                                             ("203.0.113.7/24", "203.0.113.0/24")])
+def test_the_controller_address_reaches_the_firewall_as_a_network(tmp_path: Path, given: str,
+                                                                   rule: str) -> None:
+    spec = parse_spec(stormcloud_yaml("aws").replace(CONTROLLER, given), "aws.yaml")
+    auto = FakeAutomation()
+    run_dir = tmp_path / spec.name / "20250101T000000Z-abcd"
+    run_dir.mkdir(parents=True)
+    cluster = provider(auto, tmp_path, spec).provision(spec.topology(), run_dir)
+    settings = json.loads(auto.config[cluster.stack]["cloudbench:settings"][0])
+    assert settings["controller_cidr"] == rule
+
+
+def test_a_bad_controller_address_from_the_environment_is_refused_before_anything_exists(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = parse_spec(stormcloud_yaml("aws").replace(f"    controller_cidr: {CONTROLLER}\n", ""), "aws.yaml")
+    monkeypatch.setenv("CLOUDBENCH_CONTROLLER_CIDR", "0.0.0.0/0")
+    auto = FakeAutomation()
+    with pytest.raises(ProvisionError, match="would open SSH to"):
+        provider(auto, tmp_path, spec).provision(spec.topology(), tmp_path / spec.name / "r")
+    assert auto.events == []
