@@ -57,12 +57,13 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
         # Outbound only (apt); no inbound rule ever names 0.0.0.0/0.
         aws.ec2.Route(f"route-{r}-internet", route_table_id=rt.id, destination_cidr_block="0.0.0.0/0",
                       gateway_id=igw.id, opts=opts)
+        # Not "sg-…": AWS reserves that prefix and refuses it in the GroupName Pulumi derives.
         groups[r] = aws.ec2.SecurityGroup(
-            f"sg-{r}", vpc_id=vpc.id, description=f"cloudbench {s.campaign} {s.stack}",
+            f"secgroup-{r}", vpc_id=vpc.id, description=f"cloudbench {s.campaign} {s.stack}",
             ingress=ingress_rules(s, plan),
             egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0,
                                                     cidr_blocks=["0.0.0.0/0"])],
-            tags=cc.tags(s, f"sg-{r}"), opts=opts)
+            tags=cc.tags(s, f"secgroup-{r}"), opts=opts)
         vpcs[r], tables[r] = vpc, rt
 
     placement: dict[str, aws.ec2.PlacementGroup] = {}
