@@ -9,6 +9,7 @@ Nothing here imports pulumi.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import re
@@ -119,6 +120,25 @@ def slug(text: str, limit: int = 40) -> str:
     if not s or not s[0].isalpha():
         s = "cb-" + s
     return s[:limit].rstrip("-")
+
+
+GCP_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # RFC 1035, as every GCE resource name
+GCP_AUTONAME_SUFFIX = 8  # Pulumi appends "-" and 7 random characters to a resource's name
+
+
+def gcp_name(text: str) -> str:
+    """A GCE resource name for ``text`` that stays valid after Pulumi's random suffix (≤ 63).
+
+    Names a spec allows (``S_1``) are lowercased and their other characters become
+    ``-``; when that changed the name, a short hash of the original keeps two such
+    names (``S_1``, ``s-1``) apart.
+    """
+    limit = 63 - GCP_AUTONAME_SUFFIX
+    clean = slug(text, limit)
+    if clean != text:
+        digest = hashlib.sha1(text.encode()).hexdigest()[:6]
+        clean = f"{slug(text, limit - 7)}-{digest}"
+    return clean
 
 
 def tags(settings: CloudSettings, name: str | None = None) -> dict[str, str]:

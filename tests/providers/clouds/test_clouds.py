@@ -295,7 +295,7 @@ def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
         assert vm["zone"] == h.zone and vm["machineType"] == "e2-standard-2"
         sid = vm["networkInterfaces"][0]["subnetwork"]
         assert subnets[sid]["region"] == h.region
-        assert mocks.by_id(sid).name == f"subnet-{h.zone}-{h.subnet}"
+        assert mocks.by_id(sid).name == cc.gcp_name(f"subnet-{h.zone}-{h.subnet}")
         assert vm["networkInterfaces"][0]["accessConfigs"] == [{}]
         assert vm["tags"] == [target]
         meta = secret_value(vm["metadata"])  # the map holds the user-data, so all of it is secret
@@ -813,3 +813,18 @@ def test_a_bad_controller_address_from_the_environment_is_refused_before_anythin
     with pytest.raises(ProvisionError, match="would open SSH to"):
         provider(auto, tmp_path, spec).provision(spec.topology(), tmp_path / spec.name / "r")
     assert auto.events == []
+
+
+def test_gcp_names_are_valid_for_subnets_the_spec_allows(mocks: RecordingMocks,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Capitals and `_` are valid in a spec's subnet names and invalid in GCE names."""
+    text = stormcloud_yaml("gcp").replace("s1: {hosts: 3", "Subnet_A: {hosts: 3").replace(
+        "s2: {hosts: 1", "subnet-a: {hosts: 1")
+    topo = parse_spec(text, "gcp.yaml").topology()
+    run_program("gcp", topo, settings_for(topo, "gcp"), monkeypatch)
+    named = [r for r in mocks.resources if r.typ.startswith("gcp:compute/")]
+    names = [str(r.inputs.get("name") or r.name) for r in named]
+    assert len(names) == len(set(names))
+    for name in names:
+        assert cc.GCP_NAME.match(name) and len(name) + cc.GCP_AUTONAME_SUFFIX <= 63, name
+    assert cc.gcp_name("subnet-us-east1-b-Subnet_A") != cc.gcp_name("subnet-us-east1-b-subnet-a")

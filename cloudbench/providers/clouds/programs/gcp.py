@@ -55,7 +55,7 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
     placement: dict[str, gcp.compute.ResourcePolicy] = {}
     hosts_out: dict[str, Any] = {}
     for (r, zone, subnet), members in cc.hosts_by_subnet(topo).items():
-        sn = gcp.compute.Subnetwork(f"subnet-{zone}-{subnet}", network=net.id, region=r,
+        sn = gcp.compute.Subnetwork(cc.gcp_name(f"subnet-{zone}-{subnet}"), network=net.id, region=r,
                                     ip_cidr_range=plan.subnet_cidr[(r, zone, subnet)], project=project)
         if s.placement_group and zone not in placement:
             placement[zone] = gcp.compute.ResourcePolicy(
@@ -66,7 +66,7 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
             arch = "arm64" if catalog.vm_arch("gcp", h.vm_type) == "arm64" else "amd64"
             policy = placement.get(zone)
             vm = gcp.compute.Instance(
-                f"vm-{cc.slug(h.name)}", machine_type=h.vm_type, zone=zone, project=project,
+                cc.gcp_name(f"vm-{h.name}"), machine_type=h.vm_type, zone=zone, project=project,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(
                     auto_delete=True,
                     initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
