@@ -109,6 +109,30 @@ def vm_arch(cloud: str, vm_type: str) -> str:
     return "arm64" if arm else "x86_64"
 
 
+# Machine series the clouds refuse in a packed placement (documented limits):
+# AWS cluster placement groups take no burstable (T) instances; GCP compact placement
+# policies take no shared-core or E2 machines.
+_NO_PACKING = {"aws": re.compile(r"^t\d+[a-z]*\."), "gcp": re.compile(r"^e2-")}
+# GCP series whose boot disk must be Hyperdisk (they have no Persistent Disk).
+_GCP_HYPERDISK = ("c4-", "c4a-", "c4d-", "n4-")
+
+
+def placement_error(cloud: str, vm_type: str) -> str | None:
+    """Why ``vm_type`` cannot join the spec's ``placement_group`` on ``cloud`` (None: it can)."""
+    rule = _NO_PACKING.get(cloud)
+    if rule is None or not rule.match(vm_type.lower()):
+        return None
+    what = {"aws": "a cluster placement group takes no burstable (T) instances",
+            "gcp": "a compact placement policy takes no E2 machines"}[cloud]
+    return (f"{vm_type}: {what}; pick another vm_type (e.g. {'m5.large' if cloud == 'aws' else 'n2-standard-2'}) "
+            "or set placement_group: false")
+
+
+def gcp_boot_disk(vm_type: str) -> str:
+    """The boot disk type a GCE machine of ``vm_type`` accepts (C4, C4A, C4D, N4: Hyperdisk only)."""
+    return "hyperdisk-balanced" if vm_type.lower().startswith(_GCP_HYPERDISK) else "pd-balanced"
+
+
 def continent(cloud: str, region: str) -> str | None:
     info = regions(cloud).get(region)
     return info.continent if info else None

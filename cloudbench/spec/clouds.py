@@ -72,6 +72,9 @@ def _check_cloud(
                     if warn:
                         w = doc.error((*sloc, "vm_type"), warn)
                         warnings.append(f"warning: {w}")
+                    packing = catalog.placement_error(cloud, subnet.vm_type) if prov.placement_group else None
+                    if packing:
+                        errors.append(doc.error((*sloc, "vm_type"), packing))
                 if subnet.cidr is not None:
                     net, msg = _subnet_cidr(subnet.cidr)
                     if msg:

@@ -43,7 +43,7 @@ STORMCLOUD = {
         "us-east-2": {"us-east-2a": {"s5": 1}},
         "us-west-2": {"us-west-2a": {"s6": 1}},
     }),
-    "gcp": ("e2-standard-2", {
+    "gcp": ("n2-standard-2", {
         "us-east1": {"us-east1-b": {"s1": 3, "s2": 1}, "us-east1-c": {"s3": 1}, "us-east1-d": {"s4": 1}},
         "us-east4": {"us-east4-a": {"s5": 1}},
         "us-west1": {"us-west1-a": {"s6": 1}},
@@ -292,7 +292,7 @@ def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
     target = cc.slug(f"cb-{s.stack}", 63)
     for h in topo.hosts:
         vm = vms[h.name]
-        assert vm["zone"] == h.zone and vm["machineType"] == "e2-standard-2"
+        assert vm["zone"] == h.zone and vm["machineType"] == "n2-standard-2"
         sid = vm["networkInterfaces"][0]["subnetwork"]
         assert subnets[sid]["region"] == h.region
         assert mocks.by_id(sid).name == cc.gcp_name(f"subnet-{h.zone}-{h.subnet}")
@@ -828,3 +828,22 @@ def test_gcp_names_are_valid_for_subnets_the_spec_allows(mocks: RecordingMocks,
     for name in names:
         assert cc.GCP_NAME.match(name) and len(name) + cc.GCP_AUTONAME_SUFFIX <= 63, name
     assert cc.gcp_name("subnet-us-east1-b-Subnet_A") != cc.gcp_name("subnet-us-east1-b-subnet-a")
+
+
+@pytest.mark.parametrize(("cloud", "vm_type"), [("aws", "t3.large"), ("aws", "t4g.medium"), ("gcp", "e2-standard-2")])
+def test_placement_on_series_the_cloud_refuses_is_a_spec_error(cloud: str, vm_type: str) -> None:
+    text = stormcloud_yaml(cloud, "placement_group: true", vm_type=vm_type)
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, f"{cloud}.yaml")
+    msgs = str(info.value).splitlines()
+    assert msgs and all(".vm_type]" in m and vm_type in m and "placement_group: false" in m for m in msgs)
+    parse_spec(stormcloud_yaml(cloud, "placement_group: false", vm_type=vm_type), f"{cloud}.yaml")  # fine
+
+
+def test_gcp_machines_without_persistent_disk_boot_from_hyperdisk(mocks: RecordingMocks,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    text = stormcloud_yaml("gcp", vm_type="c4a-standard-2")
+    topo = parse_spec(text, "gcp.yaml").topology()
+    run_program("gcp", topo, settings_for(topo, "gcp"), monkeypatch)
+    disks = {r.inputs["bootDisk"]["initializeParams"]["type"] for r in mocks.of("gcp:compute/instance:Instance")}
+    assert disks == {"hyperdisk-balanced"}

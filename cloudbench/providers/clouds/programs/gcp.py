@@ -70,7 +70,7 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                 boot_disk=gcp.compute.InstanceBootDiskArgs(
                     auto_delete=True,
                     initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                        image=s.image or IMAGE.format(arch=arch), size=BOOT_GB, type="pd-balanced",
+                        image=s.image or IMAGE.format(arch=arch), size=BOOT_GB, type=catalog.gcp_boot_disk(h.vm_type),
                         labels=labels)),
                 network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                     subnetwork=sn.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
