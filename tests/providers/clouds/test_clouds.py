@@ -847,3 +847,21 @@ def test_gcp_machines_without_persistent_disk_boot_from_hyperdisk(mocks: Recordi
     run_program("gcp", topo, settings_for(topo, "gcp"), monkeypatch)
     disks = {r.inputs["bootDisk"]["initializeParams"]["type"] for r in mocks.of("gcp:compute/instance:Instance")}
     assert disks == {"hyperdisk-balanced"}
+
+
+def test_the_cloud_extras_pin_one_major_version_that_is_installed() -> None:
+    """A new major of a provider package renames resources and arguments under the programs."""
+    import tomllib
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    reqs = [Requirement(r) for cloud in ("aws", "gcp", "azure") for r in extras[cloud]]
+    assert {r.name for r in reqs} == {"pulumi", "pulumi-aws", "pulumi-gcp", "pulumi-azure-native"}
+    for r in reqs:
+        upper = [s for s in r.specifier if s.operator == "<"]
+        lower = [s for s in r.specifier if s.operator == ">="]
+        assert upper and lower, f"{r} does not pin a major version"
+        assert int(upper[0].version.split(".")[0]) == int(lower[0].version.split(".")[0]) + 1, r
+        assert r.specifier.contains(version(r.name)), (r, version(r.name))
