@@ -13,6 +13,8 @@ directory (:func:`open_results`), its report (:func:`build_report`,
     run = cloudbench.run_campaign(spec, "experiments/quickstart.yaml", "results")
     report = cloudbench.build_report(run)
     result = cloudbench.confirm(run.path.parent)
+    camp = cloudbench.open("results/quickstart")     # the results as a dataset (notebooks)
+    camp.observations("echo").filter("NOT warmup").df()
 
 Names are imported on first use, so ``import cloudbench`` stays cheap.
 """
@@ -27,6 +29,8 @@ from cloudbench.core.version import __version__
 if TYPE_CHECKING:
     from cloudbench.analysis.confirm import ConfirmParams, ConfirmResult
     from cloudbench.cost import CostEstimate, estimate_cost, spec_prices
+    from cloudbench.dataset import Campaign, Run
+    from cloudbench.dataset import open_campaign as open
     from cloudbench.errors import (
         BudgetError,
         CloudbenchError,
@@ -53,6 +57,9 @@ if TYPE_CHECKING:
     from cloudbench.workloads.base import Trial, TrialOutcome
 
 _API: dict[str, tuple[str, str]] = {
+    "open": ("cloudbench.dataset", "open_campaign"),
+    "Campaign": ("cloudbench.dataset", "Campaign"),
+    "Run": ("cloudbench.dataset", "Run"),
     "CloudbenchError": ("cloudbench.errors", "CloudbenchError"),
     "ExitCode": ("cloudbench.errors", "ExitCode"),
     "SpecError": ("cloudbench.errors", "SpecError"),
@@ -93,6 +100,7 @@ _API: dict[str, tuple[str, str]] = {
 
 __all__ = [
     "BudgetError",
+    "Campaign",
     "CampaignRunner",
     "CloudbenchError",
     "ConfirmParams",
@@ -103,6 +111,7 @@ __all__ = [
     "Manifest",
     "Plan",
     "ResultError",
+    "Run",
     "RunDir",
     "RunUI",
     "Spec",
@@ -118,6 +127,7 @@ __all__ = [
     "estimate_cost",
     "load_spec",
     "make_plan",
+    "open",
     "open_results",
     "parse_spec",
     "render_confirm",

@@ -30,13 +30,11 @@ so read steps in a series that also swings as approximations.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-
-from cloudbench.analysis.latency import EchoData
-from cloudbench.core.topology import GROUP_ORDER
 
 MAD_TO_SIGMA = 1.4826
 
@@ -164,44 +162,22 @@ def detect(times: np.ndarray, values: np.ndarray, *, penalty_k: float = 4.0, ste
     return sorted(out, key=lambda s: (s.time_s, s.kind))
 
 
-def pair_window_medians(d: EchoData, window_s: float) -> list[tuple[tuple[int, int, int, int], np.ndarray, np.ndarray]]:
-    """Median RTT per window for each (repetition, trial, src, dst): (key, starts_s, medians)."""
-    m = d.measured() & ~np.isnan(d.rtt_us)
-    if not m.any():
-        return []
-    w = (d.send_us[m] // int(window_s * 1e6)).astype(np.int64)
-    keys = np.stack([d.repetition[m], d.trial[m], d.src[m], d.dst[m], w])
-    rtt = d.rtt_us[m]
-    order = np.lexsort((rtt, *keys[::-1]))
-    keys, rtt = keys[:, order], rtt[order]
-    change = np.any(np.diff(keys, axis=1) != 0, axis=0)
-    starts = np.concatenate([[0], np.flatnonzero(change) + 1])
-    ends = np.concatenate([starts[1:], [keys.shape[1]]])
-    lo, hi = (starts + ends - 1) // 2, (starts + ends) // 2
-    med = (rtt[lo] + rtt[hi]) / 2.0
-    series: dict[tuple[int, int, int, int], tuple[list[float], list[float]]] = {}
-    for s, v in zip(starts, med, strict=True):
-        r, tr, a, b, wi = (int(x) for x in keys[:, s])
-        ts, vs = series.setdefault((r, tr, a, b), ([], []))
-        ts.append(wi * window_s)
-        vs.append(float(v))
-    return [(k, np.array(ts), np.array(vs)) for k, (ts, vs) in sorted(series.items())]
+Series = tuple[int, str, str, str, np.ndarray, np.ndarray]
+"""(repetition, trial, series name, group, window starts in s, window values) of one series."""
 
 
-def echo_level_shifts(d: EchoData, window_s: float, windows: list[dict[str, Any]] | None = None,
-                      **params: Any) -> list[dict[str, Any]]:
-    """Level shifts of every pair's window medians and of every group's windowed means."""
+def level_shift_rows(pair_series: Sequence[Series], windows: Sequence[dict[str, Any]] | None = None,
+                     **params: Any) -> list[dict[str, Any]]:
+    """Level shifts of every pair's window medians and of every group's windowed means.
+
+    ``pair_series``: per pair (self-loops excluded) its window medians;
+    ``windows``: rows ``repetition, trial, start_s, group, mean`` (the group series).
+    """
     rows: list[dict[str, Any]] = []
-    for (r, tr, a, b), ts, vs in pair_window_medians(d, window_s):
-        if a == b:
-            continue
-        group = ""
-        sel = (d.src == a) & (d.dst == b)
-        if sel.any():
-            group = GROUP_ORDER[int(d.group[sel][0])].value
+    for r, trial, name, group, ts, vs in pair_series:
         for s in detect(ts, vs, **params):
-            rows.append(s.to_row(repetition=r, trial=d.trials[tr], series=f"{d.hosts[a]}>{d.hosts[b]}",
-                                 group=group, statistic="window median"))
+            rows.append(s.to_row(repetition=r, trial=trial, series=name, group=group,
+                                 statistic="window median"))
     by_series: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
     for wrow in windows or []:
         by_series.setdefault((wrow["repetition"], wrow["trial"], wrow["group"]), []).append(

@@ -68,10 +68,13 @@ MANIFEST = Format("manifest", 1, {
     1: "first version: campaign, run_id, status, spec, plan, workers, repetitions with hosts "
        "and facts, trials with files, failures and stats, files with sha256",
 })
-PARQUET = Format("parquet file", 1, {
+PARQUET = Format("parquet file", 2, {
     1: "first version; key `cloudbench.schema` (and `cloudbench.kind`) in the file metadata. "
        "summaries.parquet of throughput/tbdrain runs before the layered package named pair "
        "groups `src->dst`; read_summaries reads them as `src>dst`",
+    2: "echo observation files carry `run_id`, `trial` and the pair's latency `group` as columns "
+       "(a campaign's files are one dataset) and each host's round 0 in UTC µs in the metadata "
+       "(`cloudbench.t0_utc_us`); schema-1 echo files have neither and are labelled from the manifest",
 })
 REPORT = Format("report.json", 2, {
     1: "unversioned; traceroute sections under a top-level `paths`",

@@ -45,4 +45,11 @@ an analysis over your results). Nothing in the package imports this one.
 
         root = make_campaign(tmp_path, "demo", [FakeRun({("rtt_p50_us", "same_zone"): [101.0, 99.5, 100.2]})])
         result = cloudbench.confirm(root)
+
+    ``write_echo_run`` writes a run of the echo workload with synthetic observations
+    in today's Parquet layout (every latency group, warm-up, timeouts, a slow tail,
+    lost rows and a level shift), for reports, ``cloudbench.open`` and other engines::
+
+        run = write_echo_run(tmp_path / "quickstart", repetitions=2, rounds=2000)
+        groups = cloudbench.open(run.path).table("echo", "groups")
 """

@@ -126,3 +126,93 @@ def normal_values(n: int, mean: float, cov: float, seed: int = 0) -> list[float]
     """``n`` i.i.d. normal values with coefficient of variation ``cov``."""
     rng = np.random.default_rng(seed)
     return [float(v) for v in rng.normal(mean, cov * mean, n)]
+
+
+ECHO_TOPOLOGY: tuple[tuple[str, str, str, str], ...] = (
+    # (host, region, zone, subnet): every latency group from self to cross-region
+    ("a-1", "r1", "r1-a", "s1"), ("a-2", "r1", "r1-a", "s1"), ("a-3", "r1", "r1-a", "s2"),
+    ("b-1", "r1", "r1-b", "s3"), ("c-1", "r2", "r2-a", "s4"), ("c-2", "r2", "r2-a", "s4"),
+)
+
+
+def write_echo_run(campaign_dir: Path, *, repetitions: int = 2, rounds: int = 2000, rate: float = 100.0,
+                   warmup_rounds: int = 50, seed: int = 0, workload: str = "echo",
+                   quorums: Sequence[Mapping[str, Any]] = ({"hosts": ["a-1", "a-2", "b-1", "c-1"], "k": [2, 3]},),
+                   window: float = 2.0, step: tuple[str, str, int, float] | None = ("a-1", "c-1", 1200, 800.0),
+                   hosts: Sequence[tuple[str, str, str, str]] = ECHO_TOPOLOGY, chunk_rounds: int = 700) -> RunDir:
+    """A run of the echo workload with synthetic observations in today's Parquet layout.
+
+    Every host sends ``rounds`` rounds to every host (itself included) at ``rate``;
+    RTTs are lognormal with a median set by the pair's latency group, a slow tail
+    (0.5 %), timeouts (0.3 %), rows missing (0.2 %: a connection lost), the first
+    ``warmup_rounds`` flagged as warm-up, and ``step`` (src, dst, round, +µs): a
+    level shift on one pair. Each host's records are ingested in chunks of
+    ``chunk_rounds`` rounds as the controller ingests a worker's file.
+    """
+    from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
+    from cloudbench.store.manifest import HostRecord, TrialRecord
+    from cloudbench.store.parquet import ParquetStream
+    from cloudbench.workers.echo import FLAG_TIMEOUT, FLAG_WARMUP
+    from cloudbench.workloads.echo.controller import _ENCODINGS, ECHO_SCHEMA, echo_host_table, echo_schema_metadata
+
+    rng = np.random.default_rng(seed)
+    start = _BASE_TIME
+    run_id = f"{start:%Y%m%dT%H%M%SZ}-e{seed:03x}"
+    rd = RunDir(Path(campaign_dir) / run_id)
+    (rd.path / workload).mkdir(parents=True, exist_ok=True)
+    names = {i: h[0] for i, h in enumerate(hosts)}
+    specs = [HostSpec(h, "netns", r, z, s, "local") for h, r, z, s in hosts]
+    median_us = {g: 20.0 * (1 + 2 * i) for i, g in enumerate(GROUP_ORDER)}
+    interval_ns = int(1e9 / rate)
+    reps, trials, files = [], [], {}
+    for rep in range(repetitions):
+        t0 = 1_000_000_000_000 + rep * 10**12
+        trial_id = f"r{rep:03d}-t00-{workload}"
+        rel = f"{workload}/{trial_id}.parquet"
+        meta = echo_schema_metadata({h[0]: 1_795_000_000_000_000 + rep * 600_000_000 + i * 1000
+                                     for i, h in enumerate(hosts)}, run_id, trial_id)
+        with ParquetStream(rd.path / rel, ECHO_SCHEMA.with_metadata(meta), "echo", 9, **_ENCODINGS) as out:
+            for src in specs:
+                for c0 in range(0, rounds, chunk_rounds):
+                    rnd = np.repeat(np.arange(c0, min(rounds, c0 + chunk_rounds), dtype=np.int64), len(hosts))
+                    peer = np.tile(np.arange(len(hosts), dtype=np.int64), len(rnd) // len(hosts))
+                    med = np.array([median_us[classify_pair(src, specs[p])] for p in peer])
+                    rtt = rng.lognormal(np.log(med * 1000), 0.3)
+                    rtt[rng.random(len(rnd)) < 0.005] += rng.uniform(2e6, 2e7, 1)[0]
+                    if step is not None and src.name == step[0]:
+                        rtt[(peer == _names_index(names, step[1])) & (rnd >= step[2])] += step[3] * 1000
+                    send = t0 + rnd * interval_ns + rng.integers(0, interval_ns // 4, len(rnd))
+                    timeout = rng.random(len(rnd)) < 0.003
+                    keep = rng.random(len(rnd)) >= 0.002
+                    rec = np.zeros(int(keep.sum()), dtype=[("round", "<u4"), ("peer", "<u2"), ("flags", "u1"),
+                                                           ("send_ns", "<i8"), ("recv_ns", "<i8")])
+                    rec["round"], rec["peer"], rec["send_ns"] = rnd[keep], peer[keep], send[keep]
+                    rec["recv_ns"] = np.where(timeout, 0, send + rtt.astype(np.int64))[keep]
+                    rec["flags"] = (np.where(timeout, FLAG_TIMEOUT, 0) | np.where(rnd < warmup_rounds, FLAG_WARMUP, 0)
+                                    )[keep]
+                    out.write(echo_host_table(src.name, t0, rec, names, rep, run_id=run_id, trial=trial_id,
+                                              labels={h.name: h for h in specs}))
+        files[rel] = out.sha256
+        trials.append(TrialRecord(id=trial_id, repetition=rep, workload=workload, kind="echo",
+                                  status="ok", rows=out.rows, files={rel: out.sha256},
+                                  started_utc=_utc(start + timedelta(minutes=10 * rep))))
+        reps.append(RepetitionRecord(index=rep, provider="netns", status="ok",
+                                     hosts=[HostRecord(name=h.name, labels={
+                                         "provider": h.provider, "region": h.region, "zone": h.zone,
+                                         "subnet": h.subnet, "vm_type": h.vm_type}) for h in specs]))
+    manifest = Manifest(campaign=Path(campaign_dir).name, run_id=run_id, status="complete",
+                        spec={"name": Path(campaign_dir).name, "workloads": [
+                            {"name": workload, "kind": "echo", "rate": rate, "window": window,
+                             "quorums": [dict(q) for q in quorums]}]},
+                        seed=seed, started_utc=_utc(start), repetitions=reps, trials=trials, files=files)
+    save_manifest(rd.manifest_path, manifest)
+    from cloudbench.workloads import workload_kind
+
+    rows = workload_kind("echo").summarize(rd, manifest, manifest.workloads()[0])
+    manifest.files["summaries.parquet"] = write_summaries(rd, rows)
+    save_manifest(rd.manifest_path, manifest)
+    return rd
+
+
+def _names_index(names: Mapping[int, str], name: str) -> int:
+    return next(i for i, n in names.items() if n == name)

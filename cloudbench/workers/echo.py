@@ -1130,7 +1130,7 @@ def _measure(cfg: Config, config_path: str, f: io.FileIO) -> tuple[Sender, list[
                 "peers": [p.as_dict() for p in cfg.peers], "rate": cfg.rate,
                 "payload": cfg.payload, "timeout_s": cfg.timeout_s, "warmup_s": cfg.warmup_s,
                 "duration_s": cfg.duration_s, "rounds": sender.n_rounds, "t0_ns": sender.t0,
-                "rx_stamp": cfg.rx_stamp,
+                "t0_utc_ns": sender.t0 + clock_offset(), "rx_stamp": cfg.rx_stamp,
                 "python": platform.python_version(), "kernel": platform.release(),
             }
             blob = json.dumps(header, separators=(",", ":")).encode("utf-8")

@@ -4,20 +4,15 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from cloudbench.analysis.latency import (
-    PERCENTILES,
-    EchoData,
-    distribution_row,
-    group_table,
-    pair_table,
-    quantiles_sorted,
-    quorum_latencies,
-    windowed_means,
-)
+from cloudbench.analysis.latency import PERCENTILES, distribution_row, quantiles_sorted
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, PairGroup, classify_pair
 from cloudbench.report.render import render_report as render
 from cloudbench.store.manifest import Manifest
 from cloudbench.workloads.echo.report import echo_worker_health
+
+# The row-level implementation the engine is compared with (tests/workloads/echo/test_engine.py):
+# these tests pin its semantics against brute force.
+from tests.workloads.echo.numpy_reference import EchoData, group_table, pair_table, quorum_latencies, windowed_means
 
 
 def h(name: str, region: str = "r1", zone: str = "r1-a", subnet: str = "s1", provider: str = "p") -> HostSpec:

@@ -136,6 +136,16 @@ def parquet_future(tmp: Path, version: int) -> tuple[str, Callable[[], object]]:
 
 
 def parquet_fixture(path: Path, version: int, tmp: Path) -> None:
+    if path.stem.endswith("-echo"):  # echo observations: schema 2 added run_id, trial and group
+        table = read_parquet(path, kind="echo")
+        assert (table.schema.metadata or {})[SCHEMA_KEY] == str(version).encode()
+        assert table.num_rows == 6
+        labelled = {"run_id", "trial", "group"} <= set(table.column_names)
+        assert labelled == (version >= 2)
+        if version >= 2:
+            assert set(table.column("group").to_pylist()) == {"cross_zone"}
+            assert b"cloudbench.t0_utc_us" in (table.schema.metadata or {})
+        return
     table = read_parquet(path, kind=SUMMARY_KIND)  # the summaries of the run of manifest-v1.json
     assert (table.schema.metadata or {})[SCHEMA_KEY] == str(version).encode()
     assert table.column_names == SUMMARY_SCHEMA.names and table.num_rows == 28

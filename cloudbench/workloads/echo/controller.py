@@ -27,6 +27,7 @@ import pyarrow as pa
 from rich.console import Console
 
 from cloudbench.core.cluster import HostAccess
+from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
 from cloudbench.errors import RemoteError, RemoteFailure, ResultError
 from cloudbench.spec.model import Spec
 from cloudbench.store import formats
@@ -36,7 +37,7 @@ from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow
 from cloudbench.workloads.base import PairSet, Trial, TrialContext, TrialOutcome, WorkloadKind, ticking
 from cloudbench.workloads.echo import report
-from cloudbench.workloads.echo.data import load_echo
+from cloudbench.workloads.echo.data import T0_UTC_KEY, aggregate_echo
 from cloudbench.workloads.echo.params import EchoWorkload
 from cloudbench.workloads.echo.reader import FLAG_CONN_LOST, FLAG_TIMEOUT, FLAG_WARMUP, EchoFile, open_echo_file
 from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
@@ -46,10 +47,13 @@ LINGER_S = 3.0
 
 ECHO_SCHEMA = pa.schema(
     [
+        ("run_id", pa.dictionary(pa.int16(), pa.string())),
         ("repetition", pa.int16()),
+        ("trial", pa.dictionary(pa.int16(), pa.string())),
         ("round", pa.int32()),
         ("src", pa.dictionary(pa.int16(), pa.string())),
         ("dst", pa.dictionary(pa.int16(), pa.string())),
+        ("group", pa.dictionary(pa.int8(), pa.string())),
         ("send_us", pa.int64()),
         ("rtt_ns", pa.int64()),
         ("timeout", pa.bool_()),
@@ -57,6 +61,19 @@ ECHO_SCHEMA = pa.schema(
         ("conn_lost", pa.bool_()),
     ]
 )
+"""Echo observations, Parquet schema 2: one row per (sender, peer, round). ``run_id``,
+``trial`` and the pair's latency ``group`` are columns (constant or in long runs, so
+dictionary and RLE make them nearly free), so a campaign's files are one dataset any
+engine can group; ``send_us`` counts from the sender's round 0, whose CLOCK_REALTIME
+the file metadata holds per host (``cloudbench.t0_utc_us``)."""
+
+
+def echo_schema_metadata(t0_utc_us: Mapping[str, int], run_id: str, trial: str) -> dict[bytes, bytes]:
+    """File metadata of an echo observation file: each host's round 0 in UTC µs, run and trial."""
+    return {T0_UTC_KEY: json.dumps(dict(t0_utc_us), sort_keys=True).encode(),
+            b"cloudbench.run_id": run_id.encode(), b"cloudbench.trial": trial.encode()}
+
+
 # Measured on testbed runs (bytes/row): rtt_ns DELTA 2.85, PLAIN 2.93, BYTE_STREAM_SPLIT 2.49;
 # send_us DELTA 2.03, BYTE_STREAM_SPLIT 1.33 (zstd 19). Lossless, unlike rounding RTTs.
 _ENCODINGS = {"round": "DELTA_BINARY_PACKED", "send_us": "BYTE_STREAM_SPLIT", "rtt_ns": "BYTE_STREAM_SPLIT"}
@@ -156,11 +173,15 @@ class EchoKind(WorkloadKind):
             dest = ctx.run.path / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             names = {i: n for n, i in ids.items()}
-            with ParquetStream(dest, ECHO_SCHEMA, "echo", _ZSTD_LEVEL, **_ENCODINGS) as out:
+            t0_utc = {host: int(f.header["t0_utc_ns"]) // 1000 for host, f in opened if "t0_utc_ns" in f.header}
+            meta = echo_schema_metadata(t0_utc, ctx.run.run_id, tag)
+            labels = {h.name: h for h in ctx.cluster.topology.hosts}
+            with ParquetStream(dest, ECHO_SCHEMA.with_metadata(meta), "echo", _ZSTD_LEVEL, **_ENCODINGS) as out:
                 for host, f in opened:  # host by host, chunk by chunk: memory bounded by a chunk
                     for chunk in f.chunks():
                         out.write(echo_host_table(host, int(f.header["t0_ns"]), chunk, names,
-                                                  ctx.trial.repetition))
+                                                  ctx.trial.repetition, run_id=ctx.run.run_id, trial=tag,
+                                                  labels=labels))
             outcome.files[rel] = out.sha256
             outcome.rows = out.rows
             # The raw files go only once the Parquet file is on disk and holds every row.
@@ -175,8 +196,9 @@ class EchoKind(WorkloadKind):
         return outcome
 
     def summarize(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[SummaryRow]:
-        d = load_echo(run, manifest, params["name"])
-        return echo_summaries(run, d, params["name"], spec_quorums(manifest, params))
+        agg = aggregate_echo(run, manifest, params["name"], float(params.get("window", 30.0)),
+                             spec_quorums(manifest, params))
+        return echo_summaries(run, agg, params["name"])
 
     def report_section(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
         return report.section(run, manifest, params)
@@ -186,12 +208,14 @@ class EchoKind(WorkloadKind):
         report.render(name, section, console, options)
 
 
-def echo_host_table(host: str, t0_ns: int, rec: np.ndarray, names: Mapping[int, str],
-                    repetition: int) -> pa.Table:
+def echo_host_table(host: str, t0_ns: int, rec: np.ndarray, names: Mapping[int, str], repetition: int,
+                    *, run_id: str = "", trial: str = "", labels: Mapping[str, HostSpec] | None = None) -> pa.Table:
     """One host's records (any order) as rows of :data:`ECHO_SCHEMA`, sorted by (dst, round).
 
     Vectorised: host names enter only as the dictionaries of ``src`` and ``dst``
-    (the campaign's names in id order, then ``#<id>`` for peer ids it does not know).
+    (the campaign's names in id order, then ``#<id>`` for peer ids it does not know);
+    the latency group of each peer (from ``labels``; empty where a host is unknown)
+    is computed once per peer and broadcast.
     """
     ids = np.array(sorted(names), dtype=np.int64)
     order = np.lexsort((rec["round"], rec["peer"]))
@@ -200,19 +224,28 @@ def echo_host_table(host: str, t0_ns: int, rec: np.ndarray, names: Mapping[int, 
     pos = np.searchsorted(ids, peer)
     known = ids[np.minimum(pos, len(ids) - 1)] == peer if len(ids) else np.zeros(len(peer), dtype=bool)
     unknown = np.unique(peer[~known])
-    labels = [names[int(i)] for i in ids] + [f"#{int(p)}" for p in unknown]
-    if host not in labels:
-        labels.append(host)
-    dictionary = pa.array(labels, pa.string())
+    names_list = [names[int(i)] for i in ids] + [f"#{int(p)}" for p in unknown]
+    if host not in names_list:
+        names_list.append(host)
+    dictionary = pa.array(names_list, pa.string())
     dst = np.where(known, pos, len(ids) + np.searchsorted(unknown, peer)).astype(np.int16)
-    src = np.full(len(rec), labels.index(host), dtype=np.int16)
+    src = np.full(len(rec), names_list.index(host), dtype=np.int16)
+    labels = labels or {}
+    me = labels.get(host)
+    groups = [GROUP_ORDER.index(classify_pair(me, labels[n])) if me is not None and n in labels else len(GROUP_ORDER)
+              for n in names_list]
+    group_names = pa.array([g.value for g in GROUP_ORDER] + [""], pa.string())
     timeout = (rec["flags"] & FLAG_TIMEOUT) != 0
     rtt = rec["recv_ns"].astype(np.int64) - rec["send_ns"].astype(np.int64)
+    n = len(rec)
     arrays = [
-        pa.array(np.full(len(rec), repetition, dtype=np.int16)),
+        pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int16)), pa.array([run_id], pa.string())),
+        pa.array(np.full(n, repetition, dtype=np.int16)),
+        pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int16)), pa.array([trial], pa.string())),
         pa.array(rec["round"].astype(np.int32)),
         pa.DictionaryArray.from_arrays(pa.array(src), dictionary),
         pa.DictionaryArray.from_arrays(pa.array(dst), dictionary),
+        pa.DictionaryArray.from_arrays(pa.array(np.asarray(groups, dtype=np.int8)[dst]), group_names),
         pa.array((rec["send_ns"].astype(np.int64) - t0_ns) // 1000),
         pa.array(np.where(timeout, 0, np.maximum(rtt, 0)), mask=timeout),
         pa.array(timeout),
@@ -223,8 +256,8 @@ def echo_host_table(host: str, t0_ns: int, rec: np.ndarray, names: Mapping[int, 
 
 
 def echo_table(parts: list[tuple[str, dict[str, Any], np.ndarray]], names: Mapping[int, str],
-               repetition: int) -> pa.Table:
+               repetition: int, labels: Mapping[str, HostSpec] | None = None) -> pa.Table:
     """Per-host worker records merged into one table, sorted by (src, dst, round) (small trials, tests)."""
-    tables = [echo_host_table(host, int(header["t0_ns"]), rec, names, repetition)
+    tables = [echo_host_table(host, int(header["t0_ns"]), rec, names, repetition, labels=labels)
               for host, header, rec in parts]
     return pa.concat_tables(tables).unify_dictionaries().combine_chunks()

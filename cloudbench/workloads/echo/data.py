@@ -1,79 +1,501 @@
-"""Echo observations from a run's Parquet files, as arrays labelled with latency groups."""
+"""A run's echo observations, aggregated in two streaming passes over its Parquet files.
+
+Nothing here holds the run's rows: the files are read in record batches (Arrow;
+host names stay dictionary indices, never Python strings), and each batch is
+folded into small aggregates with vectorised numpy:
+
+pass 1 — per latency group (overall and per repetition) and per pair: counts,
+  timeouts, sums and fine histograms of the RTT (:mod:`cloudbench.analysis.orderstats`);
+  windowed sums per group and per pair; and per trial file, a rounds × peers
+  matrix of each sender's RTTs (4 bytes a cell) for the quorum latencies
+  (k-th fastest reply per sender and round) and the per-pair window medians;
+pass 2 — the values in the histogram bins that hold the wanted order statistics,
+  from which the Table-1 percentiles come out exact.
+
+Memory: the histograms, the windows and one trial's matrices (8 senders × 8
+peers × 2.16 M rounds × 4 B = 553 MB for StormCloud's 6-hour trial). Time: two
+reads of the files. bench/bench_scale.py measures both against DuckDB's exact
+``quantile_cont`` on the same files.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from cloudbench.analysis.latency import EchoData
+from cloudbench.analysis import orderstats as ost
+from cloudbench.analysis.latency import PERCENTILES, distribution_row, pct_label
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
 from cloudbench.errors import ResultError
+from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
-from cloudbench.store.parquet import read_parquet
+from cloudbench.store.parquet import KIND_KEY, SCHEMA_KEY
 from cloudbench.store.rundir import RunDir, iter_observation_files
 
+COLUMNS = ("repetition", "round", "src", "dst", "send_us", "rtt_ns", "timeout", "warmup")
+BATCH_ROWS = 1 << 20
+T0_UTC_KEY = b"cloudbench.t0_utc_us"
+"""File metadata (schema 2): JSON {host: CLOCK_REALTIME µs of that host's round 0}."""
 
-def load_echo(run: RunDir, manifest: Manifest, workload: str = "echo") -> EchoData:
-    """Read a run's echo Parquet files and label every row with its latency group."""
-    labels = {(rep, name): HostSpec(name, lab["provider"], lab["region"], lab["zone"], lab["subnet"],
-                                    lab["vm_type"])
-              for (rep, name), lab in manifest.labels().items()}
-    host_names = sorted({n for _, n in labels})
-    host_idx = {n: i for i, n in enumerate(host_names)}
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in
-                                         ("repetition", "trial", "round", "src", "dst", "send_us",
-                                          "rtt_us", "timeout", "warmup", "group")}
-    trials: list[str] = []
+_MISSING = np.uint32(0xFFFFFFFF)  # no row for this (round, peer)
+_TIMEOUT = np.uint32(0xFFFFFFFE)  # a row, but no reply in time
+_MAX_RTT = 0xFFFFFFFD  # RTTs above (4.29 s) are clamped in the matrices only; quantiles stay exact
+NG = len(GROUP_ORDER)
+
+Quorum = tuple[str, list[str], list[int]]
+"""(name, members, k values) of one quorum of the spec."""
+
+
+@dataclass
+class EchoAggregates:
+    """What the echo report and the summaries need, computed from one run's files."""
+
+    hosts: list[str]
+    trials: list[str]
+    repetitions: list[int]
+    groups: list[dict[str, Any]]
+    groups_by_rep: dict[int, list[dict[str, Any]]]
+    pairs: list[dict[str, Any]]
+    windows: list[dict[str, Any]]
+    pair_windows: list[dict[str, Any]]
+    quorums: list[dict[str, Any]]
+    quorums_by_rep: dict[int, list[dict[str, Any]]]
+    pair_series: list[tuple[int, str, str, str, np.ndarray, np.ndarray]] = field(default_factory=list)
+    """(repetition, trial, "src>dst", group, window start s, window median µs) per pair."""
+    rows: int = 0
+
+
+@dataclass
+class _File:
+    path: Path
+    trial: str
+    t0_utc_us: dict[str, int]
+    max_round: int
+
+
+def echo_files(run: RunDir, workload: str) -> list[_File]:
+    """The workload's Parquet files with what their footers say (versions checked, nothing read)."""
+    out = []
     for path in iter_observation_files(run, workload):
-        t = read_parquet(path, kind="echo")
-        trials.append(path.stem)
-        n = t.num_rows
-        rep = t.column("repetition").to_numpy().astype(np.int64)
-        src_names = _strings(t.column("src"))
-        dst_names = _strings(t.column("dst"))
-        src = np.array([host_idx.get(s, -1) for s in src_names], dtype=np.int64)
-        dst = np.array([host_idx.get(s, -1) for s in dst_names], dtype=np.int64)
-        if (src < 0).any() or (dst < 0).any():
-            raise ResultError(str(path), "names hosts that the manifest does not list")
-        # Classify each distinct (repetition, src, dst) once, then broadcast to rows.
-        keys, inv = np.unique(np.stack([rep, src, dst]), axis=1, return_inverse=True)
-        codes = np.array([
-            GROUP_ORDER.index(classify_pair(labels[(int(r), host_names[int(a)])],
-                                            labels[(int(r), host_names[int(b)])]))
-            for r, a, b in keys.T
-        ], dtype=np.int64)
-        grp = codes[inv.reshape(-1)] if n else np.empty(0, dtype=np.int64)
-        rtt = t.column("rtt_ns")
-        cols["repetition"].append(rep)
-        cols["trial"].append(np.full(n, len(trials) - 1, dtype=np.int64))
-        cols["round"].append(t.column("round").to_numpy().astype(np.int64))
-        cols["src"].append(src)
-        cols["dst"].append(dst)
-        cols["send_us"].append(t.column("send_us").to_numpy().astype(np.int64))
-        cols["rtt_us"].append(pc.divide(pc.cast(rtt, pa.float64()), 1000.0).to_numpy(zero_copy_only=False)
-                              .astype(float))
-        cols["timeout"].append(t.column("timeout").to_numpy(zero_copy_only=False).astype(bool))
-        cols["warmup"].append(t.column("warmup").to_numpy(zero_copy_only=False).astype(bool))
-        cols["group"].append(grp)
-    arrays = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in cols.items()}
-    return EchoData(
-        repetition=arrays["repetition"].astype(np.int64),
-        trial=arrays["trial"].astype(np.int64),
-        round=arrays["round"].astype(np.int64),
-        src=arrays["src"].astype(np.int64),
-        dst=arrays["dst"].astype(np.int64),
-        send_us=arrays["send_us"].astype(np.int64),
-        rtt_us=arrays["rtt_us"].astype(float),
-        timeout=arrays["timeout"].astype(bool),
-        warmup=arrays["warmup"].astype(bool),
-        group=arrays["group"].astype(np.int64),
-        hosts=host_names,
-        trials=trials,
-    )
+        try:
+            pf = pq.ParquetFile(path)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise ResultError(str(path), f"not a readable Parquet file (truncated or corrupted?): {e}") from e
+        meta = pf.schema_arrow.metadata or {}
+        raw = meta.get(SCHEMA_KEY)
+        if raw is None:
+            raise ResultError(str(path), "has no cloudbench schema version; not written by cloudbench")
+        formats.PARQUET.check(raw.decode(errors="replace"), str(path))
+        if meta.get(KIND_KEY, b"").decode() != "echo":
+            raise ResultError(str(path), f"is a {meta.get(KIND_KEY, b'?').decode()!r} file, expected 'echo'")
+        t0 = {str(k): int(v) for k, v in json.loads(meta.get(T0_UTC_KEY, b"{}")).items()}
+        ri = pf.schema_arrow.get_field_index("round")
+        max_round = -1
+        for g in range(pf.metadata.num_row_groups):
+            st = pf.metadata.row_group(g).column(ri).statistics
+            if st is None or not st.has_min_max:
+                max_round = -2
+                break
+            max_round = max(max_round, int(st.max))
+        out.append(_File(path, path.stem, t0, max_round))
+    return out
 
 
-def _strings(col: pa.ChunkedArray) -> list[str]:
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(pa.string())
-    return [str(x) for x in col.to_pylist()]
+def _row_groups(f: _File) -> int:
+    return int(pq.ParquetFile(f.path).metadata.num_row_groups)
+
+
+def _read(f: _File, group: int, columns: Sequence[str]) -> pa.Table:
+    try:
+        return pq.ParquetFile(f.path, read_dictionary=["src", "dst"]).read_row_group(
+            group, columns=list(columns), use_threads=False)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise ResultError(str(f.path), f"not a readable Parquet file (truncated or corrupted?): {e}") from e
+
+
+def _host_index(col: pa.ChunkedArray, index: dict[str, int], where: Path) -> np.ndarray:
+    """Host indices of a dictionary column, through its (small) dictionaries."""
+    parts = []
+    for chunk in col.chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_encode()
+        assert isinstance(chunk, pa.DictionaryArray)
+        lut = np.array([index.get(str(s), -1) for s in chunk.dictionary.to_pylist()], dtype=np.int64)
+        parts.append(lut[chunk.indices.to_numpy(zero_copy_only=False)] if len(lut)
+                     else np.empty(0, dtype=np.int64))
+    idx = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    if (idx < 0).any():
+        raise ResultError(str(where), "names hosts that the manifest does not list")
+    return idx
+
+
+def _np(col: pa.ChunkedArray, dtype: Any) -> np.ndarray:
+    out: np.ndarray = col.to_numpy().astype(dtype, copy=False)
+    return out
+
+
+class _Part:
+    """What pass 1 learns from one row group (merged into the scan afterwards)."""
+
+    def __init__(self, n_leaf: int) -> None:
+        self.hist = np.zeros((n_leaf, ost.NBINS), dtype=np.int64)
+        self.sums = np.zeros(n_leaf)
+        self.timeouts = np.zeros(n_leaf, dtype=np.int64)
+        self.measured = np.zeros(n_leaf, dtype=np.int64)
+        self.windows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.rows = 0
+        self.rep: int | None = None
+
+
+class _Scan:
+    """Pass 1 and pass 2 over one run's echo files.
+
+    Counts are kept per leaf — (repetition, src, dst) — and summed into the key
+    families the report needs: latency groups overall, groups per repetition, pairs.
+    """
+
+    def __init__(self, run: RunDir, manifest: Manifest, workload: str, window_s: float,
+                 quorums: Sequence[Quorum], threads: int | None = None) -> None:
+        self.files = echo_files(run, workload)
+        labels = {(rep, name): HostSpec(name, lab["provider"], lab["region"], lab["zone"], lab["subnet"],
+                                        lab["vm_type"])
+                  for (rep, name), lab in manifest.labels().items()}
+        self.hosts = sorted({n for _, n in labels})
+        self.host_index = {n: i for i, n in enumerate(self.hosts)}
+        self.reps = sorted({r for r, _ in labels})
+        self.rep_pos = {r: i for i, r in enumerate(self.reps)}
+        H = self.H = len(self.hosts)
+        R = len(self.reps)
+        # group of every (repetition, src, dst); -1 where a host is absent in that repetition
+        self.group_lut = np.full((R, H, H), -1, dtype=np.int64)
+        for (r, a), la in labels.items():
+            for (r2, b), lb in labels.items():
+                if r2 == r:
+                    self.group_lut[self.rep_pos[r], self.host_index[a], self.host_index[b]] = \
+                        GROUP_ORDER.index(classify_pair(la, lb))
+        self.window_us = int(window_s * 1e6)
+        self.window_s = window_s
+        self.quorums = [(name, [self.host_index[h] for h in members if h in self.host_index], ks,
+                         len(members)) for name, members, ks in quorums]
+        self.threads = threads or min(4, os.cpu_count() or 1)
+        # leaves and the key families above them: [overall groups | groups per repetition | pairs]
+        self.n_leaf = R * H * H
+        leaf = np.arange(self.n_leaf)
+        rp, src, dst = leaf // (H * H), (leaf // H) % H, leaf % H
+        grp = self.group_lut[rp, src, dst]
+        self.n_keys = NG + R * NG + H * H
+        self.families = [np.where(grp >= 0, grp, -1), np.where(grp >= 0, NG + rp * NG + grp, -1),
+                         NG + R * NG + src * H + dst]
+        self.leaf = _Part(self.n_leaf)
+        self.hist = np.zeros((0, ost.NBINS), dtype=np.int64)
+        self.sums = np.zeros(0)
+        self.timeouts = self.rows_measured = np.zeros(0, dtype=np.int64)
+        self.quorum_values: dict[tuple[int, int, int], list[np.ndarray]] = {}  # (quorum, k, rep) -> k-th
+        self.pair_series: list[tuple[int, str, str, str, np.ndarray, np.ndarray]] = []
+        self.file_reps: list[int] = []
+        self.win_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (file, leaf, w) key, sum, count
+        self.rows = 0
+
+    def _rep_pos(self, rep: np.ndarray, where: Path) -> np.ndarray:
+        lut = np.full(max(self.reps, default=0) + 2, -1, dtype=np.int64)
+        for r, i in self.rep_pos.items():
+            lut[r] = i
+        pos: np.ndarray = lut[np.clip(rep, -1, len(lut) - 1)]
+        if (pos < 0).any():
+            raise ResultError(str(where), "holds a repetition that the manifest does not list")
+        return pos
+
+    def _keyed(self, t: pa.Table, f: _File) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(leaf, src, dst, rep_pos) of every row."""
+        src = _host_index(t.column("src"), self.host_index, f.path)
+        dst = _host_index(t.column("dst"), self.host_index, f.path)
+        rp = self._rep_pos(_np(t.column("repetition"), np.int64), f.path)
+        return (rp * self.H + src) * self.H + dst, src, dst, rp
+
+    def pass1(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        H = self.H
+        with ThreadPoolExecutor(self.threads) as pool:
+            for fi, f in enumerate(self.files):
+                rounds = max(f.max_round + 1, 0)
+                if f.max_round == -2:  # no statistics: find the last round first
+                    rounds = max((int(_np(_read(f, g, ["round"]).column("round"), np.int64).max(initial=-1))
+                                  for g in range(_row_groups(f))), default=-1) + 1
+                # each sender's RTT to each peer, per round (4 B a cell), and each round's window
+                mat = np.full((H, H, rounds), _MISSING, dtype=np.uint32)
+                wins = np.full((H, rounds), -1, dtype=np.int32)
+                parts = list(pool.map(lambda g, f=f, fi=fi, mat=mat, wins=wins: self._pass1_group(f, fi, g, mat, wins),
+                                      range(_row_groups(f))))
+                reps = {p.rep for p in parts if p.rep is not None}
+                if len(reps) > 1:
+                    raise ResultError(str(f.path), f"holds rows of repetitions {sorted(reps)}; one file is one trial")
+                for p in parts:
+                    self.leaf.hist += p.hist
+                    self.leaf.sums += p.sums
+                    self.leaf.timeouts += p.timeouts
+                    self.leaf.measured += p.measured
+                    self.win_parts.extend(p.windows)
+                    self.rows += p.rows
+                rep = reps.pop() if reps else self.reps[0]
+                self.file_reps.append(rep)
+                if parts and any(p.rows for p in parts):
+                    self._finish_file(f, rep, mat, wins)
+
+    def _pass1_group(self, f: _File, fi: int, group: int, mat: np.ndarray, wins: np.ndarray) -> _Part:
+        part = _Part(self.n_leaf)
+        t = _read(f, group, COLUMNS)
+        part.rows = n = t.num_rows
+        if not n:
+            return part
+        leaf, src, dst, rp = self._keyed(t, f)
+        part.rep = self.reps[int(rp[0])]
+        if (rp != rp[0]).any():
+            raise ResultError(str(f.path), "holds rows of several repetitions; one file is one trial")
+        rtt_col = t.column("rtt_ns")
+        has_rtt = ~_np(rtt_col.is_null(), bool)
+        rtt = _np(rtt_col.fill_null(0), np.int64)
+        timeout = _np(t.column("timeout"), bool)
+        measured = ~_np(t.column("warmup"), bool)
+        rnd = _np(t.column("round"), np.int64)
+        send = _np(t.column("send_us"), np.int64)
+        valid = measured & has_rtt
+        lv, rv = leaf[valid], rtt[valid]
+        _add_hist(part.hist, lv, ost.value_bins(rv))
+        part.sums += np.bincount(lv, weights=rv / 1000.0, minlength=self.n_leaf)
+        part.timeouts += np.bincount(leaf[measured & timeout], minlength=self.n_leaf)
+        part.measured += np.bincount(leaf[measured], minlength=self.n_leaf)
+        # windowed sums per leaf: dense over the windows this row group spans
+        w = send[valid] // self.window_us
+        if len(w):
+            w0, span = int(w.min()), int(w.max() - w.min()) + 1
+            idx = lv * span + (w - w0)
+            cnt = np.bincount(idx, minlength=self.n_leaf * span)
+            nz = np.flatnonzero(cnt)
+            sm = np.bincount(idx, weights=rv / 1000.0, minlength=self.n_leaf * span)
+            key = (fi * self.n_leaf + nz // span) * (1 << 32) + (nz % span + w0)
+            part.windows.append((key, sm[nz], cnt[nz]))
+        # per sender: RTT (or timeout) per (peer, round), and the window of each round
+        rounds = mat.shape[2]
+        if len(rnd) and int(rnd.max()) >= rounds:
+            raise ResultError(str(f.path), "holds a round beyond its footer's statistics")
+        m = measured
+        val = np.where(timeout[m] | ~has_rtt[m], _TIMEOUT, np.minimum(rtt[m], _MAX_RTT)).astype(np.uint32)
+        mat.reshape(-1)[(src[m] * self.H + dst[m]) * rounds + rnd[m]] = val
+        wins.reshape(-1)[src[m] * rounds + rnd[m]] = send[m] // self.window_us
+        return part
+
+    def _finish_file(self, f: _File, rep: int, mat: np.ndarray, wins: np.ndarray) -> None:
+        """Quorum latencies and per-pair window medians of one trial file."""
+        rp = self.rep_pos[rep]
+        for qi, (_, idx, ks, _) in enumerate(self.quorums):
+            cols = np.array(idx, dtype=np.int64)
+            for s in idx:
+                sub = mat[s][cols]  # members × rounds
+                present = (sub != _MISSING).any(axis=0)
+                if not present.any():
+                    continue
+                sub = sub[:, present]
+                us = np.where(sub >= _TIMEOUT, np.inf, sub.astype(np.float64) / 1000.0)
+                for k in ks:
+                    if k > len(idx):
+                        raise ResultError(str(f.path), f"quorum k={k} exceeds its {len(idx)} members")
+                    kth = np.partition(us, k - 1, axis=0)[k - 1]
+                    self.quorum_values.setdefault((qi, k, rp), []).append(kth)
+        for s in range(self.H):
+            for d in range(self.H):
+                if d == s:
+                    continue
+                col = mat[s, d]
+                valid = col < _TIMEOUT
+                if not valid.any():
+                    continue
+                ids, med = ost.window_medians(col.astype(np.float64) / 1000.0, valid, wins[s])
+                g = int(self.group_lut[rp, s, d])
+                self.pair_series.append((rep, f.trial, f"{self.hosts[s]}>{self.hosts[d]}",
+                                         GROUP_ORDER[g].value if g >= 0 else "",
+                                         ids * self.window_s, med))
+
+    def distribution(self, key: int, stats: dict[int, dict[int, int]]) -> dict[str, float | int]:
+        """count, timeouts, mean, Table-1 percentiles and max (µs) of one key (after :meth:`pass2`)."""
+        n = int(self.hist[key].sum())
+        row: dict[str, float | int] = {"count": n + int(self.timeouts[key]), "timeouts": int(self.timeouts[key])}
+        row["mean"] = float(self.sums[key] / n) if n else float("nan")
+        if n:
+            qs = ost.percentiles_from(stats[key], n, PERCENTILES, 1000.0)
+            mx = stats[key][n - 1] / 1000.0
+        else:
+            qs, mx = [float("nan")] * len(PERCENTILES), float("nan")
+        for p, q in zip(PERCENTILES, qs, strict=True):
+            row[pct_label(p)] = q
+        row["max"] = mx
+        return row
+
+    def key_stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(hist, sums, timeouts, measured rows) per key of every family, summed from the leaves."""
+        hist = np.zeros((self.n_keys, ost.NBINS), dtype=np.int64)
+        sums, tmo, meas = np.zeros(self.n_keys), np.zeros(self.n_keys, dtype=np.int64), \
+            np.zeros(self.n_keys, dtype=np.int64)
+        for fam in self.families:
+            ok = fam >= 0
+            np.add.at(hist, fam[ok], self.leaf.hist[ok])
+            np.add.at(sums, fam[ok], self.leaf.sums[ok])
+            np.add.at(tmo, fam[ok], self.leaf.timeouts[ok])
+            np.add.at(meas, fam[ok], self.leaf.measured[ok])
+        return hist, sums, tmo, meas
+
+    def pass2(self, hist: np.ndarray) -> dict[int, dict[int, int]]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        targets = ost.plan_selection(hist, PERCENTILES)
+        need_leaf = np.zeros((self.n_leaf, ost.NBINS), dtype=bool)
+        for fam in self.families:
+            ok = fam >= 0
+            need_leaf[ok] |= targets.need[fam[ok]]
+        jobs = [(f, g) for f in self.files for g in range(_row_groups(f))]
+        with ThreadPoolExecutor(self.threads) as pool:
+            kept = list(pool.map(lambda j: self._pass2_group(j[0], j[1], need_leaf), jobs))
+        leaf = _cat([k[0] for k in kept])
+        bins = _cat([k[1] for k in kept])
+        vals = _cat([k[2] for k in kept])
+        keys, kbins, kvals = [], [], []
+        for fam in self.families:
+            fk = fam[leaf]
+            ok = fk >= 0
+            ok[ok] = targets.need[fk[ok], bins[ok]]
+            keys.append(fk[ok])
+            kbins.append(bins[ok])
+            kvals.append(vals[ok])
+        return ost.select(targets, _cat(keys), _cat(kbins), _cat(kvals))
+
+    def _pass2_group(self, f: _File, group: int, need_leaf: np.ndarray) -> tuple[np.ndarray, ...]:
+        t = _read(f, group, ("repetition", "src", "dst", "rtt_ns", "warmup"))
+        if not t.num_rows:
+            return (np.empty(0, dtype=np.int64),) * 3
+        leaf, _, _, _ = self._keyed(t, f)
+        rtt_col = t.column("rtt_ns")
+        valid = ~_np(rtt_col.is_null(), bool) & ~_np(t.column("warmup"), bool)
+        leaf, rtt = leaf[valid], _np(rtt_col.fill_null(0), np.int64)[valid]
+        bins = ost.value_bins(rtt)
+        keep = need_leaf[leaf, bins]
+        return leaf[keep], bins[keep], rtt[keep]
+
+
+def _add_hist(hist: np.ndarray, keys: np.ndarray, bins: np.ndarray) -> None:
+    """hist[keys, bins] += 1 for every element, through the keys present only."""
+    if not len(keys):
+        return
+    present = np.flatnonzero(np.bincount(keys, minlength=hist.shape[0]))
+    local = np.searchsorted(present, keys) if len(present) > 1 else np.zeros(len(keys), dtype=np.int64)
+    counts = np.bincount(local * hist.shape[1] + bins, minlength=len(present) * hist.shape[1])
+    hist[present] += counts.reshape(len(present), hist.shape[1])
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    out: np.ndarray = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    return out
+
+
+def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: float,
+                   quorums: Sequence[Quorum] = (), threads: int | None = None) -> EchoAggregates:
+    """Every aggregate of a run's echo workload the report and the summaries use (two passes)."""
+    scan = _Scan(run, manifest, workload, window_s, quorums, threads)
+    scan.pass1()
+    hist, sums, timeouts, measured = scan.key_stats()
+    stats = scan.pass2(hist)
+    scan.hist, scan.sums, scan.timeouts, scan.rows_measured = hist, sums, timeouts, measured
+    R = len(scan.reps)
+    groups = [{"group": g.value, **scan.distribution(gi, stats)}
+              for gi, g in enumerate(GROUP_ORDER) if scan.rows_measured[gi]]
+    by_rep: dict[int, list[dict[str, Any]]] = {}
+    for r, rp in scan.rep_pos.items():
+        by_rep[r] = [{"group": g.value, **scan.distribution(NG + rp * NG + gi, stats)}
+                     for gi, g in enumerate(GROUP_ORDER) if scan.rows_measured[NG + rp * NG + gi]]
+    pairs = []
+    base = NG + R * NG
+    for a in range(scan.H):
+        for b in range(scan.H):
+            key = base + a * scan.H + b
+            if not scan.rows_measured[key]:
+                continue
+            d = scan.distribution(key, stats)
+            grp = next((int(scan.group_lut[rp, a, b]) for rp in range(R) if scan.group_lut[rp, a, b] >= 0), -1)
+            pairs.append({"src": scan.hosts[a], "dst": scan.hosts[b],
+                          "group": GROUP_ORDER[grp].value if grp >= 0 else "",
+                          "count": int(scan.rows_measured[key]), "timeouts": d["timeouts"],
+                          "mean": d["mean"], "p50": d["p50"], "p99": d["p99"], "max": d["max"]})
+    windows, pair_windows = _windows(scan)
+    quorums_all: list[dict[str, Any]] = []
+    quorums_rep: dict[int, list[dict[str, Any]]] = {r: [] for r in scan.reps}
+    for qi, (name, _, ks, n_members) in enumerate(scan.quorums):
+        for k in ks:
+            per_rep = {r: np.concatenate(scan.quorum_values.get((qi, k, rp), [np.empty(0)]))
+                       for r, rp in scan.rep_pos.items()}
+            label = {"quorum": f"Q{k}/{n_members}", "group": name}
+            quorums_all.append({**label, **_quorum_row(np.concatenate([np.empty(0), *per_rep.values()]))})
+            for r, q in per_rep.items():
+                if len(q):
+                    quorums_rep[r].append({**label, **_quorum_row(q)})
+    return EchoAggregates(hosts=scan.hosts, trials=[f.trial for f in scan.files], repetitions=scan.reps,
+                          groups=groups, groups_by_rep=by_rep, pairs=pairs, windows=windows,
+                          pair_windows=pair_windows, quorums=quorums_all, quorums_by_rep=quorums_rep,
+                          pair_series=scan.pair_series, rows=scan.rows)
+
+
+def _quorum_row(q: np.ndarray) -> dict[str, float | int]:
+    finite = q[np.isfinite(q)]
+    return distribution_row(finite, int((~np.isfinite(q)).sum()))
+
+
+def _windows(scan: _Scan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Windowed means per (repetition, trial, window, group) and per (repetition, trial, pair, window)."""
+    if not scan.win_parts:
+        return [], []
+    keys = np.concatenate([k for k, _, _ in scan.win_parts])
+    uk, inv = np.unique(keys, return_inverse=True)
+    sums = np.bincount(inv, weights=np.concatenate([s for _, s, _ in scan.win_parts]))
+    counts = np.bincount(inv, weights=np.concatenate([c for _, _, c in scan.win_parts])).astype(np.int64)
+    fi, leaf, w = (uk >> 32) // scan.n_leaf, (uk >> 32) % scan.n_leaf, uk & 0xFFFFFFFF
+    rp, src, dst = leaf // (scan.H * scan.H), (leaf // scan.H) % scan.H, leaf % scan.H
+    rep_of = np.array(scan.file_reps, dtype=np.int64)
+    grp = scan.group_lut[rp, src, dst]
+    t0 = [_t0_utc(scan, f) for f in scan.files]
+    pair_rows = [{"repetition": int(rep_of[a]), "trial": scan.files[a].trial, "window": int(wi),
+                  "start_s": float(wi * scan.window_s), "start_utc": _utc(t0[a], wi * scan.window_s),
+                  "src": scan.hosts[s], "dst": scan.hosts[d], "group": GROUP_ORDER[g].value,
+                  "count": int(c), "mean": float(sm / c)}
+                 for a, wi, s, d, g, sm, c in zip(fi, w, src, dst, grp, sums, counts, strict=True)]
+    gkey = (fi * (1 << 32) + w) * NG + grp
+    ug, ginv = np.unique(gkey, return_inverse=True)
+    gsum = np.bincount(ginv, weights=sums)
+    gcnt = np.bincount(ginv, weights=counts).astype(np.int64)
+    rows = []
+    for key, sm, c in zip(ug, gsum, gcnt, strict=True):
+        g = int(key % NG)
+        a, wi = int((key // NG) >> 32), int((key // NG) & 0xFFFFFFFF)
+        rows.append({"repetition": int(rep_of[a]), "trial": scan.files[a].trial, "window": wi,
+                     "start_s": float(wi * scan.window_s), "start_utc": _utc(t0[a], wi * scan.window_s),
+                     "group": GROUP_ORDER[g].value, "count": int(c), "mean": float(sm / c)})
+    rows.sort(key=lambda r: (r["repetition"], r["trial"], r["window"], GROUP_ORDER.index(
+        next(g for g in GROUP_ORDER if g.value == r["group"]))))
+    return rows, pair_rows
+
+
+def _t0_utc(scan: _Scan, f: _File) -> float | None:
+    """CLOCK_REALTIME µs of round 0 (the earliest host's), when the file says."""
+    return min(f.t0_utc_us.values()) if f.t0_utc_us else None
+
+
+def _utc(t0_us: float | None, offset_s: float) -> str | None:
+    if t0_us is None:
+        return None
+    return datetime.fromtimestamp(t0_us / 1e6 + offset_s, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -9,12 +9,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cloudbench.analysis.latency import PERCENTILES, group_table, pair_table, pct_label, quorum_table, windowed_means
-from cloudbench.analysis.levelshift import echo_level_shifts
+from cloudbench.analysis.latency import PERCENTILES, pct_label
+from cloudbench.analysis.levelshift import level_shift_rows
 from cloudbench.core.tables import fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
-from cloudbench.workloads.echo.data import load_echo
+from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
 from cloudbench.workloads.echo.summaries import spec_quorums
 
 TABLES = ("groups", "quorums", "windows", "pairs", "level_shifts")
@@ -22,20 +22,23 @@ TABLES = ("groups", "quorums", "windows", "pairs", "level_shifts")
 
 def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
     """The report section of one echo workload (``params``: its spec entry)."""
-    name = params["name"]
-    window = float(params.get("window", 30.0))
-    d = load_echo(run, manifest, name)
-    windows = windowed_means(d, window)
+    return section_of(aggregate_echo(run, manifest, params["name"], float(params.get("window", 30.0)),
+                                     spec_quorums(manifest, params)), manifest, params)
+
+
+def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
+    """The section from the run's aggregates (:func:`aggregate_echo`)."""
     return {
         "kind": "echo",
         "unit": "us",
-        "rows": len(d),
-        "groups": group_table(d),
-        "quorums": quorum_table(d, spec_quorums(manifest, params)),
-        "windows": windows,
-        "pairs": pair_table(d),
-        "level_shifts": echo_level_shifts(d, window, windows),
-        "workers": echo_worker_health(manifest, name),
+        "rows": agg.rows,
+        "groups": agg.groups,
+        "quorums": agg.quorums,
+        "windows": agg.windows,
+        "pair_windows": agg.pair_windows,
+        "pairs": agg.pairs,
+        "level_shifts": level_shift_rows(agg.pair_series, agg.windows),
+        "workers": echo_worker_health(manifest, params["name"]),
     }
 
 

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudbench.analysis.latency import EchoData, group_table, quorum_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow, quorum_group, summary_row
-
-Quorum = tuple[str, list[str], list[int]]
-"""(name, members, k values) of one quorum of the spec."""
+from cloudbench.workloads.echo.data import EchoAggregates, Quorum
 
 
 def spec_quorums(manifest: Manifest, params: dict[str, Any]) -> list[Quorum]:
@@ -23,17 +20,16 @@ def spec_quorums(manifest: Manifest, params: dict[str, Any]) -> list[Quorum]:
     return out
 
 
-def echo_summaries(run: RunDir, d: EchoData, workload: str, quorums: list[Quorum]) -> list[SummaryRow]:
+def echo_summaries(run: RunDir, agg: EchoAggregates, workload: str) -> list[SummaryRow]:
     """Per repetition: p50, p99, mean and timeout share per latency group; quorum p50 and p99."""
     rows: list[SummaryRow] = []
-    for rep in sorted(set(d.repetition.tolist())):
-        mask = d.repetition == rep
-        for g in group_table(d, mask):
+    for rep in agg.repetitions:
+        for g in agg.groups_by_rep.get(rep, []):
             for metric, key in (("rtt_p50_us", "p50"), ("rtt_p99_us", "p99"), ("rtt_mean_us", "mean")):
                 rows.append(summary_row(run, rep, workload, metric, g["group"], g[key], "us", g["count"]))
             rows.append(summary_row(run, rep, workload, "timeout_frac", g["group"],
                                     g["timeouts"] / max(g["count"], 1), "1", g["count"]))
-        for q in quorum_table(d, quorums, mask):
+        for q in agg.quorums_by_rep.get(rep, []):
             k, n = q["quorum"][1:].split("/")
             for metric, key in ((f"quorum_q{k}of{n}_p50_us", "p50"), (f"quorum_q{k}of{n}_p99_us", "p99")):
                 rows.append(summary_row(run, rep, workload, metric, quorum_group(q["group"]), q[key],

@@ -1,0 +1,137 @@
+"""Exact quantiles of data too large to hold, in two passes over it (bounded memory).
+
+Method: multi-pass selection through a histogram (Munro & Paterson 1980, "Selection
+and sorting with limited storage"; the "histogram refinement" of exact out-of-core
+quantiles). Pass 1 counts the values of every key (a latency group, a pair…) in
+fine logarithmic bins of the value; that fixes, for each wanted order statistic,
+the bin that holds it and its rank inside the bin. Pass 2 keeps only the values
+that fall in those bins, and sorting them gives the order statistics exactly.
+Memory is the histograms (keys × bins) plus the values of the chosen bins — never
+the data. Values are non-negative integers (nanoseconds); percentiles interpolate
+between order statistics like numpy's default (Hyndman & Fan type 7), so the
+result equals ``np.percentile(values, ps)`` on the same integers.
+
+Everything here is pure: arrays in, numbers out. The scans are the caller's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+BINS_PER_E = 512
+"""Bins per factor e of the value: relative width 0.2 %, so a chosen bin holds few values."""
+MAX_LOG = 24.0
+"""ln of the largest value binned (2.6e10: 26 s in ns); larger values share the last bin."""
+NBINS = int(MAX_LOG * BINS_PER_E) + 2
+
+
+def value_bins(values: np.ndarray) -> np.ndarray:
+    """The bin of each value (int32): 0 for values ≤ 1, then ⌊ln(v)·BINS_PER_E⌋ + 1, monotone in v."""
+    v = np.maximum(values.astype(np.float64, copy=False), 1.0)
+    b = np.floor(np.log(v) * BINS_PER_E).astype(np.int32) + 1
+    b[values <= 1] = 0
+    out: np.ndarray = np.minimum(b, NBINS - 1)
+    return out
+
+
+@dataclass
+class Targets:
+    """Pass 1's result for a set of keys: which bins pass 2 must keep, and the ranks wanted.
+
+    ``need[key, bin]`` marks the bins; ``ranks[key]`` lists (order statistic, bin,
+    rank inside the bin) for every order statistic the percentiles of that key use.
+    """
+
+    need: np.ndarray
+    wanted: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+
+
+def plan_selection(hist: np.ndarray, ps: Sequence[float], with_max: bool = True) -> Targets:
+    """From per-key histograms ``hist[key, bin]`` (counts), the bins and ranks of percentiles ``ps``.
+
+    Order statistics i = ⌊h⌋ and ⌈h⌉ with h = (n-1)·p/100 (type 7); the largest
+    value too when ``with_max``.
+    """
+    need = np.zeros(hist.shape, dtype=bool)
+    wanted: dict[int, list[tuple[int, int, int]]] = {}
+    cum = np.cumsum(hist, axis=1)
+    for key in range(hist.shape[0]):
+        n = int(cum[key, -1]) if hist.shape[1] else 0
+        if n == 0:
+            continue
+        stats: set[int] = set()
+        for p in ps:
+            h = (n - 1) * (p / 100.0)
+            stats.update((int(np.floor(h)), int(np.ceil(h))))
+        if with_max:
+            stats.add(n - 1)
+        rows = []
+        for i in sorted(stats):
+            b = int(np.searchsorted(cum[key], i, side="right"))
+            before = int(cum[key, b - 1]) if b else 0
+            rows.append((i, b, i - before))
+            need[key, b] = True
+        wanted[key] = rows
+    return Targets(need, wanted)
+
+
+def select(targets: Targets, keys: np.ndarray, bins: np.ndarray, values: np.ndarray) -> dict[int, dict[int, int]]:
+    """Pass 2's answer: for each key, order statistic index -> value.
+
+    ``keys``, ``bins``, ``values``: every value pass 2 kept (those in a needed bin of
+    its key), in any order.
+    """
+    out: dict[int, dict[int, int]] = {}
+    if len(values):
+        order = np.lexsort((values, bins, keys))
+        keys, bins, values = keys[order], bins[order], values[order]
+    for key, rows in targets.wanted.items():
+        lo = np.searchsorted(keys, key, side="left")
+        hi = np.searchsorted(keys, key, side="right")
+        kb = bins[lo:hi]
+        got: dict[int, int] = {}
+        for i, b, r in rows:
+            start = lo + int(np.searchsorted(kb, b, side="left"))
+            got[i] = int(values[start + r])
+        out[key] = got
+    return out
+
+
+def percentiles_from(stats: dict[int, int], n: int, ps: Sequence[float], divisor: float = 1.0) -> list[float]:
+    """Type-7 percentiles from the order statistics ``stats`` (index -> value) of ``n`` values, over ``divisor``.
+
+    Interpolates in the divided values, as numpy does on the divided array.
+    """
+    out = []
+    for p in ps:
+        h = (n - 1) * (p / 100.0)
+        lo, hi = int(np.floor(h)), int(np.ceil(h))
+        a, b = stats[lo] / divisor, stats[hi] / divisor
+        out.append(float(a + (b - a) * (h - lo)))
+    return out
+
+
+def window_medians(values: np.ndarray, valid: np.ndarray, window: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Median of the valid ``values`` in each window (``window``: non-decreasing ids).
+
+    Returns (window ids that hold a valid value, their medians). Linear time: the
+    windows are laid out as rows of a matrix and partitioned, rows of equal
+    length together.
+    """
+    w, v = window[valid], values[valid]
+    if not len(v):
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(w)) + 1])
+    lengths = np.diff(np.append(starts, len(v)))
+    ids = w[starts]
+    med = np.empty(len(starts))
+    for n in np.unique(lengths):
+        rows = np.flatnonzero(lengths == n)
+        block = v[starts[rows, None] + np.arange(n)[None, :]]
+        lo, hi = (n - 1) // 2, n // 2
+        part = np.partition(block, sorted({lo, hi}), axis=1)
+        med[rows] = (part[:, lo] + part[:, hi]) / 2.0
+    return ids.astype(np.int64), med

@@ -1,0 +1,122 @@
+"""The streaming engine against the numpy implementation it replaced, on synthetic runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cloudbench.analysis import orderstats as ost
+from cloudbench.analysis.latency import PERCENTILES
+from cloudbench.testing.fake_results import write_echo_run
+from cloudbench.workloads.echo import report
+from cloudbench.workloads.echo.data import aggregate_echo
+from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
+from tests.workloads.echo import numpy_reference as ref
+
+
+def _close(a: Any, b: Any, where: str) -> None:
+    if isinstance(a, float) or isinstance(b, float):
+        if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+            return
+        assert a == pytest.approx(b, rel=1e-12, abs=1e-9), where
+    else:
+        assert a == b, where
+
+
+def _same_rows(new: list[dict[str, Any]], old: list[dict[str, Any]], what: str) -> None:
+    assert len(new) == len(old), f"{what}: {len(new)} rows, numpy {len(old)}"
+    for i, (a, b) in enumerate(zip(new, old, strict=True)):
+        for k, v in b.items():
+            _close(a[k], v, f"{what}[{i}].{k}")
+
+
+@pytest.fixture(scope="module", params=[0, 1])
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return write_echo_run(tmp_path_factory.mktemp("echo"), seed=request.param,
+                          repetitions=1 + request.param, rounds=1500 + 500 * request.param)
+
+
+def test_engine_equals_numpy_on_every_table(run: Any) -> None:
+    manifest = run.manifest()
+    params = manifest.workloads()[0]
+    window = float(params["window"])
+    quorums = spec_quorums(manifest, params)
+    d = ref.load_echo(run, manifest, "echo")
+    agg = aggregate_echo(run, manifest, "echo", window, quorums)
+    assert agg.rows == len(d)
+    _same_rows(agg.groups, ref.group_table(d), "groups")
+    _same_rows(agg.pairs, ref.pair_table(d), "pairs")
+    _same_rows(agg.quorums, ref.quorum_table(d, quorums), "quorums")
+    old_windows = ref.windowed_means(d, window)
+    _same_rows(agg.windows, old_windows, "windows")
+    section = report.section_of(agg, manifest, params)
+    _same_rows(section["level_shifts"], ref.echo_level_shifts(d, window, old_windows), "level_shifts")
+    new_s = echo_summaries(run, agg, "echo")
+    old_s = ref.echo_summaries(run, d, "echo", quorums)
+    _same_rows([s._asdict() if hasattr(s, "_asdict") else vars(s) for s in new_s],
+               [s._asdict() if hasattr(s, "_asdict") else vars(s) for s in old_s], "summaries")
+
+
+def test_the_fixture_has_what_the_comparison_needs(run: Any) -> None:
+    """Timeouts, warm-up, a slow tail and a level shift: a comparison on easy data proves little."""
+    d = ref.load_echo(run, run.manifest(), "echo")
+    assert d.timeout.sum() > 10 and d.warmup.sum() > 100
+    assert len({g for g in d.group.tolist()}) >= 5
+    shifts = ref.echo_level_shifts(d, 2.0, ref.windowed_means(d, 2.0))
+    assert any(s["series"] == "a-1>c-1" and s["kind"] == "step" for s in shifts)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_two_pass_selection_equals_numpy_percentiles(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 4, 20_000)
+    values = rng.lognormal(11, 1.5, 20_000).astype(np.int64) * (1 + (keys == 2) * 50)
+    values[:7] = [0, 1, 1, 2, 10**10, 10**11, 3]
+    bins = ost.value_bins(values)
+    hist = np.zeros((5, ost.NBINS), dtype=np.int64)
+    np.add.at(hist, (keys, bins), 1)
+    targets = ost.plan_selection(hist, PERCENTILES)
+    keep = targets.need[keys, bins]
+    assert keep.mean() < 0.5  # pass 2 keeps a small part of the data
+    got = ost.select(targets, keys[keep], bins[keep], values[keep])
+    for k in range(4):
+        xs = values[keys == k]
+        want = np.percentile(xs / 1000.0, PERCENTILES)
+        np.testing.assert_allclose(ost.percentiles_from(got[k], len(xs), PERCENTILES, 1000.0), want, rtol=1e-13)
+        assert got[k][len(xs) - 1] == xs.max()
+    assert 4 not in got  # an empty key has no order statistics
+
+
+def test_window_medians_equal_numpy() -> None:
+    rng = np.random.default_rng(3)
+    w = np.sort(rng.integers(0, 40, 5000))
+    v = rng.normal(100, 10, 5000)
+    valid = rng.random(5000) > 0.1
+    ids, med = ost.window_medians(v, valid, w)
+    for i, m in zip(ids, med, strict=True):
+        assert m == np.median(v[valid & (w == i)])
+    assert set(ids) == set(w[valid])
+
+
+def test_report_of_schema_1_files_equals_schema_2(tmp_path: Path) -> None:
+    """A run written before the group/run/trial columns reads the same (labels from the manifest)."""
+    import pyarrow.parquet as pq
+
+    from cloudbench.store.parquet import KIND_KEY, SCHEMA_KEY
+
+    run = write_echo_run(tmp_path / "c", seed=4, repetitions=1, rounds=800)
+    manifest = run.manifest()
+    params = manifest.workloads()[0]
+    new = aggregate_echo(run, manifest, "echo", 2.0, spec_quorums(manifest, params))
+    for path in (run.path / "echo").glob("*.parquet"):
+        t = pq.read_table(path).drop_columns(["run_id", "trial", "group"])
+        t = t.replace_schema_metadata({SCHEMA_KEY: b"1", KIND_KEY: b"echo"})
+        pq.write_table(t, path)
+    old = aggregate_echo(run, manifest, "echo", 2.0, spec_quorums(manifest, params))
+    _same_rows(old.groups, new.groups, "groups")
+    _same_rows(old.pairs, new.pairs, "pairs")
+    _same_rows(old.quorums, new.quorums, "quorums")
