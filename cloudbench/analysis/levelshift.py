@@ -83,7 +83,8 @@ def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
     last = np.zeros(n + 1, dtype=np.int64)
     cands = np.array([0], dtype=np.int64)
     for t in range(1, n + 1):
-        ok = cands[t - cands >= min_segment]
+        okm = t - cands >= min_segment
+        ok = cands[okm]
         if len(ok):
             seg = cs[t] - cs[ok]
             cost = (cs2[t] - cs2[ok]) - seg * seg / (t - ok)
@@ -91,7 +92,8 @@ def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
             j = int(np.argmin(total))
             f[t], last[t] = total[j], ok[j]
             # PELT pruning: a start that is already worse by the penalty never wins later
-            keep = (t - cands < min_segment) | np.isin(cands, ok[f[ok] + cost <= f[t]])
+            keep = ~okm
+            keep[okm] = f[ok] + cost <= f[t]
             cands = cands[keep]
         if t <= n - min_segment:
             cands = np.append(cands, t)

@@ -84,6 +84,24 @@ def _is_dict_candidate(t: pa.DataType) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_dictionary(t) or pa.types.is_boolean(t))
 
 
+def check_parquet(path: Path, kind: str | None = None) -> pa.Schema:
+    """A cloudbench Parquet file's schema, its version and kind checked from the footer (no rows read)."""
+    if not path.exists():
+        raise ResultError(str(path), "file is missing")
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise ResultError(str(path), f"not a readable Parquet file (truncated or corrupted?): {e}") from e
+    meta = schema.metadata or {}
+    raw = meta.get(SCHEMA_KEY)
+    if raw is None:
+        raise ResultError(str(path), "has no cloudbench schema version; not written by cloudbench")
+    formats.PARQUET.check(raw.decode(errors="replace"), str(path))
+    if kind is not None and meta.get(KIND_KEY, b"").decode() != kind:
+        raise ResultError(str(path), f"is a {meta.get(KIND_KEY, b'?').decode()!r} file, expected {kind!r}")
+    return schema
+
+
 def read_parquet(path: Path, kind: str | None = None) -> pa.Table:
     """Read a cloudbench Parquet file, refusing unknown schemas and damaged files."""
     if not path.exists():

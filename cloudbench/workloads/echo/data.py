@@ -36,9 +36,8 @@ from cloudbench.analysis import orderstats as ost
 from cloudbench.analysis.latency import PERCENTILES, distribution_row, pct_label
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
 from cloudbench.errors import ResultError
-from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
-from cloudbench.store.parquet import KIND_KEY, SCHEMA_KEY
+from cloudbench.store.parquet import check_parquet
 from cloudbench.store.rundir import RunDir, iter_observation_files
 
 COLUMNS = ("repetition", "round", "src", "dst", "send_us", "rtt_ns", "timeout", "warmup")
@@ -86,17 +85,9 @@ def echo_files(run: RunDir, workload: str) -> list[_File]:
     """The workload's Parquet files with what their footers say (versions checked, nothing read)."""
     out = []
     for path in iter_observation_files(run, workload):
-        try:
-            pf = pq.ParquetFile(path)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise ResultError(str(path), f"not a readable Parquet file (truncated or corrupted?): {e}") from e
-        meta = pf.schema_arrow.metadata or {}
-        raw = meta.get(SCHEMA_KEY)
-        if raw is None:
-            raise ResultError(str(path), "has no cloudbench schema version; not written by cloudbench")
-        formats.PARQUET.check(raw.decode(errors="replace"), str(path))
-        if meta.get(KIND_KEY, b"").decode() != "echo":
-            raise ResultError(str(path), f"is a {meta.get(KIND_KEY, b'?').decode()!r} file, expected 'echo'")
+        schema = check_parquet(path, kind="echo")
+        pf = pq.ParquetFile(path)
+        meta = schema.metadata or {}
         t0 = {str(k): int(v) for k, v in json.loads(meta.get(T0_UTC_KEY, b"{}")).items()}
         ri = pf.schema_arrow.get_field_index("round")
         max_round = -1

@@ -16,9 +16,10 @@ from cloudbench.analysis.throughput import (
     rates_of,
 )
 from cloudbench.core.topology import HostSpec, classify_pair
+from cloudbench.engine import Engine
 from cloudbench.spec.vmtypes import VmTypeModel
 from cloudbench.store.manifest import Manifest
-from cloudbench.store.parquet import read_parquet
+from cloudbench.store.parquet import check_parquet
 from cloudbench.store.rundir import RunDir, iter_observation_files
 
 FloatArray = NDArray[np.float64]
@@ -54,30 +55,55 @@ class Series:
         return sorted({int(b) for b in self.burst})
 
 
-def _num(col: list[Any]) -> FloatArray:
-    return np.array([math.nan if v is None else float(v) for v in col], dtype=np.float64)
+def load_series(run: RunDir, workload: str, engine: Engine | None = None) -> list[Series]:
+    """Every direction of every trial of ``workload`` in ``run``, read through the query engine.
 
+    One DuckDB query sorts the intervals by (trial, direction, burst, start) and hands
+    them over as numpy columns, split into series at the key changes: no per-row
+    Python objects, so weeks of per-second intervals stay arrays.
+    """
+    files = list(iter_observation_files(run, workload))
+    if not files:
+        return []
+    for path in files:  # versions and kinds, from the footers
+        check_parquet(path, kind="throughput")
+    own = engine is None
+    eng = engine or Engine()
+    try:
+        rel = eng.parquet(files, ["trial", "direction", "repetition", "src", "dst", "tool", "protocol", "side",
+                                  "burst", "t_start_us", "t_end_us", "bytes", "retrans", "lost", "packets"])
+        cols = rel.order("trial, direction, burst, t_start_us").fetchnumpy()
+    finally:
+        if own:
+            eng.close()
+    n = len(cols["trial"])
+    if not n:
+        return []
+    trial = np.asarray(cols["trial"]).astype(str)
+    direction = np.asarray(cols["direction"]).astype(str)
+    change = np.flatnonzero((trial[1:] != trial[:-1]) | (direction[1:] != direction[:-1])) + 1
+    starts = np.concatenate([[0], change])
+    ends = np.concatenate([change, [n]])
 
-def load_series(run: RunDir, workload: str) -> list[Series]:
+    def num(name: str) -> FloatArray:
+        col = cols[name]
+        if isinstance(col, np.ma.MaskedArray):
+            filled: FloatArray = np.ma.filled(col.astype(np.float64), math.nan)
+            return filled
+        return np.asarray(col, dtype=np.float64)
+
+    t_start, t_end, nbytes = num("t_start_us") / 1e6, num("t_end_us") / 1e6, num("bytes")
+    retrans, lost, packets = num("retrans"), num("lost"), num("packets")
+    burst = np.asarray(cols["burst"], dtype=np.int64)
     out: list[Series] = []
-    for path in iter_observation_files(run, workload):
-        t = read_parquet(path, kind="throughput")
-        d = {name: t.column(name).to_pylist() for name in t.column_names}
-        groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-        for i, key in enumerate(zip(d["trial"], d["direction"], strict=True)):
-            groups[key].append(i)
-        for (trial, direction), idx in groups.items():
-            order = sorted(idx, key=lambda i: (d["burst"][i], d["t_start_us"][i]))
-            c = {name: [d[name][i] for i in order] for name in d}
-            out.append(Series(
-                repetition=int(c["repetition"][0]), trial=str(trial), src=str(c["src"][0]),
-                dst=str(c["dst"][0]), direction=str(direction), tool=str(c["tool"][0]),
-                protocol=str(c["protocol"][0]), side=str(c["side"][0]),
-                burst=np.array(c["burst"], dtype=np.int64),
-                t_start=_num(c["t_start_us"]) / 1e6, t_end=_num(c["t_end_us"]) / 1e6,
-                nbytes=_num(c["bytes"]), retrans=_num(c["retrans"]), lost=_num(c["lost"]),
-                packets=_num(c["packets"]),
-            ))
+    for a, b in zip(starts, ends, strict=True):
+        out.append(Series(
+            repetition=int(cols["repetition"][a]), trial=str(trial[a]), src=str(cols["src"][a]),
+            dst=str(cols["dst"][a]), direction=str(direction[a]), tool=str(cols["tool"][a]),
+            protocol=str(cols["protocol"][a]), side=str(cols["side"][a]), burst=burst[a:b],
+            t_start=t_start[a:b], t_end=t_end[a:b], nbytes=nbytes[a:b], retrans=retrans[a:b],
+            lost=lost[a:b], packets=packets[a:b],
+        ))
     return out
 
 
