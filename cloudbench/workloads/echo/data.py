@@ -49,6 +49,9 @@ _MISSING = np.uint32(0xFFFFFFFF)  # no row for this (round, peer)
 _TIMEOUT = np.uint32(0xFFFFFFFE)  # a row, but no reply in time
 _MAX_RTT = 0xFFFFFFFD  # RTTs above (4.29 s) are clamped in the matrices only; quantiles stay exact
 NG = len(GROUP_ORDER)
+KEEP_BYTES = 1 << 30
+"""Round matrices (4 B per measured row) kept in memory for pass 2 up to this size (268 M rows);
+larger runs are read a second time instead."""
 
 Quorum = tuple[str, list[str], list[int]]
 """(name, members, k values) of one quorum of the spec."""
@@ -138,7 +141,8 @@ class _Part:
     """What pass 1 learns from one row group (merged into the scan afterwards)."""
 
     def __init__(self, n_leaf: int) -> None:
-        self.hist = np.zeros((n_leaf, ost.NBINS), dtype=np.int64)
+        self.present = np.empty(0, dtype=np.int64)  # the leaves this part saw, and their histograms
+        self.hist = np.zeros((0, ost.NBINS), dtype=np.int64)
         self.sums = np.zeros(n_leaf)
         self.timeouts = np.zeros(n_leaf, dtype=np.int64)
         self.measured = np.zeros(n_leaf, dtype=np.int64)
@@ -187,12 +191,15 @@ class _Scan:
         self.families = [np.where(grp >= 0, grp, -1), np.where(grp >= 0, NG + rp * NG + grp, -1),
                          NG + R * NG + src * H + dst]
         self.leaf = _Part(self.n_leaf)
+        self.leaf.hist = np.zeros((self.n_leaf, ost.NBINS), dtype=np.int64)
         self.hist = np.zeros((0, ost.NBINS), dtype=np.int64)
         self.sums = np.zeros(0)
         self.timeouts = self.rows_measured = np.zeros(0, dtype=np.int64)
         self.quorum_values: dict[tuple[int, int, int], list[np.ndarray]] = {}  # (quorum, k, rep) -> k-th
         self.pair_series: list[tuple[int, str, str, str, np.ndarray, np.ndarray]] = []
         self.file_reps: list[int] = []
+        self.kept: list[tuple[int, np.ndarray]] | None = []  # (repetition position, round matrices)
+        self.clamped = False  # an RTT above what a matrix cell holds: pass 2 reads the files
         self.win_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (file, leaf, w) key, sum, count
         self.rows = 0
 
@@ -225,22 +232,27 @@ class _Scan:
                 # each sender's RTT to each peer, per round (4 B a cell), and each round's window
                 mat = np.full((H, H, rounds), _MISSING, dtype=np.uint32)
                 wins = np.full((H, rounds), -1, dtype=np.int32)
-                parts = list(pool.map(lambda g, f=f, fi=fi, mat=mat, wins=wins: self._pass1_group(f, fi, g, mat, wins),
-                                      range(_row_groups(f))))
-                reps = {p.rep for p in parts if p.rep is not None}
-                if len(reps) > 1:
-                    raise ResultError(str(f.path), f"holds rows of repetitions {sorted(reps)}; one file is one trial")
-                for p in parts:
-                    self.leaf.hist += p.hist
+                reps: set[int] = set()
+                rows = 0
+                # parts are merged as they arrive, so memory holds a few row groups' counts
+                for p in pool.map(lambda g, f=f, fi=fi, mat=mat, wins=wins: self._pass1_group(f, fi, g, mat, wins),
+                                  range(_row_groups(f))):
+                    if p.rep is not None:
+                        reps.add(p.rep)
+                    self.leaf.hist[p.present] += p.hist
                     self.leaf.sums += p.sums
                     self.leaf.timeouts += p.timeouts
                     self.leaf.measured += p.measured
                     self.win_parts.extend(p.windows)
-                    self.rows += p.rows
+                    rows += p.rows
+                if len(reps) > 1:
+                    raise ResultError(str(f.path), f"holds rows of repetitions {sorted(reps)}; one file is one trial")
+                self.rows += rows
                 rep = reps.pop() if reps else self.reps[0]
                 self.file_reps.append(rep)
-                if parts and any(p.rows for p in parts):
+                if rows:
                     self._finish_file(f, rep, mat, wins)
+                    self._keep(rep, mat)
 
     def _pass1_group(self, f: _File, fi: int, group: int, mat: np.ndarray, wins: np.ndarray) -> _Part:
         part = _Part(self.n_leaf)
@@ -261,7 +273,9 @@ class _Scan:
         send = _np(t.column("send_us"), np.int64)
         valid = measured & has_rtt
         lv, rv = leaf[valid], rtt[valid]
-        _add_hist(part.hist, lv, ost.value_bins(rv))
+        if len(rv) and int(rv.max()) > _MAX_RTT:
+            self.clamped = True
+        part.present, part.hist = _hist(lv, ost.value_bins(rv), self.n_leaf)
         part.sums += np.bincount(lv, weights=rv / 1000.0, minlength=self.n_leaf)
         part.timeouts += np.bincount(leaf[measured & timeout], minlength=self.n_leaf)
         part.measured += np.bincount(leaf[measured], minlength=self.n_leaf)
@@ -284,6 +298,15 @@ class _Scan:
         mat.reshape(-1)[(src[m] * self.H + dst[m]) * rounds + rnd[m]] = val
         wins.reshape(-1)[src[m] * rounds + rnd[m]] = send[m] // self.window_us
         return part
+
+    def _keep(self, rep: int, mat: np.ndarray) -> None:
+        """Keep a trial's round matrices for pass 2 while they fit in :data:`KEEP_BYTES`."""
+        if self.kept is None:
+            return
+        if self.clamped or sum(m.nbytes for _, m in self.kept) + mat.nbytes > KEEP_BYTES:
+            self.kept = None  # pass 2 reads the files again
+            return
+        self.kept.append((self.rep_pos[rep], mat))
 
     def _finish_file(self, f: _File, rep: int, mat: np.ndarray, wins: np.ndarray) -> None:
         """Quorum latencies and per-pair window medians of one trial file."""
@@ -352,9 +375,16 @@ class _Scan:
         for fam in self.families:
             ok = fam >= 0
             need_leaf[ok] |= targets.need[fam[ok]]
-        jobs = [(f, g) for f in self.files for g in range(_row_groups(f))]
         with ThreadPoolExecutor(self.threads) as pool:
-            kept = list(pool.map(lambda j: self._pass2_group(j[0], j[1], need_leaf), jobs))
+            if self._kept_complete():
+                assert self.kept is not None
+                H = self.H
+                cells = [(rp, m, s, d) for rp, m in self.kept for s in range(H) for d in range(H)
+                         if need_leaf[(rp * H + s) * H + d].any()]
+                kept = list(pool.map(lambda c: self._pass2_cell(c[0], c[1], c[2], c[3], need_leaf), cells))
+            else:
+                jobs = [(f, g) for f in self.files for g in range(_row_groups(f))]
+                kept = list(pool.map(lambda j: self._pass2_group(j[0], j[1], need_leaf), jobs))
         leaf = _cat([k[0] for k in kept])
         bins = _cat([k[1] for k in kept])
         vals = _cat([k[2] for k in kept])
@@ -367,6 +397,26 @@ class _Scan:
             kbins.append(bins[ok])
             kvals.append(vals[ok])
         return ost.select(targets, _cat(keys), _cat(kbins), _cat(kvals))
+
+    def _kept_complete(self) -> bool:
+        """The kept matrices hold every valid RTT exactly once (no clamped value, no duplicate row)."""
+        if self.kept is None or self.clamped:
+            return False
+        counts = np.zeros(self.n_leaf, dtype=np.int64)
+        H = self.H
+        for rp, m in self.kept:
+            per = np.count_nonzero(m < _TIMEOUT, axis=2).reshape(-1)
+            counts[rp * H * H:(rp + 1) * H * H] += per
+        return bool(np.array_equal(counts, self.leaf.hist.sum(axis=1)))
+
+    def _pass2_cell(self, rp: int, mat: np.ndarray, s: int, d: int, need_leaf: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Pass 2 from a kept matrix: the values of one (sender, peer) in the needed bins."""
+        col = mat[s, d]
+        v = col[col < _TIMEOUT].astype(np.int64)
+        leaf = (rp * self.H + s) * self.H + d
+        bins = ost.value_bins(v)
+        keep = need_leaf[leaf, bins]
+        return np.full(int(keep.sum()), leaf, dtype=np.int64), bins[keep], v[keep]
 
     def _pass2_group(self, f: _File, group: int, need_leaf: np.ndarray) -> tuple[np.ndarray, ...]:
         t = _read(f, group, ("repetition", "src", "dst", "rtt_ns", "warmup"))
@@ -381,14 +431,14 @@ class _Scan:
         return leaf[keep], bins[keep], rtt[keep]
 
 
-def _add_hist(hist: np.ndarray, keys: np.ndarray, bins: np.ndarray) -> None:
-    """hist[keys, bins] += 1 for every element, through the keys present only."""
+def _hist(keys: np.ndarray, bins: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """(keys present, their histograms): counts of every (key, bin), for the keys present only."""
+    present = np.flatnonzero(np.bincount(keys, minlength=n_keys))
     if not len(keys):
-        return
-    present = np.flatnonzero(np.bincount(keys, minlength=hist.shape[0]))
+        return present, np.zeros((0, ost.NBINS), dtype=np.int64)
     local = np.searchsorted(present, keys) if len(present) > 1 else np.zeros(len(keys), dtype=np.int64)
-    counts = np.bincount(local * hist.shape[1] + bins, minlength=len(present) * hist.shape[1])
-    hist[present] += counts.reshape(len(present), hist.shape[1])
+    counts = np.bincount(local * ost.NBINS + bins, minlength=len(present) * ost.NBINS)
+    return present, counts.reshape(len(present), ost.NBINS)
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:
