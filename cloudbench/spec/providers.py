@@ -67,6 +67,10 @@ class CloudProviderModel(ProviderModel):
     expiry: Duration = Field(
         6 * 3600.0, gt=0, description="lease of each stack; `cloudbench gc` destroys stacks past it"
     )
+    destroy_timeout: Duration = Field(
+        1800.0, gt=0, description="how long an interrupted `pulumi up` is given to save its state, "
+        "and a destroy waits for the stack's lock (clouds take minutes to finish what they started)"
+    )
     placement_group: bool = Field(
         False, description="pack each zone's hosts together (AWS cluster placement group, "
         "GCP compact placement policy, Azure proximity placement group)"

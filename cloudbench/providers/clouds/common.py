@@ -12,9 +12,11 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -296,27 +298,56 @@ def meta_output(settings: CloudSettings) -> dict[str, Any]:
 
 
 # -- stack config (the `pulumi` CLI path) -----------------------------------------------
-def stack_config(topology: Topology, settings: CloudSettings) -> dict[str, tuple[str, bool]]:
-    """Config that lets ``stacks/<cloud>/__main__.py`` rebuild the same program: key -> (value, secret)."""
-    cfg = {
-        "cloudbench:topology": (json.dumps(topology.to_dict()), False),
-        "cloudbench:settings": (json.dumps(settings.to_dict(secrets=False)), False),
-        "cloudbench:host_keys": (json.dumps({k: asdict(v) for k, v in settings.host_keys.items()}), True),
-    }
+PROGRAM_FILE = "program.json"  # in the stack's run directory, mode 0600
+PROGRAM_FILE_KEY = "cloudbench:program_file"
+
+
+def write_program_file(path: Path, topology: Topology, settings: CloudSettings) -> Path:
+    """The program's inputs, private host keys included, in a file only its owner can read.
+
+    The inline program gets them in memory; ``stacks/<cloud>/__main__.py`` (the ``pulumi``
+    CLI path) reads them back from this file, whose path is the stack's only
+    ``cloudbench:`` config. So no secret ever travels on a command line (``/proc/*/cmdline``
+    is readable by every local user) nor in an environment, and a topology of any size
+    fits (one argument is at most 128 KiB on Linux).
+    """
+    doc = {"topology": topology.to_dict(), "settings": settings.to_dict(secrets=True)}
+    path = Path(path).resolve()
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f)
+    tmp.replace(path)
+    return path
+
+
+def read_program_file(path: str | Path) -> tuple[dict[str, Any], CloudSettings]:
+    """Inverse of :func:`write_program_file`; refuses a file others can read."""
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode & 0o777
+        if mode & 0o077:
+            raise ValueError(f"{p} holds private host keys but has mode {mode:o}: chmod 600 {p}")
+        doc = json.loads(p.read_text())
+    except OSError as e:
+        raise ValueError(f"cannot read the program inputs {p}: {e.strerror} (the stack's run "
+                         "directory under results/ must still exist)") from e
+    return dict(doc["topology"]), CloudSettings.from_dict(doc["settings"])
+
+
+def stack_config(topology: Topology, settings: CloudSettings,
+                 program_file: Path) -> dict[str, tuple[str, bool]]:
+    """The stack's config, key -> (value, secret): the provider's defaults and where the inputs are.
+
+    Nothing secret and nothing long: these values go to ``pulumi config set-all`` as arguments.
+    """
+    cfg = {PROGRAM_FILE_KEY: (str(Path(program_file).resolve()), False)}
     if settings.cloud == "aws" and topology.regions:
         cfg["aws:region"] = (topology.regions[0], False)
     if settings.cloud == "gcp" and settings.project:
         cfg["gcp:project"] = (settings.project, False)
     return cfg
-
-
-def program_args_from_config(get: Any) -> tuple[dict[str, Any], CloudSettings]:
-    """Inverse of :func:`stack_config`; ``get`` is ``pulumi.Config('cloudbench').require_object``."""
-    topology = get("topology")
-    settings = dict(get("settings"))
-    keys = get("host_keys")
-    settings["host_keys"] = keys
-    return topology, CloudSettings.from_dict(settings)
 
 
 def check_settings(topology: Topology, settings: CloudSettings) -> None:

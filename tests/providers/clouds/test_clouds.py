@@ -177,6 +177,11 @@ def run_program(cloud: str, topo: Topology, settings: cc.CloudSettings,
     return resolved
 
 
+def stack_inputs(auto: FakeAutomation, stack: str) -> cc.CloudSettings:
+    """The settings the driver gave the program of ``stack`` (read from its program file)."""
+    return cc.read_program_file(auto.config[stack][cc.PROGRAM_FILE_KEY][0])[1]
+
+
 def check_cluster(cloud: str, topo: Topology, settings: cc.CloudSettings, outputs: dict[str, Any],
                   subnet_cidr: Callable[[str], str], tmp_path: Path) -> None:
     """The outputs make the same kind of Cluster the netns provider returns."""
@@ -546,16 +551,22 @@ def test_driver_builds_cluster_and_destroys(tmp_path: Path) -> None:
     assert cluster.client_key.parent.parent.parent == run_dir
     assert (cluster.client_key.stat().st_mode & 0o777) == 0o600
     asyncssh.read_private_key(str(cluster.client_key))
-    secrets_cfg = json.loads(auto.config[stack]["cloudbench:host_keys"][0])
-    assert auto.config[stack]["cloudbench:host_keys"][1] is True  # stored as a secret
+    # No secret in the stack config (it goes to `pulumi config set-all` as arguments): the
+    # program's inputs, host keys included, are in a 0600 file whose path is the config.
+    cfg = auto.config[stack]
+    assert set(cfg) == {cc.PROGRAM_FILE_KEY, "aws:region"}
+    assert not any(secret for _, secret in cfg.values())
+    assert all("PRIVATE KEY" not in value and len(value) < 1000 for value, _ in cfg.values())
+    program_file = Path(cfg[cc.PROGRAM_FILE_KEY][0])
+    assert program_file.is_absolute() and program_file.parent == cluster.client_key.parent
+    assert (program_file.stat().st_mode & 0o777) == 0o600
+    _, inputs = cc.read_program_file(program_file)
     for h in cluster.hosts:
-        assert h.host_key == secrets_cfg[h.name]["public"]
-    plain = auto.config[stack]["cloudbench:settings"][0]
-    assert "PRIVATE KEY" not in plain and "PRIVATE KEY" not in (tmp_path / spec.name / ".pulumi" / pp.LEASES
-                                                              / f"cloudbench-aws.{stack}.json").read_text()
-    assert json.loads(plain)["controller_cidr"] == CONTROLLER
+        assert h.host_key == inputs.host_keys[h.name].public and "PRIVATE KEY" in inputs.host_keys[h.name].private
+    assert inputs.controller_cidr == CONTROLLER
     # State and lease live under the campaign directory.
     lease = tmp_path / spec.name / ".pulumi" / pp.LEASES / f"cloudbench-aws.{stack}.json"
+    assert "PRIVATE KEY" not in lease.read_text()
     assert json.loads(lease.read_text())["controller"]["pid"] == os.getpid()
     prov.destroy(cluster)
     assert auto.events[-2:] == [("destroy", stack), ("remove", stack)]
@@ -609,7 +620,7 @@ def test_driver_needs_controller_address(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("CLOUDBENCH_CONTROLLER_CIDR", "198.51.100.4/32")
     (tmp_path / "c" / "r").mkdir(parents=True)
     cluster = provider(auto, tmp_path, spec).provision(spec.topology(), tmp_path / "c" / "r")
-    assert json.loads(auto.config[cluster.stack]["cloudbench:settings"][0])["controller_cidr"] == "198.51.100.4/32"
+    assert stack_inputs(auto, cluster.stack).controller_cidr == "198.51.100.4/32"
 
 
 def _runner_with(tmp_path: Path, auto: FakeAutomation,
@@ -717,9 +728,9 @@ def test_stack_ref_paths_follow_the_campaign_dir(tmp_path: Path) -> None:
     assert pp.ensure_passphrase(ref.state_dir).read_text() == p.read_text()  # stable
 
 
-def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks,
+def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """``stacks/gcp/__main__.py`` rebuilds the program from the config the driver writes."""
+    """``stacks/gcp/__main__.py`` rebuilds the program from the file the stack config names."""
     import runpy
 
     entry = ROOT / "stacks" / "gcp" / "__main__.py"
@@ -727,10 +738,10 @@ def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks,
     assert mocks.resources == []
     topo = stormcloud("gcp").topology()
     s = settings_for(topo, "gcp")
-    cfg = cc.stack_config(topo, s)
-    assert [k for k, (_, secret) in cfg.items() if secret] == ["cloudbench:host_keys"]
-    pulumi.runtime.set_all_config({k: v for k, (v, _) in cfg.items()},
-                                  [k for k, (_, secret) in cfg.items() if secret])
+    cfg = cc.stack_config(topo, s, cc.write_program_file(tmp_path / "program.json", topo, s))
+    assert not any(secret for _, secret in cfg.values())
+    assert all("PRIVATE KEY" not in v for v, _ in cfg.values())
+    pulumi.runtime.set_all_config({k: v for k, (v, _) in cfg.items()})
     exports: dict[str, Any] = {}
     monkeypatch.setattr(pulumi, "export", lambda k, v: exports.__setitem__(k, v))
     try:
@@ -801,8 +812,7 @@ def test_the_controller_address_reaches_the_firewall_as_a_network(tmp_path: Path
     run_dir = tmp_path / spec.name / "20250101T000000Z-abcd"
     run_dir.mkdir(parents=True)
     cluster = provider(auto, tmp_path, spec).provision(spec.topology(), run_dir)
-    settings = json.loads(auto.config[cluster.stack]["cloudbench:settings"][0])
-    assert settings["controller_cidr"] == rule
+    assert stack_inputs(auto, cluster.stack).controller_cidr == rule
 
 
 def test_a_bad_controller_address_from_the_environment_is_refused_before_anything_exists(
@@ -865,3 +875,16 @@ def test_the_cloud_extras_pin_one_major_version_that_is_installed() -> None:
         assert upper and lower, f"{r} does not pin a major version"
         assert int(upper[0].version.split(".")[0]) == int(lower[0].version.split(".")[0]) + 1, r
         assert r.specifier.contains(version(r.name)), (r, version(r.name))
+
+
+def test_program_file_is_private_and_refused_when_others_can_read_it(tmp_path: Path) -> None:
+    topo = stormcloud("aws").topology()
+    s = settings_for(topo, "aws")
+    path = cc.write_program_file(tmp_path / "program.json", topo, s)
+    assert (path.stat().st_mode & 0o777) == 0o600
+    assert cc.read_program_file(path)[1] == s
+    path.chmod(0o644)
+    with pytest.raises(ValueError, match="mode 644: chmod 600"):
+        cc.read_program_file(path)
+    with pytest.raises(ValueError, match="run directory"):
+        cc.read_program_file(tmp_path / "gone.json")
