@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from cloudbench.core.topology import HostSpec, Topology
+from cloudbench.core.topology import HostSpec, PortRange, Topology
 from cloudbench.store import formats
 
 SSH_PORT = 22
@@ -34,25 +34,9 @@ OUTPUT_HOSTS = "hosts"
 OUTPUT_META = "cloudbench"
 
 
-@dataclass(frozen=True)
-class PortRange:
-    """Ports a workload listens on; opened only between the campaign's own hosts."""
-
-    name: str
-    first: int
-    last: int
-    protocols: tuple[str, ...] = ("tcp", "udp")
-
-    @property
-    def aws_range(self) -> tuple[int, int]:
-        return self.first, self.last
-
-    def text(self) -> str:
-        return str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
-
-
-# The one list of worker ports. Each cloud's firewall opens exactly these, and only
-# from the campaign's subnet CIDRs; SSH (22) is open only to the controller.
+# Worker ports opened when a topology carries none (built by hand, not from a spec). A spec's
+# topology lists the ports of its workloads (WorkloadModel.listen_ports): echo's and the
+# throughput tools' configurable ports, the traceroute method's destination ports.
 WORKER_PORTS: tuple[PortRange, ...] = (
     PortRange("echo", 7100, 7100, ("tcp",)),
     PortRange("nuttcp", 5000, 5101),  # control 5000, data 5001-5101
@@ -61,6 +45,25 @@ WORKER_PORTS: tuple[PortRange, ...] = (
     # last hop never answers and every path looks one hop short.
     PortRange("traceroute", 33434, 33534, ("udp",)),
 )
+
+
+def worker_ports(topology: Topology) -> list[PortRange]:
+    """The ports to open between the campaign's hosts, one entry per (range, protocol set).
+
+    Names are firewall-rule friendly (``slug``) and unique; identical ranges of two
+    workloads are opened once.
+    """
+    out: dict[tuple[int, int, tuple[str, ...]], PortRange] = {}
+    for p in topology.ports or WORKER_PORTS:
+        key = (p.first, p.last, tuple(sorted(p.protocols)))
+        if key not in out:
+            out[key] = PortRange(slug(p.name, 40), p.first, p.last, key[2])
+    names: dict[str, int] = {}
+    ports: list[PortRange] = []
+    for p in out.values():
+        n = names[p.name] = names.get(p.name, 0) + 1
+        ports.append(p if n == 1 else PortRange(f"{p.name}-{n}", p.first, p.last, p.protocols))
+    return ports
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,15 @@ from cloudbench.workloads import parse_spec
 from tests.paths import EXPERIMENTS, ROOT
 
 CONTROLLER = "203.0.113.7/32"  # TEST-NET-3: never contacted
-WORKER_PORTS = {(proto, p.first, p.last) for p in cc.WORKER_PORTS for proto in p.protocols}
+# Workloads whose ports the firewalls must open (and no other): derived from the spec.
+PORT_WORKLOADS = """\
+  - {kind: echo, duration: 10s, port: 7300}
+  - {kind: throughput, name: i3, tool: iperf3, port: 6000, duration: 10s}
+  - {kind: throughput, name: nt, tool: nuttcp, port: 5500, streams: 4, duration: 10s}
+  - {kind: traceroute, method: tcp-sport}
+"""
+OPENED = {("tcp", 7300, 7300), ("tcp", 6000, 6000), ("udp", 6000, 6000), ("tcp", 5500, 5504),
+          ("udp", 5500, 5504), ("tcp", 80, 80), ("icmp", -1, -1)}
 
 STORMCLOUD = {
     "aws": ("m5.large", {
@@ -56,7 +64,7 @@ STORMCLOUD = {
 }
 
 
-def stormcloud_yaml(cloud: str, extra: str = "", vm_type: str | None = None) -> str:
+def stormcloud_yaml(cloud: str, extra: str = "", vm_type: str | None = None, workloads: str | None = None) -> str:
     default_type, regions = STORMCLOUD[cloud]
     lines = [f"name: stormcloud-{cloud}", "providers:", f"  {cloud}:",
              f"    controller_cidr: {CONTROLLER}"]
@@ -68,12 +76,12 @@ def stormcloud_yaml(cloud: str, extra: str = "", vm_type: str | None = None) -> 
             lines += [f"          {z}:", "            subnets:"]
             for s, n in subnets.items():
                 lines.append(f"              {s}: {{hosts: {n}, vm_type: {vm_type or default_type}}}")
-    lines += ["workloads:", "  - kind: echo", "    duration: 10s"]
+    lines += ["workloads:", *(workloads.splitlines() if workloads else ["  - kind: echo", "    duration: 10s"])]
     return "\n".join(lines) + "\n"
 
 
-def stormcloud(cloud: str) -> Spec:
-    return parse_spec(stormcloud_yaml(cloud, "placement_group: true"), f"{cloud}.yaml")
+def stormcloud(cloud: str, workloads: str | None = None) -> Spec:
+    return parse_spec(stormcloud_yaml(cloud, "placement_group: true", workloads=workloads), f"{cloud}.yaml")
 
 
 def settings_for(topo: Topology, cloud: str, stack: str = "test-r01") -> cc.CloudSettings:
@@ -224,7 +232,7 @@ def check_cloud_init(user_data: str, settings: cc.CloudSettings, host: str) -> N
 
 
 def test_aws_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    topo = stormcloud("aws").topology()
+    topo = stormcloud("aws", PORT_WORKLOADS).topology()
     s = settings_for(topo, "aws")
     out = run_program("aws", topo, s, monkeypatch)
 
@@ -267,7 +275,7 @@ def test_aws_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
             else:
                 assert sorted(sources) == campaign, rule
                 opened.add(ports)
-        assert opened >= WORKER_PORTS and opened - WORKER_PORTS == {("icmp", -1, -1)}
+        assert opened == OPENED  # the spec's ports, not fixed ranges (7100 is not opened)
         check_tags(g.inputs["tags"], s, g.name)
     for p in mocks.of("pulumi:providers:aws"):
         check_tags(json.loads(p.inputs["defaultTags"])["tags"] if isinstance(p.inputs["defaultTags"], str)
@@ -285,7 +293,7 @@ def test_aws_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
 
 
 def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    topo = stormcloud("gcp").topology()
+    topo = stormcloud("gcp", PORT_WORKLOADS).topology()
     s = settings_for(topo, "gcp")
     out = run_program("gcp", topo, s, monkeypatch)
 
@@ -328,7 +336,7 @@ def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
                 else:
                     assert sorted(r["sourceRanges"]) == campaign
                     opened.add(ports)
-    assert opened >= WORKER_PORTS and opened - WORKER_PORTS == {("icmp", -1, -1)}
+    assert opened == OPENED  # the spec's ports, not fixed ranges (7100 is not opened)
     # Every zone with hosts gets a compact placement policy in its region.
     assert len(mocks.of("gcp:compute/resourcePolicy:ResourcePolicy")) == 5
     check_cluster("gcp", topo, s, out,
@@ -336,7 +344,7 @@ def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
 
 
 def test_azure_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    topo = stormcloud("azure").topology()
+    topo = stormcloud("azure", PORT_WORKLOADS).topology()
     s = settings_for(topo, "azure")
     out = run_program("azure", topo, s, monkeypatch)
 
@@ -385,7 +393,7 @@ def test_azure_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, t
             else:
                 assert sorted(sources) == campaign
                 opened.add(ports)
-        assert opened >= WORKER_PORTS and opened - WORKER_PORTS == {("icmp", -1, -1)}
+        assert opened == OPENED  # the spec's ports, not fixed ranges (7100 is not opened)
         # Everything else is denied explicitly, before Azure's "allow from VirtualNetwork" default.
         deny = [r for r in rules if r["access"] == "Deny"]
         assert len(deny) == 1 and deny[0]["priority"] > max(r["priority"] for r in rules if r["access"] == "Allow")
@@ -446,11 +454,18 @@ def test_programs_refuse_ssh_from_anywhere() -> None:
         cc.check_settings(topo, wide)
 
 
-def test_worker_ports_are_one_list() -> None:
-    names = {p.name: (p.first, p.last) for p in cc.WORKER_PORTS}
-    assert names["echo"] == (7100, 7100)
-    assert names["nuttcp"] == (5000, 5101)
-    assert names["iperf3"] == (5201, 5299)
+def test_worker_ports_come_from_the_spec() -> None:
+    ports = cc.worker_ports(stormcloud("aws", PORT_WORKLOADS).topology())
+    assert {(proto, p.first, p.last) for p in ports for proto in p.protocols} == OPENED - {("icmp", -1, -1)}
+    assert len({p.name for p in ports}) == len(ports)  # rule names are unique
+    # Every traceroute method opens what its probes reach; a topology without ports gets the defaults.
+    want = {"udp-dport": {("udp", 33434, 33534)}, "udp-sport": {("udp", 33435, 33435)},
+            "tcp-sport": {("tcp", 80, 80)}, "icmp-echo": set()}
+    for method, opened in want.items():
+        topo = stormcloud("aws", f"  - {{kind: traceroute, method: {method}}}").topology()
+        assert {(proto, p.first, p.last) for p in topo.ports for proto in p.protocols} == opened
+    assert Topology.from_dict(stormcloud("aws").topology().to_dict()).ports == stormcloud("aws").topology().ports
+    assert cc.worker_ports(Topology(hosts=[])) == list(cc.WORKER_PORTS)
 
 
 # -- spec checks -----------------------------------------------------------------------------------

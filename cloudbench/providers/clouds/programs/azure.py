@@ -15,7 +15,7 @@ import pulumi
 import pulumi_azure_native as azure
 
 from cloudbench.core import catalog
-from cloudbench.core.topology import Topology
+from cloudbench.core.topology import PortRange, Topology
 from cloudbench.providers.clouds import common as cc
 
 IMAGE = {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "version": "latest"}
@@ -24,13 +24,14 @@ OS_DISK_GB = 30
 DENY_PRIORITY = 4096
 
 
-def security_rules(settings: cc.CloudSettings, plan: cc.AddressPlan) -> list[azure.network.SecurityRuleArgs]:
+def security_rules(settings: cc.CloudSettings, plan: cc.AddressPlan,
+                   ports: list[PortRange]) -> list[azure.network.SecurityRuleArgs]:
     rules = [azure.network.SecurityRuleArgs(
         name="ssh-from-controller", priority=100, direction="Inbound", access="Allow", protocol="Tcp",
         source_address_prefix=settings.controller_cidr, source_port_range="*",
         destination_address_prefix="*", destination_port_range=str(cc.SSH_PORT))]
     prio = 110
-    for p in cc.WORKER_PORTS:
+    for p in ports:
         for proto in p.protocols:
             rules.append(azure.network.SecurityRuleArgs(
                 name=f"{p.name}-{proto}", priority=prio, direction="Inbound", access="Allow",
@@ -76,7 +77,7 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
             opts=pulumi.ResourceOptions(ignore_changes=["subnets"]))
         nsgs[r] = azure.network.NetworkSecurityGroup(
             f"nsg-{r}", resource_group_name=rg.name, location=r,
-            security_rules=security_rules(s, plan), tags=cc.tags(s, f"nsg-{r}"))
+            security_rules=security_rules(s, plan, cc.worker_ports(topo)), tags=cc.tags(s, f"nsg-{r}"))
         groups[r] = rg
 
     placement: dict[str, azure.compute.ProximityPlacementGroup] = {}
