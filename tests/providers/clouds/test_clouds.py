@@ -903,3 +903,45 @@ def test_program_file_is_private_and_refused_when_others_can_read_it(tmp_path: P
         cc.read_program_file(path)
     with pytest.raises(ValueError, match="run directory"):
         cc.read_program_file(tmp_path / "gone.json")
+
+
+def test_azure_writes_to_a_vnet_one_at_a_time(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    """Subnets and both peerings of each VNet form one dependency chain (AnotherOperationInProgress)."""
+    from pulumi.runtime import mocks as pulumi_mocks
+
+    deps: dict[str, set[str]] = {}  # resource name -> names it depends on
+    register = pulumi_mocks.MockMonitor.RegisterResource
+
+    def recording(self: Any, request: Any) -> Any:
+        deps[request.name] = {u.rsplit("::", 1)[-1] for u in request.dependencies}
+        return register(self, request)
+
+    monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResource", recording)
+    topo = stormcloud("azure").topology()
+    run_program("azure", topo, settings_for(topo, "azure"), monkeypatch)
+
+    def ancestors(name: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            for d in deps.get(todo.pop(), set()):
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        return seen
+
+    def vnets_written(name: str) -> set[str]:
+        if name.startswith("subnet-"):
+            zone = name.removeprefix("subnet-").rsplit("-s", 1)[0]
+            return {topo.hosts[[h.zone for h in topo.hosts].index(zone)].region}
+        src, dst = name.removeprefix("peer-").split("-", 1)
+        return {src, dst} if dst in topo.regions else set()
+
+    writes = [n for n in deps if n.startswith(("subnet-", "peer-"))]
+    peerings = [n for n in writes if n.startswith("peer-")]
+    assert len(peerings) == 6 and len([n for n in writes if n.startswith("subnet-")]) == 6
+    for i, a in enumerate(writes):
+        for b in writes[i + 1:]:
+            if vnets_written(a) & vnets_written(b):
+                assert a in ancestors(b) or b in ancestors(a), (a, b)

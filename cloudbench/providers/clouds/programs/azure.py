@@ -80,6 +80,15 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
             security_rules=security_rules(s, plan, cc.worker_ports(topo)), tags=cc.tags(s, f"nsg-{r}"))
         groups[r] = rg
 
+    # Azure takes one write at a time per VNet: subnets and peerings made in parallel fail with
+    # AnotherOperationInProgress (pulumi-azure-native #699, #4340). Every write to a VNet waits
+    # for the previous one; a peering changes both of its VNets.
+    last_write: dict[str, pulumi.Resource] = {}
+
+    def after(*regions_touched: str) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(depends_on=[last_write[x] for x in dict.fromkeys(regions_touched)
+                                                  if x in last_write])
+
     placement: dict[str, azure.compute.ProximityPlacementGroup] = {}
     hosts_out: dict[str, Any] = {}
     for (r, zone, subnet), members in cc.hosts_by_subnet(topo).items():
@@ -88,7 +97,9 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
         sn = azure.network.Subnet(
             f"subnet-{zone}-{subnet}", resource_group_name=rg.name, virtual_network_name=vnets[r].name,
             address_prefix=plan.subnet_cidr[(r, zone, subnet)],
-            network_security_group=azure.network.NetworkSecurityGroupArgs(id=nsgs[r].id))
+            network_security_group=azure.network.NetworkSecurityGroupArgs(id=nsgs[r].id),
+            opts=after(r))
+        last_write[r] = sn
         if s.placement_group and zone not in placement:
             placement[zone] = azure.compute.ProximityPlacementGroup(
                 f"ppg-{zone}", resource_group_name=rg.name, location=r,
@@ -139,11 +150,13 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
     for i, ra in enumerate(regions):
         for rb in regions[i + 1:]:
             for src, dst in ((ra, rb), (rb, ra)):
-                azure.network.VirtualNetworkPeering(
+                peering = azure.network.VirtualNetworkPeering(
                     f"peer-{src}-{dst}", resource_group_name=groups[src].name,
                     virtual_network_name=vnets[src].name,
                     remote_virtual_network=azure.network.SubResourceArgs(id=vnets[dst].id),
-                    allow_virtual_network_access=True, allow_forwarded_traffic=False)
+                    allow_virtual_network_access=True, allow_forwarded_traffic=False,
+                    opts=after(src, dst))
+                last_write[src] = last_write[dst] = peering
 
     pulumi.export(cc.OUTPUT_META, cc.meta_output(s))
     pulumi.export(cc.OUTPUT_HOSTS, hosts_out)
