@@ -93,6 +93,11 @@ def settings_for(topo: Topology, cloud: str, stack: str = "test-r01") -> cc.Clou
         host_keys=cc.new_host_keys([h.name for h in topo.hosts], stack), placement_group=True)
 
 
+# This account's mapping of zone names to zone IDs (another account maps them differently).
+AWS_ZONE_IDS = {"us-east-1a": "use1-az4", "us-east-1b": "use1-az6", "us-east-1c": "use1-az1",
+                "us-east-2a": "use2-az3", "us-west-2a": "usw2-az2"}
+
+
 # -- Pulumi mocks ------------------------------------------------------------------------------
 class RecordingMocks(pulumi.runtime.Mocks):
     """Records every resource; gives VMs addresses from the subnet they were put in."""
@@ -115,6 +120,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         public = f"203.0.113.{len(self.resources) % 250 + 1}"
         if args.typ == "aws:ec2/subnet:Subnet":
             self.cidr[rid] = args.inputs["cidrBlock"]
+            state["availabilityZoneId"] = AWS_ZONE_IDS[args.inputs["availabilityZone"]]
         elif args.typ == "gcp:compute/subnetwork:Subnetwork":
             self.cidr[rid] = args.inputs["ipCidrRange"]
             state["selfLink"] = rid
@@ -257,6 +263,10 @@ def test_aws_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
     for sn in subnets.values():
         per_zone[sn["availabilityZone"]] = per_zone.get(sn["availabilityZone"], 0) + 1
     assert per_zone == {"us-east-1a": 2, "us-east-1b": 1, "us-east-1c": 1, "us-east-2a": 1, "us-west-2a": 1}
+    # Each host records its zone's ID in this account (use1-az4), besides the zone's name.
+    for h in topo.hosts:
+        rec = out[cc.OUTPUT_HOSTS][h.name]
+        assert rec["zone"] == h.zone and rec["zone_id"] == AWS_ZONE_IDS[h.zone]
 
     campaign = sorted(sn["cidrBlock"] for sn in subnets.values())
     groups = mocks.of("aws:ec2/securityGroup:SecurityGroup")

@@ -102,7 +102,9 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                 root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
                     volume_type="gp3", volume_size=ROOT_GB, encrypted=True, delete_on_termination=True),
                 tags=cc.tags(s, h.name), opts=opts)
-            hosts_out[h.name] = {**cc.host_record(h, zone), "id": vm.id,
+            # The zone *name* maps to a different physical zone in every account; its ID
+            # (use1-az4) is the same everywhere, so that is what a run records.
+            hosts_out[h.name] = {**cc.host_record(h, zone), "zone_id": sn.availability_zone_id, "id": vm.id,
                                  "private_ip": vm.private_ip, "public_ip": vm.public_ip}
 
     for i, ra in enumerate(regions):
