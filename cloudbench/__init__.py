@@ -26,7 +26,7 @@ from cloudbench.core.version import __version__
 
 if TYPE_CHECKING:
     from cloudbench.analysis.confirm import ConfirmParams, ConfirmResult
-    from cloudbench.cost import CostEstimate, estimate_cost, spec_prices
+    from cloudbench.cost import CostEstimate, check_leases, estimate_cost, spec_prices
     from cloudbench.errors import (
         BudgetError,
         CloudbenchError,
@@ -71,6 +71,7 @@ _API: dict[str, tuple[str, str]] = {
     "CostEstimate": ("cloudbench.cost", "CostEstimate"),
     "estimate_cost": ("cloudbench.cost", "estimate_cost"),
     "spec_prices": ("cloudbench.cost", "spec_prices"),
+    "check_leases": ("cloudbench.cost", "check_leases"),
     "render_cost": ("cloudbench.report.cost", "render_cost"),
     "CampaignRunner": ("cloudbench.runner", "CampaignRunner"),
     "RunUI": ("cloudbench.runner", "RunUI"),
@@ -112,6 +113,7 @@ __all__ = [
     "UsageError",
     "__version__",
     "build_report",
+    "check_leases",
     "collect_garbage",
     "confirm",
     "confirm_to_json",

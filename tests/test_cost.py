@@ -16,7 +16,8 @@ from cloudbench.cli import app
 from cloudbench.errors import SpecError
 from cloudbench.plan import make_plan
 from cloudbench.providers import Provider
-from cloudbench.workloads import parse_spec
+from cloudbench.workloads import load_spec, parse_spec
+from tests.paths import EXPERIMENTS
 
 RATE, PAYLOAD, DURATION, WARMUP = 10, 1000, 5, 1
 
@@ -206,3 +207,26 @@ def test_warnings_are_printed_by_validate(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["validate", str(spec_file)], terminal_width=200)
     assert res.exit_code == 0
     assert "warning" in res.output and "closest: m5.large" in res.output
+
+
+def test_a_lease_shorter_than_the_campaign_is_a_spec_error(tmp_path: Path) -> None:
+    """`gc` from cron trusts the lease: expiry must outlive a stack's estimated life plus a margin."""
+    from cloudbench.cost import check_leases, lease_needed
+    from cloudbench.errors import SpecError
+    from tests.providers.clouds.test_clouds import stormcloud_yaml
+
+    long = "  - kind: echo\n    duration: 3h\n"
+    path = tmp_path / "s.yaml"
+    path.write_text(stormcloud_yaml("aws", "expiry: 2h", workloads=long))
+    spec = load_spec(path)
+    with pytest.raises(SpecError, match=r"expiry 2\.0 h is shorter .*at least") as ei:
+        check_leases(spec, path)
+    assert ei.value.line == 5 and ei.value.field.endswith("expiry")
+    path.write_text(stormcloud_yaml("aws", "expiry: 5h", workloads=long))
+    check_leases(load_spec(path), path)  # 3 h + provisioning + margin fits in 5 h
+    path.write_text(stormcloud_yaml("aws", workloads="  - kind: echo\n    duration: 8h\n"))
+    with pytest.raises(SpecError, match=r"6\.0 h is shorter"):  # the default expiry is checked too
+        check_leases(load_spec(path), path)
+    assert lease_needed(3600.0) == 3600.0 + 1800.0 and lease_needed(10 * 3600.0) == 15 * 3600.0
+    for example in EXPERIMENTS.glob("stormcloud-*.yaml"):
+        check_leases(load_spec(example), example)
