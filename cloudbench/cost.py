@@ -109,6 +109,7 @@ class CostEstimate:
             "currency": self.prices.currency,
             "prices_date": self.prices.date,
             "prices_source": self.prices.source,
+            "prices_sources": self.prices.sources,
             "stacks": self.stacks,
             "vm_hours": round(self.vm_hours, 3),
             "vms": [{"provider": v.provider, "vm_type": v.vm_type, "hosts": v.hosts,
@@ -199,7 +200,11 @@ def estimate_cost(spec: Spec, plan: Plan | None = None, prices: PriceTable | Non
             line = lines.setdefault((*key_a, *key_b), EgressLine(*key_a, *key_b))
             line.bytes += nbytes
             line.classes.add(klass)
-            line.usd += nbytes / GB * prices.egress_per_gb.get(a.provider, {}).get(klass, 0.0)
+            # Priced by where the bytes leave (and, on Azure's global peering, also where they arrive).
+            per_gb = prices.egress(a.provider, a.region, b.region, klass)
+            if a.provider == b.provider:
+                per_gb += prices.ingress(b.provider, klass)
+            line.usd += nbytes / GB * per_gb
     egress = [lines[k] for k in sorted(lines)]
     return CostEstimate(prices, len(stack_seconds), stack_seconds, vms, egress, ip_usd, unpriced)
 
