@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     )
     from cloudbench.plan import Plan, make_plan
     from cloudbench.providers import collect_garbage
+    from cloudbench.providers.clouds.doctor import Finding as DoctorFinding
+    from cloudbench.providers.clouds.doctor import diagnose
     from cloudbench.report.build import build_report
     from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
     from cloudbench.report.cost import render_cost
@@ -72,6 +74,8 @@ _API: dict[str, tuple[str, str]] = {
     "estimate_cost": ("cloudbench.cost", "estimate_cost"),
     "spec_prices": ("cloudbench.cost", "spec_prices"),
     "check_leases": ("cloudbench.cost", "check_leases"),
+    "diagnose": ("cloudbench.providers.clouds.doctor", "diagnose"),
+    "DoctorFinding": ("cloudbench.providers.clouds.doctor", "Finding"),
     "render_cost": ("cloudbench.report.cost", "render_cost"),
     "CampaignRunner": ("cloudbench.runner", "CampaignRunner"),
     "RunUI": ("cloudbench.runner", "RunUI"),
@@ -99,6 +103,7 @@ __all__ = [
     "ConfirmParams",
     "ConfirmResult",
     "CostEstimate",
+    "DoctorFinding",
     "ExitCode",
     "IncompleteRunError",
     "Manifest",
@@ -117,6 +122,7 @@ __all__ = [
     "collect_garbage",
     "confirm",
     "confirm_to_json",
+    "diagnose",
     "estimate_cost",
     "load_spec",
     "make_plan",
