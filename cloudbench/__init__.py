@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from cloudbench.providers import collect_garbage
     from cloudbench.providers.clouds.doctor import Finding as DoctorFinding
     from cloudbench.providers.clouds.doctor import diagnose
+    from cloudbench.providers.clouds.tagreaper import inventory as cloud_inventory
+    from cloudbench.providers.clouds.tagreaper import reap_tagged
     from cloudbench.report.build import build_report
     from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
     from cloudbench.report.cost import render_cost
@@ -75,6 +77,8 @@ _API: dict[str, tuple[str, str]] = {
     "spec_prices": ("cloudbench.cost", "spec_prices"),
     "check_leases": ("cloudbench.cost", "check_leases"),
     "diagnose": ("cloudbench.providers.clouds.doctor", "diagnose"),
+    "reap_tagged": ("cloudbench.providers.clouds.tagreaper", "reap_tagged"),
+    "cloud_inventory": ("cloudbench.providers.clouds.tagreaper", "inventory"),
     "DoctorFinding": ("cloudbench.providers.clouds.doctor", "Finding"),
     "render_cost": ("cloudbench.report.cost", "render_cost"),
     "CampaignRunner": ("cloudbench.runner", "CampaignRunner"),
@@ -119,6 +123,7 @@ __all__ = [
     "__version__",
     "build_report",
     "check_leases",
+    "cloud_inventory",
     "collect_garbage",
     "confirm",
     "confirm_to_json",
@@ -128,6 +133,7 @@ __all__ = [
     "make_plan",
     "open_results",
     "parse_spec",
+    "reap_tagged",
     "render_confirm",
     "render_cost",
     "render_report",
