@@ -80,6 +80,11 @@ class CloudProviderModel(ProviderModel):
         "or publisher:offer:sku:version on Azure"
     )
     project: str | None = Field(None, description="GCP project (default: gcp:project config)")
+    host_keys: Literal["injected", "generated"] = Field(
+        "injected", description="injected: cloudbench makes each VM's ed25519 host key, so it is pinned "
+        "before the first connection, but its private half passes through the cloud's user data "
+        "and the (encrypted) stack state; generated: the VM makes its own and publishes the public "
+        "half (console output; GCP guest attributes), which cloudbench reads before connecting")
 
 
 class StaticHostModel(Model):

@@ -35,6 +35,7 @@ from cloudbench.core.topology import Topology
 from cloudbench.errors import CloudbenchError, ProvisionError, ReapError
 from cloudbench.providers.clouds import common as cc
 from cloudbench.providers.clouds.cli import PulumiCli, find_cli
+from cloudbench.providers.clouds.hostkeys import Fetcher, wait_for_host_keys
 from cloudbench.spec.clouds import controller_cidr_error, normalize_controller_cidr
 from cloudbench.store import formats
 
@@ -253,7 +254,9 @@ def run_program(cloud: str, topology: dict[str, Any], settings: cc.CloudSettings
 
 # -- from stack outputs to a Cluster ------------------------------------------------------
 def cluster_from_outputs(cloud: str, stack: str, topology: Topology, outputs: Mapping[str, Any],
-                         settings: cc.CloudSettings, client_key: Path) -> Cluster:
+                         settings: cc.CloudSettings, client_key: Path,
+                         published_keys: Mapping[str, str] | None = None) -> Cluster:
+    """The Cluster of a stack's outputs; host keys are ours (injected) or ``published_keys`` (generated)."""
     meta = outputs.get(cc.OUTPUT_META) or {}
     if meta.get("schema") not in formats.CLOUD_OUTPUTS.readable:
         raise ProvisionError(cloud, stack, f"stack outputs have schema {meta.get('schema')!r}, "
@@ -274,7 +277,9 @@ def cluster_from_outputs(cloud: str, stack: str, topology: Topology, outputs: Ma
             ssh_host=str(rec["public_ip"]),
             ssh_port=cc.SSH_PORT,
             user=str(meta.get("user", cc.USER)),
-            host_key=settings.host_keys[h.name].public,  # ours, not whatever the stack says
+            # ours, or read from the cloud's API; never whatever the stack outputs say
+            host_key=(settings.host_keys[h.name].public if settings.host_key_mode == "injected"
+                      else (published_keys or {})[h.name]),
             workdir=str(meta.get("workdir", cc.WORKDIR)),
             facts={"cloud": cloud, "instance_id": rec.get("id"), "zone_id": rec.get("zone_id"),
                    "vm_type": h.vm_type},
@@ -351,6 +356,7 @@ class PulumiProvider:
     wait_ready: Callable[[Cluster], None] = default_wait_ready
     results_root: Path | None = None
     clock: Callable[[], float] = time.time
+    fetch_host_key: Fetcher | None = None  # host_keys: generated (default: the cloud's SDK)
     _live: dict[str, _Live] = field(default_factory=dict, init=False)
     _count: int = field(default=0, init=False)
 
@@ -387,7 +393,9 @@ class PulumiProvider:
             owner=self.options.owner or getpass.getuser(), expiry_utc=_utc(expiry),
             controller_cidr=controller,
             client_public_key=client.export_public_key().decode().strip(),
-            host_keys=cc.new_host_keys([h.name for h in topo.hosts], stack),
+            host_keys=(cc.new_host_keys([h.name for h in topo.hosts], stack)
+                       if self.options.host_keys == "injected" else {}),
+            host_key_mode=self.options.host_keys,
             placement_group=bool(self.options.placement_group), image=self.options.image,
             project=getattr(self.options, "project", None),
         )
@@ -414,7 +422,12 @@ class PulumiProvider:
             self._live[stack] = _Live(ref, handle, log)
             with _appender(log) as out:
                 outputs = handle.up(out)
-            cluster = cluster_from_outputs(self.name, stack, topo, outputs, settings, client_key)
+            published = None
+            if settings.host_key_mode == "generated":
+                records = dict(outputs.get(cc.OUTPUT_HOSTS) or {})
+                published = wait_for_host_keys(self.name, stack, records, self._host_key_fetcher(),
+                                               READY_TIMEOUT_S)
+            cluster = cluster_from_outputs(self.name, stack, topo, outputs, settings, client_key, published)
             self.wait_ready(cluster)
         except BaseException as e:
             # Also after a partial `up` or Ctrl-C: whatever exists is destroyed now.
@@ -429,6 +442,17 @@ class PulumiProvider:
                 raise
             raise ProvisionError(self.name, stack, f"{type(e).__name__}: {e}") from e
         return cluster
+
+    def _host_key_fetcher(self) -> Fetcher:
+        if self.fetch_host_key is not None:
+            return self.fetch_host_key
+        from cloudbench.providers.clouds import hostkeys
+
+        if self.name == "aws":
+            return hostkeys.aws_fetcher()
+        if self.name == "gcp":
+            return hostkeys.gcp_fetcher(self.options.project or os.environ.get("GOOGLE_CLOUD_PROJECT", ""))
+        return hostkeys.azure_fetcher(os.environ.get("ARM_SUBSCRIPTION_ID", ""))
 
     def destroy(self, cluster: Cluster) -> None:
         self._destroy_stack(cluster.stack)

@@ -89,6 +89,10 @@ class CloudSettings:
     placement_group: bool = False
     image: str | None = None
     project: str | None = None
+    # injected: cloudbench makes each VM's host key (its private half passes through the cloud's
+    # user data and the encrypted stack state); generated: the VM makes its own and publishes
+    # the public half (console output, GCP guest attributes), read before the first connection.
+    host_key_mode: str = "injected"
 
     def to_dict(self, secrets: bool = True) -> dict[str, Any]:
         d = asdict(self)
@@ -264,20 +268,29 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_representer(_Literal, _literal)
 
 
+HOST_KEY_MODES = ("injected", "generated")
+
+
 def render_cloud_init(settings: CloudSettings, host: HostSpec) -> str:
-    """The user-data of one VM: our host key, our client key, the measurement tools."""
-    key = settings.host_keys.get(host.name)
-    if key is None or not key.private:
-        raise ValueError(f"no host key for {host.name}: the driver generates one per host")
-    doc: dict[str, Any] = {
+    """The user-data of one VM: its host key (ours, or made there), our client key, the tools."""
+    keys: dict[str, Any]
+    if settings.host_key_mode == "generated":
+        # The VM makes one fresh ed25519 key and prints it to the console, where the driver
+        # reads it (cloud-init's keys_to_console) before it connects; no private key leaves it.
+        keys = {"ssh_deletekeys": True, "ssh_genkeytypes": ["ed25519"],
+                "ssh": {"emit_keys_to_console": True}, "ssh_key_console_blacklist": []}
+    else:
+        key = settings.host_keys.get(host.name)
+        if key is None or not key.private:
+            raise ValueError(f"no host key for {host.name}: the driver generates one per host")
         # Our key replaces the image's; no other host key type is generated, so the
         # pinned ed25519 key is the only one sshd can present.
-        "ssh_deletekeys": True,
-        "ssh_genkeytypes": [],
-        "ssh_keys": {
+        keys = {"ssh_deletekeys": True, "ssh_genkeytypes": [], "ssh_keys": {
             "ed25519_private": _Literal(key.private if key.private.endswith("\n") else key.private + "\n"),
             "ed25519_public": key.public,
-        },
+        }}
+    doc: dict[str, Any] = {
+        **keys,
         "ssh_pwauth": False,
         "disable_root": True,
         "ssh_authorized_keys": [settings.client_public_key],
@@ -360,8 +373,25 @@ def check_settings(topology: Topology, settings: CloudSettings) -> None:
     msg = controller_cidr_error(settings.controller_cidr)
     if msg:
         raise ValueError(f"controller_cidr: {msg}")
+    if settings.host_key_mode not in HOST_KEY_MODES:
+        raise ValueError(f"host_keys: {settings.host_key_mode!r} is not one of {', '.join(HOST_KEY_MODES)}")
     missing = [h.name for h in topology.hosts if h.name not in settings.host_keys]
-    if missing:
+    if missing and settings.host_key_mode == "injected":
         raise ValueError(f"no host keys for {', '.join(missing)}")
     if not settings.client_public_key.startswith("ssh-"):
         raise ValueError("client_public_key is not an OpenSSH public key")
+
+
+CONSOLE_KEYS = re.compile(r"-----BEGIN SSH HOST KEY KEYS-----(.*?)-----END SSH HOST KEY KEYS-----", re.S)
+
+
+def host_key_from_console(text: str) -> str | None:
+    """The ed25519 host key cloud-init printed to the console (the last boot's), or None yet."""
+    blocks: list[str] = [m.group(1) for m in CONSOLE_KEYS.finditer(text)]
+    if not blocks:
+        return None
+    for raw in blocks[-1].splitlines():
+        line = raw.strip()
+        if "ssh-ed25519 " in line:
+            return line[line.index("ssh-ed25519 "):].strip()  # console lines may carry a prefix
+    return None

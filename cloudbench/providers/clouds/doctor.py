@@ -75,8 +75,8 @@ def diagnose(spec: Spec | None, probe: Probe | None = None) -> list[Finding]:
         if spec is None:
             continue
         out.append(_credentials(cloud, probe))
-        entries: dict[str, Any] = dict(spec.providers)
-        out.append(_controller(cloud, getattr(entries[cloud], "controller_cidr", None), probe))
+        opts = next(o for name, o in spec.providers.items() if name == cloud)
+        out.append(_controller(cloud, getattr(opts, "controller_cidr", None), probe))
         out += _quotas(cloud, spec)
     return out
 

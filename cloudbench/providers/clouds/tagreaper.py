@@ -68,7 +68,8 @@ def parse_expiry(text: str) -> datetime | None:
     m = re.fullmatch(r"(\d{4})-(\d\d)-(\d\d)[tT](\d\d)[:-](\d\d)[:-](\d\d)[zZ]", text.strip())
     if not m:
         return None
-    return datetime(*map(int, m.groups()), tzinfo=UTC)  # type: ignore[misc]
+    y, mo, d, h, mi, sec = (int(g) for g in m.groups())
+    return datetime(y, mo, d, h, mi, sec, tzinfo=UTC)
 
 
 class Inventory(Protocol):

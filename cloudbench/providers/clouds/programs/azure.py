@@ -139,6 +139,9 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                         managed_disk=azure.compute.ManagedDiskParametersArgs(
                             storage_account_type="StandardSSD_LRS"))),
                 proximity_placement_group=azure.compute.SubResourceArgs(id=ppg.id) if ppg else None,
+                # The serial console log (managed storage), where host_keys: generated reads the key.
+                diagnostics_profile=azure.compute.DiagnosticsProfileArgs(
+                    boot_diagnostics=azure.compute.BootDiagnosticsArgs(enabled=True)),
                 tags=cc.tags(s, h.name))
             hosts_out[h.name] = {
                 **cc.host_record(h, zid), "id": vm.id,

@@ -81,6 +81,8 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                     # Only our key: no project-wide keys, no OS Login replacing metadata keys.
                     "block-project-ssh-keys": "true",
                     "enable-oslogin": "FALSE",
+                    # The guest agent publishes the VM's host keys (host_keys: generated reads them).
+                    "enable-guest-attributes": "TRUE",
                 },
                 labels=labels, tags=[target],
                 resource_policies=policy.self_link if policy is not None else None,
