@@ -289,3 +289,20 @@ def test_destroy_timeout_is_a_spec_setting(tmp_path: Path) -> None:
     default = get_provider("aws", spec=stormcloud("aws"), results_root=tmp_path)
     assert isinstance(default, pp.PulumiProvider) and isinstance(default.automation, pp.PulumiAutomation)
     assert default.automation.cancel_wait_s >= 1200.0  # minutes, as clouds need, not 120 s
+
+
+def test_any_sdk_exception_in_up_or_remove_is_a_provision_error(tmp_path: Path) -> None:
+    from pulumi.automation.errors import InvalidVersionError
+
+    class Broken:
+        def up(self, **kwargs: Any) -> Any:
+            raise InvalidVersionError("The installed version of the CLI does not support this operation.")
+
+        workspace = type("W", (), {"remove_stack": staticmethod(lambda name: 1 / 0)})()
+
+    ref = pp.StackRef("azure", "cloudbench-azure", "c-r01", tmp_path / ".pulumi")
+    handle = pp._AutoStack(Broken(), ref)
+    with pytest.raises(ProvisionError, match=r"azure \[c-r01\]: pulumi up failed: InvalidVersionError: .*destroyed"):
+        handle.up(print)
+    with pytest.raises(ProvisionError, match=r"c-r01.*ZeroDivisionError.*pulumi stack rm c-r01"):
+        handle.remove()
