@@ -28,7 +28,7 @@ from cloudbench.core.version import __version__
 
 if TYPE_CHECKING:
     from cloudbench.analysis.confirm import ConfirmParams, ConfirmResult
-    from cloudbench.cost import CostEstimate, estimate_cost, spec_prices
+    from cloudbench.cost import CostEstimate, check_leases, estimate_cost, spec_prices
     from cloudbench.dataset import Campaign, Run
     from cloudbench.dataset import open_campaign as open
     from cloudbench.errors import (
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     )
     from cloudbench.plan import Plan, make_plan
     from cloudbench.providers import collect_garbage
+    from cloudbench.providers.clouds.doctor import Finding as DoctorFinding
+    from cloudbench.providers.clouds.doctor import diagnose
+    from cloudbench.providers.clouds.tagreaper import inventory as cloud_inventory
+    from cloudbench.providers.clouds.tagreaper import reap_tagged
     from cloudbench.report.build import build_report
     from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
     from cloudbench.report.cost import render_cost
@@ -78,6 +82,11 @@ _API: dict[str, tuple[str, str]] = {
     "CostEstimate": ("cloudbench.cost", "CostEstimate"),
     "estimate_cost": ("cloudbench.cost", "estimate_cost"),
     "spec_prices": ("cloudbench.cost", "spec_prices"),
+    "check_leases": ("cloudbench.cost", "check_leases"),
+    "diagnose": ("cloudbench.providers.clouds.doctor", "diagnose"),
+    "reap_tagged": ("cloudbench.providers.clouds.tagreaper", "reap_tagged"),
+    "cloud_inventory": ("cloudbench.providers.clouds.tagreaper", "inventory"),
+    "DoctorFinding": ("cloudbench.providers.clouds.doctor", "Finding"),
     "render_cost": ("cloudbench.report.cost", "render_cost"),
     "CampaignRunner": ("cloudbench.runner", "CampaignRunner"),
     "RunUI": ("cloudbench.runner", "RunUI"),
@@ -106,6 +115,7 @@ __all__ = [
     "ConfirmParams",
     "ConfirmResult",
     "CostEstimate",
+    "DoctorFinding",
     "ExitCode",
     "IncompleteRunError",
     "Manifest",
@@ -121,15 +131,19 @@ __all__ = [
     "UsageError",
     "__version__",
     "build_report",
+    "check_leases",
+    "cloud_inventory",
     "collect_garbage",
     "confirm",
     "confirm_to_json",
+    "diagnose",
     "estimate_cost",
     "load_spec",
     "make_plan",
     "open",
     "open_results",
     "parse_spec",
+    "reap_tagged",
     "render_confirm",
     "render_cost",
     "render_report",

@@ -28,7 +28,7 @@ from cloudbench.core import catalog
 from cloudbench.core.catalog import CLOUDS
 from cloudbench.core.prices import PriceTable, load_prices
 from cloudbench.core.topology import HostSpec
-from cloudbench.errors import BudgetError
+from cloudbench.errors import BudgetError, SpecError
 from cloudbench.plan import Plan, make_plan
 from cloudbench.spec.model import Spec
 from cloudbench.workloads import workload_kind
@@ -37,6 +37,10 @@ from cloudbench.workloads.base import Trial
 # Boot + cloud-init packages + deploy + destroy of one stack: a few minutes each on
 # all three clouds; 10 minutes keeps the estimate on the safe side.
 PROVISION_OVERHEAD_S = 600.0
+# A stack's lease must outlive the stack's estimated life by this much (trials run long, clouds
+# are slow to create and destroy): else `cloudbench gc` from cron could destroy a live campaign.
+LEASE_MARGIN_S = 1800.0
+LEASE_MARGIN_FRACTION = 0.5
 EGRESS_CLASSES = ("same_zone", "cross_zone", "cross_region_same_continent", "cross_region", "internet")
 GB = 1e9
 
@@ -105,6 +109,7 @@ class CostEstimate:
             "currency": self.prices.currency,
             "prices_date": self.prices.date,
             "prices_source": self.prices.source,
+            "prices_sources": self.prices.sources,
             "stacks": self.stacks,
             "vm_hours": round(self.vm_hours, 3),
             "vms": [{"provider": v.provider, "vm_type": v.vm_type, "hosts": v.hosts,
@@ -195,7 +200,11 @@ def estimate_cost(spec: Spec, plan: Plan | None = None, prices: PriceTable | Non
             line = lines.setdefault((*key_a, *key_b), EgressLine(*key_a, *key_b))
             line.bytes += nbytes
             line.classes.add(klass)
-            line.usd += nbytes / GB * prices.egress_per_gb.get(a.provider, {}).get(klass, 0.0)
+            # Priced by where the bytes leave (and, on Azure's global peering, also where they arrive).
+            per_gb = prices.egress(a.provider, a.region, b.region, klass)
+            if a.provider == b.provider:
+                per_gb += prices.ingress(b.provider, klass)
+            line.usd += nbytes / GB * per_gb
     egress = [lines[k] for k in sorted(lines)]
     return CostEstimate(prices, len(stack_seconds), stack_seconds, vms, egress, ip_usd, unpriced)
 
@@ -231,3 +240,54 @@ def check_budget(spec: Spec, spec_path: str | Path | None = None,
     return est
 
 
+
+
+def lease_needed(stack_seconds: float) -> float:
+    """The shortest safe ``expiry`` for a stack estimated to live ``stack_seconds``."""
+    return stack_seconds + max(LEASE_MARGIN_S, LEASE_MARGIN_FRACTION * stack_seconds)
+
+
+def check_leases(spec: Spec, spec_path: str | Path | None = None, plan: Plan | None = None) -> None:
+    """Refuse a cloud ``expiry`` shorter than a stack's estimated life plus a margin.
+
+    A stack lives one repetition (``fresh_hosts: repetition``) or the whole campaign,
+    provisioning included (:data:`PROVISION_OVERHEAD_S`); its lease (``expiry``) is what
+    ``cloudbench gc`` trusts. Raises a :class:`SpecError` naming the ``expiry`` line.
+    """
+    clouds = [name for name in spec.providers if name in CLOUDS]
+    if not clouds:
+        return
+    est = estimate_cost(spec, plan, load_prices())
+    longest = max(est.stack_seconds, default=0.0)
+    need = lease_needed(longest)
+    errors: list[SpecError] = []
+    for name in clouds:
+        expiry = float(getattr(spec.providers[name], "expiry", need))
+        if expiry >= need:
+            continue
+        msg = (f"expiry {_hours(expiry)} is shorter than a stack's estimated life "
+               f"({_hours(longest)}, provisioning included) plus a margin: `cloudbench gc` could "
+               f"destroy the campaign while it runs; set expiry to at least {_hours(need)}")
+        errors.append(_spec_error(spec_path, ("providers", name, "expiry"), msg))
+    if errors:
+        from cloudbench.errors import SpecErrors
+
+        raise errors[0] if len(errors) == 1 else SpecErrors(errors)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def _spec_error(spec_path: str | Path | None, loc: tuple[str, ...], message: str) -> SpecError:
+    if spec_path is None:
+        return SpecError("<spec>", None, ".".join(loc), message)
+    from cloudbench.spec.located import load_yaml
+
+    try:
+        doc = load_yaml(Path(spec_path).read_text(), str(spec_path))
+    except (OSError, SpecError):
+        return SpecError(str(spec_path), None, ".".join(loc), message)
+    if loc not in doc.lines:  # the default expiry: point at the provider's entry
+        loc = loc[:-1]
+    return doc.error(loc, message)

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from cloudbench.core.cluster import Cluster
 from cloudbench.core.files import utc_now
 from cloudbench.core.version import __version__
-from cloudbench.cost import check_budget
+from cloudbench.cost import check_budget, check_leases
 from cloudbench.errors import CloudbenchError, GroupRemoteError, RemoteFailure
 from cloudbench.plan import Plan, make_plan
 from cloudbench.providers import get_provider
@@ -184,6 +184,7 @@ class CampaignRunner:
     # -- the campaign ------------------------------------------------------------------
     def execute(self) -> RunDir:
         check_budget(self.spec, self.spec_path, self.plan)  # before anything exists
+        check_leases(self.spec, self.spec_path, self.plan)
         providers = list(self.spec.providers)
         if len(providers) != 1:  # the spec check says so too, with the line
             raise CloudbenchError("a campaign uses one provider for now; split the spec per provider")

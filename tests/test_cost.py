@@ -16,7 +16,8 @@ from cloudbench.cli import app
 from cloudbench.errors import SpecError
 from cloudbench.plan import make_plan
 from cloudbench.providers import Provider
-from cloudbench.workloads import parse_spec
+from cloudbench.workloads import load_spec, parse_spec
+from tests.paths import EXPERIMENTS
 
 RATE, PAYLOAD, DURATION, WARMUP = 10, 1000, 5, 1
 
@@ -206,3 +207,73 @@ def test_warnings_are_printed_by_validate(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["validate", str(spec_file)], terminal_width=200)
     assert res.exit_code == 0
     assert "warning" in res.output and "closest: m5.large" in res.output
+
+
+def test_a_lease_shorter_than_the_campaign_is_a_spec_error(tmp_path: Path) -> None:
+    """`gc` from cron trusts the lease: expiry must outlive a stack's estimated life plus a margin."""
+    from cloudbench.cost import check_leases, lease_needed
+    from cloudbench.errors import SpecError
+    from tests.providers.clouds.test_clouds import stormcloud_yaml
+
+    long = "  - kind: echo\n    duration: 3h\n"
+    path = tmp_path / "s.yaml"
+    path.write_text(stormcloud_yaml("aws", "expiry: 2h", workloads=long))
+    spec = load_spec(path)
+    with pytest.raises(SpecError, match=r"expiry 2\.0 h is shorter .*at least") as ei:
+        check_leases(spec, path)
+    assert ei.value.line == 5 and ei.value.field.endswith("expiry")
+    path.write_text(stormcloud_yaml("aws", "expiry: 5h", workloads=long))
+    check_leases(load_spec(path), path)  # 3 h + provisioning + margin fits in 5 h
+    path.write_text(stormcloud_yaml("aws", workloads="  - kind: echo\n    duration: 8h\n"))
+    with pytest.raises(SpecError, match=r"6\.0 h is shorter"):  # the default expiry is checked too
+        check_leases(load_spec(path), path)
+    assert lease_needed(3600.0) == 3600.0 + 1800.0 and lease_needed(10 * 3600.0) == 15 * 3600.0
+    for example in EXPERIMENTS.glob("stormcloud-*.yaml"):
+        check_leases(load_spec(example), example)
+
+
+def _two_region_spec(cloud: str, ra: str, za: str, rb: str, zb: str, vm: str) -> Any:
+    return parse_spec(textwrap.dedent(f"""\
+        name: x
+        providers:
+          {cloud}:
+            controller_cidr: 203.0.113.7/32
+            regions:
+              {ra}: {{zones: {{{za}: {{subnets: {{s: {{hosts: [a-1], vm_type: {vm}}}}}}}}}}}
+              {rb}: {{zones: {{{zb}: {{subnets: {{t: {{hosts: [b-1], vm_type: {vm}}}}}}}}}}}
+        workloads:
+          - {{kind: echo, duration: 10s}}
+        """), "x.yaml")
+
+
+@pytest.mark.parametrize(("cloud", "ra", "za", "rb", "zb", "vm", "a_to_b", "b_to_a"), [
+    # Azure's global VNet peering bills the bytes when they leave AND when they arrive.
+    ("azure", "eastus", "eastus-1", "westus2", "westus2-1", "Standard_D2s_v3", 0.07, 0.07),
+    # AWS prices inter-region transfer by the source region, with cheaper pairs.
+    ("aws", "us-east-1", "us-east-1a", "us-east-2", "us-east-2a", "m5.large", 0.01, 0.01),
+    ("aws", "sa-east-1", "sa-east-1a", "us-east-1", "us-east-1a", "m5.large", 0.138, 0.02),
+])
+def test_egress_is_priced_by_source_region_and_on_both_sides_of_azure_peering(
+        monkeypatch: pytest.MonkeyPatch, cloud: str, ra: str, za: str, rb: str, zb: str, vm: str,
+        a_to_b: float, b_to_a: float) -> None:
+    import cloudbench.workloads as workloads
+
+    spec = _two_region_spec(cloud, ra, za, rb, zb, vm)
+    real = workloads.workload_kind("echo")
+
+    def kind_sending(flows: dict[tuple[str, str], float]) -> Any:
+        class Kind:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real, name)
+
+            def estimate_bytes(self, params: Any, trial: Any) -> dict[tuple[str, str], float]:
+                return flows
+
+        return Kind()
+
+    for flows, per_gb in ((({("a-1", "b-1"): 1e9}), a_to_b), (({("b-1", "a-1"): 1e9}), b_to_a)):
+        monkeypatch.setattr(cost, "workload_kind", lambda k, f=flows: kind_sending(f))
+        est = cost.estimate_cost(spec)
+        assert sum(e.usd for e in est.egress) == pytest.approx(per_gb), (flows, per_gb)
+    p = cost.load_prices()
+    assert p.sources[cloud].startswith("https://") and "2025" in p.sources[cloud]

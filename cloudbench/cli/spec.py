@@ -47,6 +47,7 @@ def plan(
     s = cloudbench.load_spec(spec)
     print_warnings(s.warnings)
     p = cloudbench.make_plan(s)
+    cloudbench.check_leases(s, spec, p)  # a lease shorter than the campaign is a spec error
     topo = s.topology()
     cost = None
     if set(CLOUDS) & set(s.providers):

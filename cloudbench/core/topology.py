@@ -65,6 +65,23 @@ def classify_pair(a: HostSpec, b: HostSpec) -> PairGroup:
 
 
 @dataclass(frozen=True)
+class PortRange:
+    """Ports a workload listens on (the clouds open them only between the campaign's hosts)."""
+
+    name: str
+    first: int
+    last: int
+    protocols: tuple[str, ...] = ("tcp", "udp")
+
+    @property
+    def aws_range(self) -> tuple[int, int]:
+        return self.first, self.last
+
+    def text(self) -> str:
+        return str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
+
+
+@dataclass(frozen=True)
 class SubnetSpec:
     name: str
     provider: str
@@ -85,6 +102,8 @@ class Topology:
     wan: dict[str, Any] | None = None  # the spec's `wan:` (emulated links, netns testbed)
     # the spec's own vm_types (shaping profiles, cloudbench.spec.vmtypes) as plain dicts
     vm_types: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # ports the spec's workloads listen on (WorkloadModel.listen_ports), for cloud firewalls
+    ports: list[PortRange] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[HostSpec]:
         return iter(self.hosts)
@@ -120,6 +139,7 @@ class Topology:
             region_coords=self.region_coords,
             wan=self.wan,
             vm_types=self.vm_types,
+            ports=self.ports,
         )
 
     def pair_groups(self) -> dict[tuple[str, str], PairGroup]:
@@ -133,6 +153,7 @@ class Topology:
             "region_coords": {k: list(v) for k, v in self.region_coords.items()},
             "wan": self.wan,
             "vm_types": self.vm_types,
+            "ports": [{**asdict(p), "protocols": list(p.protocols)} for p in self.ports],
         }
 
     @classmethod
@@ -144,6 +165,8 @@ class Topology:
             region_coords={k: (float(v[0]), float(v[1])) for k, v in d.get("region_coords", {}).items()},
             wan=d.get("wan"),
             vm_types={k: dict(v) for k, v in d.get("vm_types", {}).items()},
+            ports=[PortRange(str(p["name"]), int(p["first"]), int(p["last"]), tuple(p["protocols"]))
+                   for p in d.get("ports", [])],
         )
 
 

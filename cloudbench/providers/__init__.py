@@ -39,9 +39,10 @@ def get_provider(
             base = Path(spec_path).parent if spec_path is not None else None
             return StaticProvider(options, campaign=spec.name, spec_dir=base)
         assert isinstance(options, CloudProviderModel)  # the spec validates it so
-        from cloudbench.providers.clouds.automation import PulumiProvider
+        from cloudbench.providers.clouds.automation import PulumiAutomation, PulumiProvider
 
-        return PulumiProvider(name, options, spec.name, results_root=results_root)
+        return PulumiProvider(name, options, spec.name, results_root=results_root,
+                              automation=PulumiAutomation(float(options.destroy_timeout)))
     raise CloudbenchError(f"no provider backend named {name!r}")
 
 

@@ -40,3 +40,5 @@ def render_cost(est: CostEstimate, console: Console) -> None:
     if est.unpriced:
         console.print("[yellow]not priced:[/] " + "; ".join(est.unpriced))
     console.print(f"[dim]{est.prices.source}[/]", highlight=False)
+    for cloud in sorted({v.provider for v in est.vms} & set(est.prices.sources)):
+        console.print(f"[dim]{cloud} data transfer: {est.prices.sources[cloud]}[/]", highlight=False)

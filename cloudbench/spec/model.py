@@ -71,7 +71,8 @@ class Spec(Model):
                             )
         return Topology(hosts=hosts, subnets=subnets, groups=dict(self.groups), region_coords=coords,
                         wan=None if self.wan is None else self.wan.model_dump(mode="json"),
-                        vm_types={k: v.model_dump(mode="json") for k, v in self.vm_types.items()})
+                        vm_types={k: v.model_dump(mode="json") for k, v in self.vm_types.items()},
+                        ports=[p for w in self.workloads for p in w.listen_ports()])
 
     @property
     def warnings(self) -> list[str]:

@@ -67,6 +67,10 @@ class CloudProviderModel(ProviderModel):
     expiry: Duration = Field(
         6 * 3600.0, gt=0, description="lease of each stack; `cloudbench gc` destroys stacks past it"
     )
+    destroy_timeout: Duration = Field(
+        1800.0, gt=0, description="how long an interrupted `pulumi up` is given to save its state, "
+        "and a destroy waits for the stack's lock (clouds take minutes to finish what they started)"
+    )
     placement_group: bool = Field(
         False, description="pack each zone's hosts together (AWS cluster placement group, "
         "GCP compact placement policy, Azure proximity placement group)"
@@ -76,6 +80,11 @@ class CloudProviderModel(ProviderModel):
         "or publisher:offer:sku:version on Azure"
     )
     project: str | None = Field(None, description="GCP project (default: gcp:project config)")
+    host_keys: Literal["injected", "generated"] = Field(
+        "injected", description="injected: cloudbench makes each VM's ed25519 host key, so it is pinned "
+        "before the first connection, but its private half passes through the cloud's user data "
+        "and the (encrypted) stack state; generated: the VM makes its own and publishes the public "
+        "half (console output; GCP guest attributes), which cloudbench reads before connecting")
 
 
 class StaticHostModel(Model):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from cloudbench.core.pairs import PairSelector
+from cloudbench.core.topology import PortRange
 from cloudbench.errors import SpecError
 from cloudbench.spec.fields import Model, Name
 from cloudbench.spec.located import Loc, LocatedYaml
@@ -84,6 +85,10 @@ class WorkloadModel(Model):
 
     def check(self, ctx: CheckContext, loc: Loc) -> list[SpecError]:
         """Errors that depend on the rest of the spec (hosts, groups); none by default."""
+        return []
+
+    def listen_ports(self) -> list[PortRange]:
+        """Ports its workers or tools listen on, on the measured hosts; none by default."""
         return []
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,9 @@ class FakeAutomation:
         a correct clean-up.
     ``config``
         per stack name, the config the driver set (key -> (value, secret)).
+    ``preflight_error``
+        when set, :meth:`preflight` raises it as a :class:`~cloudbench.errors.ProvisionError`
+        (a missing or too old Pulumi CLI).
     ``on_up``
         called with the stack's :class:`StackRef` inside ``up``, after the stack
         counts as created (a failure there is a partially created stack).
@@ -92,12 +96,19 @@ class FakeAutomation:
         every ``destroy`` raises :class:`~cloudbench.errors.ProvisionError`.
     """
 
-    def __init__(self, on_up: Callable[[StackRef], None] | None = None, fail_destroy: bool = False) -> None:
+    def __init__(self, on_up: Callable[[StackRef], None] | None = None, fail_destroy: bool = False,
+                 preflight_error: str | None = None) -> None:
+        self.preflight_error = preflight_error
         self.events: list[Event] = []
         self.created: set[str] = set()
         self.on_up = on_up
         self.fail_destroy = fail_destroy
         self.config: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    def preflight(self, cloud: str) -> None:
+        """Raise ``preflight_error`` (as a missing or old Pulumi CLI would), else nothing."""
+        if self.preflight_error is not None:
+            raise ProvisionError(cloud, "-", self.preflight_error)
 
     def stack(self, ref: StackRef, program: Callable[[], None] | None = None,
               config: ConfigMap | None = None) -> FakeStack:
@@ -109,15 +120,19 @@ class FakeAutomation:
 
     def outputs_for(self, ref: StackRef) -> dict[str, Any]:
         """Stack outputs as the programs export them: VM ``i`` gets 10.0.0.(10+i) and 203.0.113.(10+i)."""
-        cfg = self.config[ref.stack]
-        topo = Topology.from_dict(json.loads(cfg["cloudbench:topology"][0]))
-        settings = cc.CloudSettings.from_dict(json.loads(cfg["cloudbench:settings"][0]))
-        return {
-            cc.OUTPUT_META: cc.meta_output(settings),
-            cc.OUTPUT_HOSTS: {h.name: {**cc.host_record(h, h.zone), "id": f"i-{i}",
-                                       "private_ip": f"10.0.0.{10 + i}", "public_ip": f"203.0.113.{10 + i}"}
-                              for i, h in enumerate(topo.hosts)},
-        }
+        return program_outputs(self.config[ref.stack][cc.PROGRAM_FILE_KEY][0])
+
+
+def program_outputs(program_file: str | Path) -> dict[str, Any]:
+    """Outputs the program would export for the inputs in ``program_file`` (see ``FakeAutomation.outputs_for``)."""
+    topo_dict, settings = cc.read_program_file(program_file)
+    topo = Topology.from_dict(topo_dict)
+    return {
+        cc.OUTPUT_META: cc.meta_output(settings),
+        cc.OUTPUT_HOSTS: {h.name: {**cc.host_record(h, h.zone), "id": f"i-{i}",
+                                   "private_ip": f"10.0.0.{10 + i}", "public_ip": f"203.0.113.{10 + i}"}
+                          for i, h in enumerate(topo.hosts)},
+    }
 
 
 def _no_wait(cluster: Cluster) -> None:
@@ -140,3 +155,85 @@ def fake_cloud_provider(auto: FakeAutomation, spec: Spec, results_root: Path, cl
         raise ValueError(f"the spec has no {cloud!r} provider (it has {sorted(spec.providers)})")
     return PulumiProvider(cloud, entries[cloud], spec.name, automation=auto,
                           wait_ready=wait_ready or _no_wait, results_root=results_root)
+
+
+# -- a stand-in `pulumi` executable, for tests of the real Automation API adapter ----------------
+class PulumiStandin:
+    """Puts a recording stand-in ``pulumi`` (:mod:`cloudbench.testing.pulumi_standin`) in ``base/bin``.
+
+    Prepend :attr:`bin_dir` to ``PATH`` (``monkeypatch.setenv("PATH", standin.path)``) and
+    drive :class:`~cloudbench.providers.clouds.automation.PulumiAutomation` as usual::
+
+        standin = PulumiStandin(tmp_path / "pulumi", up="fail")
+        monkeypatch.setenv("PATH", standin.path)
+        ...
+        assert [c.command for c in standin.calls()][:2] == ["version", "stack select"]
+
+    ``version`` is what ``pulumi version`` prints; ``up`` is ``ok``, ``fail`` or ``wait``
+    (until a signal, then cancel); ``destroy`` is ``ok``, ``fail`` or ``locked`` (once);
+    ``outputs`` are the stack outputs after a successful ``up``.
+    """
+
+    def __init__(self, base: Path, version: str = "v3.190.0", up: str = "ok", destroy: str = "ok",
+                 outputs: dict[str, Any] | None = None, cancel_seconds: float = 0.5) -> None:
+        import shlex
+        import sys
+
+        from cloudbench.testing import pulumi_standin
+
+        self.base = Path(base).resolve()
+        self.bin_dir = self.base / "bin"
+        self.bin_dir.mkdir(parents=True, exist_ok=True)
+        self.configure(version=version, up=up, destroy=destroy, outputs=outputs or {},
+                       cancel_seconds=cancel_seconds)
+        exe = self.bin_dir / "pulumi"
+        exe.write_text("#!/bin/sh\n"
+                       f"{pulumi_standin.DIR_VAR}={shlex.quote(str(self.base))} "
+                       f"exec {shlex.quote(sys.executable)} {shlex.quote(pulumi_standin.__file__)} \"$@\"\n")
+        exe.chmod(0o755)
+
+    def configure(self, **script: Any) -> None:
+        """Change the stand-in's behaviour (keys of ``script.json``) for the next invocations."""
+        path = self.base / "script.json"
+        current = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps({**current, **script}))
+
+    @property
+    def path(self) -> str:
+        """``PATH`` with the stand-in first."""
+        import os
+
+        return os.pathsep.join([str(self.bin_dir), os.environ.get("PATH", "")])
+
+    def records(self) -> list[dict[str, Any]]:
+        log = self.base / "log.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def calls(self) -> list[StandinCall]:
+        """Every invocation, in order, with how it ended."""
+        recs = self.records()
+        ends = {r["pid"]: r for r in recs if r["event"] == "exit"}
+        signals = {r["pid"]: r["signal"] for r in recs if r["event"] == "signal"}
+        return [StandinCall(r["argv"], r["cwd"], r["env"], r["t"], ends.get(r["pid"], {}).get("code"),
+                            ends.get(r["pid"], {}).get("t"), signals.get(r["pid"]))
+                for r in recs if r["event"] == "start"]
+
+
+@dataclass(frozen=True)
+class StandinCall:
+    """One run of the stand-in ``pulumi``."""
+
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    started: float
+    exit_code: int | None
+    ended: float | None
+    signal: str | None  # the signal it got while waiting (``up`` in ``wait`` mode)
+
+    @property
+    def command(self) -> str:
+        """``"stack select"``, ``"config set-all"``, ``"up"``, … (the subcommand words)."""
+        words = [a for a in self.argv if not a.startswith("-")]
+        two = {"stack", "config"}
+        return " ".join(words[:2]) if words and words[0] in two else (words[0] if words else "")

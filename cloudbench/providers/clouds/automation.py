@@ -34,6 +34,8 @@ from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.core.topology import Topology
 from cloudbench.errors import CloudbenchError, ProvisionError, ReapError
 from cloudbench.providers.clouds import common as cc
+from cloudbench.providers.clouds.cli import PulumiCli, find_cli
+from cloudbench.providers.clouds.hostkeys import Fetcher, wait_for_host_keys
 from cloudbench.spec.clouds import controller_cidr_error, normalize_controller_cidr
 from cloudbench.store import formats
 
@@ -42,7 +44,7 @@ LEASES = "cloudbench-leases"
 WORKSPACES = "workspaces"
 PASSPHRASE = "passphrase"
 READY_TIMEOUT_S = 900.0  # boot + cloud-init installing four packages, with room to spare
-DESTROY_LOCK_WAIT_S = 120.0
+DESTROY_WAIT_S = 1800.0  # default destroy_timeout: clouds may take many minutes to settle
 ConfigMap = Mapping[str, tuple[str, bool]]  # key -> (value, secret)
 Output = Callable[[str], None]
 
@@ -88,6 +90,10 @@ class StackHandle(Protocol):
 
 
 class Automation(Protocol):
+    def preflight(self, cloud: str) -> None:
+        """Raise a :class:`ProvisionError` saying what to do if stacks cannot be driven (no or old CLI)."""
+        ...
+
     def stack(self, ref: StackRef, program: Callable[[], None] | None = None,
               config: ConfigMap | None = None) -> StackHandle:
         """Create or select ``ref``; ``program`` is None when only destroying."""
@@ -98,81 +104,117 @@ def _noop_program() -> None:
     """Destroy needs only the state, but an inline stack needs some program."""
 
 
+def manual_destroy_hint(ref: StackRef) -> str:
+    """What a user types to destroy a stack by hand (the CLI's own words; no secret in it)."""
+    return (f"by hand: `cd stacks/{ref.cloud} && PULUMI_BACKEND_URL={ref.backend_url} "
+            f"PULUMI_CONFIG_PASSPHRASE_FILE={ref.passphrase_file} pulumi destroy --stack {ref.stack}`")
+
+
+@dataclass
 class PulumiAutomation:
-    """The real :class:`Automation`: ``pulumi.automation`` with a local file backend."""
+    """The real :class:`Automation`: ``pulumi.automation`` with a local file backend.
+
+    ``cancel_wait_s`` bounds both how long an interrupted ``pulumi`` is given to save
+    its state and how long a destroy waits for the stack's lock (the spec's
+    ``destroy_timeout``): clouds take minutes to finish what they started.
+    """
+
+    cancel_wait_s: float = DESTROY_WAIT_S
+    find: Callable[[str], PulumiCli] = find_cli
+    _cli: PulumiCli | None = field(default=None, init=False)
+
+    def preflight(self, cloud: str) -> None:
+        try:
+            import pulumi.automation  # noqa: F401
+        except ImportError as e:
+            raise ProvisionError(cloud, "-", "the Pulumi SDK is not installed: "
+                                 f"pip install 'cloudbench[{cloud}]'") from e
+        if self._cli is None:
+            self._cli = self.find(cloud)
 
     def stack(self, ref: StackRef, program: Callable[[], None] | None = None,
               config: ConfigMap | None = None) -> StackHandle:
-        try:
-            from pulumi import automation as auto
-        except ImportError as e:
-            raise ProvisionError(ref.cloud, ref.stack, "pulumi is not installed: "
-                                 f"pip install 'cloudbench[{ref.cloud}]'") from e
+        self.preflight(ref.cloud)
+        assert self._cli is not None
+        from pulumi import automation as auto
+
+        from cloudbench.providers.clouds.command import ForwardingCommand
+
         passphrase = ensure_passphrase(ref.state_dir)
         ref.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        opts = auto.LocalWorkspaceOptions(
-            work_dir=str(ref.work_dir),
-            project_settings=auto.ProjectSettings(
-                name=ref.project, runtime="python", backend=auto.ProjectBackend(ref.backend_url)),
-            secrets_provider="passphrase",
-            env_vars={
-                "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase),
-                "PULUMI_BACKEND_URL": ref.backend_url,
-                "PULUMI_SKIP_UPDATE_CHECK": "true",
-            },
-        )
+        command = ForwardingCommand(self._cli, self.cancel_wait_s)
         try:
+            opts = auto.LocalWorkspaceOptions(
+                work_dir=str(ref.work_dir),
+                project_settings=auto.ProjectSettings(
+                    name=ref.project, runtime="python", backend=auto.ProjectBackend(ref.backend_url)),
+                secrets_provider="passphrase",
+                # Paths only: the passphrase itself is in no process's environment.
+                env_vars={
+                    "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase),
+                    "PULUMI_BACKEND_URL": ref.backend_url,
+                    "PULUMI_SKIP_UPDATE_CHECK": "true",
+                },
+                pulumi_command=command,
+            )
             st = auto.create_or_select_stack(ref.stack, project_name=ref.project,
                                              program=program or _noop_program, opts=opts)
             if config:
                 st.set_all_config({k: auto.ConfigValue(v, secret=s) for k, (v, s) in config.items()})
-        except FileNotFoundError as e:
-            raise ProvisionError(ref.cloud, ref.stack, "the Pulumi CLI is not installed "
-                                 "(https://www.pulumi.com/docs/install/)") from e
         except auto.errors.CommandError as e:
-            raise ProvisionError(ref.cloud, ref.stack, f"cannot create the stack: {_tail(e)}") from e
-        return _AutoStack(st, ref)
+            raise ProvisionError(ref.cloud, ref.stack, f"cannot create or select the stack: {_tail(e)}; "
+                                 f"the backend is {ref.backend_url}") from e
+        except Exception as e:  # anything else of the SDK: a message, not a traceback
+            raise ProvisionError(ref.cloud, ref.stack, f"cannot create or select the stack "
+                                 f"({type(e).__name__}: {_tail(e)}); the backend is {ref.backend_url}") from e
+        return _AutoStack(st, ref, self.cancel_wait_s)
 
 
 class _AutoStack:
-    def __init__(self, st: Any, ref: StackRef) -> None:
+    def __init__(self, st: Any, ref: StackRef, lock_wait_s: float = DESTROY_WAIT_S) -> None:
         self.st = st
         self.ref = ref
+        self.lock_wait_s = lock_wait_s
 
-    def up(self, on_output: Output) -> dict[str, Any]:
+    def _error(self, what: str, e: Exception, todo: str) -> ProvisionError:
         from pulumi import automation as auto
 
+        why = _tail(e) if isinstance(e, auto.errors.CommandError) else f"{type(e).__name__}: {_tail(e)}"
+        return ProvisionError(self.ref.cloud, self.ref.stack, f"pulumi {what} failed: {why}; {todo}")
+
+    def up(self, on_output: Output) -> dict[str, Any]:
         try:
             res = self.st.up(on_output=on_output, color="never", suppress_progress=True)
-        except auto.errors.CommandError as e:
-            raise ProvisionError(self.ref.cloud, self.ref.stack, f"pulumi up failed: {_tail(e)}") from e
-        return {k: v.value for k, v in res.outputs.items()}
+            return {k: v.value for k, v in res.outputs.items()}
+        except Exception as e:
+            raise self._error("up", e, "what it created is destroyed now") from e
 
     def destroy(self, on_output: Output) -> None:
         from pulumi import automation as auto
 
-        # After Ctrl-C the interrupted `pulumi up` still holds the stack's lock while
-        # it saves its state; wait for it rather than leak what it created.
-        deadline = time.monotonic() + DESTROY_LOCK_WAIT_S
+        # After Ctrl-C the interrupted `pulumi up` may still hold the stack's lock while it
+        # saves its state; wait for it (as long as the cloud may need) rather than leak.
+        deadline = time.monotonic() + self.lock_wait_s
         while True:
             try:
                 self.st.destroy(on_output=on_output, color="never", suppress_progress=True)
                 return
             except auto.errors.ConcurrentUpdateError as e:
                 if time.monotonic() > deadline:
-                    raise ProvisionError(self.ref.cloud, self.ref.stack,
-                                         f"stack still locked: {_tail(e)}") from e
+                    raise self._error("destroy", e, f"the stack was still locked after "
+                                      f"{self.lock_wait_s:.0f} s (destroy_timeout); if no pulumi "
+                                      f"runs any more, `pulumi cancel --stack {self.ref.stack}` "
+                                      f"frees it, then {manual_destroy_hint(self.ref)}") from e
                 time.sleep(2.0)
-            except auto.errors.CommandError as e:
-                raise ProvisionError(self.ref.cloud, self.ref.stack, f"pulumi destroy failed: {_tail(e)}") from e
+            except Exception as e:
+                raise self._error("destroy", e, manual_destroy_hint(self.ref)) from e
 
     def remove(self) -> None:
-        from pulumi import automation as auto
-
         try:
             self.st.workspace.remove_stack(self.ref.stack)
-        except auto.errors.CommandError as e:
-            raise ProvisionError(self.ref.cloud, self.ref.stack, f"cannot remove the stack: {_tail(e)}") from e
+        except Exception as e:
+            raise self._error("stack rm", e, "the stack is empty; `pulumi stack rm "
+                              f"{self.ref.stack}` forgets it") from e
 
 
 def _tail(e: BaseException, n: int = 1500) -> str:
@@ -212,7 +254,9 @@ def run_program(cloud: str, topology: dict[str, Any], settings: cc.CloudSettings
 
 # -- from stack outputs to a Cluster ------------------------------------------------------
 def cluster_from_outputs(cloud: str, stack: str, topology: Topology, outputs: Mapping[str, Any],
-                         settings: cc.CloudSettings, client_key: Path) -> Cluster:
+                         settings: cc.CloudSettings, client_key: Path,
+                         published_keys: Mapping[str, str] | None = None) -> Cluster:
+    """The Cluster of a stack's outputs; host keys are ours (injected) or ``published_keys`` (generated)."""
     meta = outputs.get(cc.OUTPUT_META) or {}
     if meta.get("schema") not in formats.CLOUD_OUTPUTS.readable:
         raise ProvisionError(cloud, stack, f"stack outputs have schema {meta.get('schema')!r}, "
@@ -233,7 +277,9 @@ def cluster_from_outputs(cloud: str, stack: str, topology: Topology, outputs: Ma
             ssh_host=str(rec["public_ip"]),
             ssh_port=cc.SSH_PORT,
             user=str(meta.get("user", cc.USER)),
-            host_key=settings.host_keys[h.name].public,  # ours, not whatever the stack says
+            # ours, or read from the cloud's API; never whatever the stack outputs say
+            host_key=(settings.host_keys[h.name].public if settings.host_key_mode == "injected"
+                      else (published_keys or {})[h.name]),
             workdir=str(meta.get("workdir", cc.WORKDIR)),
             facts={"cloud": cloud, "instance_id": rec.get("id"), "zone_id": rec.get("zone_id"),
                    "vm_type": h.vm_type},
@@ -310,6 +356,7 @@ class PulumiProvider:
     wait_ready: Callable[[Cluster], None] = default_wait_ready
     results_root: Path | None = None
     clock: Callable[[], float] = time.time
+    fetch_host_key: Fetcher | None = None  # host_keys: generated (default: the cloud's SDK)
     _live: dict[str, _Live] = field(default_factory=dict, init=False)
     _count: int = field(default=0, init=False)
 
@@ -327,6 +374,7 @@ class PulumiProvider:
         if problem:  # the spec's value was checked with its line; this may be the environment's
             raise ProvisionError(self.name, "-", f"controller_cidr: {problem}")
         controller = normalize_controller_cidr(controller)
+        self.automation.preflight(self.name)  # no or old Pulumi CLI: say so before anything exists
         while True:  # a stack name is never reused, even by another provider object
             self._count += 1
             stack = f"{Path(workdir).name}-r{self._count:02d}"
@@ -345,7 +393,9 @@ class PulumiProvider:
             owner=self.options.owner or getpass.getuser(), expiry_utc=_utc(expiry),
             controller_cidr=controller,
             client_public_key=client.export_public_key().decode().strip(),
-            host_keys=cc.new_host_keys([h.name for h in topo.hosts], stack),
+            host_keys=(cc.new_host_keys([h.name for h in topo.hosts], stack)
+                       if self.options.host_keys == "injected" else {}),
+            host_key_mode=self.options.host_keys,
             placement_group=bool(self.options.placement_group), image=self.options.image,
             project=getattr(self.options, "project", None),
         )
@@ -365,13 +415,19 @@ class PulumiProvider:
         log = stack_dir / "pulumi.log"
         handle: StackHandle | None = None
         try:
+            program_file = cc.write_program_file(stack_dir / cc.PROGRAM_FILE, topo, settings)
             handle = self.automation.stack(
                 ref, program=lambda: run_program(self.name, topo.to_dict(), settings),
-                config=cc.stack_config(topo, settings))
+                config=cc.stack_config(topo, settings, program_file))
             self._live[stack] = _Live(ref, handle, log)
             with _appender(log) as out:
                 outputs = handle.up(out)
-            cluster = cluster_from_outputs(self.name, stack, topo, outputs, settings, client_key)
+            published = None
+            if settings.host_key_mode == "generated":
+                records = dict(outputs.get(cc.OUTPUT_HOSTS) or {})
+                published = wait_for_host_keys(self.name, stack, records, self._host_key_fetcher(),
+                                               READY_TIMEOUT_S)
+            cluster = cluster_from_outputs(self.name, stack, topo, outputs, settings, client_key, published)
             self.wait_ready(cluster)
         except BaseException as e:
             # Also after a partial `up` or Ctrl-C: whatever exists is destroyed now.
@@ -387,6 +443,17 @@ class PulumiProvider:
             raise ProvisionError(self.name, stack, f"{type(e).__name__}: {e}") from e
         return cluster
 
+    def _host_key_fetcher(self) -> Fetcher:
+        if self.fetch_host_key is not None:
+            return self.fetch_host_key
+        from cloudbench.providers.clouds import hostkeys
+
+        if self.name == "aws":
+            return hostkeys.aws_fetcher()
+        if self.name == "gcp":
+            return hostkeys.gcp_fetcher(self.options.project or os.environ.get("GOOGLE_CLOUD_PROJECT", ""))
+        return hostkeys.azure_fetcher(os.environ.get("ARM_SUBSCRIPTION_ID", ""))
+
     def destroy(self, cluster: Cluster) -> None:
         self._destroy_stack(cluster.stack)
 
@@ -399,11 +466,12 @@ class PulumiProvider:
             with _appender(live.log) as out:
                 live.handle.destroy(out)
             live.handle.remove()
-        except CloudbenchError as e:
+        except Exception as e:  # the adapter's are ProvisionErrors; anything else is reported alike
             raise ProvisionError(
                 self.name, stack, f"destroy failed: {e}. The lease {lease} stays: `cloudbench gc "
                 f"--results {live.ref.state_dir.parent.parent}` retries; check the {self.name} "
-                "console for resources tagged cloudbench-stack=" + stack) from e
+                "console for resources tagged cloudbench-stack=" + stack
+                + f", or {manual_destroy_hint(live.ref)}") from e
         del self._live[stack]
         lease.unlink(missing_ok=True)
 
@@ -467,12 +535,14 @@ def reap(results_root: str | Path, dry_run: bool = False, automation: Automation
             continue
         automation = automation or PulumiAutomation()
         try:
+            automation.preflight(ref.cloud)
             handle = automation.stack(ref)
             with _appender(path.with_suffix(".log")) as out:
                 handle.destroy(out)
             handle.remove()
-        except CloudbenchError as e:
-            failures.append(f"{what}: {e}")
+        except Exception as e:  # one stack's failure, whatever it is, does not stop the others
+            msg = str(e) if isinstance(e, CloudbenchError) else f"{type(e).__name__}: {e}"
+            failures.append(f"{what}: {msg}; the lease {path} stays, so `cloudbench gc` retries")
             continue
         path.unlink(missing_ok=True)
         path.with_suffix(".log").unlink(missing_ok=True)

@@ -12,14 +12,16 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cloudbench.core.topology import HostSpec, Topology
+from cloudbench.core.topology import HostSpec, PortRange, Topology
 from cloudbench.store import formats
 
 SSH_PORT = 22
@@ -32,25 +34,9 @@ OUTPUT_HOSTS = "hosts"
 OUTPUT_META = "cloudbench"
 
 
-@dataclass(frozen=True)
-class PortRange:
-    """Ports a workload listens on; opened only between the campaign's own hosts."""
-
-    name: str
-    first: int
-    last: int
-    protocols: tuple[str, ...] = ("tcp", "udp")
-
-    @property
-    def aws_range(self) -> tuple[int, int]:
-        return self.first, self.last
-
-    def text(self) -> str:
-        return str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
-
-
-# The one list of worker ports. Each cloud's firewall opens exactly these, and only
-# from the campaign's subnet CIDRs; SSH (22) is open only to the controller.
+# Worker ports opened when a topology carries none (built by hand, not from a spec). A spec's
+# topology lists the ports of its workloads (WorkloadModel.listen_ports): echo's and the
+# throughput tools' configurable ports, the traceroute method's destination ports.
 WORKER_PORTS: tuple[PortRange, ...] = (
     PortRange("echo", 7100, 7100, ("tcp",)),
     PortRange("nuttcp", 5000, 5101),  # control 5000, data 5001-5101
@@ -59,6 +45,25 @@ WORKER_PORTS: tuple[PortRange, ...] = (
     # last hop never answers and every path looks one hop short.
     PortRange("traceroute", 33434, 33534, ("udp",)),
 )
+
+
+def worker_ports(topology: Topology) -> list[PortRange]:
+    """The ports to open between the campaign's hosts, one entry per (range, protocol set).
+
+    Names are firewall-rule friendly (``slug``) and unique; identical ranges of two
+    workloads are opened once.
+    """
+    out: dict[tuple[int, int, tuple[str, ...]], PortRange] = {}
+    for p in topology.ports or WORKER_PORTS:
+        key = (p.first, p.last, tuple(sorted(p.protocols)))
+        if key not in out:
+            out[key] = PortRange(slug(p.name, 40), p.first, p.last, key[2])
+    names: dict[str, int] = {}
+    ports: list[PortRange] = []
+    for p in out.values():
+        n = names[p.name] = names.get(p.name, 0) + 1
+        ports.append(p if n == 1 else PortRange(f"{p.name}-{n}", p.first, p.last, p.protocols))
+    return ports
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,10 @@ class CloudSettings:
     placement_group: bool = False
     image: str | None = None
     project: str | None = None
+    # injected: cloudbench makes each VM's host key (its private half passes through the cloud's
+    # user data and the encrypted stack state); generated: the VM makes its own and publishes
+    # the public half (console output, GCP guest attributes), read before the first connection.
+    host_key_mode: str = "injected"
 
     def to_dict(self, secrets: bool = True) -> dict[str, Any]:
         d = asdict(self)
@@ -259,20 +268,29 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_representer(_Literal, _literal)
 
 
+HOST_KEY_MODES = ("injected", "generated")
+
+
 def render_cloud_init(settings: CloudSettings, host: HostSpec) -> str:
-    """The user-data of one VM: our host key, our client key, the measurement tools."""
-    key = settings.host_keys.get(host.name)
-    if key is None or not key.private:
-        raise ValueError(f"no host key for {host.name}: the driver generates one per host")
-    doc: dict[str, Any] = {
+    """The user-data of one VM: its host key (ours, or made there), our client key, the tools."""
+    keys: dict[str, Any]
+    if settings.host_key_mode == "generated":
+        # The VM makes one fresh ed25519 key and prints it to the console, where the driver
+        # reads it (cloud-init's keys_to_console) before it connects; no private key leaves it.
+        keys = {"ssh_deletekeys": True, "ssh_genkeytypes": ["ed25519"],
+                "ssh": {"emit_keys_to_console": True}, "ssh_key_console_blacklist": []}
+    else:
+        key = settings.host_keys.get(host.name)
+        if key is None or not key.private:
+            raise ValueError(f"no host key for {host.name}: the driver generates one per host")
         # Our key replaces the image's; no other host key type is generated, so the
         # pinned ed25519 key is the only one sshd can present.
-        "ssh_deletekeys": True,
-        "ssh_genkeytypes": [],
-        "ssh_keys": {
+        keys = {"ssh_deletekeys": True, "ssh_genkeytypes": [], "ssh_keys": {
             "ed25519_private": _Literal(key.private if key.private.endswith("\n") else key.private + "\n"),
             "ed25519_public": key.public,
-        },
+        }}
+    doc: dict[str, Any] = {
+        **keys,
         "ssh_pwauth": False,
         "disable_root": True,
         "ssh_authorized_keys": [settings.client_public_key],
@@ -296,27 +314,56 @@ def meta_output(settings: CloudSettings) -> dict[str, Any]:
 
 
 # -- stack config (the `pulumi` CLI path) -----------------------------------------------
-def stack_config(topology: Topology, settings: CloudSettings) -> dict[str, tuple[str, bool]]:
-    """Config that lets ``stacks/<cloud>/__main__.py`` rebuild the same program: key -> (value, secret)."""
-    cfg = {
-        "cloudbench:topology": (json.dumps(topology.to_dict()), False),
-        "cloudbench:settings": (json.dumps(settings.to_dict(secrets=False)), False),
-        "cloudbench:host_keys": (json.dumps({k: asdict(v) for k, v in settings.host_keys.items()}), True),
-    }
+PROGRAM_FILE = "program.json"  # in the stack's run directory, mode 0600
+PROGRAM_FILE_KEY = "cloudbench:program_file"
+
+
+def write_program_file(path: Path, topology: Topology, settings: CloudSettings) -> Path:
+    """The program's inputs, private host keys included, in a file only its owner can read.
+
+    The inline program gets them in memory; ``stacks/<cloud>/__main__.py`` (the ``pulumi``
+    CLI path) reads them back from this file, whose path is the stack's only
+    ``cloudbench:`` config. So no secret ever travels on a command line (``/proc/*/cmdline``
+    is readable by every local user) nor in an environment, and a topology of any size
+    fits (one argument is at most 128 KiB on Linux).
+    """
+    doc = {"topology": topology.to_dict(), "settings": settings.to_dict(secrets=True)}
+    path = Path(path).resolve()
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f)
+    tmp.replace(path)
+    return path
+
+
+def read_program_file(path: str | Path) -> tuple[dict[str, Any], CloudSettings]:
+    """Inverse of :func:`write_program_file`; refuses a file others can read."""
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode & 0o777
+        if mode & 0o077:
+            raise ValueError(f"{p} holds private host keys but has mode {mode:o}: chmod 600 {p}")
+        doc = json.loads(p.read_text())
+    except OSError as e:
+        raise ValueError(f"cannot read the program inputs {p}: {e.strerror} (the stack's run "
+                         "directory under results/ must still exist)") from e
+    return dict(doc["topology"]), CloudSettings.from_dict(doc["settings"])
+
+
+def stack_config(topology: Topology, settings: CloudSettings,
+                 program_file: Path) -> dict[str, tuple[str, bool]]:
+    """The stack's config, key -> (value, secret): the provider's defaults and where the inputs are.
+
+    Nothing secret and nothing long: these values go to ``pulumi config set-all`` as arguments.
+    """
+    cfg = {PROGRAM_FILE_KEY: (str(Path(program_file).resolve()), False)}
     if settings.cloud == "aws" and topology.regions:
         cfg["aws:region"] = (topology.regions[0], False)
     if settings.cloud == "gcp" and settings.project:
         cfg["gcp:project"] = (settings.project, False)
     return cfg
-
-
-def program_args_from_config(get: Any) -> tuple[dict[str, Any], CloudSettings]:
-    """Inverse of :func:`stack_config`; ``get`` is ``pulumi.Config('cloudbench').require_object``."""
-    topology = get("topology")
-    settings = dict(get("settings"))
-    keys = get("host_keys")
-    settings["host_keys"] = keys
-    return topology, CloudSettings.from_dict(settings)
 
 
 def check_settings(topology: Topology, settings: CloudSettings) -> None:
@@ -326,8 +373,25 @@ def check_settings(topology: Topology, settings: CloudSettings) -> None:
     msg = controller_cidr_error(settings.controller_cidr)
     if msg:
         raise ValueError(f"controller_cidr: {msg}")
+    if settings.host_key_mode not in HOST_KEY_MODES:
+        raise ValueError(f"host_keys: {settings.host_key_mode!r} is not one of {', '.join(HOST_KEY_MODES)}")
     missing = [h.name for h in topology.hosts if h.name not in settings.host_keys]
-    if missing:
+    if missing and settings.host_key_mode == "injected":
         raise ValueError(f"no host keys for {', '.join(missing)}")
     if not settings.client_public_key.startswith("ssh-"):
         raise ValueError("client_public_key is not an OpenSSH public key")
+
+
+CONSOLE_KEYS = re.compile(r"-----BEGIN SSH HOST KEY KEYS-----(.*?)-----END SSH HOST KEY KEYS-----", re.S)
+
+
+def host_key_from_console(text: str) -> str | None:
+    """The ed25519 host key cloud-init printed to the console (the last boot's), or None yet."""
+    blocks: list[str] = [m.group(1) for m in CONSOLE_KEYS.finditer(text)]
+    if not blocks:
+        return None
+    for raw in blocks[-1].splitlines():
+        line = raw.strip()
+        if "ssh-ed25519 " in line:
+            return line[line.index("ssh-ed25519 "):].strip()  # console lines may carry a prefix
+    return None

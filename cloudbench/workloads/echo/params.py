@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from cloudbench.core.topology import PortRange
 from cloudbench.errors import SpecError
 from cloudbench.spec.fields import Duration, Model, Name, Size
 from cloudbench.spec.located import Loc
@@ -43,6 +44,9 @@ class EchoWorkload(WorkloadModel):
     window: Duration = Field(30.0, gt=0, description="window of the windowed means")
     port: int = Field(7100, ge=1024, le=65535)
     quorums: list[QuorumModel] = Field(default_factory=list)
+
+    def listen_ports(self) -> list[PortRange]:
+        return [PortRange(f"{self.name}-echo", self.port, self.port, ("tcp",))]
 
     def check(self, ctx: CheckContext, loc: Loc) -> list[SpecError]:
         errors = ctx.check_selector(self.hosts, (*loc, "hosts"))

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from cloudbench.core.pairs import PairSelector
+from cloudbench.core.topology import PortRange
 from cloudbench.errors import SpecError
 from cloudbench.spec.fields import BitRate, Duration, Model, Name, Size
 from cloudbench.spec.located import Loc
@@ -38,6 +39,12 @@ class PairWorkloadModel(WorkloadModel):
     def check(self, ctx: CheckContext, loc: Loc) -> list[SpecError]:
         return [*ctx.check_selector(self.hosts, (*loc, "hosts")),
                 *ctx.check_pair_list(self.pairs, (*loc, "pairs"))]
+
+    def listen_ports(self) -> list[PortRange]:
+        # nuttcp: control on `port`, a data connection per stream from port+1;
+        # iperf3: control and data on `port`. TCP and UDP (the UDP modes).
+        last = self.port + self.streams if self.tool == "nuttcp" else self.port
+        return [PortRange(f"{self.name}-{self.tool}", self.port, last, ("tcp", "udp"))]
 
     def bursts(self) -> list[dict[str, Any]]:
         """What the worker runs per direction (see workers/tput.py)."""

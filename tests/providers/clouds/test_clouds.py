@@ -35,7 +35,15 @@ from cloudbench.workloads import parse_spec
 from tests.paths import EXPERIMENTS, ROOT
 
 CONTROLLER = "203.0.113.7/32"  # TEST-NET-3: never contacted
-WORKER_PORTS = {(proto, p.first, p.last) for p in cc.WORKER_PORTS for proto in p.protocols}
+# Workloads whose ports the firewalls must open (and no other): derived from the spec.
+PORT_WORKLOADS = """\
+  - {kind: echo, duration: 10s, port: 7300}
+  - {kind: throughput, name: i3, tool: iperf3, port: 6000, duration: 10s}
+  - {kind: throughput, name: nt, tool: nuttcp, port: 5500, streams: 4, duration: 10s}
+  - {kind: traceroute, method: tcp-sport}
+"""
+OPENED = {("tcp", 7300, 7300), ("tcp", 6000, 6000), ("udp", 6000, 6000), ("tcp", 5500, 5504),
+          ("udp", 5500, 5504), ("tcp", 80, 80), ("icmp", -1, -1)}
 
 STORMCLOUD = {
     "aws": ("m5.large", {
@@ -56,7 +64,7 @@ STORMCLOUD = {
 }
 
 
-def stormcloud_yaml(cloud: str, extra: str = "", vm_type: str | None = None) -> str:
+def stormcloud_yaml(cloud: str, extra: str = "", vm_type: str | None = None, workloads: str | None = None) -> str:
     default_type, regions = STORMCLOUD[cloud]
     lines = [f"name: stormcloud-{cloud}", "providers:", f"  {cloud}:",
              f"    controller_cidr: {CONTROLLER}"]
@@ -68,12 +76,12 @@ def stormcloud_yaml(cloud: str, extra: str = "", vm_type: str | None = None) -> 
             lines += [f"          {z}:", "            subnets:"]
             for s, n in subnets.items():
                 lines.append(f"              {s}: {{hosts: {n}, vm_type: {vm_type or default_type}}}")
-    lines += ["workloads:", "  - kind: echo", "    duration: 10s"]
+    lines += ["workloads:", *(workloads.splitlines() if workloads else ["  - kind: echo", "    duration: 10s"])]
     return "\n".join(lines) + "\n"
 
 
-def stormcloud(cloud: str) -> Spec:
-    return parse_spec(stormcloud_yaml(cloud, "placement_group: true"), f"{cloud}.yaml")
+def stormcloud(cloud: str, workloads: str | None = None) -> Spec:
+    return parse_spec(stormcloud_yaml(cloud, "placement_group: true", workloads=workloads), f"{cloud}.yaml")
 
 
 def settings_for(topo: Topology, cloud: str, stack: str = "test-r01") -> cc.CloudSettings:
@@ -83,6 +91,11 @@ def settings_for(topo: Topology, cloud: str, stack: str = "test-r01") -> cc.Clou
         expiry_utc="2030-01-01T00:00:00Z", controller_cidr=CONTROLLER,
         client_public_key=client.export_public_key().decode().strip(),
         host_keys=cc.new_host_keys([h.name for h in topo.hosts], stack), placement_group=True)
+
+
+# This account's mapping of zone names to zone IDs (another account maps them differently).
+AWS_ZONE_IDS = {"us-east-1a": "use1-az4", "us-east-1b": "use1-az6", "us-east-1c": "use1-az1",
+                "us-east-2a": "use2-az3", "us-west-2a": "usw2-az2"}
 
 
 # -- Pulumi mocks ------------------------------------------------------------------------------
@@ -107,6 +120,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         public = f"203.0.113.{len(self.resources) % 250 + 1}"
         if args.typ == "aws:ec2/subnet:Subnet":
             self.cidr[rid] = args.inputs["cidrBlock"]
+            state["availabilityZoneId"] = AWS_ZONE_IDS[args.inputs["availabilityZone"]]
         elif args.typ == "gcp:compute/subnetwork:Subnetwork":
             self.cidr[rid] = args.inputs["ipCidrRange"]
             state["selfLink"] = rid
@@ -177,6 +191,11 @@ def run_program(cloud: str, topo: Topology, settings: cc.CloudSettings,
     return resolved
 
 
+def stack_inputs(auto: FakeAutomation, stack: str) -> cc.CloudSettings:
+    """The settings the driver gave the program of ``stack`` (read from its program file)."""
+    return cc.read_program_file(auto.config[stack][cc.PROGRAM_FILE_KEY][0])[1]
+
+
 def check_cluster(cloud: str, topo: Topology, settings: cc.CloudSettings, outputs: dict[str, Any],
                   subnet_cidr: Callable[[str], str], tmp_path: Path) -> None:
     """The outputs make the same kind of Cluster the netns provider returns."""
@@ -219,7 +238,7 @@ def check_cloud_init(user_data: str, settings: cc.CloudSettings, host: str) -> N
 
 
 def test_aws_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    topo = stormcloud("aws").topology()
+    topo = stormcloud("aws", PORT_WORKLOADS).topology()
     s = settings_for(topo, "aws")
     out = run_program("aws", topo, s, monkeypatch)
 
@@ -244,6 +263,10 @@ def test_aws_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
     for sn in subnets.values():
         per_zone[sn["availabilityZone"]] = per_zone.get(sn["availabilityZone"], 0) + 1
     assert per_zone == {"us-east-1a": 2, "us-east-1b": 1, "us-east-1c": 1, "us-east-2a": 1, "us-west-2a": 1}
+    # Each host records its zone's ID in this account (use1-az4), besides the zone's name.
+    for h in topo.hosts:
+        rec = out[cc.OUTPUT_HOSTS][h.name]
+        assert rec["zone"] == h.zone and rec["zone_id"] == AWS_ZONE_IDS[h.zone]
 
     campaign = sorted(sn["cidrBlock"] for sn in subnets.values())
     groups = mocks.of("aws:ec2/securityGroup:SecurityGroup")
@@ -262,7 +285,7 @@ def test_aws_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
             else:
                 assert sorted(sources) == campaign, rule
                 opened.add(ports)
-        assert opened >= WORKER_PORTS and opened - WORKER_PORTS == {("icmp", -1, -1)}
+        assert opened == OPENED  # the spec's ports, not fixed ranges (7100 is not opened)
         check_tags(g.inputs["tags"], s, g.name)
     for p in mocks.of("pulumi:providers:aws"):
         check_tags(json.loads(p.inputs["defaultTags"])["tags"] if isinstance(p.inputs["defaultTags"], str)
@@ -280,7 +303,7 @@ def test_aws_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
 
 
 def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    topo = stormcloud("gcp").topology()
+    topo = stormcloud("gcp", PORT_WORKLOADS).topology()
     s = settings_for(topo, "gcp")
     out = run_program("gcp", topo, s, monkeypatch)
 
@@ -323,7 +346,7 @@ def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
                 else:
                     assert sorted(r["sourceRanges"]) == campaign
                     opened.add(ports)
-    assert opened >= WORKER_PORTS and opened - WORKER_PORTS == {("icmp", -1, -1)}
+    assert opened == OPENED  # the spec's ports, not fixed ranges (7100 is not opened)
     # Every zone with hosts gets a compact placement policy in its region.
     assert len(mocks.of("gcp:compute/resourcePolicy:ResourcePolicy")) == 5
     check_cluster("gcp", topo, s, out,
@@ -331,7 +354,7 @@ def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
 
 
 def test_azure_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    topo = stormcloud("azure").topology()
+    topo = stormcloud("azure", PORT_WORKLOADS).topology()
     s = settings_for(topo, "azure")
     out = run_program("azure", topo, s, monkeypatch)
 
@@ -380,7 +403,7 @@ def test_azure_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, t
             else:
                 assert sorted(sources) == campaign
                 opened.add(ports)
-        assert opened >= WORKER_PORTS and opened - WORKER_PORTS == {("icmp", -1, -1)}
+        assert opened == OPENED  # the spec's ports, not fixed ranges (7100 is not opened)
         # Everything else is denied explicitly, before Azure's "allow from VirtualNetwork" default.
         deny = [r for r in rules if r["access"] == "Deny"]
         assert len(deny) == 1 and deny[0]["priority"] > max(r["priority"] for r in rules if r["access"] == "Allow")
@@ -441,11 +464,18 @@ def test_programs_refuse_ssh_from_anywhere() -> None:
         cc.check_settings(topo, wide)
 
 
-def test_worker_ports_are_one_list() -> None:
-    names = {p.name: (p.first, p.last) for p in cc.WORKER_PORTS}
-    assert names["echo"] == (7100, 7100)
-    assert names["nuttcp"] == (5000, 5101)
-    assert names["iperf3"] == (5201, 5299)
+def test_worker_ports_come_from_the_spec() -> None:
+    ports = cc.worker_ports(stormcloud("aws", PORT_WORKLOADS).topology())
+    assert {(proto, p.first, p.last) for p in ports for proto in p.protocols} == OPENED - {("icmp", -1, -1)}
+    assert len({p.name for p in ports}) == len(ports)  # rule names are unique
+    # Every traceroute method opens what its probes reach; a topology without ports gets the defaults.
+    want = {"udp-dport": {("udp", 33434, 33534)}, "udp-sport": {("udp", 33435, 33435)},
+            "tcp-sport": {("tcp", 80, 80)}, "icmp-echo": set()}
+    for method, opened in want.items():
+        topo = stormcloud("aws", f"  - {{kind: traceroute, method: {method}}}").topology()
+        assert {(proto, p.first, p.last) for p in topo.ports for proto in p.protocols} == opened
+    assert Topology.from_dict(stormcloud("aws").topology().to_dict()).ports == stormcloud("aws").topology().ports
+    assert cc.worker_ports(Topology(hosts=[])) == list(cc.WORKER_PORTS)
 
 
 # -- spec checks -----------------------------------------------------------------------------------
@@ -546,16 +576,22 @@ def test_driver_builds_cluster_and_destroys(tmp_path: Path) -> None:
     assert cluster.client_key.parent.parent.parent == run_dir
     assert (cluster.client_key.stat().st_mode & 0o777) == 0o600
     asyncssh.read_private_key(str(cluster.client_key))
-    secrets_cfg = json.loads(auto.config[stack]["cloudbench:host_keys"][0])
-    assert auto.config[stack]["cloudbench:host_keys"][1] is True  # stored as a secret
+    # No secret in the stack config (it goes to `pulumi config set-all` as arguments): the
+    # program's inputs, host keys included, are in a 0600 file whose path is the config.
+    cfg = auto.config[stack]
+    assert set(cfg) == {cc.PROGRAM_FILE_KEY, "aws:region"}
+    assert not any(secret for _, secret in cfg.values())
+    assert all("PRIVATE KEY" not in value and len(value) < 1000 for value, _ in cfg.values())
+    program_file = Path(cfg[cc.PROGRAM_FILE_KEY][0])
+    assert program_file.is_absolute() and program_file.parent == cluster.client_key.parent
+    assert (program_file.stat().st_mode & 0o777) == 0o600
+    _, inputs = cc.read_program_file(program_file)
     for h in cluster.hosts:
-        assert h.host_key == secrets_cfg[h.name]["public"]
-    plain = auto.config[stack]["cloudbench:settings"][0]
-    assert "PRIVATE KEY" not in plain and "PRIVATE KEY" not in (tmp_path / spec.name / ".pulumi" / pp.LEASES
-                                                              / f"cloudbench-aws.{stack}.json").read_text()
-    assert json.loads(plain)["controller_cidr"] == CONTROLLER
+        assert h.host_key == inputs.host_keys[h.name].public and "PRIVATE KEY" in inputs.host_keys[h.name].private
+    assert inputs.controller_cidr == CONTROLLER
     # State and lease live under the campaign directory.
     lease = tmp_path / spec.name / ".pulumi" / pp.LEASES / f"cloudbench-aws.{stack}.json"
+    assert "PRIVATE KEY" not in lease.read_text()
     assert json.loads(lease.read_text())["controller"]["pid"] == os.getpid()
     prov.destroy(cluster)
     assert auto.events[-2:] == [("destroy", stack), ("remove", stack)]
@@ -609,7 +645,7 @@ def test_driver_needs_controller_address(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("CLOUDBENCH_CONTROLLER_CIDR", "198.51.100.4/32")
     (tmp_path / "c" / "r").mkdir(parents=True)
     cluster = provider(auto, tmp_path, spec).provision(spec.topology(), tmp_path / "c" / "r")
-    assert json.loads(auto.config[cluster.stack]["cloudbench:settings"][0])["controller_cidr"] == "198.51.100.4/32"
+    assert stack_inputs(auto, cluster.stack).controller_cidr == "198.51.100.4/32"
 
 
 def _runner_with(tmp_path: Path, auto: FakeAutomation,
@@ -717,9 +753,9 @@ def test_stack_ref_paths_follow_the_campaign_dir(tmp_path: Path) -> None:
     assert pp.ensure_passphrase(ref.state_dir).read_text() == p.read_text()  # stable
 
 
-def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks,
+def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """``stacks/gcp/__main__.py`` rebuilds the program from the config the driver writes."""
+    """``stacks/gcp/__main__.py`` rebuilds the program from the file the stack config names."""
     import runpy
 
     entry = ROOT / "stacks" / "gcp" / "__main__.py"
@@ -727,10 +763,10 @@ def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks,
     assert mocks.resources == []
     topo = stormcloud("gcp").topology()
     s = settings_for(topo, "gcp")
-    cfg = cc.stack_config(topo, s)
-    assert [k for k, (_, secret) in cfg.items() if secret] == ["cloudbench:host_keys"]
-    pulumi.runtime.set_all_config({k: v for k, (v, _) in cfg.items()},
-                                  [k for k, (_, secret) in cfg.items() if secret])
+    cfg = cc.stack_config(topo, s, cc.write_program_file(tmp_path / "program.json", topo, s))
+    assert not any(secret for _, secret in cfg.values())
+    assert all("PRIVATE KEY" not in v for v, _ in cfg.values())
+    pulumi.runtime.set_all_config({k: v for k, (v, _) in cfg.items()})
     exports: dict[str, Any] = {}
     monkeypatch.setattr(pulumi, "export", lambda k, v: exports.__setitem__(k, v))
     try:
@@ -801,8 +837,7 @@ def test_the_controller_address_reaches_the_firewall_as_a_network(tmp_path: Path
     run_dir = tmp_path / spec.name / "20250101T000000Z-abcd"
     run_dir.mkdir(parents=True)
     cluster = provider(auto, tmp_path, spec).provision(spec.topology(), run_dir)
-    settings = json.loads(auto.config[cluster.stack]["cloudbench:settings"][0])
-    assert settings["controller_cidr"] == rule
+    assert stack_inputs(auto, cluster.stack).controller_cidr == rule
 
 
 def test_a_bad_controller_address_from_the_environment_is_refused_before_anything_exists(
@@ -865,3 +900,58 @@ def test_the_cloud_extras_pin_one_major_version_that_is_installed() -> None:
         assert upper and lower, f"{r} does not pin a major version"
         assert int(upper[0].version.split(".")[0]) == int(lower[0].version.split(".")[0]) + 1, r
         assert r.specifier.contains(version(r.name)), (r, version(r.name))
+
+
+def test_program_file_is_private_and_refused_when_others_can_read_it(tmp_path: Path) -> None:
+    topo = stormcloud("aws").topology()
+    s = settings_for(topo, "aws")
+    path = cc.write_program_file(tmp_path / "program.json", topo, s)
+    assert (path.stat().st_mode & 0o777) == 0o600
+    assert cc.read_program_file(path)[1] == s
+    path.chmod(0o644)
+    with pytest.raises(ValueError, match="mode 644: chmod 600"):
+        cc.read_program_file(path)
+    with pytest.raises(ValueError, match="run directory"):
+        cc.read_program_file(tmp_path / "gone.json")
+
+
+def test_azure_writes_to_a_vnet_one_at_a_time(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    """Subnets and both peerings of each VNet form one dependency chain (AnotherOperationInProgress)."""
+    from pulumi.runtime import mocks as pulumi_mocks
+
+    deps: dict[str, set[str]] = {}  # resource name -> names it depends on
+    register = pulumi_mocks.MockMonitor.RegisterResource
+
+    def recording(self: Any, request: Any) -> Any:
+        deps[request.name] = {u.rsplit("::", 1)[-1] for u in request.dependencies}
+        return register(self, request)
+
+    monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResource", recording)
+    topo = stormcloud("azure").topology()
+    run_program("azure", topo, settings_for(topo, "azure"), monkeypatch)
+
+    def ancestors(name: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            for d in deps.get(todo.pop(), set()):
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        return seen
+
+    def vnets_written(name: str) -> set[str]:
+        if name.startswith("subnet-"):
+            zone = name.removeprefix("subnet-").rsplit("-s", 1)[0]
+            return {topo.hosts[[h.zone for h in topo.hosts].index(zone)].region}
+        src, dst = name.removeprefix("peer-").split("-", 1)
+        return {src, dst} if dst in topo.regions else set()
+
+    writes = [n for n in deps if n.startswith(("subnet-", "peer-"))]
+    peerings = [n for n in writes if n.startswith("peer-")]
+    assert len(peerings) == 6 and len([n for n in writes if n.startswith("subnet-")]) == 6
+    for i, a in enumerate(writes):
+        for b in writes[i + 1:]:
+            if vnets_written(a) & vnets_written(b):
+                assert a in ancestors(b) or b in ancestors(a), (a, b)

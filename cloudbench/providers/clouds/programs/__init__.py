@@ -16,13 +16,15 @@ EXTRAS = {"aws": "pulumi-aws", "gcp": "pulumi-gcp", "azure": "pulumi-azure-nativ
 
 
 def run_from_config(cloud: str) -> None:
-    """Body of ``stacks/<cloud>/__main__.py``: the program, fed from `pulumi config`."""
+    """Body of ``stacks/<cloud>/__main__.py``: the program, fed from the file its stack config names."""
     import importlib
 
     import pulumi
 
-    from cloudbench.providers.clouds.common import program_args_from_config
+    from cloudbench.providers.clouds.common import PROGRAM_FILE_KEY, read_program_file
+
+    namespace, key = PROGRAM_FILE_KEY.split(":")
 
     program = importlib.import_module(PROGRAM_MODULES[cloud]).program
-    topology, settings = program_args_from_config(pulumi.Config("cloudbench").require_object)
+    topology, settings = read_program_file(pulumi.Config(namespace).require(key))
     program(topology, settings)

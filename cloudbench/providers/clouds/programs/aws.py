@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from cloudbench.core import catalog
-from cloudbench.core.topology import Topology
+from cloudbench.core.topology import PortRange, Topology
 from cloudbench.providers.clouds import common as cc
 
 CANONICAL_OWNER = "099720109477"  # Canonical's AWS account: the official Ubuntu AMIs
@@ -21,11 +21,12 @@ AMI_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-{arch}-server-*"
 ROOT_GB = 16
 
 
-def ingress_rules(settings: cc.CloudSettings, plan: cc.AddressPlan) -> list[aws.ec2.SecurityGroupIngressArgs]:
+def ingress_rules(settings: cc.CloudSettings, plan: cc.AddressPlan,
+                  ports: list[PortRange]) -> list[aws.ec2.SecurityGroupIngressArgs]:
     rules = [aws.ec2.SecurityGroupIngressArgs(
         description="ssh from the controller", protocol="tcp", from_port=cc.SSH_PORT,
         to_port=cc.SSH_PORT, cidr_blocks=[settings.controller_cidr])]
-    for p in cc.WORKER_PORTS:
+    for p in ports:
         for proto in p.protocols:
             rules.append(aws.ec2.SecurityGroupIngressArgs(
                 description=f"{p.name} between campaign hosts", protocol=proto, from_port=p.first,
@@ -60,7 +61,7 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
         # Not "sg-…": AWS reserves that prefix and refuses it in the GroupName Pulumi derives.
         groups[r] = aws.ec2.SecurityGroup(
             f"secgroup-{r}", vpc_id=vpc.id, description=f"cloudbench {s.campaign} {s.stack}",
-            ingress=ingress_rules(s, plan),
+            ingress=ingress_rules(s, plan, cc.worker_ports(topo)),
             egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0,
                                                     cidr_blocks=["0.0.0.0/0"])],
             tags=cc.tags(s, f"secgroup-{r}"), opts=opts)
@@ -101,7 +102,9 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                 root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
                     volume_type="gp3", volume_size=ROOT_GB, encrypted=True, delete_on_termination=True),
                 tags=cc.tags(s, h.name), opts=opts)
-            hosts_out[h.name] = {**cc.host_record(h, zone), "id": vm.id,
+            # The zone *name* maps to a different physical zone in every account; its ID
+            # (use1-az4) is the same everywhere, so that is what a run records.
+            hosts_out[h.name] = {**cc.host_record(h, zone), "zone_id": sn.availability_zone_id, "id": vm.id,
                                  "private_ip": vm.private_ip, "public_ip": vm.public_ip}
 
     for i, ra in enumerate(regions):

@@ -15,7 +15,7 @@ import pulumi
 import pulumi_azure_native as azure
 
 from cloudbench.core import catalog
-from cloudbench.core.topology import Topology
+from cloudbench.core.topology import PortRange, Topology
 from cloudbench.providers.clouds import common as cc
 
 IMAGE = {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "version": "latest"}
@@ -24,13 +24,14 @@ OS_DISK_GB = 30
 DENY_PRIORITY = 4096
 
 
-def security_rules(settings: cc.CloudSettings, plan: cc.AddressPlan) -> list[azure.network.SecurityRuleArgs]:
+def security_rules(settings: cc.CloudSettings, plan: cc.AddressPlan,
+                   ports: list[PortRange]) -> list[azure.network.SecurityRuleArgs]:
     rules = [azure.network.SecurityRuleArgs(
         name="ssh-from-controller", priority=100, direction="Inbound", access="Allow", protocol="Tcp",
         source_address_prefix=settings.controller_cidr, source_port_range="*",
         destination_address_prefix="*", destination_port_range=str(cc.SSH_PORT))]
     prio = 110
-    for p in cc.WORKER_PORTS:
+    for p in ports:
         for proto in p.protocols:
             rules.append(azure.network.SecurityRuleArgs(
                 name=f"{p.name}-{proto}", priority=prio, direction="Inbound", access="Allow",
@@ -76,8 +77,17 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
             opts=pulumi.ResourceOptions(ignore_changes=["subnets"]))
         nsgs[r] = azure.network.NetworkSecurityGroup(
             f"nsg-{r}", resource_group_name=rg.name, location=r,
-            security_rules=security_rules(s, plan), tags=cc.tags(s, f"nsg-{r}"))
+            security_rules=security_rules(s, plan, cc.worker_ports(topo)), tags=cc.tags(s, f"nsg-{r}"))
         groups[r] = rg
+
+    # Azure takes one write at a time per VNet: subnets and peerings made in parallel fail with
+    # AnotherOperationInProgress (pulumi-azure-native #699, #4340). Every write to a VNet waits
+    # for the previous one; a peering changes both of its VNets.
+    last_write: dict[str, pulumi.Resource] = {}
+
+    def after(*regions_touched: str) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(depends_on=[last_write[x] for x in dict.fromkeys(regions_touched)
+                                                  if x in last_write])
 
     placement: dict[str, azure.compute.ProximityPlacementGroup] = {}
     hosts_out: dict[str, Any] = {}
@@ -87,7 +97,9 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
         sn = azure.network.Subnet(
             f"subnet-{zone}-{subnet}", resource_group_name=rg.name, virtual_network_name=vnets[r].name,
             address_prefix=plan.subnet_cidr[(r, zone, subnet)],
-            network_security_group=azure.network.NetworkSecurityGroupArgs(id=nsgs[r].id))
+            network_security_group=azure.network.NetworkSecurityGroupArgs(id=nsgs[r].id),
+            opts=after(r))
+        last_write[r] = sn
         if s.placement_group and zone not in placement:
             placement[zone] = azure.compute.ProximityPlacementGroup(
                 f"ppg-{zone}", resource_group_name=rg.name, location=r,
@@ -127,6 +139,9 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                         managed_disk=azure.compute.ManagedDiskParametersArgs(
                             storage_account_type="StandardSSD_LRS"))),
                 proximity_placement_group=azure.compute.SubResourceArgs(id=ppg.id) if ppg else None,
+                # The serial console log (managed storage), where host_keys: generated reads the key.
+                diagnostics_profile=azure.compute.DiagnosticsProfileArgs(
+                    boot_diagnostics=azure.compute.BootDiagnosticsArgs(enabled=True)),
                 tags=cc.tags(s, h.name))
             hosts_out[h.name] = {
                 **cc.host_record(h, zid), "id": vm.id,
@@ -138,11 +153,13 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
     for i, ra in enumerate(regions):
         for rb in regions[i + 1:]:
             for src, dst in ((ra, rb), (rb, ra)):
-                azure.network.VirtualNetworkPeering(
+                peering = azure.network.VirtualNetworkPeering(
                     f"peer-{src}-{dst}", resource_group_name=groups[src].name,
                     virtual_network_name=vnets[src].name,
                     remote_virtual_network=azure.network.SubResourceArgs(id=vnets[dst].id),
-                    allow_virtual_network_access=True, allow_forwarded_traffic=False)
+                    allow_virtual_network_access=True, allow_forwarded_traffic=False,
+                    opts=after(src, dst))
+                last_write[src] = last_write[dst] = peering
 
     pulumi.export(cc.OUTPUT_META, cc.meta_output(s))
     pulumi.export(cc.OUTPUT_HOSTS, hosts_out)

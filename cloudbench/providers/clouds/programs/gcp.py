@@ -14,17 +14,18 @@ import pulumi
 import pulumi_gcp as gcp
 
 from cloudbench.core import catalog
-from cloudbench.core.topology import Topology
+from cloudbench.core.topology import PortRange, Topology
 from cloudbench.providers.clouds import common as cc
 
 IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-{arch}"
 BOOT_GB = 16
 
 
-def firewall_rules(settings: cc.CloudSettings, plan: cc.AddressPlan) -> list[dict[str, Any]]:
+def firewall_rules(settings: cc.CloudSettings, plan: cc.AddressPlan,
+                   ports: list[PortRange]) -> list[dict[str, Any]]:
     """Ingress rules as (name, sources, allows): SSH from the controller, workers from the campaign."""
     by_proto: dict[str, list[str]] = {}
-    for p in cc.WORKER_PORTS:
+    for p in ports:
         for proto in p.protocols:
             by_proto.setdefault(proto, []).append(p.text())
     workers = [gcp.compute.FirewallAllowArgs(protocol=proto, ports=ports) for proto, ports in by_proto.items()]
@@ -47,7 +48,7 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
     net = gcp.compute.Network("net", auto_create_subnetworks=False, routing_mode="GLOBAL",
                               description=f"cloudbench {s.campaign} {s.stack} until {s.expiry_utc}",
                               project=project)
-    for rule in firewall_rules(s, plan):
+    for rule in firewall_rules(s, plan, cc.worker_ports(topo)):
         gcp.compute.Firewall(f"fw-{rule['name']}", network=net.id, direction="INGRESS", priority=1000,
                              source_ranges=rule["sources"], allows=rule["allows"], target_tags=[target],
                              description=f"cloudbench {s.stack}: {rule['name']}", project=project)
@@ -80,6 +81,8 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                     # Only our key: no project-wide keys, no OS Login replacing metadata keys.
                     "block-project-ssh-keys": "true",
                     "enable-oslogin": "FALSE",
+                    # The guest agent publishes the VM's host keys (host_keys: generated reads them).
+                    "enable-guest-attributes": "TRUE",
                 },
                 labels=labels, tags=[target],
                 resource_policies=policy.self_link if policy is not None else None,

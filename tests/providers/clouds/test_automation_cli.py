@@ -1,0 +1,308 @@
+"""The real Automation API adapter against a recording stand-in ``pulumi`` on PATH.
+
+Not the fake: ``pulumi.automation`` and :class:`PulumiAutomation` run for real, and
+every ``pulumi`` they start is :mod:`cloudbench.testing.pulumi_standin`, which logs
+its arguments, working directory and environment. The tests check what a user's
+real CLI would be given: absolute state paths, the order of the calls, and no
+secret in any argument or environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cloudbench.core.cluster import Cluster
+from cloudbench.core.topology import Topology
+from cloudbench.errors import ProvisionError, ReapError
+from cloudbench.providers.clouds import automation as pp
+from cloudbench.providers.clouds import common as cc
+from cloudbench.providers.clouds.cli import find_cli, min_version
+from cloudbench.spec.providers import CloudProviderModel
+from cloudbench.testing.pulumi import PulumiStandin, StandinCall
+from tests.providers.clouds.test_clouds import settings_for, stormcloud, stormcloud_yaml
+
+CLOUDS = ("aws", "gcp", "azure")
+
+
+def outputs_for(topo: Topology, cloud: str) -> dict[str, Any]:
+    """What the cloud's program exports (as the CLI prints it for `stack output --json`)."""
+    settings = settings_for(topo, cloud)
+    return {
+        cc.OUTPUT_META: cc.meta_output(settings),
+        cc.OUTPUT_HOSTS: {h.name: {**cc.host_record(h, h.zone), "id": f"vm-{i}",
+                                   "private_ip": f"10.0.0.{10 + i}", "public_ip": f"203.0.113.{10 + i}"}
+                          for i, h in enumerate(topo.hosts)},
+    }
+
+
+def no_wait(cluster: Cluster) -> None:
+    pass
+
+
+def make_provider(cloud: str, results: Path, destroy_timeout: float = 60.0) -> pp.PulumiProvider:
+    spec = stormcloud(cloud)
+    opts = spec.providers[cloud]
+    assert isinstance(opts, CloudProviderModel)
+    return pp.PulumiProvider(cloud, opts, spec.name, automation=pp.PulumiAutomation(destroy_timeout),
+                             wait_ready=no_wait, results_root=results)
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Work from tmp_path with `--results results` (relative, as the CLI's default)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE_FILE", raising=False)
+    return tmp_path
+
+
+def secrets_of(run_dir: Path) -> list[str]:
+    """Every secret a run made: private keys (client, hosts) and the state passphrase."""
+    found: list[str] = []
+    for f in run_dir.rglob("program.json"):
+        _, settings = cc.read_program_file(f)
+        found += [k.private.strip() for k in settings.host_keys.values()]
+    found += [f.read_text().strip() for f in run_dir.rglob("client_key")]
+    found += [f.read_text().strip() for f in run_dir.parent.rglob("passphrase")]
+    return found
+
+
+def check_calls(calls: list[StandinCall], ref_dir: Path, secrets: list[str]) -> None:
+    state = ref_dir / ".pulumi"
+    assert len(secrets) >= 3
+    for c in calls:
+        if c.command == "version":
+            continue
+        assert Path(c.cwd).is_absolute() and Path(c.cwd).is_relative_to(state / pp.WORKSPACES), c
+        assert c.env["PULUMI_BACKEND_URL"] == f"file://{state}", c
+        assert c.env["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(state / pp.PASSPHRASE), c
+        assert "PULUMI_CONFIG_PASSPHRASE" not in c.env
+        assert c.argv[0] == "--non-interactive" and c.exit_code is not None
+        blob = "\0".join(c.argv) + "\0" + "\0".join(f"{k}={v}" for k, v in c.env.items())
+        assert "PRIVATE KEY" not in blob, c.argv
+        for s in secrets:
+            for line in s.splitlines()[1:2]:  # a line of key material is enough to recognise it
+                assert line not in blob
+            assert s not in blob
+
+
+def commands(calls: list[StandinCall]) -> list[str]:
+    return [c.command for c in calls]
+
+
+PROVISION = ["version", "stack select", "stack init", "config set-all", "up"]
+DESTROY_AFTER_FAILURE = ["destroy", "stack history", "stack rm"]
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_real_adapter_provision_failure_then_destroy(cloud: str, in_tmp: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    standin = PulumiStandin(in_tmp / "standin", up="fail")
+    monkeypatch.setenv("PATH", standin.path)
+    prov = make_provider(cloud, Path("results"))
+    run_dir = Path("results") / f"stormcloud-{cloud}" / "20250101T000000Z-abcd"
+    run_dir.mkdir(parents=True)
+    with pytest.raises(ProvisionError, match=r"(?s)pulumi up failed: .*InsufficientInstanceCapacity") as ei:
+        prov.provision(stormcloud(cloud).topology(), run_dir)
+    assert "20250101T000000Z-abcd-r01" in str(ei.value)
+    calls = standin.calls()
+    assert commands(calls) == PROVISION + DESTROY_AFTER_FAILURE, commands(calls)
+    up = calls[4]
+    assert up.exit_code == 255 and up.argv[up.argv.index("--exec-kind") + 1] == "auto.inline"
+    assert any(a.startswith("--client=127.0.0.1:") for a in up.argv)  # the inline program's server
+    assert calls[5].exit_code == 0 and "--skip-preview" in calls[5].argv and "--yes" in calls[5].argv
+    assert calls[5].started >= up.ended  # destroy after up ended
+    # The config handed to `config set-all`: the provider defaults and the inputs' path only.
+    keys = [a.split("=", 1)[0] for a in calls[3].argv if "=" in a]
+    assert keys[0] == cc.PROGRAM_FILE_KEY and "--secret" not in calls[3].argv
+    program_file = Path(calls[3].argv[calls[3].argv.index("--plaintext") + 1].split("=", 1)[1])
+    assert program_file.is_absolute() and (program_file.stat().st_mode & 0o777) == 0o600
+    check_calls(calls, in_tmp / "results" / f"stormcloud-{cloud}", secrets_of(in_tmp / run_dir))
+    # Nothing left: the stack is gone from the backend, and so is the lease.
+    assert not list((in_tmp / "results").rglob(f"{pp.LEASES}/*.json"))
+    assert not list((in_tmp / "results").rglob(".pulumi/stacks/*/*.json"))
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_real_adapter_provision_success_then_destroy(cloud: str, in_tmp: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    topo = stormcloud(cloud).topology()
+    standin = PulumiStandin(in_tmp / "standin", up="ok", outputs=outputs_for(topo, cloud))
+    monkeypatch.setenv("PATH", standin.path)
+    prov = make_provider(cloud, Path("results"))
+    run_dir = Path("results") / f"stormcloud-{cloud}" / "20250101T000000Z-abcd"
+    run_dir.mkdir(parents=True)
+    cluster = prov.provision(topo, run_dir)
+    assert len(cluster.hosts) == len(topo.hosts) and cluster.hosts[0].ssh_host == "203.0.113.10"
+    calls = standin.calls()
+    # up, then its outputs (masked and plain) and its summary.
+    after_up = ["stack output", "stack output", "stack history"]
+    assert commands(calls) == PROVISION + after_up, commands(calls)
+    leases = list((in_tmp / "results").rglob(f"{pp.LEASES}/*.json"))
+    assert len(leases) == 1
+    prov.destroy(cluster)
+    calls = standin.calls()
+    assert commands(calls) == PROVISION + after_up + DESTROY_AFTER_FAILURE, commands(calls)
+    check_calls(calls, in_tmp / "results" / f"stormcloud-{cloud}", secrets_of(in_tmp / run_dir))
+    assert not leases[0].exists()
+    assert not list((in_tmp / "results").rglob(".pulumi/stacks/*/*.json"))
+
+
+def test_old_or_missing_cli_is_refused_before_anything_exists(in_tmp: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    standin = PulumiStandin(in_tmp / "standin", version="v3.170.0")
+    monkeypatch.setenv("PATH", standin.path)
+    prov = make_provider("aws", Path("results"))
+    run_dir = Path("results") / "stormcloud-aws" / "r"
+    run_dir.mkdir(parents=True)
+    with pytest.raises(ProvisionError, match=r"3\.170\.0, older than the 3\.181\.0 .*get\.pulumi\.com"):
+        prov.provision(stormcloud("aws").topology(), run_dir)
+    assert commands(standin.calls()) == ["version"]
+    assert list(run_dir.iterdir()) == [] and not (in_tmp / "results" / "stormcloud-aws" / ".pulumi").exists()
+    # Not a 3.x at all
+    standin.configure(version="v4.0.1")
+    with pytest.raises(ProvisionError, match=r"Pulumi 3\.x"):
+        make_provider("aws", Path("results")).provision(stormcloud("aws").topology(), run_dir)
+    # No CLI on PATH
+    empty = in_tmp / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(ProvisionError, match=r"not on PATH.*get\.pulumi\.com"):
+        make_provider("aws", Path("results")).provision(stormcloud("aws").topology(), run_dir)
+    assert list(run_dir.iterdir()) == []
+
+
+def test_min_version_is_cloudbench_s_or_the_sdk_s() -> None:
+    from pulumi.automation._minimum_version import _MINIMUM_VERSION
+
+    assert min_version() >= (3, 181, 0)
+    assert min_version() >= (_MINIMUM_VERSION.major, _MINIMUM_VERSION.minor, _MINIMUM_VERSION.patch)
+    cli = find_cli(which=lambda name: "/opt/pulumi/bin/pulumi", run=lambda argv: "v3.200.1\n")
+    assert cli.version == (3, 200, 1) and cli.path == "/opt/pulumi/bin/pulumi"
+    with pytest.raises(ProvisionError, match="not a version"):
+        find_cli(which=lambda name: "/x/pulumi", run=lambda argv: "garbage")
+
+
+def test_sdk_errors_during_destroy_and_gc_are_cloudbench_errors(in_tmp: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the SDK raises while destroying becomes a ProvisionError naming the stack and what to do."""
+    topo = stormcloud("gcp").topology()
+    standin = PulumiStandin(in_tmp / "standin", outputs=outputs_for(topo, "gcp"))
+    monkeypatch.setenv("PATH", standin.path)
+    prov = make_provider("gcp", Path("results"))
+    run_dir = Path("results") / "stormcloud-gcp" / "r"
+    run_dir.mkdir(parents=True)
+    cluster = prov.provision(topo, run_dir)
+    live = prov._live[cluster.stack]
+    assert isinstance(live.handle, pp._AutoStack)
+
+    def broken(**kwargs: Any) -> None:
+        raise ValueError("unexpected field in the CLI's JSON")  # not a CommandError
+
+    monkeypatch.setattr(live.handle.st, "destroy", broken)
+    with pytest.raises(ProvisionError) as ei:
+        prov.destroy(cluster)
+    msg = str(ei.value)
+    assert cluster.stack in msg and "ValueError: unexpected field" in msg
+    assert "cloudbench gc --results" in msg and f"pulumi destroy --stack {cluster.stack}" in msg
+    # gc: the lease stays and its destroy failure is reported, not raised as a traceback.
+    lease = next((in_tmp / "results").rglob(f"{pp.LEASES}/*.json"))
+    data = json.loads(lease.read_text())
+    data["expiry"] = time.time() - 1
+    lease.write_text(json.dumps(data))
+    standin.configure(destroy="fail")
+    with pytest.raises(ReapError, match=rf"(?s){cluster.stack}.*DependencyViolation.*cloudbench gc"):
+        pp.reap(Path("results"))
+    assert lease.exists()
+    standin.configure(destroy="ok")
+    assert pp.reap(Path("results")) == [f"destroyed gcp stack {cluster.stack} of campaign stormcloud-gcp "
+                                        f"(expired {data['expiry_utc']})"]
+    assert not lease.exists()
+    check_calls(standin.calls(), in_tmp / "results" / "stormcloud-gcp", secrets_of(in_tmp / run_dir))
+
+
+def test_a_locked_stack_is_destroyed_once_the_lock_is_free(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    topo = stormcloud("aws").topology()
+    standin = PulumiStandin(in_tmp / "standin", destroy="locked", outputs=outputs_for(topo, "aws"))
+    monkeypatch.setenv("PATH", standin.path)
+    monkeypatch.setattr(pp.time, "sleep", lambda s: None)
+    prov = make_provider("aws", Path("results"))
+    run_dir = Path("results") / "stormcloud-aws" / "r"
+    run_dir.mkdir(parents=True)
+    prov.destroy(prov.provision(topo, run_dir))
+    assert commands(standin.calls())[-4:] == ["destroy", "destroy", "stack history", "stack rm"]
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_an_interrupt_reaches_pulumi_and_destroy_follows_its_exit(how: str, in_tmp: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM (as the runner delivers it) or Ctrl-C during `up`: pulumi gets one SIGINT, saves its
+    state and exits; then the stack is destroyed (its lock is free) and the interrupt propagates."""
+    from cloudbench.runner import signals_as_interrupts
+
+    standin = PulumiStandin(in_tmp / "standin", up="wait", cancel_seconds=1.0)
+    monkeypatch.setenv("PATH", standin.path)
+    prov = make_provider("azure", Path("results"), destroy_timeout=120.0)
+    run_dir = Path("results") / "stormcloud-azure" / "r"
+    run_dir.mkdir(parents=True)
+    me = os.getpid()
+
+    def interrupt_when_up_waits() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any(r["event"] == "waiting" for r in standin.records()):
+                os.kill(me, signal.Signals[how])
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=interrupt_when_up_waits, daemon=True)
+    t.start()
+    with signals_as_interrupts(), pytest.raises(KeyboardInterrupt):
+        prov.provision(stormcloud("azure").topology(), run_dir)
+    t.join(timeout=5)
+    calls = standin.calls()
+    assert commands(calls) == PROVISION + DESTROY_AFTER_FAILURE, commands(calls)
+    up, destroy = calls[4], calls[5]
+    assert up.signal == "SIGINT"  # exactly Pulumi's graceful cancel, whatever we got
+    assert up.exit_code == 255 and up.ended is not None
+    assert destroy.started >= up.ended and destroy.exit_code == 0  # no lock left to wait for
+    assert not list((in_tmp / "results").rglob(f"{pp.LEASES}/*.json"))
+
+
+def test_destroy_timeout_is_a_spec_setting(tmp_path: Path) -> None:
+    from cloudbench.providers import get_provider
+    from cloudbench.workloads import parse_spec
+
+    spec = parse_spec(stormcloud_yaml("aws", "destroy_timeout: 45m"), "a.yaml")
+    prov = get_provider("aws", spec=spec, results_root=tmp_path)
+    assert isinstance(prov, pp.PulumiProvider) and isinstance(prov.automation, pp.PulumiAutomation)
+    assert prov.automation.cancel_wait_s == 2700.0
+    default = get_provider("aws", spec=stormcloud("aws"), results_root=tmp_path)
+    assert isinstance(default, pp.PulumiProvider) and isinstance(default.automation, pp.PulumiAutomation)
+    assert default.automation.cancel_wait_s >= 1200.0  # minutes, as clouds need, not 120 s
+
+
+def test_any_sdk_exception_in_up_or_remove_is_a_provision_error(tmp_path: Path) -> None:
+    from pulumi.automation.errors import InvalidVersionError
+
+    class Broken:
+        def up(self, **kwargs: Any) -> Any:
+            raise InvalidVersionError("The installed version of the CLI does not support this operation.")
+
+        workspace = type("W", (), {"remove_stack": staticmethod(lambda name: 1 / 0)})()
+
+    ref = pp.StackRef("azure", "cloudbench-azure", "c-r01", tmp_path / ".pulumi")
+    handle = pp._AutoStack(Broken(), ref)
+    with pytest.raises(ProvisionError, match=r"azure \[c-r01\]: pulumi up failed: InvalidVersionError: .*destroyed"):
+        handle.up(print)
+    with pytest.raises(ProvisionError, match=r"c-r01.*ZeroDivisionError.*pulumi stack rm c-r01"):
+        handle.remove()

@@ -1,0 +1,130 @@
+"""host_keys: injected | generated — the VM's own key read from the cloud's API, with fakes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import asyncssh
+import pytest
+import yaml
+
+from cloudbench.errors import ProvisionError
+from cloudbench.providers.clouds import common as cc
+from cloudbench.providers.clouds import hostkeys as hk
+from cloudbench.testing.pulumi import FakeAutomation
+from cloudbench.workloads import parse_spec
+from tests.providers.clouds.test_clouds import provider, settings_for, stormcloud, stormcloud_yaml
+
+
+def public_key() -> str:
+    return " ".join(asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()[:2])
+
+
+def console(key: str) -> str:
+    """What cloud-init prints to the serial console (keys_to_console), amid boot noise."""
+    return ("[    3.1] cloud-init[812]: Generating public/private ed25519 key pair.\n"
+            "ci-info: no authorized SSH keys fingerprints found for user ubuntu.\n"
+            "-----BEGIN SSH HOST KEY KEYS-----\n"
+            f"{key} root@ip-10-100-0-10\n"
+            "-----END SSH HOST KEY KEYS-----\n"
+            "[   40.2] cloud-init[1001]: Cloud-init v. 24.1 finished\n")
+
+
+def test_console_output_yields_the_ed25519_key() -> None:
+    key = public_key()
+    assert cc.host_key_from_console(console(key)) == f"{key} root@ip-10-100-0-10"
+    assert cc.host_key_from_console("[ 1.0] booting\n") is None
+    old, new = public_key(), public_key()
+    assert cc.host_key_from_console(console(old) + console(new)).startswith(new)  # the last boot's
+
+
+def test_generated_keys_put_no_private_key_anywhere_and_pin_the_published_one(tmp_path: Path) -> None:
+    spec = parse_spec(stormcloud_yaml("aws", "host_keys: generated"), "a.yaml")
+    hosts = spec.topology().hosts
+    published = {h.name: public_key() for h in hosts}
+    asked: list[str] = []
+
+    def fetch(rec: dict[str, Any]) -> str | None:  # FakeAutomation's VM i has id i-<i>
+        asked.append(rec["id"])
+        return published[hosts[int(rec["id"].removeprefix("i-"))].name] + " root@vm"
+
+    auto = FakeAutomation()
+    prov = provider(auto, tmp_path, spec)
+    prov.fetch_host_key = fetch
+    run_dir = tmp_path / spec.name / "r"
+    run_dir.mkdir(parents=True)
+    cluster = prov.provision(spec.topology(), run_dir)
+    assert {h.name: h.host_key for h in cluster.hosts} == published
+    assert len(asked) == len(published)
+    program = next(run_dir.rglob("program.json")).read_text()
+    assert "PRIVATE KEY" not in program
+    _, settings = cc.read_program_file(next(run_dir.rglob("program.json")))
+    assert settings.host_key_mode == "generated" and settings.host_keys == {}
+    user_data = cc.render_cloud_init(settings, spec.topology().hosts[0])
+    doc = yaml.safe_load(user_data)
+    assert "PRIVATE KEY" not in user_data and "ssh_keys" not in doc
+    assert doc["ssh_genkeytypes"] == ["ed25519"] and doc["ssh"]["emit_keys_to_console"] is True
+    prov.destroy(cluster)
+
+
+def test_injected_stays_the_default() -> None:
+    topo = stormcloud("aws").topology()
+    s = settings_for(topo, "aws")
+    assert s.host_key_mode == "injected"
+    assert "PRIVATE KEY" in cc.render_cloud_init(s, topo.hosts[0])
+    with pytest.raises(Exception, match="host_keys"):
+        parse_spec(stormcloud_yaml("aws", "host_keys: both"), "a.yaml")
+
+
+def test_waiting_for_keys_polls_and_names_the_silent_hosts() -> None:
+    t = [0.0]
+    calls: dict[str, int] = {}
+    key = public_key()
+
+    def fetch(rec: dict[str, Any]) -> str | None:
+        calls[rec["id"]] = calls.get(rec["id"], 0) + 1
+        return key if rec["id"] == "i-a" and calls["i-a"] >= 3 else None
+
+    def sleep(s: float) -> None:
+        t[0] += s
+
+    records = {"a": {"id": "i-a"}, "b": {"id": "i-b"}}
+    with pytest.raises(ProvisionError, match=r"after 60 s by b \(console"):
+        hk.wait_for_host_keys("aws", "s", records, fetch, 60.0, poll=10.0, clock=lambda: t[0], sleep=sleep)
+    assert calls["i-a"] == 3  # asked until it answered, then no more
+    assert hk.wait_for_host_keys("aws", "s", {"a": {"id": "i-a"}}, lambda r: key + " c", 1.0) == {"a": key}
+    with pytest.raises(ProvisionError, match="not an ed25519 key"):
+        hk.wait_for_host_keys("aws", "s", {"a": {"id": "i-a"}}, lambda r: "ssh-rsa AAAA", 1.0)
+
+
+def test_each_cloud_s_fetcher_reads_its_api() -> None:
+    key = public_key()
+    aws_calls: list[tuple[str, Any]] = []
+
+    def ec2_client(service: str, region_name: str) -> Any:
+        def get_console_output(InstanceId: str, Latest: bool) -> dict[str, str]:
+            aws_calls.append((region_name, InstanceId))
+            return {"Output": console(key)}
+        return SimpleNamespace(get_console_output=get_console_output)
+
+    aws = hk.aws_fetcher(session=SimpleNamespace(client=ec2_client))
+    assert aws({"id": "i-1", "region": "us-east-1"}, ).startswith(key)  # type: ignore[union-attr]
+    assert aws_calls == [("us-east-1", "i-1")]
+
+    item = SimpleNamespace(key="ssh-ed25519", value=key.split()[1])
+    gcp_client = SimpleNamespace(get_guest_attributes=lambda project, zone, instance, query_path: SimpleNamespace(
+        query_value=SimpleNamespace(items=[item])) if (project, zone, instance, query_path) ==
+        ("p", "us-east1-b", "vm-a", "hostkeys/") else None)
+    assert hk.gcp_fetcher("p", client=gcp_client)(
+        {"id": "projects/p/zones/us-east1-b/instances/vm-a", "zone": "us-east1-b"}) == key
+
+    vm_id = "/subscriptions/s/resourceGroups/rg-eastus-x/providers/Microsoft.Compute/virtualMachines/vm-a"
+    az_client = SimpleNamespace(virtual_machines=SimpleNamespace(
+        retrieve_boot_diagnostics_data=lambda group, vm: SimpleNamespace(
+            serial_console_log_blob_uri=f"https://blob/{group}/{vm}?sas")))
+    got: list[str] = []
+    fetch = hk.azure_fetcher("s", client=az_client, get=lambda url: got.append(url) or console(key))
+    assert fetch({"id": vm_id}).startswith(key)  # type: ignore[union-attr]
+    assert got == ["https://blob/rg-eastus-x/vm-a?sas"]
