@@ -26,6 +26,14 @@ from cloudbench.core.version import __version__
 
 if TYPE_CHECKING:
     from cloudbench.analysis.confirm import ConfirmParams, ConfirmResult
+    from cloudbench.campaign.daemon import CampaignDaemon
+    from cloudbench.campaign.setup import (
+        campaign_status,
+        create_campaign,
+        install_unit,
+        stop_campaign,
+        systemd_unit,
+    )
     from cloudbench.cost import CostEstimate, estimate_cost, spec_prices
     from cloudbench.errors import (
         BudgetError,
@@ -41,10 +49,11 @@ if TYPE_CHECKING:
     from cloudbench.report.build import build_report
     from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
     from cloudbench.report.cost import render_cost
+    from cloudbench.report.diurnal import diurnal, render_diurnal
     from cloudbench.report.files import to_json as report_to_json
     from cloudbench.report.files import write_report
     from cloudbench.report.render import render_report
-    from cloudbench.runner import CampaignRunner, RunUI, run_campaign
+    from cloudbench.runner import CampaignRunner, RunUI, resume_run, run_campaign
     from cloudbench.spec.model import Spec
     from cloudbench.store.manifest import Manifest
     from cloudbench.store.rundir import RunDir, open_results
@@ -89,10 +98,20 @@ _API: dict[str, tuple[str, str]] = {
     "confirm_to_json": ("cloudbench.report.confirm", "confirm_to_json"),
     "report_to_json": ("cloudbench.report.files", "to_json"),
     "collect_garbage": ("cloudbench.providers", "collect_garbage"),
+    "resume_run": ("cloudbench.runner", "resume_run"),
+    "create_campaign": ("cloudbench.campaign.setup", "create_campaign"),
+    "CampaignDaemon": ("cloudbench.campaign.daemon", "CampaignDaemon"),
+    "campaign_status": ("cloudbench.campaign.setup", "campaign_status"),
+    "stop_campaign": ("cloudbench.campaign.setup", "stop_campaign"),
+    "systemd_unit": ("cloudbench.campaign.setup", "systemd_unit"),
+    "install_unit": ("cloudbench.campaign.setup", "install_unit"),
+    "diurnal": ("cloudbench.report.diurnal", "diurnal"),
+    "render_diurnal": ("cloudbench.report.diurnal", "render_diurnal"),
 }
 
 __all__ = [
     "BudgetError",
+    "CampaignDaemon",
     "CampaignRunner",
     "CloudbenchError",
     "ConfirmParams",
@@ -112,21 +131,29 @@ __all__ = [
     "UsageError",
     "__version__",
     "build_report",
+    "campaign_status",
     "collect_garbage",
     "confirm",
     "confirm_to_json",
+    "create_campaign",
+    "diurnal",
     "estimate_cost",
+    "install_unit",
     "load_spec",
     "make_plan",
     "open_results",
     "parse_spec",
     "render_confirm",
     "render_cost",
+    "render_diurnal",
     "render_report",
     "report_to_json",
+    "resume_run",
     "run_campaign",
     "spec_prices",
     "spec_schema",
+    "stop_campaign",
+    "systemd_unit",
     "write_confirm",
     "write_report",
 ]
