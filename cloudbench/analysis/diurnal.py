@@ -123,7 +123,9 @@ def diurnal_series(t: NDArray[np.float64], values: NDArray[np.float64], period: 
     kw_h = kw_p = eps2 = None
     if len(groups) >= 2 and n > len(groups):
         try:
-            res = stats.kruskal(*groups)
+            with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)  # all values tied: H is nan, handled below
+                res = stats.kruskal(*groups)
             kw_h, kw_p = float(res.statistic), float(res.pvalue)
         except ValueError:  # every value equal: no difference at all
             kw_h, kw_p = 0.0, 1.0

@@ -109,6 +109,12 @@ def _stratified(schedule: ScheduleModel, start: datetime, end: datetime, n: int,
     rng.shuffle(extra)
     for c in extra[: n % len(cells)]:
         quota[c] += 1
+    # One seeded start for every cell, shifted by the cell's rank in a seeded order: the
+    # cells' samples fall on different days (a Latin arrangement), not bunched on a few.
+    u0 = rng.random()
+    order = list(cells)
+    rng.shuffle(order)
+    rank = {c: i for i, c in enumerate(order)}
     out: list[tuple[datetime, float]] = []
     for c in cells:
         k, times = quota[c], occ[c]
@@ -116,8 +122,8 @@ def _stratified(schedule: ScheduleModel, start: datetime, end: datetime, n: int,
             continue
         m = len(times)
         per = [0] * m
-        if k <= m:  # systematic sampling over the cell's occurrences, seeded start
-            u = rng.random()
+        if k <= m:  # systematic sampling over the cell's occurrences
+            u = (u0 + rank[c] / len(cells)) % 1.0
             for j in range(k):
                 per[min(int((j + u) * m / k), m - 1)] += 1
         else:
