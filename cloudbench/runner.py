@@ -421,6 +421,9 @@ def resume_run(run_dir: str | Path, ui: RunUI | None = None) -> RunDir:
 
     run = RunDir(Path(run_dir))
     m = load_manifest(run.manifest_path)
+    if m.status in ("complete", "partial", "failed"):
+        raise ResultError(str(run.path), f"run is {m.status}; only an interrupted (or killed, still "
+                          "`running`) run can be resumed")
     path = Path(m.spec_path)
     text = path.read_bytes() if m.spec_path and path.is_file() else b""
     if text and hashlib.sha256(text).hexdigest() == m.spec_sha256:

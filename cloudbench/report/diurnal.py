@@ -53,6 +53,49 @@ def value_times(m: Manifest) -> dict[tuple[int, str], float]:
     return out
 
 
+def schedule_of(m: Manifest) -> tuple[str, float] | None:
+    """(time zone, day length) of a run of a scheduled campaign; None for a one-shot run."""
+    sched = m.spec.get("schedule") or None
+    if not sched:
+        return None
+    day = float(sched.get("day", 86400.0))
+    return ("UTC" if abs(day - 86400.0) > 1e-6 else str(sched.get("timezone", "UTC"))), day
+
+
+def repetition_hours(path: Path) -> dict[tuple[str, int, str], int]:
+    """(run id, repetition, workload) -> hour of the (local, possibly compressed) day it was measured."""
+    out: dict[tuple[str, int, str], int] = {}
+    for run in find_runs(Path(path)):
+        m = run.manifest()
+        tz, day = schedule_of(m) or ("UTC", 86400.0)
+        zone = ZoneInfo(tz)
+        for (rep, workload), t in value_times(m).items():
+            off = (datetime.fromtimestamp(t, zone).utcoffset() or _zero()).total_seconds()
+            out[(run.run_id, rep, workload)] = min(int(((t + off) % day) // (day / 24)), 23)
+    return out
+
+
+def time_of_day_notes(path: Path, keys: set[tuple[str, str, str]], alpha: float = 0.05) -> list[str]:
+    """Warnings for ``cloudbench confirm``: series of a scheduled campaign whose runs show a
+    significant time-of-day effect (pooling them mixes hours)."""
+    runs = find_runs(Path(path))
+    scheds = [s for s in (schedule_of(r.manifest()) for r in runs) if s is not None]
+    if not scheds:
+        return []
+    try:
+        res = diurnal(path, scheds[0][1], alpha=alpha)
+    except AnalysisError:
+        return []
+    out = []
+    for r in res["series"]:
+        if r.get("significant") and (r["workload"], r["metric"], r["group"]) in keys:
+            amp = r["fit"]["amplitude"] if r.get("fit") else float("nan")
+            out.append(f"time-of-day effect in {r['workload']} {r['metric']} {r['group']} (Holm p = "
+                       f"{r['p_holm']:.2g}, amplitude {amp:.3g} {r['unit']}): these runs mix hours of the day; "
+                       "`cloudbench diurnal` shows it, `confirm --hour H` pools within one hour")
+    return out
+
+
 def diurnal(path: Path, period: str | float = "24h", alpha: float = 0.05, power: float = 0.8) -> dict[str, Any]:
     """The analysis of every series of the runs under ``path`` (a campaign directory)."""
     try:
@@ -163,9 +206,10 @@ def render_diurnal(res: dict[str, Any], console: Console) -> None:
         heat = r["heatmap"]
         vals = [v for row in heat for v in row if v is not None]
         lo, hi = min(vals), max(vals)
-        shades = " ░▒▓█"
-        console.print("     " + "".join(f"{h:<2d}"[0] if h % 6 == 0 else " " for h in range(24)), highlight=False)
+        shades = "░▒▓█"
+        console.print(f"     {''.join(str(h // 10) for h in range(24))}   ░ {lo:.4g} … █ {hi:.4g}", highlight=False)
+        console.print(f"     {''.join(str(h % 10) for h in range(24))}", highlight=False)
         for d, row in enumerate(heat):
-            cells = "".join("·" if v is None else shades[min(int((v - lo) / (hi - lo + 1e-300) * 4.999), 4)]
+            cells = "".join("·" if v is None else shades[min(int((v - lo) / (hi - lo + 1e-300) * 3.999), 3)]
                             for v in row)
             console.print(f"{WEEKDAYS[d]}  {cells}", highlight=False)

@@ -252,3 +252,80 @@ def test_a_compressed_day_anchored_to_utc_is_recovered_and_a_flat_link_shows_no_
     (fp50,) = [s for s in flat["series"] if s["metric"] == "rtt_p50_us" and s["group"] == "cross_region"]
     # the null result says how small an effect it could have seen: far below the sine's amplitude
     assert 0 < fp50["mde_amplitude"] < 0.25 * expected_us, fp50
+
+
+def wait_for_trial(log: Path, proc: subprocess.Popen[bytes], needle: bytes = b") started") -> None:
+    deadline = time.monotonic() + 60
+    while needle not in log.read_bytes():
+        assert proc.poll() is None, log.read_text()[-2000:]
+        assert time.monotonic() < deadline, "no trial started in 60 s"
+        time.sleep(0.05)
+
+
+def test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes(tmp_path: Path) -> None:
+    spec = tmp_path / "t.yaml"
+    spec.write_text(TINY.format(seed=4))
+    campaign = tmp_path / "campaign"
+    subprocess.run(cli("campaign", "start", str(spec), "--dir", str(campaign)), check=True, cwd=ROOT,
+                   capture_output=True, timeout=60)
+    log = tmp_path / "log.txt"
+    with log.open("wb") as f:
+        proc = subprocess.Popen(cli("campaign", "run", str(campaign)), stdout=f, stderr=f, cwd=ROOT)
+        try:
+            wait_for_trial(log, proc)
+            second = subprocess.run(cli("campaign", "run", str(campaign)), cwd=ROOT, capture_output=True,
+                                    text=True, timeout=60)
+            assert second.returncode == 1 and "another `campaign run`" in second.stderr  # the lock
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 130
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    # torn down by the runner itself, not by a reaper (no `campaign run` has started since)
+    assert leftovers(campaign) == []
+    j = Journal.open(campaign / JOURNAL_FILE)
+    try:
+        assert [s.state for s in j.slots()][0] == "interrupted"
+    finally:
+        j.close()
+    done = subprocess.run(cli("campaign", "run", str(campaign)), cwd=ROOT, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    j = Journal.open(campaign / JOURNAL_FILE)
+    try:
+        assert {s.state for s in j.slots()} == {"finished"} and {t.state for t in j.trials()} == {"finished"}
+    finally:
+        j.close()
+
+
+def test_run_resume_finishes_a_one_shot_run_killed_mid_trial(tmp_path: Path) -> None:
+    spec = tmp_path / "one.yaml"
+    spec.write_text(TINY.format(seed=5).split("schedule:")[0])
+    results = tmp_path / "results"
+    log = tmp_path / "log.txt"
+    with log.open("wb") as f:
+        proc = subprocess.Popen(cli("run", str(spec), "--results", str(results), "--quiet"), stdout=f, stderr=f,
+                                cwd=ROOT)
+        try:
+            deadline = time.monotonic() + 60
+            while not list(results.glob("killed/*/echo/*.parquet")) and not list(results.glob("killed/*/raw/*")):
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    (run,) = find_runs(results / "killed")
+    assert run.manifest().status == "running"  # what kill -9 leaves
+    out = subprocess.run(cli("run", "--resume", str(run.path), "--quiet"), cwd=ROOT, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert leftovers(results) == []
+    m = run.manifest()
+    assert m.status == "complete" and run.verify() == []
+    ok = Counter(t.id for t in m.trials if t.status == "ok")
+    assert ok == Counter(t["id"] for t in m.plan["trials"])
+    assert any(t.status == "interrupted" for t in m.trials) or len(m.trials) == 2
