@@ -51,7 +51,7 @@ def test_confirm_warns_about_a_time_of_day_effect_and_pools_within_an_hour(tmp_p
     assert {hours[(v.ref.run_id, v.ref.repetition, v.workload)] for v in res.dataset.values} == {3, 4}
     assert len(res.dataset.values) == 2 * 2 * 2  # 2 hours × 2 days × 2 metrics
     assert any("within hour(s) 3, 4" in n for n in res.dataset.notes)
-    with pytest.raises(AnalysisError, match="0..23"):
+    with pytest.raises(AnalysisError, match=r"0\.\.23"):
         confirm(path, hours=[24])
 
 
