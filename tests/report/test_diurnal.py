@@ -58,3 +58,15 @@ def test_confirm_warns_about_a_time_of_day_effect_and_pools_within_an_hour(tmp_p
 def test_no_warning_without_an_effect(tmp_path: Path) -> None:
     notes = confirm(campaign(tmp_path, 0.0)).dataset.notes
     assert not any("time-of-day" in n for n in notes)
+
+
+def test_the_report_of_a_scheduled_run_carries_the_campaign_s_verdict(tmp_path: Path) -> None:
+    from cloudbench.report.build import time_of_day_section
+    from cloudbench.store.rundir import find_runs
+
+    path = campaign(tmp_path, 40.0)
+    tod = time_of_day_section(find_runs(path)[-1])
+    assert tod is not None and tod["runs"] == 48 and "time-of-day effect" in tod["verdict"]
+    assert [(s["metric"], s["group"]) for s in tod["significant"]] == [KEY]
+    one_shot = make_campaign(tmp_path / "x", "plain", [FakeRun({KEY: [1.0]}) for _ in range(8)])
+    assert time_of_day_section(find_runs(one_shot)[-1]) is None
