@@ -20,6 +20,7 @@ the same spec, seed and schedule always give the same ids.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -111,11 +112,18 @@ class Journal:
     @classmethod
     def create(cls, path: Path, meta: dict[str, Any], slots: Iterable[dict[str, Any]],
                trials: Iterable[dict[str, Any]]) -> Journal:
-        """A new journal with every slot and trial ``planned`` (refuses an existing file)."""
+        """A new journal with every slot and trial ``planned`` (refuses an existing file).
+
+        It is written under a temporary name and renamed when complete, so a crash
+        never leaves a half-made journal where `campaign run` would find it.
+        """
         if path.exists():
             raise ResultError(str(path), "a journal exists here already")
-        conn = cls._connect(path)
-        j = cls(path, conn)
+        tmp = path.with_name(path.name + ".new")
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+        conn = cls._connect(tmp)
+        j = cls(tmp, conn)
         conn.executescript(_SCHEMA)
         with j._tx() as c:
             c.executemany("INSERT INTO meta VALUES (?, ?)",
@@ -127,7 +135,9 @@ class Journal:
                 "INSERT INTO trials (id, slot, plan_id, repetition, workload, kind, state) "
                 "VALUES (:id, :slot, :plan_id, :repetition, :workload, :kind, 'planned')", trials)
             c.execute("INSERT INTO events (utc, event) VALUES (?, 'created')", (utc_now(),))
-        return j
+        j.close()  # checkpoints the WAL into the file
+        os.replace(tmp, path)
+        return cls.open(path)
 
     @classmethod
     def open(cls, path: Path) -> Journal:

@@ -73,7 +73,8 @@ def run_(directory: DirArg) -> None:
     SIGTERM or Ctrl-C tears the current run's hosts down and exits (130); started
     again, it continues from the journal: what was measured is kept, a trial cut
     off is run again on fresh hosts. A second `campaign run` on the same directory
-    refuses while this one is alive.
+    refuses while this one is alive. Exits 0 when no slot is left, 4 when some
+    slots failed (see `campaign status`).
     """
     counts = cloudbench.CampaignDaemon(directory, log=_log).run()
     if counts.get("failed"):
