@@ -28,6 +28,14 @@ from cloudbench.core.version import __version__
 
 if TYPE_CHECKING:
     from cloudbench.analysis.confirm import ConfirmParams, ConfirmResult
+    from cloudbench.campaign.daemon import CampaignDaemon
+    from cloudbench.campaign.setup import (
+        campaign_status,
+        create_campaign,
+        install_unit,
+        stop_campaign,
+        systemd_unit,
+    )
     from cloudbench.cost import CostEstimate, check_leases, estimate_cost, spec_prices
     from cloudbench.dataset import Campaign, Run
     from cloudbench.dataset import open_campaign as open
@@ -49,10 +57,11 @@ if TYPE_CHECKING:
     from cloudbench.report.build import build_report
     from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
     from cloudbench.report.cost import render_cost
+    from cloudbench.report.diurnal import diurnal, render_diurnal
     from cloudbench.report.files import to_json as report_to_json
     from cloudbench.report.files import write_report
     from cloudbench.report.render import render_report
-    from cloudbench.runner import CampaignRunner, RunUI, run_campaign
+    from cloudbench.runner import CampaignRunner, RunUI, resume_run, run_campaign
     from cloudbench.spec.model import Spec
     from cloudbench.store.manifest import Manifest
     from cloudbench.store.rundir import RunDir, open_results
@@ -105,11 +114,21 @@ _API: dict[str, tuple[str, str]] = {
     "confirm_to_json": ("cloudbench.report.confirm", "confirm_to_json"),
     "report_to_json": ("cloudbench.report.files", "to_json"),
     "collect_garbage": ("cloudbench.providers", "collect_garbage"),
+    "resume_run": ("cloudbench.runner", "resume_run"),
+    "create_campaign": ("cloudbench.campaign.setup", "create_campaign"),
+    "CampaignDaemon": ("cloudbench.campaign.daemon", "CampaignDaemon"),
+    "campaign_status": ("cloudbench.campaign.setup", "campaign_status"),
+    "stop_campaign": ("cloudbench.campaign.setup", "stop_campaign"),
+    "systemd_unit": ("cloudbench.campaign.setup", "systemd_unit"),
+    "install_unit": ("cloudbench.campaign.setup", "install_unit"),
+    "diurnal": ("cloudbench.report.diurnal", "diurnal"),
+    "render_diurnal": ("cloudbench.report.diurnal", "render_diurnal"),
 }
 
 __all__ = [
     "BudgetError",
     "Campaign",
+    "CampaignDaemon",
     "CampaignRunner",
     "CloudbenchError",
     "ConfirmParams",
@@ -131,13 +150,17 @@ __all__ = [
     "UsageError",
     "__version__",
     "build_report",
+    "campaign_status",
     "check_leases",
     "cloud_inventory",
     "collect_garbage",
     "confirm",
     "confirm_to_json",
+    "create_campaign",
     "diagnose",
+    "diurnal",
     "estimate_cost",
+    "install_unit",
     "load_spec",
     "make_plan",
     "open",
@@ -146,11 +169,15 @@ __all__ = [
     "reap_tagged",
     "render_confirm",
     "render_cost",
+    "render_diurnal",
     "render_report",
     "report_to_json",
+    "resume_run",
     "run_campaign",
     "spec_prices",
     "spec_schema",
+    "stop_campaign",
+    "systemd_unit",
     "write_confirm",
     "write_report",
 ]

@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import secrets
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -23,12 +24,12 @@ from types import FrameType
 from typing import Any, Protocol
 
 from cloudbench.core.cluster import Cluster
-from cloudbench.core.files import utc_now
+from cloudbench.core.files import sha256_file, utc_now
 from cloudbench.core.version import __version__
 from cloudbench.cost import check_budget, check_leases
-from cloudbench.errors import CloudbenchError, GroupRemoteError, RemoteFailure
+from cloudbench.errors import CloudbenchError, GroupRemoteError, RemoteFailure, ResultError
 from cloudbench.plan import Plan, make_plan
-from cloudbench.providers import get_provider
+from cloudbench.providers import get_provider, reap_run
 from cloudbench.providers.base import Provider
 from cloudbench.remote import Remote
 from cloudbench.spec.model import Spec
@@ -38,6 +39,7 @@ from cloudbench.store.manifest import (
     Manifest,
     RepetitionRecord,
     TrialRecord,
+    load_manifest,
     save_manifest,
 )
 from cloudbench.store.rundir import RunDir, new_run_id
@@ -114,7 +116,13 @@ class CampaignRunner:
 
     ``provider_factory`` replaces the spec's provider and ``remote_factory`` the SSH
     fan-out (tests pass fakes: ``cloudbench.testing``); ``after_trial`` is called after
-    every trial with its outcome.
+    every trial with its outcome and ``before_trial`` before it starts. ``run_dir``
+    places the run (default ``results_root/<campaign>/<new run id>``).
+
+    :meth:`resume` continues an interrupted run in its own directory: the same seed
+    and plan, only the trials not yet done; a trial cut off mid-way is run again on
+    fresh hosts, and what it left is moved under ``interrupted/`` and labelled
+    ``status: interrupted`` in the manifest, so it is kept but never pooled.
     """
 
     def __init__(
@@ -126,6 +134,8 @@ class CampaignRunner:
         provider_factory: Callable[[str], Provider] | None = None,
         after_trial: Callable[[Trial, TrialOutcome], None] | None = None,
         remote_factory: Callable[[Cluster], Remote] = Remote,
+        run_dir: Path | None = None,
+        before_trial: Callable[[Trial], None] | None = None,
     ) -> None:
         self.spec = spec
         self.spec_path = spec_path
@@ -133,10 +143,71 @@ class CampaignRunner:
         self.ui: RunUI = ui or QuietUI()
         self.provider_factory = provider_factory or self._default_provider
         self.token = secrets.token_hex(16)
-        self.run = RunDir(Path(results_root) / spec.name / new_run_id())
+        self.run = RunDir(Path(run_dir) if run_dir is not None
+                          else Path(results_root) / spec.name / new_run_id())
         self.after_trial = after_trial
+        self.before_trial = before_trial
         self.remote_factory = remote_factory
         self.manifest = Manifest(campaign=spec.name, run_id=self.run.run_id)
+        self.resuming = False
+        self.done: set[str] = set()  # trial ids already measured (resume)
+
+    @classmethod
+    def resume(cls, spec: Spec, spec_path: str, run_dir: Path, **kwargs: Any) -> CampaignRunner:
+        """A runner that finishes the interrupted run in ``run_dir`` (same seed and plan).
+
+        ``spec`` must be the run's spec: its plan must equal the one in the manifest.
+        """
+        run = RunDir(Path(run_dir))
+        manifest = load_manifest(run.manifest_path)
+        if manifest.status in ("complete", "partial", "failed"):
+            raise ResultError(str(run.path), f"run is {manifest.status}; only an interrupted (or killed, "
+                              "still `running`) run can be resumed")
+        self = cls(spec, spec_path, run.path.parent.parent, run_dir=run.path, **kwargs)
+        if self.plan.to_dict()["trials"] != manifest.plan.get("trials") or spec.seed != manifest.seed:
+            raise ResultError(str(run.path), "the spec's plan differs from the run's (another spec, seed or "
+                              "cloudbench version?): resume needs the same plan")
+        self.manifest = manifest
+        self.resuming = True
+        return self
+
+    def _recover(self) -> None:
+        """Label what the dead process left: trials and repetitions cut off become ``interrupted``.
+
+        A trial's files (its Parquet, raw worker files) are moved under
+        ``interrupted/<trial>.a<attempt>/`` with their checksums, out of every reader's way.
+        """
+        m = self.manifest
+        for rec in m.trials:
+            if rec.status != "running":
+                continue
+            attempt = sum(1 for t in m.trials if t.id == rec.id and t.status == "interrupted") + 1
+            dest_root = self.run.path / "interrupted" / f"{rec.id}.a{attempt}"
+            moved: dict[str, str] = {}
+            for f in sorted(self.run.path.rglob(f"*{rec.id}*")):
+                rel = f.relative_to(self.run.path)
+                if not f.is_file() or rel.parts[0] == "interrupted":
+                    continue
+                dest = dest_root / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(f, dest)
+                moved[str(dest.relative_to(self.run.path))] = sha256_file(dest)
+                m.files.pop(str(rel), None)
+            rec.status = "interrupted"
+            rec.ended_utc = rec.ended_utc or utc_now()
+            rec.files = moved
+            m.files.update(moved)
+            rec.attempt = attempt  # type: ignore[attr-defined]  # an extra field of the record
+        for r in m.repetitions:
+            if r.status is None:
+                r.status = "interrupted"
+                r.ended_utc = r.ended_utc or utc_now()
+        self.done = {t.id for t in m.trials if t.status in ("ok", "partial", "failed")}
+        m.status = "running"
+        m.error = None
+        m.ended_utc = None
+        m.resumed_utc = [*(getattr(m, "resumed_utc", None) or []), utc_now()]  # type: ignore[attr-defined]
+        self._save()
 
     def _default_provider(self, name: str) -> Provider:
         # Clouds and static hosts read their settings from the spec; cloud state lives
@@ -189,13 +260,22 @@ class CampaignRunner:
         if len(providers) != 1:  # the spec check says so too, with the line
             raise CloudbenchError("a campaign uses one provider for now; split the spec per provider")
         provider = self.provider_factory(providers[0])
-        self.run.path.mkdir(parents=True, exist_ok=False)
-        self._init_manifest()
+        if self.resuming:
+            # What the dead run left (testbeds, stacks of a dead controller) goes first.
+            for line in reap_run(self.run.path, self.run.path.parent.parent):
+                self.ui.phase(line)
+            self._recover()
+        else:
+            self.run.path.mkdir(parents=True, exist_ok=False)
+            self._init_manifest()
         topology = self.spec.topology()
         cluster: Cluster | None = None
+        last = self._last_repetition()
         try:
             with signals_as_interrupts():
                 for rep in range(self.spec.repetitions):
+                    if not self._remaining(rep):
+                        continue
                     if cluster is None:
                         self.ui.phase(f"repetition {rep + 1}/{self.spec.repetitions}: "
                                       f"provisioning {len(topology)} hosts ({provider.name})")
@@ -203,13 +283,13 @@ class CampaignRunner:
                     try:
                         asyncio.run(self._repetition(rep, cluster))
                     finally:
-                        if self.spec.fresh_hosts == "repetition" or rep == self.spec.repetitions - 1:
+                        if self.spec.fresh_hosts == "repetition" or rep == last:
                             self.ui.phase(f"repetition {rep + 1}: tearing down {cluster.stack}")
                             provider.destroy(cluster)
                             cluster = None
                     self._write_summaries()
-            failed = [t for t in self.manifest.trials if t.status != "ok"]
-            lost = [r for r in self.manifest.repetitions if r.status != "ok"]
+            failed = [t for t in self.manifest.trials if t.status not in ("ok", "interrupted")]
+            lost = [r for r in self.manifest.repetitions if r.status not in ("ok", "interrupted")]
             if lost and len(lost) == len(self.manifest.repetitions):
                 self.manifest.status = "failed"
                 self.manifest.error = "no repetition could deploy its workers"
@@ -232,6 +312,12 @@ class CampaignRunner:
                 self._write_summaries()
             self._save()
         return self.run
+
+    def _remaining(self, rep: int) -> list[Trial]:
+        return [t for t in self.plan.of_repetition(rep) if t.id not in self.done]
+
+    def _last_repetition(self) -> int:
+        return max((r for r in range(self.spec.repetitions) if self._remaining(r)), default=-1)
 
     def _write_summaries(self) -> None:
         rows: list[SummaryRow] = []
@@ -269,7 +355,7 @@ class CampaignRunner:
                 return
             rec.deploy_s = round(time.monotonic() - t0, 3)
             self._save()
-            trials = self.plan.of_repetition(rep)
+            trials = self._remaining(rep)
             for i, trial in enumerate(trials):
                 await self._trial(trial, cluster, remote, i)
                 if i < len(trials) - 1 and self.plan.rest > 0:
@@ -303,6 +389,8 @@ class CampaignRunner:
                           kind=trial.kind, started_utc=utc_now(), status="running")
         self.manifest.trials.append(rec)
         self._save()
+        if self.before_trial is not None:
+            self.before_trial(trial)
         self.ui.trial_started(trial, number + 1, len(self.plan.of_repetition(trial.repetition)))
         try:
             outcome = await kind.run(ctx)
@@ -318,9 +406,35 @@ class CampaignRunner:
         self._save()
         for f in outcome.failures:
             self.ui.warn(f.describe())
+        self.done.add(trial.id)
         self.ui.trial_done(trial, outcome)
         if self.after_trial is not None:
             self.after_trial(trial, outcome)
+
+
+def resume_run(run_dir: str | Path, ui: RunUI | None = None) -> RunDir:
+    """Finish the interrupted run in ``run_dir``: same seed and plan, remaining trials only.
+
+    The spec is the run's own: the file the manifest names if it is unchanged, else the
+    copy in the manifest.
+    """
+    from cloudbench.workloads import parse_spec
+
+    run = RunDir(Path(run_dir))
+    m = load_manifest(run.manifest_path)
+    if m.status in ("complete", "partial", "failed"):
+        raise ResultError(str(run.path), f"run is {m.status}; only an interrupted (or killed, still "
+                          "`running`) run can be resumed")
+    path = Path(m.spec_path)
+    text = path.read_bytes() if m.spec_path and path.is_file() else b""
+    if text and hashlib.sha256(text).hexdigest() == m.spec_sha256:
+        spec = parse_spec(text.decode(), m.spec_path)
+    else:
+        spec = parse_spec(json.dumps(m.spec), f"{run.manifest_path} (spec)")
+    spec = spec.model_copy(update={"seed": m.seed})
+    if "netns" in spec.providers and os.geteuid() != 0:
+        raise CloudbenchError("the netns testbed needs root: run `sudo cloudbench run --resume ...`")
+    return CampaignRunner.resume(spec, m.spec_path, run.path, ui=ui).execute()
 
 
 def run_campaign(spec: Spec, spec_path: str | Path, results_root: str | Path,

@@ -101,6 +101,9 @@ def confirm(
         show_default=False)] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print confirm.json to stdout instead of the table")] = False,
+    hour: Annotated[list[int] | None, typer.Option(
+        "--hour", help="pool only repetitions measured in this hour of the day (0-23, the schedule's "
+        "time zone; repeatable): a stratum of a scheduled campaign", show_default=False)] = None,
 ) -> None:
     """How many repetitions are enough? Exact quantile CIs, convergence, assumption checks."""
     params = ConfirmParams(
@@ -113,7 +116,7 @@ def confirm(
     )
     with _progress_bar(err) as progress:
         result = cloudbench.confirm(path, params, metrics=metric or (), groups=group or (),
-                                    allow_mixed=allow_mixed, progress=progress)
+                                    allow_mixed=allow_mixed, progress=progress, hours=hour or ())
     json_path, figures = cloudbench.write_confirm(result, out_dir if out_dir is not None else path)
     if as_json:
         sys.stdout.write(json.dumps(cloudbench.confirm_to_json(result, figures), indent=2) + "\n")

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 import cloudbench
-from cloudbench.cli.app import SpecArg, app, err, guard, out, print_warnings
+from cloudbench.cli.app import app, err, guard, out, print_warnings
 from cloudbench.cli.progress import RichUI
 
 ResultsOption = Annotated[Path, typer.Option(help="result store root")]
@@ -20,22 +20,35 @@ ResultsOption = Annotated[Path, typer.Option(help="result store root")]
 @app.command()
 @guard
 def run(
-    spec: SpecArg,
+    spec: Annotated[Path | None, typer.Argument(help="campaign spec (YAML)", show_default=False)] = None,
     results: ResultsOption = Path("results"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+    resume: Annotated[Path | None, typer.Option(
+        help="finish an interrupted run (results/<campaign>/<run-id>): same seed and plan, remaining "
+        "trials only; a trial cut off is run again on fresh hosts, its partial rows kept apart")] = None,
 ) -> None:
     """Run a campaign: provision fresh hosts, run the trials, pull results, tear down.
 
     Exits 4 when the run finished but some trials or repetitions failed (what was
     measured is kept and reported).
     """
-    s = cloudbench.load_spec(spec)
-    print_warnings(s.warnings)
-    if quiet:
-        run_dir = cloudbench.run_campaign(s, spec, results)
+    if (spec is None) == (resume is None):
+        raise cloudbench.UsageError("give a SPEC to run, or --resume RUN_DIR to finish an interrupted run")
+    if resume is not None:
+        if quiet:
+            run_dir = cloudbench.resume_run(resume)
+        else:
+            with RichUI(err, len(cloudbench.open_results(resume).manifest().plan.get("trials", []))) as ui:
+                run_dir = cloudbench.resume_run(resume, ui=ui)
     else:
-        with RichUI(err, len(cloudbench.make_plan(s).trials)) as ui:
-            run_dir = cloudbench.run_campaign(s, spec, results, ui=ui)
+        assert spec is not None
+        s = cloudbench.load_spec(spec)
+        print_warnings(s.warnings)
+        if quiet:
+            run_dir = cloudbench.run_campaign(s, spec, results)
+        else:
+            with RichUI(err, len(cloudbench.make_plan(s).trials)) as ui:
+                run_dir = cloudbench.run_campaign(s, spec, results, ui=ui)
     report = cloudbench.build_report(run_dir)
     cloudbench.write_report(run_dir, report)
     cloudbench.render_report(report, out)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s|m|min|h)?\s*$")
-_DURATION_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s|m|min|h|d)?\s*$")
+_DURATION_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
+                   "d": 86400.0}
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib|k|m|g)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {
@@ -21,7 +22,7 @@ _RATE_UNITS = {
 
 
 def parse_duration(value: object) -> float:
-    """Seconds from ``5``, ``2.5s``, ``500ms``, ``10m``, ``1h``; ValueError otherwise."""
+    """Seconds from ``5``, ``2.5s``, ``500ms``, ``10m``, ``1h``, ``7d``; ValueError otherwise."""
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration")
     if isinstance(value, int | float):
@@ -33,8 +34,8 @@ def parse_duration(value: object) -> float:
         if m:
             return float(m.group(1)) * _DURATION_UNITS[m.group(2) or "s"]
     raise ValueError(
-        f"bad duration {value!r}: write a number with one of the units us, ms, s, m, h "
-        "(e.g. `500ms`, `20s`, `10m`)"
+        f"bad duration {value!r}: write a number with one of the units us, ms, s, m, h, d "
+        "(e.g. `500ms`, `20s`, `10m`, `7d`)"
     )
 
 

@@ -62,4 +62,18 @@ def collect_garbage(results_root: Path, dry_run: bool = False,
     yield from reap(results_root, dry_run=dry_run)
 
 
-__all__ = ["Provider", "collect_garbage", "get_provider"]
+def reap_run(run_path: Path, results_root: Path) -> list[str]:
+    """What a dead run under ``run_path`` left (a run or a campaign directory), removed.
+
+    Testbeds provisioned for a directory under ``run_path`` whose controller is gone,
+    and cloud stacks under ``results_root`` whose lease expired or controller died.
+    Testbeds of other runs, and of live controllers, are left alone.
+    """
+    from cloudbench.providers.clouds.automation import reap
+    from cloudbench.providers.netns import NetnsProvider
+
+    lines = NetnsProvider().gc(under=run_path)
+    return lines + reap(results_root)
+
+
+__all__ = ["Provider", "collect_garbage", "get_provider", "reap_run"]

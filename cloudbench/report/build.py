@@ -43,4 +43,27 @@ def build_report(run: RunDir) -> dict[str, Any]:
             raise ResultError(str(run.manifest_path), f"workload {w['name']!r} is of kind {w['kind']!r}, "
                               "unknown to this cloudbench; upgrade cloudbench to report it") from None
         rep["workloads"][w["name"]] = kind.report_section(run, manifest, w)
+    tod = time_of_day_section(run)
+    if tod is not None:
+        rep["time_of_day"] = tod
     return rep
+
+
+def time_of_day_section(run: RunDir) -> dict[str, Any] | None:
+    """For a run of a scheduled campaign: the campaign's time-of-day verdict so far (its
+    runs beside this one, `cloudbench diurnal` over the schedule's day); None otherwise."""
+    from cloudbench.errors import AnalysisError
+    from cloudbench.report.diurnal import MIN_VALUES, diurnal, schedule_of
+
+    sched = schedule_of(run.manifest())
+    if sched is None or sum(1 for _ in run.path.parent.glob("*/manifest.json")) < MIN_VALUES:
+        return None
+    try:
+        res = diurnal(run.path.parent, sched[1])
+    except (AnalysisError, ResultError):
+        return None
+    return {"period_s": res["period_s"], "timezone": res["timezone"], "runs": res["runs"],
+            "verdict": res["verdict"],
+            "significant": [{k: s[k] for k in ("workload", "metric", "group", "p_holm")}
+                            | {"amplitude": s["fit"]["amplitude"] if s.get("fit") else None, "unit": s["unit"]}
+                            for s in res["series"] if s.get("significant")]}

@@ -399,7 +399,25 @@ def _select(path: Path, values: list[RepetitionValue], attr: str,
 
 def confirm(path: Path, params: ConfirmParams | None = None, *, metrics: Sequence[str] = (),
             groups: Sequence[str] = (), allow_mixed: bool = False,
-            progress: ProgressFn | None = None) -> ConfirmResult:
-    """Load ``results/<campaign>`` (or one run) and analyse it."""
+            progress: ProgressFn | None = None, hours: Sequence[int] = ()) -> ConfirmResult:
+    """Load ``results/<campaign>`` (or one run) and analyse it.
+
+    ``hours``: pool only repetitions measured in these hours of the day (the schedule's
+    time zone; a stratum of a scheduled campaign). The runs of a scheduled campaign are
+    checked for a time-of-day effect, and each series that has one gets a note.
+    """
+    from cloudbench.report.diurnal import repetition_hours, time_of_day_notes
+
     dataset = load_values(path, metrics=metrics, groups=groups, allow_mixed=allow_mixed)
+    if hours:
+        if any(not 0 <= h <= 23 for h in hours):
+            raise AnalysisError(f"--hour takes hours 0..23, got {list(hours)}")
+        at = repetition_hours(path)
+        kept = [v for v in dataset.values if at.get((v.ref.run_id, v.ref.repetition, v.workload)) in hours]
+        if not kept:
+            raise AnalysisError(f"{path}: no repetition was measured in hour(s) {sorted(set(hours))}")
+        dataset.values = kept
+        dataset.notes.append(f"pooled within hour(s) {', '.join(map(str, sorted(set(hours))))} of the day only")
+    else:
+        dataset.notes += time_of_day_notes(path, {(v.workload, v.metric, v.group) for v in dataset.values})
     return analyse(dataset, params or ConfirmParams(), progress)

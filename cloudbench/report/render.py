@@ -19,6 +19,10 @@ def render_report(report: dict[str, Any], console: Console, windows: bool = Fals
     options = {"windows": windows, "pairs": pairs}
     for wname, w in report["workloads"].items():
         workload_kind(w["kind"]).render_section(wname, w, console, options)
+    if report.get("time_of_day"):
+        tod = report["time_of_day"]
+        console.print(escape(f"time of day ({tod['runs']} runs of the campaign, {tod['timezone']}): "
+                             f"{tod['verdict']}; `cloudbench diurnal` for the analysis"), highlight=False)
     if report.get("damaged"):
         console.print(f"[red]{len(report['damaged'])} file(s) differ from the manifest's checksums:[/]")
         for d in report["damaged"]:

@@ -28,9 +28,9 @@ Duration = Annotated[
         {
             "anyOf": [
                 {"type": "number", "minimum": 0},
-                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(us|µs|ms|s|m|min|h)?\s*$"},
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(us|µs|ms|s|m|min|h|d)?\s*$"},
             ],
-            "description": "seconds, or a number with a unit: 500ms, 20s, 10m, 1h",
+            "description": "seconds, or a number with a unit: 500ms, 20s, 10m, 1h, 7d",
         }
     ),
 ]

@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr
 from cloudbench.core.topology import HostSpec, SubnetSpec, Topology
 from cloudbench.spec.fields import Duration, Model, Name
 from cloudbench.spec.providers import AnyProvider, ProviderName, dispatch_providers
+from cloudbench.spec.schedule import ScheduleModel
 from cloudbench.spec.vmtypes import VM_TYPE_RE, VmTypeModel
 from cloudbench.spec.wan import WanModel
 from cloudbench.spec.workload import HostSelector, WorkloadModel, resolve_selector
@@ -53,6 +54,8 @@ class Spec(Model):
         default_factory=dict, description="shaping profiles for the netns testbed, by name "
         "(cloudbench.spec.vmtypes; built-ins: local, local.1g, local.tb-small, …)")
     wan: WanModel | None = Field(None, description="emulated links between regions (netns testbed)")
+    schedule: ScheduleModel | None = Field(
+        None, description="when the runs of a scheduled campaign start (`cloudbench campaign`)")
 
     def topology(self) -> Topology:
         hosts: list[HostSpec] = []

@@ -8,7 +8,12 @@ geodesic distance between the regions' ``location`` at ``fibre_speed`` · c plus
 ``overhead``. Its weather, in seconds after the WAN came up (the *epoch*,
 recorded in the cluster facts as CLOCK_MONOTONIC ns): ``steps`` (a new delay from
 a time on), ``periodic`` (a sine added), ``spikes`` (extra delay for a while).
-:func:`delay_at` is the reference of these semantics; both forwarders implement it.
+An item with ``anchor: utc`` counts its times (``at``, ``phase``) from the UTC
+epoch (1970-01-01T00:00:00Z) instead, so successive testbeds of a scheduled
+campaign — fresh hosts every run — see one continuous day rather than a day that
+restarts with every run. :func:`delay_at` is the reference of these semantics; both
+forwarders implement it (anchored items are turned into times after the WAN's epoch
+when the delay line starts).
 """
 
 from __future__ import annotations
@@ -22,12 +27,16 @@ from pydantic import Field
 from cloudbench.core.geo import FIBRE_FRACTION, geodesic_m, propagation_s
 from cloudbench.spec.fields import Duration, Model
 
+Anchor = Literal["wan", "utc"]
+_ANCHOR_DOC = "times count from the WAN's start (wan) or from the UTC epoch (utc)"
+
 
 class WanStep(Model):
     """From ``at`` on, the link's base one-way delay is ``delay``."""
 
     at: Duration
     delay: Duration
+    anchor: Anchor = Field("wan", description=_ANCHOR_DOC)
 
 
 class WanPeriodic(Model):
@@ -36,6 +45,7 @@ class WanPeriodic(Model):
     amplitude: Duration
     period: Duration = Field(gt=0)
     phase: Duration = 0.0
+    anchor: Anchor = Field("wan", description=_ANCHOR_DOC)
 
 
 class WanSpike(Model):
@@ -44,6 +54,7 @@ class WanSpike(Model):
     at: Duration
     duration: Duration = Field(gt=0)
     extra: Duration
+    anchor: Anchor = Field("wan", description=_ANCHOR_DOC)
 
 
 class WanLinkModel(Model):
@@ -87,10 +98,39 @@ class WanLink:
     steps: tuple[tuple[float, float], ...] = ()  # (at, delay)
     periodic: tuple[tuple[float, float, float], ...] = ()  # (amplitude, period, phase)
     spikes: tuple[tuple[float, float, float], ...] = ()  # (at, duration, extra)
+    # the same, anchored to the UTC epoch (times in seconds since 1970-01-01T00:00:00Z)
+    utc_steps: tuple[tuple[float, float], ...] = ()
+    utc_periodic: tuple[tuple[float, float, float], ...] = ()
+    utc_spikes: tuple[tuple[float, float, float], ...] = ()
+
+    def relative_to(self, epoch_utc: float) -> WanLink:
+        """This link with its UTC-anchored items as times after a WAN epoch at ``epoch_utc``.
+
+        Steps already in the past collapse into the latest one, from 0; spikes over are
+        dropped and one under way is cut to what is left; a phase is taken modulo its period.
+        """
+        past = [(at, d) for at, d in self.utc_steps if at <= epoch_utc]
+        steps = [*self.steps, *([(0.0, max(past)[1])] if past else []),
+                 *((at - epoch_utc, d) for at, d in self.utc_steps if at > epoch_utc)]
+        periodic = [*self.periodic, *((a, p, math.fmod(ph - epoch_utc, p) % p) for a, p, ph in self.utc_periodic)]
+        spikes = list(self.spikes)
+        for at, dur, x in self.utc_spikes:
+            start, end = at - epoch_utc, at + dur - epoch_utc
+            if end > 0:
+                spikes.append((max(start, 0.0), end - max(start, 0.0), x))
+        return WanLink(self.a, self.b, self.delay_s, self.origin, self.ecmp, self.hops, self.distance_m,
+                       tuple(steps), tuple(periodic), tuple(spikes))
 
 
-def delay_at(link: WanLink, t: float) -> float:
-    """One-way delay of ``link`` for a packet arriving ``t`` seconds after the epoch."""
+def delay_at(link: WanLink, t: float, epoch_utc: float | None = None) -> float:
+    """One-way delay of ``link`` for a packet arriving ``t`` seconds after the epoch.
+
+    ``epoch_utc``: the epoch as UTC seconds, needed when the link has UTC-anchored items.
+    """
+    if link.utc_steps or link.utc_periodic or link.utc_spikes:
+        if epoch_utc is None:
+            raise ValueError("the link has items anchored to UTC: give the WAN epoch as UTC seconds")
+        link = link.relative_to(epoch_utc)
     v = link.delay_s
     best = -math.inf
     for at, d in link.steps:
@@ -125,8 +165,14 @@ def resolve_links(wan: WanModel, regions: list[str],
                 ecmp=(lm.ecmp if lm is not None and lm.ecmp is not None else wan.ecmp),
                 hops=(lm.hops if lm is not None and lm.hops is not None else wan.hops),
                 distance_m=dist,
-                steps=tuple((s.at, s.delay) for s in lm.steps) if lm else (),
-                periodic=tuple((p.amplitude, p.period, p.phase) for p in lm.periodic) if lm else (),
-                spikes=tuple((s.at, s.duration, s.extra) for s in lm.spikes) if lm else (),
+                steps=tuple((s.at, s.delay) for s in (lm.steps if lm else []) if s.anchor == "wan"),
+                periodic=tuple((p.amplitude, p.period, p.phase) for p in (lm.periodic if lm else [])
+                               if p.anchor == "wan"),
+                spikes=tuple((s.at, s.duration, s.extra) for s in (lm.spikes if lm else []) if s.anchor == "wan"),
+                utc_steps=tuple((s.at, s.delay) for s in (lm.steps if lm else []) if s.anchor == "utc"),
+                utc_periodic=tuple((p.amplitude, p.period, p.phase) for p in (lm.periodic if lm else [])
+                                   if p.anchor == "utc"),
+                utc_spikes=tuple((s.at, s.duration, s.extra) for s in (lm.spikes if lm else [])
+                                 if s.anchor == "utc"),
             ))
     return out

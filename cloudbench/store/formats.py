@@ -91,6 +91,9 @@ TPUT_RECORD = Format("tput worker record", tput_worker.SCHEMA, {
 TRACEROUTE_OUTPUT = Format("traceroute worker output", traceroute_worker.SCHEMA, {
     1: "scamper JSON lines of tracelb, one source per file",
 })
+JOURNAL = Format("campaign journal", 1, {
+    1: "first version: SQLite tables meta, slots, trials, events (cloudbench.campaign.journal)",
+})
 
 ALL: tuple[Format, ...] = (MANIFEST, PARQUET, REPORT, CONFIRM, CLOUD_OUTPUTS, ECHO_RAW, TPUT_RECORD,
-                           TRACEROUTE_OUTPUT)
+                           TRACEROUTE_OUTPUT, JOURNAL)

@@ -49,6 +49,7 @@ class FakeRun:
     rep_labels: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
     status: str = "complete"
     run_id: str | None = None
+    schedule: Mapping[str, Any] | None = None  # the spec's `schedule:` (a scheduled campaign's run)
 
     @property
     def repetitions(self) -> int:
@@ -93,7 +94,8 @@ def write_run(campaign_dir: Path, run: FakeRun, index: int = 0, seed: int = 0) -
         campaign=Path(campaign_dir).name,
         run_id=run_id,
         status=run.status,
-        spec={"name": Path(campaign_dir).name, "workloads": [dict(w) for w in run.workloads]},
+        spec={"name": Path(campaign_dir).name, "workloads": [dict(w) for w in run.workloads],
+              **({"schedule": dict(run.schedule)} if run.schedule is not None else {})},
         seed=seed,
         worker_version=run.worker_version,
         started_utc=_utc(start),

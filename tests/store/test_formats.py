@@ -368,6 +368,53 @@ def traceroute_fixture(path: Path, version: int, tmp: Path) -> None:
     assert trace.reached and trace.dst_rtt_min_ms is not None and len(trace.nodes) >= 3
 
 
+# -- campaign journal -------------------------------------------------------------------------
+def journal_create(path: Path) -> None:
+    from cloudbench.campaign.journal import Journal
+
+    Journal.create(path, {"name": "fixture", "state": "active"},
+                   [{"index": 0, "base_utc": "2026-11-24T00:00:00.000000Z",
+                     "planned_utc": "2026-11-24T00:00:03.000000Z", "spread_s": 3.0, "cell": 0, "seed": 7}],
+                   [{"id": "s0000/r000-t000-echo", "slot": 0, "plan_id": "r000-t000-echo", "repetition": 0,
+                     "workload": "echo", "kind": "echo"}]).close()
+
+
+def journal_check(path: Path) -> None:
+    from cloudbench.campaign.journal import Journal
+
+    j = Journal.open(path)
+    try:
+        assert j.meta()["name"] == "fixture"
+        (slot,) = j.slots()
+        assert (slot.index, slot.state, slot.seed, slot.spread_s) == (0, "planned", 7, 3.0)
+        assert [t.id for t in j.trials(0)] == ["s0000/r000-t000-echo"]
+    finally:
+        j.close()
+
+
+def journal_roundtrip(tmp: Path) -> None:
+    journal_create(tmp / "journal.sqlite")
+    journal_check(tmp / "journal.sqlite")
+
+
+def journal_future(tmp: Path, version: int) -> tuple[str, Callable[[], object]]:
+    import sqlite3
+
+    from cloudbench.campaign.journal import Journal
+
+    path = tmp / "journal.sqlite"
+    journal_create(path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'journal_version'", (json.dumps(version),))
+    return str(path), lambda: Journal.open(path)
+
+
+def journal_fixture(path: Path, version: int, tmp: Path) -> None:
+    copy = tmp / path.name  # SQLite writes beside the file it opens (WAL): read a copy
+    copy.write_bytes(path.read_bytes())
+    journal_check(copy)
+
+
 # -- the formats ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Case:
@@ -396,6 +443,7 @@ CASES = (
          error=ProvisionError, says="program and driver disagree"),
     # scamper writes the file and it carries no cloudbench version; see NO_VERSION_CHECK.
     Case(formats.TRACEROUTE_OUTPUT, "traceroute-output", traceroute_fixture, None, None),
+    Case(formats.JOURNAL, "journal", journal_fixture, journal_roundtrip, journal_future),
 )
 
 NOT_READ = {formats.CONFIRM.name: "confirm.json is written for people and programs; cloudbench never reads it"}

@@ -230,6 +230,7 @@ class NetnsProvider:
             "controller_pid": os.getpid(),
             "controller_cmdline": pid_cmdline(os.getpid()),
             "dir": str(base),
+            "workdir": str(Path(workdir).resolve()),  # the run's directory (a campaign reaps its own)
             "namespaces": list(plan.routers) + list(plan.host_ns.values()),
             "pids": [],
         }
@@ -347,23 +348,30 @@ class NetnsProvider:
         return removed
 
     # -- gc -------------------------------------------------------------------------------
-    def gc(self, dry_run: bool = False, include_live: bool = False) -> list[str]:
-        """Remove testbeds whose controller is gone (or all, with ``include_live``)."""
+    def gc(self, dry_run: bool = False, include_live: bool = False, under: Path | None = None) -> list[str]:
+        """Remove testbeds whose controller is gone (or all, with ``include_live``).
+
+        ``under``: only testbeds provisioned for a run directory under this path.
+        """
         sids: dict[str, str] = {}
+        root = None if under is None else Path(under).resolve()
         if self.state_root.exists():
             for p in self.state_root.glob("*.json"):
                 sid = p.stem
                 try:
                     st = json.loads(p.read_text())
                 except json.JSONDecodeError:
-                    sids[sid] = "unreadable state file"
+                    if root is None:
+                        sids[sid] = "unreadable state file"
+                    continue
+                if root is not None and not Path(st.get("workdir", "/nonexistent")).is_relative_to(root):
                     continue
                 owner = int(st.get("controller_pid", 0))
                 alive = pid_alive(owner) and pid_cmdline(owner) == st.get("controller_cmdline")
                 if alive and not include_live:
                     continue
                 sids[sid] = "controller alive (forced)" if alive else f"controller {owner} is gone"
-        if include_live:
+        if include_live and root is None:
             # Namespaces of ours with no state file at all (a crash before the state
             # was written, or a state root that was wiped): only on request.
             for ns in list_netns():

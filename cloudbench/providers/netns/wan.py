@@ -212,17 +212,19 @@ def asn_table(p: Any, topology: Topology, region_ns: dict[str, str]) -> list[tup
     return rows
 
 
-def _config_text(lp: WanLinkPlan, epoch: int, ready: Path, stats: Path, realtime: bool) -> str:
+def _config_text(lp: WanLinkPlan, epoch: int, ready: Path, stats: Path, realtime: bool,
+                 epoch_utc: float = 0.0) -> str:
     def ns(x: float) -> int:
         return round(x * 1e9)
 
+    link = lp.link.relative_to(epoch_utc)  # UTC-anchored items as times after the epoch
     lines = [f"epoch {epoch}", f"ready {ready}", f"stats {stats}", "capacity 8192",
              f"rt {10 if realtime else 0}"]
     for tun in ("tf", "tr"):
-        lines += [f"dir {tun}", f"base {ns(lp.link.delay_s)}"]
-        lines += [f"step {ns(at)} {ns(d)}" for at, d in lp.link.steps]
-        lines += [f"periodic {ns(a)} {ns(per)} {ns(ph)}" for a, per, ph in lp.link.periodic]
-        lines += [f"spike {ns(at)} {ns(dur)} {ns(x)}" for at, dur, x in lp.link.spikes]
+        lines += [f"dir {tun}", f"base {ns(link.delay_s)}"]
+        lines += [f"step {ns(at)} {ns(d)}" for at, d in link.steps]
+        lines += [f"periodic {ns(a)} {ns(per)} {ns(ph)}" for a, per, ph in link.periodic]
+        lines += [f"spike {ns(at)} {ns(dur)} {ns(x)}" for at, dur, x in link.spikes]
     return "\n".join(lines) + "\n"
 
 
@@ -234,12 +236,13 @@ def start_wan(plan: WanPlan, base: Path, state: dict[str, Any], sid: str,
     argv, kind = forwarder_argv(plan.forwarder, bin_dir)
     d = base / "wan"
     d.mkdir(mode=0o700, exist_ok=True)
-    wall = datetime.now(UTC)
+    wall_s = time.time()
     epoch = time.monotonic_ns()
+    wall = datetime.fromtimestamp(wall_s, UTC)
     procs: list[tuple[WanLinkPlan, subprocess.Popen[bytes], Path, Path]] = []
     for i, lp in enumerate(plan.links):
         conf, ready, log = d / f"link{i}.conf", d / f"link{i}.ready", d / f"link{i}.log"
-        conf.write_text(_config_text(lp, epoch, ready, d / f"link{i}.stats.json", plan.realtime))
+        conf.write_text(_config_text(lp, epoch, ready, d / f"link{i}.stats.json", plan.realtime, wall_s))
         for tun in ("tf", "tr"):  # the TUNs appeared after the netns-wide rp_filter=0
             subprocess.run(["ip", "netns", "exec", lp.ns, "sysctl", "-qw",
                             f"net.ipv4.conf.{tun}.rp_filter=0"], check=False, capture_output=True)
@@ -265,6 +268,7 @@ def start_wan(plan: WanPlan, base: Path, state: dict[str, Any], sid: str,
         "realtime": plan.realtime,
         "epoch_monotonic_ns": epoch,
         "epoch_utc": wall.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "epoch_utc_s": wall_s,  # items with anchor: utc count from 1970-01-01 (spec.wan.delay_at)
         "links": [lp.to_facts() for lp in plan.links],
         "asn_table": [list(r) for r in plan.asn_rows],
     }

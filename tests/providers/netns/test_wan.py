@@ -143,3 +143,33 @@ def test_forwarder_gives_back_one_ttl_with_a_valid_checksum(ttl: int) -> None:
     assert out[8] == ttl + 1 and out[20:] == b"payload"
     assert _checksum(out[:20]) == 0  # a valid header sums to 0xFFFF
     assert restore_ttl(bytes([0x45]) + bytes(7) + bytes([255]) + bytes(11))[8] == 255
+
+
+def test_items_anchored_to_utc_see_one_continuous_day_across_testbeds() -> None:
+    """Two testbeds brought up at different UTC times see the same delay at the same UTC moment."""
+    text = SPEC.replace("      steps: [{at: 10s, delay: 6ms}]",
+                        "      steps: [{at: 1000s, delay: 6ms, anchor: utc}, {at: 5000s, delay: 8ms, anchor: utc}]\n"
+                        "      periodic: [{amplitude: 2ms, period: 60s, phase: 7s, anchor: utc}]\n"
+                        "      spikes: [{at: 4000s, duration: 100s, extra: 20ms, anchor: utc}]")
+    spec = parse_spec(text)
+    assert spec.wan is not None
+    topo = spec.topology()
+    (link,) = [lk for lk in resolve_links(spec.wan, topo.regions, topo.region_coords) if lk.b == "lon"
+               and lk.a == "par"]
+    assert link.steps == () and link.utc_steps == ((1000.0, 0.006), (5000.0, 0.008))
+    with pytest.raises(ValueError, match="anchored to UTC"):
+        delay_at(link, 1.0)
+
+    def truth(u: float) -> float:  # the delay at UTC second u, from the spec's words
+        base = 0.004 if u < 1000 else 0.006 if u < 5000 else 0.008
+        spike = 0.020 if 4000 <= u < 4100 else 0.0
+        return base + 0.002 * math.sin(2 * math.pi * (u - 7) / 60) + spike
+
+    for epoch in (900.0, 3999.5, 4050.0, 4123.25):  # when each testbed came up (UTC seconds)
+        rel = link.relative_to(epoch)
+        assert not rel.utc_steps and not rel.utc_spikes and not rel.utc_periodic
+        for t in (0.0, 0.3, 17.0, 99.9, 150.0, 1200.0):
+            assert delay_at(link, t, epoch) == pytest.approx(truth(epoch + t), abs=1e-9), (epoch, t)
+            assert delay_at(rel, t) == pytest.approx(truth(epoch + t), abs=1e-9)
+        assert all(at >= 0 for at, _ in rel.steps) and all(at >= 0 for at, _, _ in rel.spikes)
+        assert all(0 <= ph < per for _, per, ph in rel.periodic)

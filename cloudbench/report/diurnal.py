@@ -1,0 +1,215 @@
+"""`cloudbench diurnal`: the time-of-day analysis of a campaign's runs.
+
+Every workload's per-repetition values (``summaries.parquet``: RTT p50/p99 per
+latency group, throughput per pair, drain parameters, …) become one series per
+(workload, metric, group), each value placed at the middle of its repetition's
+trials of that workload (UTC, from the manifest), in the time zone of the spec's
+``schedule:`` (UTC for a compressed day). Each series goes through
+:func:`cloudbench.analysis.diurnal.diurnal_series`; the primary p-values (the
+Lomb–Scargle power at the period) are adjusted over the series with Holm's method
+(statsmodels ``multipletests``), so a campaign of many series does not find an
+effect by chance.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from cloudbench.analysis.diurnal import diurnal_series
+from cloudbench.core.units import fmt_duration, parse_duration
+from cloudbench.errors import AnalysisError, UsageError
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.rundir import find_runs
+from cloudbench.store.summaries import read_summaries
+
+MIN_VALUES = 6
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def _epoch(s: str) -> float:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+def value_times(m: Manifest) -> dict[tuple[int, str], float]:
+    """(repetition, workload) -> UTC epoch seconds of the middle of its measured trials."""
+    spans: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for t in m.trials:
+        if t.status in ("ok", "partial") and t.started_utc and t.ended_utc:
+            spans[(t.repetition, t.workload)] += [_epoch(t.started_utc), _epoch(t.ended_utc)]
+    out = {k: (min(v) + max(v)) / 2 for k, v in spans.items()}
+    for r in m.repetitions:  # a workload without trial times: the repetition's start
+        if r.started_utc:
+            for w in m.workloads():
+                out.setdefault((r.index, str(w.get("name", w.get("kind")))), _epoch(r.started_utc))
+    return out
+
+
+def schedule_of(m: Manifest) -> tuple[str, float] | None:
+    """(time zone, day length) of a run of a scheduled campaign; None for a one-shot run."""
+    sched = m.spec.get("schedule") or None
+    if not sched:
+        return None
+    day = float(sched.get("day", 86400.0))
+    return ("UTC" if abs(day - 86400.0) > 1e-6 else str(sched.get("timezone", "UTC"))), day
+
+
+def repetition_hours(path: Path) -> dict[tuple[str, int, str], int]:
+    """(run id, repetition, workload) -> hour of the (local, possibly compressed) day it was measured."""
+    out: dict[tuple[str, int, str], int] = {}
+    for run in find_runs(Path(path)):
+        m = run.manifest()
+        tz, day = schedule_of(m) or ("UTC", 86400.0)
+        zone = ZoneInfo(tz)
+        for (rep, workload), t in value_times(m).items():
+            off = (datetime.fromtimestamp(t, zone).utcoffset() or _zero()).total_seconds()
+            out[(run.run_id, rep, workload)] = min(int(((t + off) % day) // (day / 24)), 23)
+    return out
+
+
+def time_of_day_notes(path: Path, keys: set[tuple[str, str, str]], alpha: float = 0.05) -> list[str]:
+    """Warnings for ``cloudbench confirm``: series of a scheduled campaign whose runs show a
+    significant time-of-day effect (pooling them mixes hours)."""
+    runs = find_runs(Path(path))
+    scheds = [s for s in (schedule_of(r.manifest()) for r in runs) if s is not None]
+    if not scheds:
+        return []
+    try:
+        res = diurnal(path, scheds[0][1], alpha=alpha)
+    except AnalysisError:
+        return []
+    out = []
+    for r in res["series"]:
+        if r.get("significant") and (r["workload"], r["metric"], r["group"]) in keys:
+            amp = r["fit"]["amplitude"] if r.get("fit") else float("nan")
+            out.append(f"time-of-day effect in {r['workload']} {r['metric']} {r['group']} (Holm p = "
+                       f"{r['p_holm']:.2g}, amplitude {amp:.3g} {r['unit']}): these runs mix hours of the day; "
+                       "`cloudbench diurnal` shows it, `confirm --hour H` pools within one hour")
+    return out
+
+
+def diurnal(path: Path, period: str | float = "24h", alpha: float = 0.05, power: float = 0.8) -> dict[str, Any]:
+    """The analysis of every series of the runs under ``path`` (a campaign directory)."""
+    try:
+        period_s = parse_duration(period)
+    except ValueError as e:
+        raise UsageError(f"--period: {e}") from None
+    if period_s <= 0:
+        raise UsageError("--period must be positive")
+    runs = find_runs(Path(path))
+    series: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
+    units: dict[tuple[str, str, str], str] = {}
+    tzname = "UTC"
+    used = 0
+    for run in runs:
+        m = run.manifest()
+        sched = m.spec.get("schedule") or {}
+        if sched and abs(float(sched.get("day", 86400.0)) - 86400.0) < 1e-6:
+            tzname = str(sched.get("timezone", "UTC"))
+        times = value_times(m)
+        table = read_summaries(run)
+        if table.num_rows == 0:
+            continue
+        used += 1
+        cols = {c: table.column(c).to_pylist() for c in ("repetition", "workload", "metric", "group", "value",
+                                                         "unit")}
+        for i in range(table.num_rows):
+            at = times.get((cols["repetition"][i], cols["workload"][i]))
+            if at is None:
+                continue
+            key = (cols["workload"][i], cols["metric"][i], cols["group"][i])
+            series[key].append((at, float(cols["value"][i])))
+            units[key] = cols["unit"][i]
+    if not series:
+        raise AnalysisError(f"{path}: no run with summaries and trial times to analyse")
+    zone = ZoneInfo(tzname)
+    out: list[dict[str, Any]] = []
+    for key in sorted(series):
+        pts = sorted(series[key])
+        t = np.array([p[0] for p in pts])
+        y = np.array([p[1] for p in pts])
+        row: dict[str, Any] = {"workload": key[0], "metric": key[1], "group": key[2], "unit": units[key],
+                               "n": len(pts)}
+        if len(pts) < MIN_VALUES:
+            row["skipped"] = f"{len(pts)} values (needs {MIN_VALUES})"
+            out.append(row)
+            continue
+        off = np.array([(datetime.fromtimestamp(x, zone).utcoffset() or _zero()).total_seconds() for x in t]) \
+            if tzname != "UTC" else np.zeros_like(t)
+        row.update(diurnal_series(t, y, period_s, off, alpha, power).to_dict())
+        out.append(row)
+    tested = [r for r in out if r.get("p_at_period") is not None]
+    if tested:
+        from statsmodels.stats.multitest import multipletests
+
+        reject, adj, _, _ = multipletests([r["p_at_period"] for r in tested], alpha=alpha, method="holm")
+        for r, rj, p in zip(tested, reject, adj, strict=True):
+            r["p_holm"] = float(p)
+            r["significant"] = bool(rj)
+    sig = [r for r in tested if r["significant"]]
+    if sig:
+        verdict = (f"time-of-day effect (period {fmt_duration(period_s)}) in {len(sig)} of {len(tested)} series "
+                   f"(Holm-adjusted p < {alpha:g})")
+    elif tested:
+        verdict = (f"no significant time-of-day effect (period {fmt_duration(period_s)}) in {len(tested)} series; "
+                   f"each series' smallest detectable amplitude ({power:.0%} power, alpha {alpha:g}) is given")
+    else:
+        verdict = "too few values to test for a time-of-day effect"
+    return {"path": str(path), "period_s": period_s, "timezone": tzname, "runs": used, "alpha": alpha,
+            "power": power, "verdict": verdict, "series": out}
+
+
+def _zero() -> Any:
+    from datetime import timedelta
+
+    return timedelta(0)
+
+
+def _num(x: float | None, unit: str = "") -> str:
+    if x is None:
+        return "-"
+    return f"{x:.3g}{unit}"
+
+
+def render_diurnal(res: dict[str, Any], console: Console) -> None:
+    """The analysis for a person: one line per series, the verdict, heat maps of significant series."""
+    t = Table(title=f"time of day, period {fmt_duration(res['period_s'])}, {res['timezone']}, "
+              f"{res['runs']} runs")
+    for c in ("workload", "metric", "group", "n", "KW p (ε²)", "wkday/wkend p", "LS p@P (Holm)",
+              "period", "amplitude", "min. detectable ampl."):
+        t.add_column(c, justify="left" if c in ("workload", "metric", "group") else "right")
+    for r in res["series"]:
+        if "skipped" in r:
+            t.add_row(r["workload"], r["metric"], r["group"], str(r["n"]), "skipped: " + r["skipped"],
+                      "", "", "", "", "")
+            continue
+        fit = r.get("fit")
+        per = f"{fit['period_s']:.4g}±{fit['period_se_s']:.2g}s" if fit else "-"
+        amp = f"{fit['amplitude']:.3g}±{fit['amplitude_se']:.2g} {r['unit']}" if fit else "-"
+        kw = f"{_num(r['kruskal_p'])} ({_num(r['kruskal_epsilon2'])})"
+        ls = f"{_num(r['p_at_period'])} ({_num(r.get('p_holm'))})" + (" *" if r.get("significant") else "")
+        t.add_row(r["workload"], r["metric"], r["group"], str(r["n"]), kw, _num(r["mw_p"]), ls, per, amp,
+                  _num(r["mde_amplitude"], " " + r["unit"]))
+    console.print(t)
+    console.print(escape(res["verdict"]), highlight=False)
+    for r in [r for r in res["series"] if r.get("significant")][:3]:
+        console.print(f"median by weekday × hour: {escape(r['workload'])} {escape(r['metric'])} "
+                      f"{escape(r['group'])} ({escape(r['unit'])})", highlight=False)
+        heat = r["heatmap"]
+        vals = [v for row in heat for v in row if v is not None]
+        lo, hi = min(vals), max(vals)
+        shades = "░▒▓█"
+        console.print(f"     {''.join(str(h // 10) for h in range(24))}   ░ {lo:.4g} … █ {hi:.4g}", highlight=False)
+        console.print(f"     {''.join(str(h % 10) for h in range(24))}", highlight=False)
+        for d, row in enumerate(heat):
+            cells = "".join("·" if v is None else shades[min(int((v - lo) / (hi - lo + 1e-300) * 3.999), 3)]
+                            for v in row)
+            console.print(f"{WEEKDAYS[d]}  {cells}", highlight=False)

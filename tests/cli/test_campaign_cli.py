@@ -1,0 +1,77 @@
+"""`cloudbench campaign …`, `diurnal` and `run --resume` through the CLI: clear errors, exit codes, JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cloudbench.cli import app
+from cloudbench.errors import ExitCode
+from cloudbench.testing.fake_results import FakeRun, make_campaign
+
+SPEC = """\
+name: cli13
+providers:
+  netns:
+    regions: {r1: {zones: {r1-a: {subnets: {s1: {hosts: 2}}}}}}
+workloads:
+  - {kind: echo, name: echo, rate: 20, duration: 1s}
+schedule: {every: 1h, count: 24, cover: hour-of-day, timezone: Europe/Paris}
+"""
+
+runner = CliRunner()
+
+
+def test_start_status_json_stop_and_systemd(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC)
+    d = tmp_path / "c"
+    r = runner.invoke(app, ["campaign", "start", str(spec), "--dir", str(d), "--count", "48"])
+    assert r.exit_code == 0, r.output
+    assert str(d) in r.stdout
+    r = runner.invoke(app, ["campaign", "status", str(d), "--json"])
+    st = json.loads(r.stdout)
+    assert st["total_slots"] == 48 and st["slots"] == {"planned": 48} and st["runner_pid"] is None
+    assert sum(c.get("planned", 0) for cells in st["grid"].values() for c in cells.values()) == 48
+    assert st["schedule"]["timezone"] == "Europe/Paris"
+    r = runner.invoke(app, ["campaign", "status", str(d)])
+    assert r.exit_code == 0 and "48 planned" in r.stdout and "Mon" in r.stdout
+    r = runner.invoke(app, ["campaign", "systemd", str(d)])
+    assert r.exit_code == 0 and "ExecStart=" in r.stdout and "campaign run" in r.stdout
+    r = runner.invoke(app, ["campaign", "stop", str(d)])
+    assert r.exit_code == 0 and "48 slot(s) cancelled" in r.stdout
+
+
+def test_errors_are_messages_with_exit_codes(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace("every: 1h", "every: soon"))
+    r = runner.invoke(app, ["campaign", "start", str(spec), "--dir", str(tmp_path / "c")])
+    assert r.exit_code == ExitCode.USAGE and "[schedule.every]" in r.output and "s.yaml:7" in r.output
+    assert not (tmp_path / "c").exists()  # nothing half-created
+    spec.write_text(SPEC)
+    r = runner.invoke(app, ["campaign", "start", str(spec), "--dir", str(tmp_path / "c"), "--timezone", "Nowhere"])
+    assert r.exit_code == ExitCode.USAGE and "--timezone" in r.output and "unknown time zone" in r.output
+    r = runner.invoke(app, ["campaign", "run", str(tmp_path)])
+    assert r.exit_code == ExitCode.ERROR and "no journal.sqlite here" in r.output
+    r = runner.invoke(app, ["run"])
+    assert r.exit_code == ExitCode.USAGE and "--resume" in r.output
+    r = runner.invoke(app, ["diurnal", str(tmp_path), "--period", "a while"])
+    assert r.exit_code == ExitCode.USAGE and "--period" in r.output
+
+
+def test_resume_refuses_a_run_that_ended(tmp_path: Path) -> None:
+    c = make_campaign(tmp_path, "done", [FakeRun({("rtt_p50_us", "g"): [1.0]})])
+    (run,) = [p for p in c.iterdir() if p.is_dir()]
+    r = runner.invoke(app, ["run", "--resume", str(run), "--quiet"])
+    assert r.exit_code == ExitCode.ERROR and "only an interrupted" in r.output, r.output
+
+
+def test_diurnal_json(tmp_path: Path) -> None:
+    runs = [FakeRun({("rtt_p50_us", "g"): [100.0 + (i % 24)]}) for i in range(30)]
+    c = make_campaign(tmp_path, "h", runs)
+    r = runner.invoke(app, ["diurnal", str(c), "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert res["period_s"] == 86400 and res["series"][0]["n"] == 30 and res["series"][0]["significant"]

@@ -1,0 +1,72 @@
+"""`cloudbench diurnal` and confirm's time-of-day guard on result directories written by the fakes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cloudbench.errors import AnalysisError, UsageError
+from cloudbench.report.confirm import confirm
+from cloudbench.report.diurnal import diurnal, repetition_hours
+from cloudbench.testing.fake_results import FakeRun, make_campaign
+
+SCHEDULE = {"every": 3600.0, "count": 48, "timezone": "UTC", "day": 86400.0}
+KEY = ("rtt_p50_us", "same_zone")
+
+
+def campaign(tmp_path: Path, amplitude: float, seed: int = 1) -> Path:
+    """48 hourly runs (first at 10:15 UTC), one repetition each, a daily sine of ``amplitude``."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for i in range(48):
+        hour = (10 + i) % 24 + 0.25
+        v = 1000 + amplitude * math.sin(2 * math.pi * hour / 24) + rng.normal(0, 5)
+        runs.append(FakeRun({KEY: [v], ("rtt_p99_us", "same_zone"): [2000 + rng.normal(0, 5)]},
+                            schedule=SCHEDULE))
+    return make_campaign(tmp_path, "hourly", runs)
+
+
+def test_a_daily_cycle_is_found_and_its_amplitude_measured(tmp_path: Path) -> None:
+    res = diurnal(campaign(tmp_path, 40.0), "24h")
+    (s,) = [s for s in res["series"] if s["metric"] == "rtt_p50_us"]
+    assert s["n"] == 48 and s["significant"] and abs(s["fit"]["amplitude"] - 40) < 4 * s["fit"]["amplitude_se"]
+    (flat,) = [s for s in res["series"] if s["metric"] == "rtt_p99_us"]
+    assert not flat["significant"] and flat["mde_amplitude"] < 10
+    assert "1 of 2 series" in res["verdict"]
+    with pytest.raises(UsageError, match="--period"):
+        diurnal(tmp_path / "hourly", "a day")
+
+
+def test_confirm_warns_about_a_time_of_day_effect_and_pools_within_an_hour(tmp_path: Path) -> None:
+    path = campaign(tmp_path, 40.0)
+    notes = confirm(path).dataset.notes
+    assert any("time-of-day effect in echo rtt_p50_us same_zone" in n for n in notes), notes
+    assert not any("rtt_p99_us" in n for n in notes)
+    hours = repetition_hours(path)
+    assert sorted(set(hours.values())) == list(range(24))
+    res = confirm(path, hours=[3, 4])
+    assert {hours[(v.ref.run_id, v.ref.repetition, v.workload)] for v in res.dataset.values} == {3, 4}
+    assert len(res.dataset.values) == 2 * 2 * 2  # 2 hours × 2 days × 2 metrics
+    assert any("within hour(s) 3, 4" in n for n in res.dataset.notes)
+    with pytest.raises(AnalysisError, match=r"0\.\.23"):
+        confirm(path, hours=[24])
+
+
+def test_no_warning_without_an_effect(tmp_path: Path) -> None:
+    notes = confirm(campaign(tmp_path, 0.0)).dataset.notes
+    assert not any("time-of-day" in n for n in notes)
+
+
+def test_the_report_of_a_scheduled_run_carries_the_campaign_s_verdict(tmp_path: Path) -> None:
+    from cloudbench.report.build import time_of_day_section
+    from cloudbench.store.rundir import find_runs
+
+    path = campaign(tmp_path, 40.0)
+    tod = time_of_day_section(find_runs(path)[-1])
+    assert tod is not None and tod["runs"] == 48 and "time-of-day effect" in tod["verdict"]
+    assert [(s["metric"], s["group"]) for s in tod["significant"]] == [KEY]
+    one_shot = make_campaign(tmp_path / "x", "plain", [FakeRun({KEY: [1.0]}) for _ in range(8)])
+    assert time_of_day_section(find_runs(one_shot)[-1]) is None
