@@ -38,6 +38,9 @@ class HostSpec:
     subnet: str
     vm_type: str
     index: int = 0  # position in the topology, stable for a given spec
+    # netns testbed: the physical machine whose NIC this host shares (None: a NIC of its own);
+    # configured ground truth, not a label the analysis groups by
+    physical_host: str | None = None
 
     def labels(self) -> dict[str, str]:
         return {
@@ -85,6 +88,8 @@ class Topology:
     wan: dict[str, Any] | None = None  # the spec's `wan:` (emulated links, netns testbed)
     # the spec's own vm_types (shaping profiles, cloudbench.spec.vmtypes) as plain dicts
     vm_types: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the spec's `physical_hosts:` (netns testbed): name -> {"nic": bit/s}
+    physical_hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[HostSpec]:
         return iter(self.hosts)
@@ -120,6 +125,7 @@ class Topology:
             region_coords=self.region_coords,
             wan=self.wan,
             vm_types=self.vm_types,
+            physical_hosts=self.physical_hosts,
         )
 
     def pair_groups(self) -> dict[tuple[str, str], PairGroup]:
@@ -133,6 +139,7 @@ class Topology:
             "region_coords": {k: list(v) for k, v in self.region_coords.items()},
             "wan": self.wan,
             "vm_types": self.vm_types,
+            "physical_hosts": self.physical_hosts,
         }
 
     @classmethod
@@ -144,6 +151,7 @@ class Topology:
             region_coords={k: (float(v[0]), float(v[1])) for k, v in d.get("region_coords", {}).items()},
             wan=d.get("wan"),
             vm_types={k: dict(v) for k, v in d.get("vm_types", {}).items()},
+            physical_hosts={k: dict(v) for k, v in d.get("physical_hosts", {}).items()},
         )
 
 

@@ -13,7 +13,12 @@ from pydantic import BeforeValidator, Field, PrivateAttr
 
 from cloudbench.core.topology import HostSpec, SubnetSpec, Topology
 from cloudbench.spec.fields import Duration, Model, Name
-from cloudbench.spec.providers import AnyProvider, ProviderName, dispatch_providers
+from cloudbench.spec.providers import (
+    AnyProvider,
+    PhysicalHostModel,
+    ProviderName,
+    dispatch_providers,
+)
 from cloudbench.spec.vmtypes import VM_TYPE_RE, VmTypeModel
 from cloudbench.spec.wan import WanModel
 from cloudbench.spec.workload import HostSelector, WorkloadModel, resolve_selector
@@ -53,6 +58,9 @@ class Spec(Model):
         default_factory=dict, description="shaping profiles for the netns testbed, by name "
         "(cloudbench.spec.vmtypes; built-ins: local, local.1g, local.tb-small, …)")
     wan: WanModel | None = Field(None, description="emulated links between regions (netns testbed)")
+    physical_hosts: dict[Name, PhysicalHostModel] = Field(
+        default_factory=dict, description="netns testbed: physical machines whose NIC the hosts "
+        "placed on them (`physical_host:` on a subnet or host) share, by name")
 
     def topology(self) -> Topology:
         hosts: list[HostSpec] = []
@@ -65,13 +73,14 @@ class Spec(Model):
                 for zname, zone in region.zones.items():
                     for sname, subnet in zone.subnets.items():
                         subnets.append(SubnetSpec(sname, pname, rname, zname, subnet.cidr))
-                        for h in subnet.host_names(sname):
-                            hosts.append(
-                                HostSpec(h, pname, rname, zname, sname, subnet.vm_type, len(hosts))
-                            )
+                        for h, phys in subnet.host_entries(sname):
+                            hosts.append(HostSpec(h, pname, rname, zname, sname, subnet.vm_type,
+                                                  len(hosts), physical_host=phys))
         return Topology(hosts=hosts, subnets=subnets, groups=dict(self.groups), region_coords=coords,
                         wan=None if self.wan is None else self.wan.model_dump(mode="json"),
-                        vm_types={k: v.model_dump(mode="json") for k, v in self.vm_types.items()})
+                        vm_types={k: v.model_dump(mode="json") for k, v in self.vm_types.items()},
+                        physical_hosts={k: v.model_dump(mode="json")
+                                        for k, v in self.physical_hosts.items()})
 
     @property
     def warnings(self) -> list[str]:
