@@ -13,8 +13,9 @@ Colocation (``physical_host:``): the hosts placed on one physical host share its
 NIC's egress (:func:`physical_host_commands`). Each member's veth peer in the
 zone router redirects what the host sends (its ingress there) to one IFB device
 per physical host, and an HTB on that IFB caps the sum at the NIC's rate: a
-parent class of ``nic``, one child per member guaranteed ``nic / k`` and allowed
-to borrow up to ``nic``. A member sending alone gets min(its vm_type, nic); k
+parent class of ``nic``, one child per member guaranteed ``nic / k`` (less 2 %
+kept for packets under 128 bytes, the ACKs of what the members receive, served
+first) and allowed to borrow up to ``nic``. A member sending alone gets min(its vm_type, nic); k
 members at full speed get nic / k each (the VM-fair share). Traffic between
 two members counts too (it leaves through the same NIC on the testbed). This
 sits behind each host's own vm_type shaper, so both limits hold.
@@ -42,6 +43,10 @@ DEVICE = "eth0"
 # still holds a 64 KiB GSO packet and a couple of timer ticks at high rates.
 CAP_MIN_BURST = 128 * 1024
 CAP_BURST_SECONDS = 0.002
+# A shared NIC's queue per member (physical_host_commands)
+NIC_QUEUE_SECONDS = 0.01
+NIC_QUEUE_MIN = 4 * 64 * 1024
+ACK_SHARE = 0.02  # of a shared NIC's rate guaranteed to small packets (ACKs) first
 
 
 def _bit(v: float) -> str:
@@ -131,6 +136,12 @@ def nic_device(index: int) -> str:
     return f"nic{index}"
 
 
+def nic_queue_bytes(nic_bps: float) -> int:
+    """Each member's queue on a shared NIC: NIC_QUEUE_SECONDS at the NIC's rate, at least
+    a few GSO packets."""
+    return max(NIC_QUEUE_MIN, math.ceil(nic_bps / 8 * NIC_QUEUE_SECONDS))
+
+
 def physical_host_commands(nic_bps: float, members: list[NicMember], ifb: str) -> list[list[str]]:
     """``ip``/``tc`` argument lists (run with ``-n`` the members' router) for one physical host.
 
@@ -141,6 +152,7 @@ def physical_host_commands(nic_bps: float, members: list[NicMember], ifb: str) -
     k = len(members)
     burst = str(cap_burst(nic_bps))
     share = nic_bps / k
+    queue = str(nic_queue_bytes(nic_bps))
     cmds: list[list[str]] = [
         ["ip", "link", "add", ifb, "type", "ifb"],
         # ifb's default queue (32 packets) drops bursts of several TCP senders
@@ -148,13 +160,25 @@ def physical_host_commands(nic_bps: float, members: list[NicMember], ifb: str) -
         ["tc", "qdisc", "replace", "dev", ifb, "root", "handle", "1:", "htb"],
         ["tc", "class", "replace", "dev", ifb, "parent", "1:", "classid", "1:1", "htb",
          "rate", _bit(nic_bps), "ceil", _bit(nic_bps), "burst", burst, "cburst", burst],
+        # Packets under 128 bytes (pure ACKs) first, within the NIC's cap: a NIC of tens of
+        # Gbit/s queues for microseconds, this emulated one for milliseconds, and ACKs that
+        # wait behind a member's data throttle the flows it receives
+        ["tc", "class", "replace", "dev", ifb, "parent", "1:1", "classid", "1:2", "htb",
+         "rate", _bit(nic_bps * ACK_SHARE), "ceil", _bit(nic_bps), "burst", burst,
+         "cburst", burst, "prio", "0"],
+        ["tc", "filter", "add", "dev", ifb, "parent", "1:", "protocol", "ip", "prio", "1",
+         "u32", "match", "u16", "0x0000", "0xff80", "at", "2", "flowid", "1:2"],
     ]
     for i, m in enumerate(members):
         cls = f"1:{10 + i:x}"
         cmds += [
             ["tc", "class", "replace", "dev", ifb, "parent", "1:1", "classid", cls, "htb",
-             "rate", _bit(share), "ceil", _bit(nic_bps), "burst", burst, "cburst", burst],
-            ["tc", "filter", "add", "dev", ifb, "parent", "1:", "protocol", "ip", "prio", "1",
+             "rate", _bit(share * (1 - ACK_SHARE)), "ceil", _bit(nic_bps), "burst", burst,
+             "cburst", burst, "prio", "1"],
+            # a short byte queue per member, as a NIC's: behind a long one the ACKs of
+            # what the member receives wait for seconds and starve its senders
+            ["tc", "qdisc", "replace", "dev", ifb, "parent", cls, "bfifo", "limit", queue],
+            ["tc", "filter", "add", "dev", ifb, "parent", "1:", "protocol", "ip", "prio", "2",
              "u32", "match", "ip", "src", f"{m.address}/32", "flowid", cls],
             ["tc", "qdisc", "replace", "dev", m.peer, "clsact"],
             # u32 matching everything: these kernels have no matchall classifier
