@@ -145,8 +145,9 @@ def test_random_partitions(seed: int, nominal: bool) -> None:
     assert inf.undetermined == []
 
 
-def test_unexplained_drop_and_low_confidence() -> None:
-    # b is below its baseline in a probe with a known non-partner only: nothing explains it
+def test_unexplained_drop_is_reported_and_settled_elsewhere() -> None:
+    # b is below its baseline in a probe with a known non-partner only: nothing explains it,
+    # but the first probe (b at full rate beside a and c) settles that b is alone
     probes = [
         Probe(frozenset("abc"), {"a": 100.0, "b": 100.0, "c": 100.0}),
         Probe(frozenset("ab"), {"a": 100.0, "b": 84.0}),
@@ -154,8 +155,22 @@ def test_unexplained_drop_and_low_confidence() -> None:
     inf = infer(probes, ["a", "b", "c"])
     assert set(inf.groups) == {("a",), ("b",), ("c",)}
     assert inf.unexplained == [(1, "b")]
+    assert min(group_confidence(inf, probes).values()) > 0.999
+
+
+def test_a_group_on_one_marginal_drop_gets_that_drops_confidence() -> None:
+    probes = [
+        Probe(frozenset("abc"), {"a": 84.0, "b": 84.0, "c": 100.0}),
+        Probe(frozenset("ac"), {"a": 100.0, "c": 95.0}),
+        Probe(frozenset("bc"), {"b": 98.0, "c": 97.0}),
+    ]
+    inf = infer(probes, list("abc"), nominal=dict.fromkeys("abc", 100.0))
+    assert inf.groups == [("a", "b"), ("c",)]
+    # σ = 1.4826 × MAD of the non-drops (1.00, 1.00, 0.95, 0.98, 0.97) = 0.0297;
+    # the drop of 0.84 is 0.01 under the cut of 0.85: Φ(0.01 / 0.0297) = 0.63
     conf = group_confidence(inf, probes)
-    assert conf[("b",)] < 0.5 < conf[("a",)]
+    assert conf[("a", "b")] == pytest.approx(0.632, abs=0.01)
+    assert conf[("c",)] > 0.9
 
 
 def test_single_candidate_is_a_partner_and_transitivity() -> None:
