@@ -112,7 +112,7 @@ def test_shared_nic_commands() -> None:
     for cls, addr, peer in (("1:a", "198.18.1.10", "h0"), ("1:b", "198.18.1.11", "h1")):
         assert (f"tc class replace dev nic0 parent 1:1 classid {cls} htb rate 98000000bit "
                 f"ceil 200000000bit burst {b} cburst {b} prio 1") in cmds
-        assert f"tc qdisc replace dev nic0 parent {cls} bfifo limit {4 * 65536}" in cmds
+        assert f"tc qdisc replace dev nic0 parent {cls} bfifo limit {1_250_000}" in cmds
         assert (f"tc filter add dev nic0 parent 1: protocol ip prio 2 u32 match ip src "
                 f"{addr}/32 flowid {cls}") in cmds
         assert (f"tc filter add dev {peer} ingress protocol all prio 1 u32 match u32 0 0 "

@@ -44,7 +44,7 @@ DEVICE = "eth0"
 CAP_MIN_BURST = 128 * 1024
 CAP_BURST_SECONDS = 0.002
 # A shared NIC's queue per member (physical_host_commands)
-NIC_QUEUE_SECONDS = 0.01
+NIC_QUEUE_SECONDS = 0.05
 NIC_QUEUE_MIN = 4 * 64 * 1024
 ACK_SHARE = 0.02  # of a shared NIC's rate guaranteed to small packets (ACKs) first
 
@@ -175,8 +175,9 @@ def physical_host_commands(nic_bps: float, members: list[NicMember], ifb: str) -
             ["tc", "class", "replace", "dev", ifb, "parent", "1:1", "classid", cls, "htb",
              "rate", _bit(share * (1 - ACK_SHARE)), "ceil", _bit(nic_bps), "burst", burst,
              "cburst", burst, "prio", "1"],
-            # a short byte queue per member, as a NIC's: behind a long one the ACKs of
-            # what the member receives wait for seconds and starve its senders
+            # a bounded byte queue per member (50 ms at the NIC's rate): the default, 1000
+            # GSO packets, is seconds long; shorter than this, TCP's losses leave a
+            # member under its share while the others borrow it
             ["tc", "qdisc", "replace", "dev", ifb, "parent", cls, "bfifo", "limit", queue],
             ["tc", "filter", "add", "dev", ifb, "parent", "1:", "protocol", "ip", "prio", "2",
              "u32", "match", "ip", "src", f"{m.address}/32", "flowid", cls],
