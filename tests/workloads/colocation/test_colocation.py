@@ -45,7 +45,7 @@ def test_expand_is_one_trial_on_every_host() -> None:
 
 def test_a_single_host_is_refused_where_it_is_written() -> None:
     text = (EXPERIMENTS / "colocation.yaml").read_text().replace(
-        "    duration: 8s", "    hosts: [a1]\n    duration: 8s")
+        "  - kind: colocation\n", "  - kind: colocation\n    hosts: [a1]\n")
     with pytest.raises(SpecError) as info:
         parse_spec(text, "c.yaml")
     assert info.value.field == "workloads[0].hosts" and "at least two hosts" in info.value.message
@@ -121,6 +121,8 @@ def test_report_of_a_recorded_run(recorded: RunDir) -> None:
     kind.render_section("colocation", sec, Console(file=out, width=100), {})
     text = out.getvalue()
     assert "a1 a2 a3" in text and "testbed truth matched" in text and "█" in text
+    (png,) = kind.write_figures(recorded, "colocation", sec, recorded.path / "report")
+    assert png.name == "colocation_egress_r0.png" and png.stat().st_size > 10_000
     rows = {(r.metric, r.group): r.value for r in kind.summarize(recorded, manifest, w)}
     assert rows[("colocated_hosts", "all")] == 5
     assert math.isclose(rows[("egress_mbps", "c1")], hosts["c1"]["egress_mbps"])
