@@ -58,7 +58,7 @@ Probes needed: 1 + 2⌈log₂ d⌉ + g when no group exceeds two hosts, d being 
 hosts that lost bandwidth under full load; larger groups may need another batch
 (split or pairs), and noisy drops solo probes. For 8 hosts with groups of 3 and
 2, d = 5: at most 1 + 6 + 3 = 10 when one split batch settles them (on the
-testbed it did: 10 to 12 probes, with 0 to 3 solo probes for noise); 1,000 hosts
+testbed it did: 9 to 12 probes, with 0 to 3 solo probes for noise); 1,000 hosts
 in pairs need 1 + 20 + 2 = 23. The count grows with log₂ of the contended hosts
 because each probe answers for every sender at once (a pairwise design would
 need d(d−1)/2). Colocation that costs no bandwidth for the load sent (two hosts
