@@ -67,7 +67,9 @@ def plan(
                 zn = rn.add(f"zone {zone}")
                 for subnet in topo.subnets_in(zone):
                     hosts = [h for h in topo if h.zone == zone and h.subnet == subnet]
-                    zn.add(f"subnet {subnet}: " + ", ".join(f"{h.name} ({h.vm_type})" for h in hosts))
+                    zn.add(f"subnet {subnet}: " + ", ".join(
+                        f"{h.name} ({h.vm_type}" + (f", on {h.physical_host})" if h.physical_host
+                                                    else ")") for h in hosts))
     out.print(tree)
     t = Table(title=f"{len(p.trials)} trials, seed {p.seed}, order {p.order}, rest {fmt_duration(p.rest)}, "
               f"fresh hosts per {p.fresh_hosts}", title_justify="left")

@@ -38,6 +38,9 @@ class HostSpec:
     subnet: str
     vm_type: str
     index: int = 0  # position in the topology, stable for a given spec
+    # netns testbed: the physical machine whose NIC this host shares (None: a NIC of its own);
+    # configured ground truth, not a label the analysis groups by
+    physical_host: str | None = None
 
     def labels(self) -> dict[str, str]:
         return {
@@ -104,6 +107,8 @@ class Topology:
     vm_types: dict[str, dict[str, Any]] = field(default_factory=dict)
     # ports the spec's workloads listen on (WorkloadModel.listen_ports), for cloud firewalls
     ports: list[PortRange] = field(default_factory=list)
+    # the spec's `physical_hosts:` (netns testbed): name -> {"nic": bit/s}
+    physical_hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[HostSpec]:
         return iter(self.hosts)
@@ -140,6 +145,7 @@ class Topology:
             wan=self.wan,
             vm_types=self.vm_types,
             ports=self.ports,
+            physical_hosts=self.physical_hosts,
         )
 
     def pair_groups(self) -> dict[tuple[str, str], PairGroup]:
@@ -154,6 +160,7 @@ class Topology:
             "wan": self.wan,
             "vm_types": self.vm_types,
             "ports": [{**asdict(p), "protocols": list(p.protocols)} for p in self.ports],
+            "physical_hosts": self.physical_hosts,
         }
 
     @classmethod
@@ -167,6 +174,7 @@ class Topology:
             vm_types={k: dict(v) for k, v in d.get("vm_types", {}).items()},
             ports=[PortRange(str(p["name"]), int(p["first"]), int(p["last"]), tuple(p["protocols"]))
                    for p in d.get("ports", [])],
+            physical_hosts={k: dict(v) for k, v in d.get("physical_hosts", {}).items()},
         )
 
 

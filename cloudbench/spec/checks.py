@@ -23,8 +23,9 @@ def check_spec(spec: Spec, doc: LocatedYaml) -> tuple[list[SpecError], list[str]
     errors += check_workloads(spec, CheckContext(doc, hosts, spec.groups))
     errors += check_wan(spec, doc)
     errors += check_vm_types(spec, doc)
+    phys_errors, phys_warnings = check_physical_hosts(spec, doc)
     provider_errors, warnings = check_providers(spec, doc)
-    return errors + provider_errors, warnings
+    return errors + phys_errors + provider_errors, warnings + phys_warnings
 
 
 def check_hosts(spec: Spec, doc: LocatedYaml) -> tuple[list[SpecError], dict[str, Loc]]:
@@ -163,3 +164,49 @@ def check_wan(spec: Spec, doc: LocatedYaml) -> list[SpecError]:
                                         f"`location: [lat, lon]` to both regions or a link with "
                                         f"`between: [{a}, {b}]` and a `delay`"))
     return errors
+
+
+def check_physical_hosts(spec: Spec, doc: LocatedYaml) -> tuple[list[SpecError], list[str]]:
+    """``physical_host:`` names a declared ``physical_hosts`` entry, on the netns testbed only,
+    and the hosts of one physical host sit in one zone (a machine is in one place)."""
+    errors: list[SpecError] = []
+    declared = getattr(spec, "physical_hosts", {}) or {}
+    known = ", ".join(declared) or "none"
+    zone_of: dict[str, tuple[str, Loc]] = {}
+    for pname, prov in spec.providers.items():
+        for rname, region in prov.regions.items():
+            for zname, zone in region.zones.items():
+                for sname, subnet in zone.subnets.items():
+                    sloc: Loc = ("providers", pname, "regions", rname, "zones", zname, "subnets",
+                                 sname)
+                    places: list[tuple[str, Loc]] = []
+                    if subnet.physical_host is not None:
+                        places.append((subnet.physical_host, (*sloc, "physical_host")))
+                    if isinstance(subnet.hosts, list):
+                        places += [(h.physical_host, (*sloc, "hosts", i, "physical_host"))
+                                   for i, h in enumerate(subnet.hosts)
+                                   if not isinstance(h, str) and h.physical_host is not None]
+                    for phys, loc in places:
+                        if pname != "netns":
+                            errors.append(doc.error(loc, "`physical_host` places hosts on the "
+                                                    f"netns testbed; {pname} chooses where VMs "
+                                                    "run (see `placement_group`)"))
+                        elif phys not in declared:
+                            errors.append(doc.error(loc, f"unknown physical host {phys!r} "
+                                                    f"(declared under `physical_hosts:`: {known})"))
+                        elif phys in zone_of and zone_of[phys][0] != zname:
+                            first_zone, first_loc = zone_of[phys]
+                            errors.append(doc.error(loc, f"physical host {phys!r} is already in "
+                                                    f"zone {first_zone!r} (line "
+                                                    f"{doc.line_of(first_loc)}); a machine sits "
+                                                    "in one zone"))
+                        else:
+                            zone_of.setdefault(phys, (zname, loc))
+    warnings: list[str] = []
+    if declared and "netns" not in spec.providers:
+        errors.append(doc.error(("physical_hosts",), "`physical_hosts:` shapes hosts of the netns "
+                                "testbed; this spec has no netns provider"))
+    elif declared:
+        warnings += [f"{doc.path}:{doc.line_of(('physical_hosts', p))}: physical host {p!r} holds "
+                     "no host" for p in declared if p not in zone_of]
+    return errors, warnings

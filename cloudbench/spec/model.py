@@ -13,7 +13,12 @@ from pydantic import BeforeValidator, Field, PrivateAttr
 
 from cloudbench.core.topology import HostSpec, SubnetSpec, Topology
 from cloudbench.spec.fields import Duration, Model, Name
-from cloudbench.spec.providers import AnyProvider, ProviderName, dispatch_providers
+from cloudbench.spec.providers import (
+    AnyProvider,
+    PhysicalHostModel,
+    ProviderName,
+    dispatch_providers,
+)
 from cloudbench.spec.schedule import ScheduleModel
 from cloudbench.spec.vmtypes import VM_TYPE_RE, VmTypeModel
 from cloudbench.spec.wan import WanModel
@@ -56,6 +61,9 @@ class Spec(Model):
     wan: WanModel | None = Field(None, description="emulated links between regions (netns testbed)")
     schedule: ScheduleModel | None = Field(
         None, description="when the runs of a scheduled campaign start (`cloudbench campaign`)")
+    physical_hosts: dict[Name, PhysicalHostModel] = Field(
+        default_factory=dict, description="netns testbed: physical machines whose NIC the hosts "
+        "placed on them (`physical_host:` on a subnet or host) share, by name")
 
     def topology(self) -> Topology:
         hosts: list[HostSpec] = []
@@ -68,14 +76,15 @@ class Spec(Model):
                 for zname, zone in region.zones.items():
                     for sname, subnet in zone.subnets.items():
                         subnets.append(SubnetSpec(sname, pname, rname, zname, subnet.cidr))
-                        for h in subnet.host_names(sname):
-                            hosts.append(
-                                HostSpec(h, pname, rname, zname, sname, subnet.vm_type, len(hosts))
-                            )
+                        for h, phys in subnet.host_entries(sname):
+                            hosts.append(HostSpec(h, pname, rname, zname, sname, subnet.vm_type,
+                                                  len(hosts), physical_host=phys))
         return Topology(hosts=hosts, subnets=subnets, groups=dict(self.groups), region_coords=coords,
                         wan=None if self.wan is None else self.wan.model_dump(mode="json"),
                         vm_types={k: v.model_dump(mode="json") for k, v in self.vm_types.items()},
-                        ports=[p for w in self.workloads for p in w.listen_ports()])
+                        ports=[p for w in self.workloads for p in w.listen_ports()],
+                        physical_hosts={k: v.model_dump(mode="json")
+                                        for k, v in self.physical_hosts.items()})
 
     @property
     def warnings(self) -> list[str]:

@@ -7,12 +7,14 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     BeforeValidator,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
 )
 from pydantic_core import InitErrorDetails
 
-from cloudbench.spec.fields import Duration, Model, Name
+from cloudbench.spec.fields import BitRate, Duration, Model, Name
 
 MAX_SUBNET_HOSTS = 240  # a /24 less the gateway and reserved addresses
 
@@ -27,18 +29,54 @@ def _hosts_shape(v: Any) -> Any:
     return v
 
 
+class HostEntryModel(Model):
+    """One host of a subnet's ``hosts`` list written as a mapping, to place it on a physical host."""
+
+    name: Name
+    physical_host: Name | None = Field(
+        None, description="netns testbed: the `physical_hosts` entry whose NIC this host's egress "
+        "shares (default: the subnet's)")
+
+
+# A host list item is a name or a mapping; told apart by shape, so an error names one of them.
+HostItem = Annotated[
+    Annotated[Name, Tag("host name")] | Annotated[HostEntryModel, Tag("host mapping")],
+    Discriminator(lambda v: "host name" if isinstance(v, str) else "host mapping"),
+]
+
+
 class SubnetModel(Model):
     """A subnet and its hosts: a count (named ``<subnet>-1`` …) or explicit names."""
 
-    hosts: Annotated[int | list[Name], BeforeValidator(_hosts_shape)] = Field(
-        description=f"number of hosts (1 to {MAX_SUBNET_HOSTS}), or their names")
+    hosts: Annotated[
+        Annotated[int, Tag("host count")] | Annotated[list[HostItem], Tag("host list")],
+        Discriminator(lambda v: "host count" if isinstance(v, int) else "host list"),
+        BeforeValidator(_hosts_shape),
+    ] = Field(
+        description=f"number of hosts (1 to {MAX_SUBNET_HOSTS}), or their names (a name, or "
+        "{name: db1, physical_host: ph1})")
     vm_type: str = Field("local", description="VM type (a cloud instance type, or a local profile)")
     cidr: str | None = Field(None, description="subnet CIDR (clouds; the testbed assigns its own)")
+    physical_host: Name | None = Field(
+        None, description="netns testbed: every host of the subnet shares the NIC of this "
+        "`physical_hosts` entry (colocation); default: each host has its own NIC")
 
     def host_names(self, subnet: str) -> list[str]:
+        return [name for name, _ in self.host_entries(subnet)]
+
+    def host_entries(self, subnet: str) -> list[tuple[str, str | None]]:
+        """(name, physical host) of each host, in order; a host's own entry overrides the subnet's."""
         if isinstance(self.hosts, int):
-            return [f"{subnet}-{i + 1}" for i in range(self.hosts)]
-        return list(self.hosts)
+            return [(f"{subnet}-{i + 1}", self.physical_host) for i in range(self.hosts)]
+        return [(h, self.physical_host) if isinstance(h, str) else
+                (h.name, h.physical_host or self.physical_host) for h in self.hosts]
+
+
+class PhysicalHostModel(Model):
+    """A physical machine of the netns testbed: the hosts placed on it share its NIC's egress."""
+
+    nic: BitRate = Field(gt=0, description="egress capacity of the NIC every host placed here "
+                         "shares (e.g. 2gbit), on top of each host's own vm_type shaping")
 
 
 class ZoneModel(Model):
@@ -129,7 +167,8 @@ class StaticProviderModel(Model):
         return {
             r: RegionModel(location=None, zones={
                 z: ZoneModel(subnets={
-                    s: SubnetModel(hosts=[h.name for h in hs], vm_type=hs[0].vm_type, cidr=None)
+                    s: SubnetModel(hosts=[h.name for h in hs], vm_type=hs[0].vm_type, cidr=None,
+                                    physical_host=None)
                     for s, hs in subnets.items()
                 })
                 for z, subnets in zones.items()

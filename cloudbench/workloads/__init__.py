@@ -19,6 +19,7 @@ from pydantic import Field, create_model
 from cloudbench.spec import loader
 from cloudbench.spec.model import Spec
 from cloudbench.workloads.base import WorkloadKind
+from cloudbench.workloads.colocation.controller import ColocationKind
 from cloudbench.workloads.echo.controller import EchoKind
 from cloudbench.workloads.tbdrain.controller import TbDrainKind
 from cloudbench.workloads.throughput.controller import ThroughputKind
@@ -29,6 +30,7 @@ KINDS: dict[str, WorkloadKind] = {k.kind: k for k in (
     TracerouteKind(),
     ThroughputKind(),
     TbDrainKind(),
+    ColocationKind(),
 )}
 
 

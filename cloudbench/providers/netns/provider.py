@@ -64,6 +64,7 @@ class _Plan:
     sid: str
     host_ns: dict[str, str] = field(default_factory=dict)
     host_addr: dict[str, str] = field(default_factory=dict)
+    host_peer: dict[str, tuple[str, str]] = field(default_factory=dict)  # (zone router, veth peer)
     routers: list[str] = field(default_factory=list)
     root_batch: list[str] = field(default_factory=list)
     ns_batches: dict[str, list[str]] = field(default_factory=dict)
@@ -133,6 +134,7 @@ def _plan(topology: Topology, sid: str) -> _Plan:
             p.host_addr[h.name] = addr
             hns = p.host_ns[h.name]
             peer = f"h{h.index}"
+            p.host_peer[h.name] = (zns, peer)
             p.root_batch.append(f"link add eth0 netns {hns} type veth peer name {peer} netns {zns}")
             p.ns_batches[zns] += [f"link set {peer} master br{k}", f"link set {peer} up"]
             p.ns_batches[hns] += [f"addr add {addr}/24 dev eth0", "link set eth0 up",
@@ -306,11 +308,15 @@ class NetnsProvider:
         for name, proc in procs:
             host = cluster.host(name)
             _wait_listening(host, proc, deadline, sid)
-        from cloudbench.providers.netns.shaping import apply_shaping
+        from cloudbench.providers.netns.shaping import apply_physical_hosts, apply_shaping
 
         apply_shaping(cluster, topology)  # vm_type -> tc on each host's eth0; facts["shaping"]
+        # physical_host -> one shared NIC cap per physical host; facts["physical_host"]
+        nics = apply_physical_hosts(cluster, topology, plan.host_peer)
         cluster.facts = {"kernel": kernel, "state_file": str(self._state_path(sid)),
                          "routers": plan.routers}
+        if nics:
+            cluster.facts["physical_hosts"] = nics
         if wan_facts is not None:
             cluster.facts["wan"] = wan_facts
 

@@ -9,6 +9,17 @@ else. Two implementations are known to work on these kernels (TESTBED-NOTES):
   packet, or one timer per MTU-sized packet keeps the rate below ``peakrate``.
 * HTB: one root class, ``rate``/``burst`` the bucket, ``ceil``/``cburst`` the peak.
 
+Colocation (``physical_host:``): the hosts placed on one physical host share its
+NIC's egress (:func:`physical_host_commands`). Each member's veth peer in the
+zone router redirects what the host sends (its ingress there) to one IFB device
+per physical host, and an HTB on that IFB caps the sum at the NIC's rate: a
+parent class of ``nic``, one child per member guaranteed ``nic / k`` (less 2 %
+kept for packets under 128 bytes, the ACKs of what the members receive, served
+first) and allowed to borrow up to ``nic``. A member sending alone gets min(its vm_type, nic); k
+members at full speed get nic / k each (the VM-fair share). Traffic between
+two members counts too (it leaves through the same NIC on the testbed). This
+sits behind each host's own vm_type shaper, so both limits hold.
+
 What the shaper counts is bytes on the wire (Ethernet frames), so what a TCP
 receiver sees is less: with MTU 1500 and timestamps each 1514-byte frame carries
 1448 bytes of payload (:func:`goodput_fraction`; 200 Mbit/s shaped → 191 Mbit/s).
@@ -18,6 +29,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from cloudbench.core.cluster import Cluster
@@ -31,6 +43,10 @@ DEVICE = "eth0"
 # still holds a 64 KiB GSO packet and a couple of timer ticks at high rates.
 CAP_MIN_BURST = 128 * 1024
 CAP_BURST_SECONDS = 0.002
+# A shared NIC's queue per member (physical_host_commands)
+NIC_QUEUE_SECONDS = 0.05
+NIC_QUEUE_MIN = 4 * 64 * 1024
+ACK_SHARE = 0.02  # of a shared NIC's rate guaranteed to small packets (ACKs) first
 
 
 def _bit(v: float) -> str:
@@ -103,3 +119,107 @@ def apply_shaping(cluster: Cluster, topology: Topology) -> None:
         host.facts["shaping"] = shaping_fact(vm_type, profile, commands)
 
 
+
+
+@dataclass(frozen=True)
+class NicMember:
+    """A host placed on a physical host: its name, address, and where its veth peer lives."""
+
+    host: str
+    address: str
+    router_ns: str  # the zone router holding the host's veth peer (and the IFB)
+    peer: str  # the veth peer's name in router_ns
+
+
+def nic_device(index: int) -> str:
+    """The IFB device of the ``index``-th physical host (inside its zone router)."""
+    return f"nic{index}"
+
+
+def nic_queue_bytes(nic_bps: float) -> int:
+    """Each member's queue on a shared NIC: NIC_QUEUE_SECONDS at the NIC's rate, at least
+    a few GSO packets."""
+    return max(NIC_QUEUE_MIN, math.ceil(nic_bps / 8 * NIC_QUEUE_SECONDS))
+
+
+def physical_host_commands(nic_bps: float, members: list[NicMember], ifb: str) -> list[list[str]]:
+    """``ip``/``tc`` argument lists (run with ``-n`` the members' router) for one physical host.
+
+    Pure: the provider runs them and records them in the facts (see the module doc).
+    """
+    if not members:
+        return []
+    k = len(members)
+    burst = str(cap_burst(nic_bps))
+    share = nic_bps / k
+    queue = str(nic_queue_bytes(nic_bps))
+    cmds: list[list[str]] = [
+        ["ip", "link", "add", ifb, "type", "ifb"],
+        # ifb's default queue (32 packets) drops bursts of several TCP senders
+        ["ip", "link", "set", ifb, "txqueuelen", "1000", "up"],
+        ["tc", "qdisc", "replace", "dev", ifb, "root", "handle", "1:", "htb"],
+        ["tc", "class", "replace", "dev", ifb, "parent", "1:", "classid", "1:1", "htb",
+         "rate", _bit(nic_bps), "ceil", _bit(nic_bps), "burst", burst, "cburst", burst],
+        # Packets under 128 bytes (pure ACKs) first, within the NIC's cap: a NIC of tens of
+        # Gbit/s queues for microseconds, this emulated one for milliseconds, and ACKs that
+        # wait behind a member's data throttle the flows it receives
+        ["tc", "class", "replace", "dev", ifb, "parent", "1:1", "classid", "1:2", "htb",
+         "rate", _bit(nic_bps * ACK_SHARE), "ceil", _bit(nic_bps), "burst", burst,
+         "cburst", burst, "prio", "0"],
+        ["tc", "filter", "add", "dev", ifb, "parent", "1:", "protocol", "ip", "prio", "1",
+         "u32", "match", "u16", "0x0000", "0xff80", "at", "2", "flowid", "1:2"],
+    ]
+    for i, m in enumerate(members):
+        cls = f"1:{10 + i:x}"
+        cmds += [
+            ["tc", "class", "replace", "dev", ifb, "parent", "1:1", "classid", cls, "htb",
+             "rate", _bit(share * (1 - ACK_SHARE)), "ceil", _bit(nic_bps), "burst", burst,
+             "cburst", burst, "prio", "1"],
+            # a bounded byte queue per member (50 ms at the NIC's rate): the default, 1000
+            # GSO packets, is seconds long; shorter than this, TCP's losses leave a
+            # member under its share while the others borrow it
+            ["tc", "qdisc", "replace", "dev", ifb, "parent", cls, "bfifo", "limit", queue],
+            ["tc", "filter", "add", "dev", ifb, "parent", "1:", "protocol", "ip", "prio", "2",
+             "u32", "match", "ip", "src", f"{m.address}/32", "flowid", cls],
+            ["tc", "qdisc", "replace", "dev", m.peer, "clsact"],
+            # u32 matching everything: these kernels have no matchall classifier
+            ["tc", "filter", "add", "dev", m.peer, "ingress", "protocol", "all", "prio", "1",
+             "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect",
+             "dev", ifb],
+        ]
+    return cmds
+
+
+def apply_physical_hosts(cluster: Cluster, topology: Topology,
+                         peers: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """Make every physical host's shared NIC; record it in the cluster's and hosts' facts.
+
+    ``peers``: host name -> (router namespace, veth peer name). Returns the facts
+    (physical host -> nic, members, device, commands); empty when no host is placed.
+    """
+    placed: dict[str, list[NicMember]] = {}
+    for h in topology.hosts:
+        if h.physical_host is not None:
+            ns, peer = peers[h.name]
+            placed.setdefault(h.physical_host, []).append(
+                NicMember(h.name, cluster.host(h.name).address, ns, peer))
+    facts: dict[str, Any] = {}
+    for index, (name, members) in enumerate(placed.items()):
+        routers = {m.router_ns for m in members}
+        if len(routers) != 1:  # the spec checks refuse this; a topology built by hand may not
+            raise ProvisionError("netns", cluster.stack, f"physical host {name!r} spans zones "
+                                 f"({', '.join(sorted(routers))}); a machine sits in one zone")
+        (ns,) = routers
+        nic = float(topology.physical_hosts[name]["nic"])
+        ifb = nic_device(index)
+        done = []
+        for args in physical_host_commands(nic, members, ifb):
+            cmd = [args[0], "-n", ns, *args[1:]]
+            run(cmd, cluster.stack)
+            done.append(shlex.join(cmd))
+        facts[name] = {"nic_bps": nic, "hosts": [m.host for m in members], "router": ns,
+                       "device": ifb, "fair_share_bps": nic / len(members), "commands": done}
+        for m in members:
+            cluster.host(m.host).facts["physical_host"] = {"name": name, "nic_bps": nic,
+                                                           "members": len(members)}
+    return facts

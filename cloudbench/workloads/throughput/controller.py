@@ -168,28 +168,40 @@ class PairKind(WorkloadKind):
                          server: HostAccess, direction: str,
                          tag: str) -> tuple[Path, dict[str, Any]]:
         cfg = client_config(w, client, server, direction)
-        remote_cfg = f"{client.workdir}/{tag}-{direction}.json"
-        remote_out = f"{client.workdir}/{tag}-{direction}.jsonl"
-        await ctx.remote.write_text(client, remote_cfg, json.dumps(cfg))
-        cmd = (f"cd {shlex.quote(client.workdir)} && exec {client.python} tput.py client "
-               f"{shlex.quote(remote_cfg)} {shlex.quote(remote_out)}")
-        limit = 2 * direction_seconds(w) + WORKER_SLACK_S * len(cfg["bursts"]) + 10.0
-
-        async with ticking(ctx, f"{direction} ", direction_seconds(w)):
-            r = await ctx.remote.run(client, cmd, timeout=limit)
-        summary = _last_json(r.stdout)
-        if summary is None:
-            raise RemoteError(RemoteFailure(client.name, cmd, r.exit_code, r.stderr[-2000:],
-                                            "worker printed no summary line"))
         local = ctx.run.path / w.name / "raw" / f"{tag}-{direction}.jsonl"
-        await ctx.remote.get(client, remote_out, local, sha256=summary.get("sha256"))
-        failed = [x for x in summary.get("bursts", []) if x.get("stop") == "failed"]
-        if failed and len(failed) == len(summary.get("bursts", [])):
-            tail = parse_tput_record(local.read_text(), str(local)).bursts
-            err = tail[-1].stderr if tail else ""
-            raise RemoteError(RemoteFailure(client.name, cmd, int(failed[-1].get("rc", -1)), err,
-                                            f"{w.tool} failed in every burst"))
-        return local, summary
+        async with ticking(ctx, f"{direction} ", direction_seconds(w)):
+            return await run_client(ctx, client, cfg, f"{tag}-{direction}", local,
+                                    direction_seconds(w))
+
+
+async def run_client(ctx: TrialContext, client: HostAccess, cfg: dict[str, Any], stem: str,
+                     local: Path, seconds: float) -> tuple[Path, dict[str, Any]]:
+    """Run ``tput.py client`` with ``cfg`` on ``client`` and pull its record to ``local``.
+
+    ``stem`` names the remote config and record; ``seconds`` is the sending and
+    pausing time the bursts take (the command's time limit is twice that plus
+    slack). Returns the local record and the worker's summary; raises RemoteError
+    when the worker printed no summary or the tool failed in every burst.
+    """
+    remote_cfg = f"{client.workdir}/{stem}.json"
+    remote_out = f"{client.workdir}/{stem}.jsonl"
+    await ctx.remote.write_text(client, remote_cfg, json.dumps(cfg))
+    cmd = (f"cd {shlex.quote(client.workdir)} && exec {client.python} tput.py client "
+           f"{shlex.quote(remote_cfg)} {shlex.quote(remote_out)}")
+    limit = 2 * seconds + WORKER_SLACK_S * len(cfg["bursts"]) + 10.0
+    r = await ctx.remote.run(client, cmd, timeout=limit)
+    summary = last_json(r.stdout)
+    if summary is None:
+        raise RemoteError(RemoteFailure(client.name, cmd, r.exit_code, r.stderr[-2000:],
+                                        "worker printed no summary line"))
+    await ctx.remote.get(client, remote_out, local, sha256=summary.get("sha256"))
+    failed = [x for x in summary.get("bursts", []) if x.get("stop") == "failed"]
+    if failed and len(failed) == len(summary.get("bursts", [])):
+        tail = parse_tput_record(local.read_text(), str(local)).bursts
+        err = tail[-1].stderr if tail else ""
+        raise RemoteError(RemoteFailure(client.name, cmd, int(failed[-1].get("rc", -1)), err,
+                                        f"{cfg['tool']} failed in every burst"))
+    return local, summary
 
 
 class ThroughputKind(PairKind):
@@ -209,7 +221,7 @@ async def start_server(ctx: TrialContext, host: HostAccess, tool: str, port: int
     await ctx.remote.write_text(host, path, json.dumps(cfg))
     cmd = f"cd {shlex.quote(host.workdir)} && exec {host.python} tput.py serve {shlex.quote(path)}"
     r = await ctx.remote.run(host, cmd, timeout=SERVER_TIMEOUT_S)
-    info = _last_json(r.stdout)
+    info = last_json(r.stdout)
     if info is None or "pid" not in info:
         raise RemoteError(RemoteFailure(host.name, cmd, r.exit_code, r.stderr[-2000:],
                                         "server did not report its pid"))
@@ -219,10 +231,10 @@ async def start_server(ctx: TrialContext, host: HostAccess, tool: str, port: int
 async def stop_server(ctx: TrialContext, host: HostAccess, pid: int, port: int) -> dict[str, Any]:
     cmd = f"cd {shlex.quote(host.workdir)} && exec {host.python} tput.py stop {pid} {port}"
     r = await ctx.remote.run(host, cmd, timeout=SERVER_TIMEOUT_S)
-    return _last_json(r.stdout) or {}
+    return last_json(r.stdout) or {}
 
 
-def _last_json(text: str) -> dict[str, Any] | None:
+def last_json(text: str) -> dict[str, Any] | None:
     for line in reversed(text.strip().splitlines()):
         try:
             v = json.loads(line)

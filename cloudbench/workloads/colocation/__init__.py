@@ -1,0 +1,1 @@
+"""The colocation audit (``kind: colocation``): egress under full load, and who shares a NIC."""

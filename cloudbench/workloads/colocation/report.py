@@ -1,0 +1,225 @@
+"""The colocation audit's report section: egress vs nominal per host, inferred groups with their
+confidence (and the testbed's ground truth when it has one), bandwidth loss per group size.
+
+Applies :mod:`cloudbench.analysis.colocation` to the probes of :mod:`.data`; the
+inference is recomputed from the stored rates, so the report says what the data
+say, whatever the run decided on the way.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from cloudbench.analysis.colocation import (
+    DEFAULT_THRESHOLD,
+    group_confidence,
+    infer,
+    loss_by_group_size,
+)
+from cloudbench.core.tables import titled_table
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.rundir import RunDir
+from cloudbench.workloads.colocation.data import Audit, load_audits, nominal_rate
+
+TABLES = ("hosts", "groups", "loss")
+MBIT = 1e6
+BAR_WIDTH = 10
+
+
+def _mbit(v: float | None) -> float:
+    return math.nan if v is None or not math.isfinite(v) else v / MBIT
+
+
+def host_facts(manifest: Manifest, rep: int) -> dict[str, dict[str, Any]]:
+    """name -> {vm_type, provider, shaping, physical_host} of a repetition's hosts."""
+    for r in manifest.repetitions:
+        if r.index == rep:
+            return {h.name: {"vm_type": h.labels.get("vm_type", "?"),
+                             "provider": h.labels.get("provider", "?"),
+                             "shaping": h.facts.get("shaping"),
+                             "physical_host": (h.facts.get("physical_host") or {}).get("name")}
+                    for h in r.hosts}
+    return {}
+
+
+def analyse(audit: Audit, facts: dict[str, dict[str, Any]], w: dict[str, Any]) -> dict[str, Any]:
+    """Rows of the three tables and the summary of one audit."""
+    hosts = audit.hosts
+    spec_nominal = {k: float(v) for k, v in (w.get("nominal") or {}).items()}
+    nominal = {h: nominal_rate(facts.get(h, {}).get("vm_type", "?"),
+                               facts.get(h, {}).get("provider", "?"),
+                               facts.get(h, {}).get("shaping"), spec_nominal) for h in hosts}
+    threshold = float(w.get("threshold", DEFAULT_THRESHOLD))
+    classes = {h: str(facts[h]["vm_type"]) for h in hosts if h in facts}
+    inf = infer(audit.probes, hosts, nominal, threshold, classes)
+    conf = group_confidence(inf, audit.probes)
+    full = next((p for p in audit.probes if p.phase == "full"), audit.probes[0])
+    egress = dict(full.rates)
+    ingress = {dst: egress[src] for src, dst in audit.flows.items() if src in egress}
+    truth_known = any(f.get("physical_host") for f in facts.values())
+    truth: dict[str, tuple[str, ...]] = {}
+    if truth_known:
+        for h in hosts:
+            ph = facts.get(h, {}).get("physical_host")
+            truth[h] = tuple(sorted(x for x in hosts if ph and facts[x].get("physical_host") == ph)
+                             ) or (h,)
+    ids = {g: f"G{i + 1}" if len(g) > 1 else "-" for i, g in enumerate(inf.groups)}
+    host_rows = []
+    for h in hosts:
+        g = inf.group_of(h)
+        nom = nominal[h]
+        host_rows.append({
+            "repetition": audit.repetition, "host": h, "vm_type": facts.get(h, {}).get("vm_type"),
+            "nominal_mbps": _mbit(nom), "egress_mbps": _mbit(egress.get(h)),
+            "egress_share": egress[h] / nom if nom and h in egress else math.nan,
+            "ingress_mbps": _mbit(ingress.get(h)), "baseline_mbps": _mbit(inf.baseline[h]),
+            "group": ids[g], "group_size": len(g),
+            "physical_host": facts.get(h, {}).get("physical_host") or "",
+        })
+    group_rows = []
+    for g in inf.groups:
+        row: dict[str, Any] = {
+            "repetition": audit.repetition, "group": ids[g], "hosts": " ".join(g), "size": len(g),
+            "confidence": conf[g],
+            "full_load_mbps": _mbit(sum(egress.get(h, 0.0) for h in g) / len(g)),
+            "baseline_mbps": _mbit(sum(inf.baseline[h] for h in g) / len(g)),
+        }
+        if truth_known:
+            row["matches_truth"] = all(truth[h] == g for h in g)
+        group_rows.append(row)
+    loss_rows = [{"repetition": audit.repetition, "size": x.size, "groups": x.groups,
+                  "hosts": x.hosts, "full_load_mbps": _mbit(x.mean_rate),
+                  "baseline_mbps": _mbit(x.mean_baseline), "loss": x.loss}
+                 for x in loss_by_group_size(inf.groups, egress, inf.baseline)]
+    warnings = []
+    if inf.undetermined:
+        warnings.append(f"repetition {audit.repetition}: {len(inf.undetermined)} host pair(s) "
+                        "still undetermined (max_probes reached?); their groups are shown apart")
+    if inf.unexplained:
+        who = sorted({h for _, h in inf.unexplained})
+        warnings.append(f"repetition {audit.repetition}: {len(inf.unexplained)} drop(s) that no "
+                        f"partner explains ({', '.join(who)}): noise near the threshold, or a "
+                        "host below its nominal rate even alone")
+    summary = {
+        "repetition": audit.repetition, "probes": len(audit.probes),
+        "phases": {ph: sum(p.phase == ph for p in audit.probes)
+                   for ph in dict.fromkeys(p.phase for p in audit.probes)},
+        "colocated_hosts": sum(len(g) for g in inf.groups if len(g) > 1),
+        "groups": [list(g) for g in inf.groups if len(g) > 1],
+        "truth": sorted({truth[h] for h in hosts if len(truth[h]) > 1}) if truth_known else None,
+        "matches_truth": ({g for g in inf.groups} == set(truth.values())) if truth_known else None,
+    }
+    return {"hosts": host_rows, "groups": group_rows, "loss": loss_rows, "summary": summary,
+            "warnings": warnings}
+
+
+def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any]:
+    """The workload's part of report.json."""
+    out: dict[str, Any] = {"kind": "colocation", "hosts": [], "groups": [], "loss": [],
+                           "audits": [], "warnings": []}
+    for audit in load_audits(run, w["name"]):
+        if not audit.probes:
+            continue
+        a = analyse(audit, host_facts(manifest, audit.repetition), w)
+        for key in ("hosts", "groups", "loss", "warnings"):
+            out[key] += a[key]
+        out["audits"].append(a["summary"])
+    return out
+
+
+def _fmt(v: Any, digits: int = 1) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return "-" if not math.isfinite(v) else f"{v:,.{digits}f}"
+    return "-" if v is None else str(v)
+
+
+def bar(share: float, width: int = BAR_WIDTH) -> str:
+    """egress/nominal as a bar of ``width`` cells (full = nominal; a '|' marks 100 % beyond it)."""
+    if not math.isfinite(share):
+        return ""
+    cells = round(min(share, 1.5) * width)
+    return "█" * min(cells, width) + ("|" + "█" * (cells - width) if cells > width else "")
+
+
+def render(name: str, sec: dict[str, Any], console: Console) -> None:
+    """Print the section: per-host bars, groups with confidence, loss per group size."""
+    t = titled_table(f"{name}: egress under full load vs nominal (Mbit/s; bar: egress/nominal)",
+                     ("rep", "host", "nominal", "egress", "ingress", "share", "", "group", "phys."),
+                     left=("host", "", "phys."), no_wrap=True)
+    for r in sec.get("hosts", []):
+        share = r["egress_share"]
+        t.add_row(str(r["repetition"]), r["host"], _fmt(r["nominal_mbps"]),
+                  _fmt(r["egress_mbps"]), _fmt(r["ingress_mbps"]),
+                  f"{share:.0%}" if math.isfinite(share) else "-", bar(share), r["group"],
+                  r["physical_host"] or "-")
+    console.print(t)
+    groups = [g for g in sec.get("groups", []) if g["size"] > 1]
+    truth = any("matches_truth" in g for g in sec.get("groups", []))
+    cols = ["rep", "group", "hosts", "conf.", "full load", "alone", *(["truth"] if truth else [])]
+    gt = titled_table(f"{name}: hosts sharing a NIC (inferred; confidence = weakest evidence)",
+                      cols, left=("group", "hosts"), no_wrap=True)
+    for g in groups:
+        gt.add_row(str(g["repetition"]), g["group"], g["hosts"], _fmt(g["confidence"], 3),
+                   _fmt(g["full_load_mbps"]), _fmt(g["baseline_mbps"]),
+                   *([_fmt(g.get("matches_truth"))] if truth else []))
+    console.print(gt if groups else f"{name}: no hosts found sharing a NIC")
+    lt = titled_table(f"{name}: bandwidth loss under full load per group size",
+                      ("rep", "group size", "groups", "hosts", "full load", "alone", "loss"),
+                      no_wrap=True)
+    for r in sec.get("loss", []):
+        lt.add_row(str(r["repetition"]), str(r["size"]), str(r["groups"]), str(r["hosts"]),
+                   _fmt(r["full_load_mbps"]), _fmt(r["baseline_mbps"]),
+                   _fmt(r["loss"] * 100, 0) + "%" if math.isfinite(r["loss"]) else "-")
+    console.print(lt)
+    for a in sec.get("audits", []):
+        phases = ", ".join(f"{k} {v}" for k, v in a["phases"].items())
+        match = ("" if a["matches_truth"] is None else
+                 f"; testbed truth {'matched' if a['matches_truth'] else 'NOT matched'}")
+        console.print(f"repetition {a['repetition']}: {a['probes']} probes ({phases}){match}")
+    for msg in sec.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {msg}", soft_wrap=True)
+
+
+def write_figures(run: RunDir, wname: str, sec: dict[str, Any], out: Path) -> list[Path]:
+    """``<workload>_egress_r<rep>.png``: per host, egress under full load beside its nominal
+    rate and its rate alone, coloured by inferred group (the blog's bar chart)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[Path] = []
+    reps = sorted({r["repetition"] for r in sec.get("hosts", [])})
+    for rep in reps:
+        rows = [r for r in sec["hosts"] if r["repetition"] == rep]
+        groups = sorted({r["group"] for r in rows if r["group"] != "-"})
+        colour = {g: plt.get_cmap("tab10")(i % 10) for i, g in enumerate(groups)}
+        fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(rows) + 2), 4.0))
+        x = range(len(rows))
+        ax.bar([i - 0.2 for i in x], [r["baseline_mbps"] for r in rows], 0.4, color="0.8",
+               label="alone (baseline)")
+        ax.bar([i + 0.2 for i in x], [r["egress_mbps"] for r in rows], 0.4,
+               color=[colour.get(r["group"], "0.4") for r in rows], label="full load")
+        noms = [r["nominal_mbps"] for r in rows]
+        if any(math.isfinite(v) for v in noms):
+            ax.scatter(list(x), noms, marker="_", s=400, color="black", label="nominal", zorder=3)
+        ax.set_xticks(list(x), [f"{r['host']}\n{r['group']}" for r in rows])
+        ax.set_ylabel("egress (Mbit/s)")
+        top = max([v for r in rows for v in (r["baseline_mbps"], r["egress_mbps"], r["nominal_mbps"])
+                   if math.isfinite(v)], default=1.0)
+        ax.set_ylim(0, top * 1.35)  # room for the legend above the bars
+        ax.set_title(f"{wname}: egress under full load (repetition {rep}; colour: inferred group)")
+        ax.legend(loc="upper center", ncols=3, fontsize="small")
+        fig.tight_layout()
+        path = out / f"{wname}_egress_r{rep}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
