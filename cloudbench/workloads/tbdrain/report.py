@@ -119,7 +119,7 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
     t = titled_table(f"{name}: token-bucket drains (rates Mbit/s, budget Mbit, times s; "
                      "± bootstrap SD)", ("pair", "vm_type", "drained", "high", "low",
                                          "empty after", "budget", "rest", "refill"),
-                     no_wrap=True)
+                     left=("pair", "vm_type"), short={"vm_type": "vm", "drained": "dr."})
     for r in sec.get("drains", []):
         t.add_row(f"{r['src']}→{r['dst']}", r["vm_type"], fmt_cell(r["drained"]),
                   _pm(r, "high_mbps"), _pm(r, "low_mbps"), _pm(r, "time_to_empty_s", 2),

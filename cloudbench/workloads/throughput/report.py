@@ -173,13 +173,14 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
     rows = [{**r, "pair": f"{r['src']}→{r['dst']}"} for r in sec.get("trials", [])]
     cols = [c for c in _TRIAL_COLS if any(fmt_cell(r.get(c[0], math.nan)) != "-" for r in rows)]
     t = titled_table(f"{name}: throughput per trial (Mbit/s; CoV and percentiles over "
-                     "report intervals)", [header for _, header, _ in cols], no_wrap=True)
+                     "report intervals)", [header for _, header, _ in cols], left=("sender→receiver", "group"),
+                     key=2)
     for r in rows:
         t.add_row(*[fmt_cell(r.get(key, math.nan), digits) for key, _, digits in cols])
     console.print(t)
     if sec.get("asymmetry"):
         a = titled_table(f"{name}: direction asymmetry (Mbit/s)",
-                         ("rep", "a", "b", "a→b", "b→a", "ratio"), no_wrap=True)
+                         ("rep", "a", "b", "a→b", "b→a", "ratio"), left=("a", "b"), key=3)
         for r in sec["asymmetry"]:
             a.add_row(str(r["repetition"]), r["a"], r["b"], fmt_cell(r["a_to_b_mbps"]),
                       fmt_cell(r["b_to_a_mbps"]), fmt_cell(r["ratio"], 3))
@@ -187,7 +188,7 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
     if sec.get("cv_rmse"):
         cv = titled_table(f"{name}: CV_RMSE between zone pairs",
                           ("regions", "zones x", "zones y", "n", "CV_RMSE", "paired by"),
-                          no_wrap=True)
+                          left=("regions", "zones x", "zones y", "paired by"), key=3)
         for r in sec["cv_rmse"]:
             cv.add_row(r["regions"], r["zones_x"], r["zones_y"], str(r["n"]),
                        fmt_cell(r["cv_rmse"], 3), r["method"])
