@@ -168,5 +168,85 @@ def pair_table(d: EchoData) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["PERCENTILES", "EchoData", "PairGroup", "group_table", "pair_table",
+BOX_PERCENTILES: tuple[float, ...] = (5, 25, 50, 75, 95)
+"""The box plot's levels (StormCloud Fig. 3): whiskers p5 and p95, box p25–p75, median."""
+
+CCDF_EXCEEDANCE: tuple[float, ...] = tuple(float(10 ** (-k / 4)) for k in range(21))
+"""Levels of the tail plot: P(RTT > x) from 1 down to 1e-5 (p99.999), four per decade."""
+
+
+def box_stats(rtt_us: np.ndarray) -> dict[str, float]:
+    """The five box-plot quantiles (:data:`BOX_PERCENTILES`, type 7) and the mean of the
+    finite RTTs; NaN when there are none."""
+    xs = np.sort(rtt_us[np.isfinite(rtt_us)])
+    out = {pct_label(p): float(v) for p, v in zip(BOX_PERCENTILES, quantiles_sorted(xs, BOX_PERCENTILES),
+                                                   strict=True)}
+    out["mean"] = float(xs.mean()) if len(xs) else float("nan")
+    return out
+
+
+def ccdf_points(rtt_us: np.ndarray, exceedance: Sequence[float] = CCDF_EXCEEDANCE) -> list[tuple[float, float]]:
+    """The empirical CCDF at fixed levels: (P(RTT > x), x) pairs, x the type-7 quantile
+    at 1 − level; levels below 1/n (beyond what n replies can show) are left out,
+    and the largest RTT closes the curve at 1/n. Timeouts are not RTTs (counted apart)."""
+    xs = np.sort(rtt_us[np.isfinite(rtt_us)])
+    n = len(xs)
+    if n == 0:
+        return []
+    levels = [e for e in exceedance if e >= 1.0 / n]
+    qs = quantiles_sorted(xs, [100.0 * (1.0 - e) for e in levels])
+    pts = [(float(e), float(q)) for e, q in zip(levels, qs, strict=True)]
+    if not levels or levels[-1] > 1.0 / n:
+        pts.append((1.0 / n, float(xs[-1])))
+    return pts
+
+
+def group_boxes(d: EchoData) -> list[dict[str, Any]]:
+    """Per latency group present: ``group``, ``count`` of RTTs, p5, p25, p50, p75, p95, mean (µs)."""
+    m = d.measured()
+    out: list[dict[str, Any]] = []
+    for gi, g in enumerate(GROUP_ORDER):
+        sel = m & (d.group == gi)
+        if sel.any():
+            rtt = d.rtt_us[sel]
+            out.append({"group": g.value, "count": int(np.isfinite(rtt).sum()), **box_stats(rtt)})
+    return out
+
+
+def group_tails(d: EchoData) -> list[dict[str, Any]]:
+    """Per latency group present, the CCDF points of :func:`ccdf_points`:
+    rows ``group``, ``exceedance`` (P(RTT > rtt_us)), ``rtt_us``."""
+    m = d.measured()
+    out: list[dict[str, Any]] = []
+    for gi, g in enumerate(GROUP_ORDER):
+        sel = m & (d.group == gi)
+        if sel.any():
+            out += [{"group": g.value, "exceedance": e, "rtt_us": x} for e, x in ccdf_points(d.rtt_us[sel])]
+    return out
+
+
+def pair_windowed_means(d: EchoData, window_s: float) -> list[dict[str, Any]]:
+    """Mean RTT per (repetition, trial, src, dst, window), windows of ``window_s`` aligned to
+    the sender's round 0 (as :func:`windowed_means`); self-loops included."""
+    m = d.measured() & ~np.isnan(d.rtt_us)
+    w = (d.send_us // int(window_s * 1e6)).astype(np.int64)
+    keys = np.stack([d.repetition[m], d.trial[m], d.src[m], d.dst[m], w[m]])
+    if keys.shape[1] == 0:
+        return []
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    inv = inv.reshape(-1)
+    sums = np.bincount(inv, weights=d.rtt_us[m])
+    counts = np.bincount(inv)
+    grp = np.zeros(uniq.shape[1], dtype=np.int64)
+    grp[inv] = d.group[m]
+    return [
+        {"repetition": int(r), "trial": d.trials[int(t)], "src": d.hosts[int(a)], "dst": d.hosts[int(b)],
+         "group": GROUP_ORDER[int(g)].value, "window": int(wi), "start_s": float(wi * window_s),
+         "count": int(c), "mean": float(sm / c)}
+        for (r, t, a, b, wi), g, sm, c in zip(uniq.T, grp, sums, counts, strict=True)
+    ]
+
+
+__all__ = ["BOX_PERCENTILES", "CCDF_EXCEEDANCE", "PERCENTILES", "EchoData", "PairGroup", "box_stats",
+           "ccdf_points", "group_boxes", "group_table", "group_tails", "pair_table", "pair_windowed_means",
            "quantiles_sorted", "quorum_latencies", "quorum_table", "windowed_means"]

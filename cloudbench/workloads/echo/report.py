@@ -8,7 +8,17 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from cloudbench.analysis.latency import PERCENTILES, group_table, pair_table, pct_label, quorum_table, windowed_means
+from cloudbench.analysis.latency import (
+    PERCENTILES,
+    group_boxes,
+    group_table,
+    group_tails,
+    pair_table,
+    pair_windowed_means,
+    pct_label,
+    quorum_table,
+    windowed_means,
+)
 from cloudbench.analysis.levelshift import echo_level_shifts
 from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
@@ -20,7 +30,23 @@ TABLES = ("groups", "quorums", "windows", "pairs", "level_shifts")
 
 
 def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
-    """The report section of one echo workload (``params``: its spec entry)."""
+    """The report section of one echo workload (``params``: its spec entry).
+
+    Keys the HTML report's figures draw from, besides the tables (all RTTs in µs,
+    warm-up rows left out, timeouts not RTTs):
+
+    * ``boxes``: per latency group, ``count`` of RTTs, ``p5 p25 p50 p75 p95`` and
+      ``mean`` (:func:`~cloudbench.analysis.latency.box_stats`);
+    * ``tails``: per group, rows (``exceedance`` = P(RTT > ``rtt_us``), ``rtt_us``) at
+      :data:`~cloudbench.analysis.latency.CCDF_EXCEEDANCE` levels down to 1e-5 and not
+      below 1/n, the last row the largest RTT at 1/n (:func:`~cloudbench.analysis.latency.ccdf_points`);
+    * ``pair_windows``: mean RTT per (repetition, trial, src, dst, window), like ``windows``
+      per group;
+    * ``hosts``: every host of the run (the src × dst grid shows a pair not in ``pairs`` as missing);
+    * ``trial_utc``: trial id -> UTC time it started; a window's time is that plus ``start_s``
+      (round 0 follows within the workers' start-up, about a second);
+    * ``window_s``: the window length in seconds.
+    """
     name = params["name"]
     window = float(params.get("window", 30.0))
     d = load_echo(run, manifest, name)
@@ -35,6 +61,12 @@ def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str
         "pairs": pair_table(d),
         "level_shifts": echo_level_shifts(d, window, windows),
         "workers": echo_worker_health(manifest, name),
+        "window_s": window,
+        "boxes": group_boxes(d),
+        "tails": group_tails(d),
+        "pair_windows": pair_windowed_means(d, window),
+        "hosts": list(d.hosts),
+        "trial_utc": {t.id: t.started_utc for t in manifest.trials if t.workload == name},
     }
 
 

@@ -21,7 +21,7 @@ from cloudbench.spec.vmtypes import expected_goodput
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.throughput.data import MBIT, RunFacts, Series, load_series, trend_warnings
-from cloudbench.workloads.throughput.report import fmt_cell, print_warnings
+from cloudbench.workloads.throughput.report import fmt_cell, print_warnings, series_points
 
 TABLES = ("drains",)
 
@@ -111,6 +111,9 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
                             "drain: no token bucket, or a budget larger than max_duration "
                             "allows")
     out["warnings"] = warnings
+    # the rate curve of each drain (bursts 0 and 1; times from the start of the first,
+    # the origin of time_to_empty_s), for the HTML report's figure
+    out["series"] = series_points(series, facts)
     return out
 
 

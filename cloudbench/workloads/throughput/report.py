@@ -16,6 +16,7 @@ from rich.console import Console
 
 from cloudbench.analysis.throughput import (
     asymmetry,
+    binned_rates,
     capacity_lower_bound,
     cv_rmse,
     detect_level_shift,
@@ -146,6 +147,29 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
     out["asymmetry"] = asymmetry_rows(rows)
     out["cv_rmse"] = cv_rmse_rows(series, facts)
     out["warnings"] = trend_warnings(series, facts, w["name"])
+    out["series"] = series_points(series, facts)
+    return out
+
+
+def series_points(series: list[Series], facts: RunFacts, max_points: int = 600) -> list[dict[str, Any]]:
+    """Each series as at most ``max_points`` points per burst, for figures: ``repetition``,
+    ``trial``, ``src``, ``dst``, ``direction``, ``group``, and lists ``burst``, ``t_s``
+    (bin middle, s after the series' first interval began) and ``mbps`` (the bin's
+    bytes over its seconds; :func:`~cloudbench.analysis.throughput.binned_rates`)."""
+    out: list[dict[str, Any]] = []
+    for s in series:
+        origin = float(s.t_start[0]) if len(s.t_start) else 0.0
+        bursts: list[int] = []
+        ts: list[float] = []
+        rates: list[float] = []
+        for b in s.bursts:
+            t, r = binned_rates(*s.part(b), origin=origin, max_points=max_points)
+            bursts += [b] * len(t)
+            ts += [round(float(x), 4) for x in t]
+            rates += [mbit(float(x)) for x in r]
+        out.append({"repetition": s.repetition, "trial": s.trial, "src": s.src, "dst": s.dst,
+                    "direction": s.direction, "group": facts.group(s.repetition, s.src, s.dst),
+                    "burst": bursts, "t_s": ts, "mbps": rates})
     return out
 
 

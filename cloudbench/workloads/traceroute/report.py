@@ -21,6 +21,7 @@ from cloudbench.analysis.paths import (
     anonymous_hops,
     as_path,
     diamonds,
+    graph_drawing,
     inflation,
     is_anonymous,
     path_change,
@@ -92,6 +93,10 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
         if ra and rb and ra != rb and ra in coords and rb in coords and (src, dst) in best_rtt:
             out["inflation"].append({"src": src, "dst": dst, "src_region": ra, "dst_region": rb,
                                      **inflation(best_rtt[(src, dst)], coords[ra], coords[rb])})
+    # each pair's MDA graph in its latest repetition, for the HTML report's figures
+    latest = {(src, dst): (rep, g) for (rep, src, dst), g in gs.items()}
+    out["graphs"] = [{"repetition": rep, "src": src, "dst": dst, **graph_drawing(g, table)}
+                     for (src, dst), (rep, g) in sorted(latest.items())]
     return out
 
 
