@@ -12,7 +12,7 @@ from matplotlib import dates as mdates
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.lines import Line2D
 
-from cloudbench.report.figures.style import Plot, finite, group_style, new_figure, slug
+from cloudbench.report.figures.style import GROUP_STYLES, Plot, finite, group_style, new_figure, slug
 
 BOX_KEYS = ("p5", "p25", "p50", "p75", "p95", "mean")
 
@@ -148,7 +148,8 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         groups.setdefault((r["group"], r["repetition"], r["trial"]), []).append(
             (x_of(r["trial"], r["start_s"] + half), r["mean"]))
     seen: set[str] = set()
-    for (g, _, _), pts in sorted(groups.items()):
+    order = {g: i for i, g in enumerate(GROUP_STYLES)}
+    for (g, _, _), pts in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0])):
         st = group_style(g)
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], color=st.color, linestyle=st.dash, marker=st.marker,

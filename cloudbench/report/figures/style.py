@@ -32,9 +32,9 @@ GROUP_STYLES: dict[str, GroupStyle] = {
         GroupStyle("#555555", "o", "-", ""),
         GroupStyle("#0072B2", "s", "--", "//"),
         GroupStyle("#009E73", "^", "-.", "\\\\"),
-        GroupStyle("#E69F00", "D", ":", ".."),
+        GroupStyle("#E69F00", "D", ":", "||"),
         GroupStyle("#D55E00", "v", (0, (6, 2, 1, 2, 1, 2)), "xx"),
-        GroupStyle("#CC79A7", "P", (0, (1, 1)), "++"),
+        GroupStyle("#CC79A7", "P", (0, (1, 1)), "--"),
     ), strict=True)
 }
 OTHER = GroupStyle("#000000", "X", "-", "")
