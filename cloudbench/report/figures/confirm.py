@@ -25,7 +25,7 @@ def convergence_figure(doc: dict[str, Any]) -> Plot | None:
     qn = (doc.get("params") or {}).get("quantile_name", "quantile")
     nc = 1 if len(shown) == 1 else 2
     nr = -(-len(shown) // nc)
-    fig = new_figure(4.4 * nc + 0.6, 2.9 * nr + 0.8)
+    fig = new_figure(max(7.0, 4.4 * nc + 0.6), 2.9 * nr + 0.8)
     axes = np.atleast_1d(fig.subplots(nr, nc, squeeze=False)).ravel()
     parts = []
     for ax, s in zip(axes, shown, strict=False):
@@ -57,7 +57,7 @@ def convergence_figure(doc: dict[str, Any]) -> Plot | None:
     for ax in axes[len(shown):]:
         ax.set_visible(False)
     more = f" ({len(series) - len(shown)} more series in the table)" if len(series) > len(shown) else ""
-    fig.suptitle(f"convergence of the {qn} and its CI with the number of repetitions{more}")
+    fig.suptitle(f"{qn} and its CI against the repetitions{more}", fontsize=10)
     alt = ("Convergence curves: the estimate and its confidence interval against the number of repetitions, "
            "with the relative error bounds; " + "; ".join(parts) + f".{more}")
     return Plot("confirm-convergence", "confirm: convergence", alt, fig)
