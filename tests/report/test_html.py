@@ -118,3 +118,25 @@ def test_report_command_writes_the_page_where_asked_or_not_at_all(tmp_path: Path
     assert "No host failed." in elsewhere.read_text()
     r = CliRunner().invoke(app, ["report", str(camp)])
     assert r.exit_code == 0 and (run / "report" / "index.html").is_file()
+
+
+def test_a_large_runs_figures_stay_small(tmp_path: Path) -> None:
+    """50 hosts, 2 450 pairs, 100 windows each: the page stays under a megabyte."""
+    camp = make_campaign(tmp_path, "c", [FakeRun({("m", "g"): [1.0]}, workloads=[])])
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    rep = full_report(run)
+    echo = rep["workloads"]["echo"]
+    hosts = [f"h{i:02d}" for i in range(50)]
+    pairs = [(a, b) for a in hosts for b in hosts if a != b]
+    echo["hosts"] = hosts
+    echo["pairs"] = [{"src": a, "dst": b, "group": "cross_zone", "count": 100, "timeouts": 0, "mean": 500.0,
+                      "p50": 480.0 + i % 97, "p99": 900.0 + i % 89, "max": 1000.0} for i, (a, b) in enumerate(pairs)]
+    echo["pair_windows"] = [{"repetition": 0, "trial": "r000-t000-echo", "src": a, "dst": b, "group": "cross_zone",
+                             "window": k, "start_s": 30.0 * k, "count": 100, "mean": 500.0 + (i * 7 + k) % 50}
+                            for i, (a, b) in enumerate(pairs) for k in range(100)]
+    rep["workloads"] = {"echo": echo}
+    page, *_ = write_html(run, rep)
+    text = page.read_text()
+    assert len(text.encode()) < 1_000_000, len(text.encode())
+    assert "200 of 2450 pair series drawn" in text
+    assert " 50 of 2500 cells missing" in text  # the diagonal

@@ -15,6 +15,10 @@ from matplotlib.lines import Line2D
 from cloudbench.report.figures.style import GROUP_STYLES, Plot, finite, group_style, new_figure, slug
 
 BOX_KEYS = ("p5", "p25", "p50", "p75", "p95", "mean")
+MAX_PAIR_LINES = 200
+"""Pair series drawn thin in the time figure (a 100-host run has 9 900 pairs)."""
+MAX_LINE_POINTS = 400
+"""Points per thin pair line (every k-th window beyond it)."""
 
 
 def figures(wname: str, sec: dict[str, Any]) -> list[Plot]:
@@ -138,11 +142,18 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         if finite(r.get("mean")) and r.get("group") != "self":
             key = (r["group"], r["src"], r["dst"], r["repetition"], r["trial"])
             lines.setdefault(key, []).append((x_of(r["trial"], r["start_s"] + half), r["mean"]))
-    for (g, *_), pts in lines.items():
-        st = group_style(g)
-        pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=st.color, linewidth=0.6, alpha=0.35,
-                marker="." if len(pts) < 3 else None, markersize=2)
+    # a large run has thousands of pair series: draw the pairs with a level shift, then
+    # the rest up to MAX_PAIR_LINES, each cut to MAX_LINE_POINTS, so the SVG stays small
+    shifted = {(s.get("series", ""), s.get("repetition"), s.get("trial")) for s in sec.get("level_shifts") or []}
+    keys = sorted(lines, key=lambda k: (f"{k[1]}>{k[2]}", k[3], k[4]) not in shifted)
+    for key in keys[:MAX_PAIR_LINES]:
+        st = group_style(key[0])
+        pts = sorted(lines[key])
+        step = max(1, len(pts) // MAX_LINE_POINTS)
+        ax.plot([p[0] for p in pts[::step]], [p[1] for p in pts[::step]], color=st.color, linewidth=0.6,
+                alpha=0.35, marker="." if len(pts) < 3 else None, markersize=2)
+    pairs_note = (f"; {MAX_PAIR_LINES} of {len(lines)} pair series drawn, those with level shifts first"
+                  if len(lines) > MAX_PAIR_LINES else "")
     groups: dict[tuple[str, int, str], list[tuple[Any, float]]] = {}
     for r in windows:
         groups.setdefault((r["group"], r["repetition"], r["trial"]), []).append(
@@ -189,7 +200,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     ax.set_title(f"{wname}: windowed mean RTT over time")
     alt = (f"Windowed mean round-trip time of {wname} over time, a thick line per latency group and a thin "
            f"line per host pair, {len(windows)} group windows; {n_steps} level shift(s) marked with "
-           f"triangles and {n_spikes} spike(s) with stars.")
+           f"triangles and {n_spikes} spike(s) with stars{pairs_note}.")
     return Plot(f"{slug(wname)}-time", f"{wname}: windowed means over time", alt, fig)
 
 
