@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from cloudbench.report.diurnal import diurnal, render_diurnal
     from cloudbench.report.files import to_json as report_to_json
     from cloudbench.report.files import write_report
+    from cloudbench.report.html import write_html
     from cloudbench.report.render import render_report
     from cloudbench.runner import CampaignRunner, RunUI, resume_run, run_campaign
     from cloudbench.spec.model import Spec
@@ -105,6 +106,7 @@ _API: dict[str, tuple[str, str]] = {
     "open_results": ("cloudbench.store.rundir", "open_results"),
     "build_report": ("cloudbench.report.build", "build_report"),
     "write_report": ("cloudbench.report.files", "write_report"),
+    "write_html": ("cloudbench.report.html", "write_html"),
     "render_report": ("cloudbench.report.render", "render_report"),
     "ConfirmParams": ("cloudbench.analysis.confirm", "ConfirmParams"),
     "ConfirmResult": ("cloudbench.analysis.confirm", "ConfirmResult"),
@@ -179,6 +181,7 @@ __all__ = [
     "stop_campaign",
     "systemd_unit",
     "write_confirm",
+    "write_html",
     "write_report",
 ]
 assert set(__all__) == {"__version__", *_API}  # one list of public names, checked

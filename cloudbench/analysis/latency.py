@@ -61,4 +61,43 @@ def distribution_row(rtt_us: np.ndarray, timeouts: int) -> dict[str, float | int
     return row
 
 
-__all__ = ["PERCENTILES", "PairGroup", "distribution_row", "pct_label", "quantiles_sorted"]
+BOX_PERCENTILES: tuple[float, ...] = (5, 25, 50, 75, 95)
+"""The box plot's levels (StormCloud Fig. 3): whiskers p5 and p95, box p25–p75, median."""
+
+CCDF_EXCEEDANCE: tuple[float, ...] = tuple(float(10 ** (-k / 4)) for k in range(21))
+"""Levels of the tail plot: P(RTT > x) from 1 down to 1e-5 (p99.999), four per decade."""
+
+
+def box_stats(rtt_us: np.ndarray) -> dict[str, float]:
+    """The five box-plot quantiles (:data:`BOX_PERCENTILES`, type 7) and the mean of the
+    finite RTTs; NaN when there are none."""
+    xs = np.sort(rtt_us[np.isfinite(rtt_us)])
+    out = {pct_label(p): float(v) for p, v in zip(BOX_PERCENTILES, quantiles_sorted(xs, BOX_PERCENTILES),
+                                                   strict=True)}
+    out["mean"] = float(xs.mean()) if len(xs) else float("nan")
+    return out
+
+
+def ccdf_points(rtt_us: np.ndarray, exceedance: Sequence[float] = CCDF_EXCEEDANCE) -> list[tuple[float, float]]:
+    """The empirical CCDF at fixed levels: (P(RTT > x), x) pairs, x the type-7 quantile
+    at 1 − level; levels below 1/n (beyond what n replies can show) are left out,
+    and the largest RTT closes the curve at 1/n. Timeouts are not RTTs (counted apart)."""
+    xs = np.sort(rtt_us[np.isfinite(rtt_us)])
+    n = len(xs)
+    if n == 0:
+        return []
+    levels = [e for e in exceedance if e >= 1.0 / n]
+    qs = quantiles_sorted(xs, [100.0 * (1.0 - e) for e in levels])
+    pts = [(float(e), float(q)) for e, q in zip(levels, qs, strict=True)]
+    if not levels or levels[-1] > 1.0 / n:
+        pts.append((1.0 / n, float(xs[-1])))
+    return pts
+
+
+def ccdf_levels(n: int, exceedance: Sequence[float] = CCDF_EXCEEDANCE) -> list[float]:
+    """The CCDF levels n values can show (level ≥ 1/n), as the percentiles to compute."""
+    return [100.0 * (1.0 - e) for e in exceedance if e >= 1.0 / n] if n else []
+
+
+__all__ = ["BOX_PERCENTILES", "CCDF_EXCEEDANCE", "PERCENTILES", "PairGroup", "box_stats", "ccdf_levels",
+           "ccdf_points", "distribution_row", "pct_label", "quantiles_sorted"]

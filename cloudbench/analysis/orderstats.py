@@ -16,7 +16,7 @@ Everything here is pure: arrays in, numbers out. The scans are the caller's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,12 +49,14 @@ class Targets:
     wanted: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
 
 
-def plan_selection(hist: np.ndarray, ps: Sequence[float], with_max: bool = True) -> Targets:
+def plan_selection(hist: np.ndarray, ps: Sequence[float], with_max: bool = True,
+                   extra: Mapping[int, Sequence[float]] | None = None) -> Targets:
     """From per-key histograms ``hist[key, bin]`` (counts), the bins and ranks of percentiles ``ps``.
 
     Order statistics i = ⌊h⌋ and ⌈h⌉ with h = (n-1)·p/100 (type 7); the largest
-    value too when ``with_max``.
+    value too when ``with_max``; ``extra[key]``: more percentiles for that key.
     """
+    extra = extra or {}
     need = np.zeros(hist.shape, dtype=bool)
     wanted: dict[int, list[tuple[int, int, int]]] = {}
     cum = np.cumsum(hist, axis=1)
@@ -63,7 +65,7 @@ def plan_selection(hist: np.ndarray, ps: Sequence[float], with_max: bool = True)
         if n == 0:
             continue
         stats: set[int] = set()
-        for p in ps:
+        for p in (*ps, *extra.get(key, ())):
             h = (n - 1) * (p / 100.0)
             stats.update((int(np.floor(h)), int(np.ceil(h))))
         if with_max:

@@ -203,6 +203,20 @@ def as_path(g: PathGraph, table: PrefixTable) -> list[int]:
     return path
 
 
+def graph_drawing(g: PathGraph, table: PrefixTable | None = None) -> dict[str, Any]:
+    """What a figure of the MDA graph needs, as JSON values: ``hops`` (nodes per hop, the
+    source as hop 0), ``edges`` ([from, to], sorted), ``rtt_min_us`` (node -> fastest
+    reply) and ``asn`` (node -> its AS from ``table``, mapped nodes only)."""
+    asn: dict[str, int] = {}
+    if table is not None:
+        for n in g.nodes:
+            hit = None if is_anonymous(n) else table.lookup(n)
+            if hit is not None:
+                asn[n] = hit[0]
+    return {"hops": [[g.src], *g.hops()], "edges": [list(e) for e in sorted(g.edges)],
+            "rtt_min_us": dict(sorted(g.rtt_min_us.items())), "asn": dict(sorted(asn.items()))}
+
+
 # -- propagation bound ------------------------------------------------------------------
 
 

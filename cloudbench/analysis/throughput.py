@@ -284,3 +284,24 @@ def falling_trend(values: FloatArray | list[float], alpha: float = 0.05,
     drop = slope * (n - 1) / abs(med) if med != 0 else math.nan
     falling = bool(res.pvalue < alpha and math.isfinite(drop) and drop <= -min_drop)
     return Trend(n, float(res.statistic), float(res.pvalue), drop, falling)
+
+
+def binned_rates(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray, origin: float,
+                 max_points: int = 600) -> tuple[FloatArray, FloatArray]:
+    """A rate series cut to at most ``max_points`` for a figure: (bin mid times in s after
+    ``origin``, bit/s). Consecutive intervals are merged into bins of equal count; a bin's
+    rate is its bytes over its seconds (time-weighted, so a merged bin keeps the volume)."""
+    t0 = np.asarray(t_start, dtype=np.float64)
+    t1 = np.asarray(t_end, dtype=np.float64)
+    b = np.asarray(nbytes, dtype=np.float64)
+    n = len(t0)
+    if n == 0:
+        return np.zeros(0), np.zeros(0)
+    edges = np.unique(np.linspace(0, n, min(n, max_points) + 1).astype(np.int64))
+    starts, ends = edges[:-1], edges[1:] - 1
+    seconds = np.add.reduceat(t1 - t0, starts)
+    bits = 8.0 * np.add.reduceat(np.nan_to_num(b), starts)
+    mid = (t0[starts] + t1[ends]) / 2.0 - origin
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(seconds > 0, bits / seconds, np.nan)
+    return mid, rate

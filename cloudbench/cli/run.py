@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -15,6 +15,18 @@ from cloudbench.cli.app import app, err, guard, out, print_warnings
 from cloudbench.cli.progress import RichUI
 
 ResultsOption = Annotated[Path, typer.Option(help="result store root")]
+HtmlOption = Annotated[Path | None, typer.Option(
+    "--html", help="where to write the HTML report  \\[default: <run>/report/index.html]", show_default=False,
+    dir_okay=False)]
+NoHtmlOption = Annotated[bool, typer.Option("--no-html", help="do not write the HTML report")]
+
+
+def _write_html(run_dir: cloudbench.RunDir, report: dict[str, Any], html: Path | None, no_html: bool) -> None:
+    """The one-file HTML report (figures also as SVG and PNG beside it); its path on stderr."""
+    if no_html:
+        return
+    page = cloudbench.write_html(run_dir, report, html)[0]
+    err.print(f"report: {escape(str(page))}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -26,6 +38,8 @@ def run(
     resume: Annotated[Path | None, typer.Option(
         help="finish an interrupted run (results/<campaign>/<run-id>): same seed and plan, remaining "
         "trials only; a trial cut off is run again on fresh hosts, its partial rows kept apart")] = None,
+    html: HtmlOption = None,
+    no_html: NoHtmlOption = False,
 ) -> None:
     """Run a campaign: provision fresh hosts, run the trials, pull results, tear down.
 
@@ -51,6 +65,7 @@ def run(
                 run_dir = cloudbench.run_campaign(s, spec, results, ui=ui)
     report = cloudbench.build_report(run_dir)
     cloudbench.write_report(run_dir, report)
+    _write_html(run_dir, report, html, no_html)
     cloudbench.render_report(report, out)
     out.print(f"results: {escape(str(run_dir.path))}", highlight=False)
     if report["status"] != "complete":
@@ -69,11 +84,15 @@ def report(
     windows: Annotated[bool, typer.Option(help="show windowed means")] = False,
     pairs: Annotated[bool, typer.Option(help="show the per-pair summary")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    html: HtmlOption = None,
+    no_html: NoHtmlOption = False,
 ) -> None:
-    """Print the report of a run again from disk (and rewrite its CSV/JSON files)."""
+    """Print the report of a run again from disk (and rewrite its CSV/JSON files and
+    report/index.html: one self-contained page with the figures, to open in a browser)."""
     run_dir = cloudbench.open_results(results, run_id)
     rep = cloudbench.build_report(run_dir)
     cloudbench.write_report(run_dir, rep)
+    _write_html(run_dir, rep, html, no_html)
     if as_json:
         sys.stdout.write(json.dumps(cloudbench.report_to_json(rep), indent=2) + "\n")
     else:

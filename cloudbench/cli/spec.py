@@ -9,12 +9,12 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 from rich.tree import Tree
 
 import cloudbench
 from cloudbench.cli.app import SpecArg, app, guard, out, print_warnings
 from cloudbench.core.catalog import CLOUDS
+from cloudbench.core.tables import titled_table
 from cloudbench.core.units import fmt_duration
 
 
@@ -71,10 +71,10 @@ def plan(
                         f"{h.name} ({h.vm_type}" + (f", on {h.physical_host})" if h.physical_host
                                                     else ")") for h in hosts))
     out.print(tree)
-    t = Table(title=f"{len(p.trials)} trials, seed {p.seed}, order {p.order}, rest {fmt_duration(p.rest)}, "
-              f"fresh hosts per {p.fresh_hosts}", title_justify="left")
-    for c in ("#", "repetition", "trial", "workload", "hosts", "pairs", "est."):
-        t.add_column(c)
+    t = titled_table(f"{len(p.trials)} trials, seed {p.seed}, order {p.order}, rest {fmt_duration(p.rest)}, "
+                     f"fresh hosts per {p.fresh_hosts}",
+                     ("#", "repetition", "trial", "workload", "hosts", "pairs", "est."),
+                     left=("trial", "workload"), short={"repetition": "rep"})
     for i, tr in enumerate(p.trials):
         t.add_row(str(i + 1), str(tr.repetition + 1), tr.id, tr.workload, str(len(tr.hosts)),
                   str(len(tr.pairs)), fmt_duration(tr.est_seconds))

@@ -19,7 +19,6 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from rich.console import Console
-from rich.table import Table
 
 from cloudbench.analysis.confirm import (
     ConfirmParams,
@@ -36,6 +35,7 @@ from cloudbench.analysis.confirm import (
 )
 from cloudbench.analysis.stats import level_name, quantile_name
 from cloudbench.core.files import write_json_atomic
+from cloudbench.core.tables import titled_table
 from cloudbench.errors import AnalysisError, ResultError
 from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest, pooling_key
@@ -105,15 +105,11 @@ def render_confirm(result: ConfirmResult, console: Console) -> None:
         f"{result.quantile_name} per repetition, exact {level_name(p.level)} CI - "
         f"{ds.campaign or ds.path} ({len(ds.runs)} run(s))"
     )
-    table = Table(title=title, title_justify="left", show_lines=False)
-    table.add_column("metric", overflow="fold")
-    table.add_column("group", overflow="fold")
-    table.add_column("n", justify="right")
-    table.add_column(result.quantile_name, justify="right")
-    table.add_column("CI", justify="center")
-    table.add_column("±rel", justify="right")
-    table.add_column("n for ±e")
-    table.add_column("warnings", overflow="fold")
+    # metric and group names are never broken (issue 14): a name is one word, and the
+    # table is stacked (a column per series) when the names do not fit side by side
+    table = titled_table(title, ("metric", "group", "n", result.quantile_name, "CI", "±rel",
+                                 "n for ±e", "warnings"),
+                         left=("metric", "group", "n for ±e", "warnings"), key=2)
     for r in result.series:
         ci = r.ci
         ci_txt = f"[{fmt_value(ci.lower)}, {fmt_value(ci.upper)}]" if ci.exists else "[yellow]none[/]"

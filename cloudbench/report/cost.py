@@ -12,22 +12,20 @@ if TYPE_CHECKING:
 
 def render_cost(est: CostEstimate, console: Console) -> None:
     """The cost section of ``cloudbench plan``."""
-    from rich.table import Table
+    from cloudbench.core.tables import titled_table
 
     cur = est.prices.currency
-    t = Table(title=f"estimated cost ({est.stacks} stack(s); prices of {est.prices.date})",
-              title_justify="left")
-    for c in ("provider", "vm_type", "hosts", "VM-hours", f"{cur}/h", cur):
-        t.add_column(c, justify="right" if c not in ("provider", "vm_type") else "left")
+    t = titled_table(f"estimated cost ({est.stacks} stack(s); prices of {est.prices.date})",
+                     ("provider", "vm_type", "hosts", "VM-hours", f"{cur}/h", cur),
+                     left=("provider", "vm_type"), key=2)
     for v in est.vms:
         t.add_row(v.provider, v.vm_type, str(v.hosts), f"{v.hours:.2f}",
                   "?" if v.usd_per_hour is None else f"{v.usd_per_hour:.4f}",
                   "?" if v.usd is None else f"{v.usd:.2f}")
     console.print(t)
     if est.egress:
-        e = Table(title="estimated egress per region pair", title_justify="left")
-        for c in ("from/to", "to/from", "kinds", "GB", cur):
-            e.add_column(c, justify="right" if c in ("GB", cur) else "left")
+        e = titled_table("estimated egress per region pair", ("from/to", "to/from", "kinds", "GB", cur),
+                         left=("from/to", "to/from", "kinds"), key=2)
         for line in est.egress:
             e.add_row(f"{line.provider_a} {line.region_a}", f"{line.provider_b} {line.region_b}",
                       ", ".join(sorted(line.classes)), f"{line.bytes / GB:.3f}", f"{line.usd:.2f}")

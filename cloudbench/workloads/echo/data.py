@@ -33,7 +33,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cloudbench.analysis import orderstats as ost
-from cloudbench.analysis.latency import PERCENTILES, distribution_row, pct_label
+from cloudbench.analysis.latency import (
+    BOX_PERCENTILES,
+    CCDF_EXCEEDANCE,
+    PERCENTILES,
+    ccdf_levels,
+    distribution_row,
+    pct_label,
+)
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
 from cloudbench.errors import ResultError
 from cloudbench.store.manifest import Manifest
@@ -71,6 +78,10 @@ class EchoAggregates:
     pair_windows: list[dict[str, Any]]
     quorums: list[dict[str, Any]]
     quorums_by_rep: dict[int, list[dict[str, Any]]]
+    boxes: list[dict[str, Any]] = field(default_factory=list)
+    """Per latency group: count of RTTs, the box plot's percentiles and the mean (µs)."""
+    tails: list[dict[str, Any]] = field(default_factory=list)
+    """Per latency group: CCDF points (exceedance, rtt_us) down to 1/n."""
     pair_series: list[tuple[int, str, str, str, np.ndarray, np.ndarray]] = field(default_factory=list)
     """(repetition, trial, "src>dst", group, window start s, window median µs) per pair."""
     rows: int = 0
@@ -370,7 +381,10 @@ class _Scan:
     def pass2(self, hist: np.ndarray) -> dict[int, dict[int, int]]:
         from concurrent.futures import ThreadPoolExecutor
 
-        targets = ost.plan_selection(hist, PERCENTILES)
+        # the figures' levels for the groups overall: box plot and CCDF down to p99.999
+        n = hist.sum(axis=1)
+        extra = {g: (*BOX_PERCENTILES, *ccdf_levels(int(n[g]))) for g in range(NG)}
+        targets = ost.plan_selection(hist, PERCENTILES, extra=extra)
         need_leaf = np.zeros((self.n_leaf, ost.NBINS), dtype=bool)
         for fam in self.families:
             ok = fam >= 0
@@ -486,7 +500,23 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
             for r, q in per_rep.items():
                 if len(q):
                     quorums_rep[r].append({**label, **_quorum_row(q)})
-    return EchoAggregates(hosts=scan.hosts, trials=[f.trial for f in scan.files], repetitions=scan.reps,
+    boxes, tails = [], []
+    for gi, g in enumerate(GROUP_ORDER):
+        n = int(scan.hist[gi].sum())
+        if not scan.rows_measured[gi] or not n:
+            continue
+        qs = ost.percentiles_from(stats[gi], n, BOX_PERCENTILES, 1000.0)
+        boxes.append({"group": g.value, "count": n, **{pct_label(p): q for p, q in zip(BOX_PERCENTILES, qs,
+                                                                                        strict=True)},
+                      "mean": float(scan.sums[gi] / n)})
+        levels = [e for e in CCDF_EXCEEDANCE if e >= 1.0 / n]
+        xs = ost.percentiles_from(stats[gi], n, ccdf_levels(n), 1000.0)
+        pts = [(float(e), float(x)) for e, x in zip(levels, xs, strict=True)]
+        if not levels or levels[-1] > 1.0 / n:
+            pts.append((1.0 / n, stats[gi][n - 1] / 1000.0))
+        tails += [{"group": g.value, "exceedance": e, "rtt_us": x} for e, x in pts]
+    return EchoAggregates(boxes=boxes, tails=tails, hosts=scan.hosts, trials=[f.trial for f in scan.files],
+                          repetitions=scan.reps,
                           groups=groups, groups_by_rep=by_rep, pairs=pairs, windows=windows,
                           pair_windows=pair_windows, quorums=quorums_all, quorums_by_rep=quorums_rep,
                           pair_series=scan.pair_series, rows=scan.rows)

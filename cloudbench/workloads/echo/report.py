@@ -7,11 +7,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from cloudbench.analysis.latency import PERCENTILES, pct_label
 from cloudbench.analysis.levelshift import level_shift_rows
-from cloudbench.core.tables import fmt_number, titled_table
+from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
@@ -27,7 +26,23 @@ def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str
 
 
 def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
-    """The section from the run's aggregates (:func:`aggregate_echo`)."""
+    """The section from the run's aggregates (:func:`aggregate_echo`).
+
+    Keys the HTML report's figures draw from, besides the tables (all RTTs in µs,
+    warm-up rows left out, timeouts not RTTs):
+
+    * ``boxes``: per latency group, ``count`` of RTTs, ``p5 p25 p50 p75 p95`` and
+      ``mean`` (:data:`~cloudbench.analysis.latency.BOX_PERCENTILES`);
+    * ``tails``: per group, rows (``exceedance`` = P(RTT > ``rtt_us``), ``rtt_us``) at
+      :data:`~cloudbench.analysis.latency.CCDF_EXCEEDANCE` levels down to 1e-5 and not
+      below 1/n, the last row the largest RTT at 1/n (:func:`~cloudbench.analysis.latency.ccdf_levels`);
+    * ``pair_windows``: mean RTT per (repetition, trial, src, dst, window), like ``windows``
+      per group; both carry ``start_utc`` when the workers recorded their clock;
+    * ``hosts``: every host of the run (the src × dst grid shows a pair not in ``pairs`` as missing);
+    * ``trial_utc``: trial id -> UTC time it started;
+    * ``window_s``: the window length in seconds.
+    """
+    name = params["name"]
     return {
         "kind": "echo",
         "unit": "us",
@@ -35,19 +50,24 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any]) 
         "groups": agg.groups,
         "quorums": agg.quorums,
         "windows": agg.windows,
-        "pair_windows": agg.pair_windows,
         "pairs": agg.pairs,
         "level_shifts": level_shift_rows(agg.pair_series, agg.windows),
-        "workers": echo_worker_health(manifest, params["name"]),
+        "workers": echo_worker_health(manifest, name),
+        "window_s": float(params.get("window", 30.0)),
+        "boxes": agg.boxes,
+        "tails": agg.tails,
+        "pair_windows": agg.pair_windows,
+        "hosts": list(agg.hosts),
+        "trial_utc": {t.id: t.started_utc for t in manifest.trials if t.workload == name},
     }
 
 
 def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str, bool]) -> None:
     """The echo section for a person: group and quorum tables, worker health, level shifts."""
-    console.print(_distribution_table(console, f"{wname}: RTT by latency group (µs)", w["groups"], ["group"]))
+    console.print(_distribution_table(f"{wname}: RTT by latency group (µs)", w["groups"], ["group"]))
     if w["quorums"]:
         console.print(_distribution_table(
-            console, f"{wname}: quorum latency (µs; k-th fastest reply per round)", w["quorums"],
+            f"{wname}: quorum latency (µs; k-th fastest reply per round)", w["quorums"],
             ["quorum", "group"]))
     health = w.get("workers")
     if health:
@@ -59,20 +79,22 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
             f"by at most {health['max_send_lag_us'] / 1000:.1f} ms{_stamps(health)}")
     if options.get("windows") and w["windows"]:
         cols = ("repetition", "trial", "start_s", "group", "count", "mean")
-        wt = titled_table(f"{wname}: windowed mean RTT (µs)", cols)
+        wt = titled_table(f"{wname}: windowed mean RTT (µs)", cols, left=("trial", "group"),
+                          short={"repetition": "rep"}, key=4)
         for r in w["windows"]:
             wt.add_row(*[fmt_number(r[c]) for c in cols])
         console.print(wt)
     if options.get("pairs") and w["pairs"]:
         pair_cols = ("src", "dst", "group", "count", "timeouts", "mean", "p50", "p99", "max")
-        pt = titled_table(f"{wname}: per pair (µs)", pair_cols)
+        pt = titled_table(f"{wname}: per pair (µs)", pair_cols, left=("src", "dst", "group"), key=2)
         for r in w["pairs"]:
             pt.add_row(*[fmt_number(r[c]) for c in pair_cols])
         console.print(pt)
     shifts = w.get("level_shifts") or []
     if shifts:
         shift_cols = ("repetition", "series", "kind", "time_s", "size", "before", "after")
-        st = titled_table(f"{wname}: level shifts and spikes (µs)", shift_cols, left=("series", "kind"))
+        st = titled_table(f"{wname}: level shifts and spikes (µs)", shift_cols, left=("series", "kind"),
+                          short={"repetition": "rep"}, key=3)
         for r in shifts:
             st.add_row(*[fmt_number(r.get(c, ""), 2) for c in shift_cols])
         console.print(st)
@@ -122,22 +144,10 @@ def _stamps(health: dict[str, Any]) -> str:
             "not by the kernel")
 
 
-def _distribution_table(console: Console, title: str, rows: list[dict[str, Any]], labels: list[str]) -> Table:
-    """Table-1 style: one row per group; transposed (groups as columns) when narrow."""
+def _distribution_table(title: str, rows: list[dict[str, Any]], labels: list[str]) -> ReportTable:
+    """Table-1 style: one row per group; stacked (groups as columns) when too narrow."""
     cols = ["count", "timeouts", "mean", *[pct_label(p) for p in PERCENTILES], "max"]
-    wide = console.width >= 16 * (len(cols) + len(labels)) // 2 + 40
-    t = titled_table(title)
-    if wide:
-        for c in labels:
-            t.add_column(c, no_wrap=True)
-        for c in cols:
-            t.add_column(c, justify="right", no_wrap=True)
-        for r in rows:
-            t.add_row(*[str(r[c]) for c in labels], *[fmt_number(r[c]) for c in cols])
-        return t
-    t.add_column("", no_wrap=True)
+    t = titled_table(title, [*labels, *cols], left=labels, no_wrap=True, key=len(labels))
     for r in rows:
-        t.add_column(" ".join(str(r[c]) for c in labels), justify="right", no_wrap=True)
-    for c in cols:
-        t.add_row(c, *[fmt_number(r[c]) for r in rows])
+        t.add_row(*[str(r[c]) for c in labels], *[fmt_number(r[c]) for c in cols])
     return t

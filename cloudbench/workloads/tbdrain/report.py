@@ -21,7 +21,7 @@ from cloudbench.spec.vmtypes import expected_goodput
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.throughput.data import MBIT, RunFacts, Series, load_series, trend_warnings
-from cloudbench.workloads.throughput.report import fmt_cell, print_warnings
+from cloudbench.workloads.throughput.report import fmt_cell, print_warnings, series_points
 
 TABLES = ("drains",)
 
@@ -111,6 +111,9 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
                             "drain: no token bucket, or a budget larger than max_duration "
                             "allows")
     out["warnings"] = warnings
+    # the rate curve of each drain (bursts 0 and 1; times from the start of the first,
+    # the origin of time_to_empty_s), for the HTML report's figure
+    out["series"] = series_points(series, facts)
     return out
 
 
@@ -119,7 +122,7 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
     t = titled_table(f"{name}: token-bucket drains (rates Mbit/s, budget Mbit, times s; "
                      "± bootstrap SD)", ("pair", "vm_type", "drained", "high", "low",
                                          "empty after", "budget", "rest", "refill"),
-                     no_wrap=True)
+                     left=("pair", "vm_type"), short={"vm_type": "vm", "drained": "dr."})
     for r in sec.get("drains", []):
         t.add_row(f"{r['src']}→{r['dst']}", r["vm_type"], fmt_cell(r["drained"]),
                   _pm(r, "high_mbps"), _pm(r, "low_mbps"), _pm(r, "time_to_empty_s", 2),

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from cloudbench.analysis.throughput import (
     asymmetry,
+    binned_rates,
     capacity_lower_bound,
     cv_rmse,
     detect_level_shift,
@@ -146,6 +147,29 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
     out["asymmetry"] = asymmetry_rows(rows)
     out["cv_rmse"] = cv_rmse_rows(series, facts)
     out["warnings"] = trend_warnings(series, facts, w["name"])
+    out["series"] = series_points(series, facts)
+    return out
+
+
+def series_points(series: list[Series], facts: RunFacts, max_points: int = 600) -> list[dict[str, Any]]:
+    """Each series as at most ``max_points`` points per burst, for figures: ``repetition``,
+    ``trial``, ``src``, ``dst``, ``direction``, ``group``, and lists ``burst``, ``t_s``
+    (bin middle, s after the series' first interval began) and ``mbps`` (the bin's
+    bytes over its seconds; :func:`~cloudbench.analysis.throughput.binned_rates`)."""
+    out: list[dict[str, Any]] = []
+    for s in series:
+        origin = float(s.t_start[0]) if len(s.t_start) else 0.0
+        bursts: list[int] = []
+        ts: list[float] = []
+        rates: list[float] = []
+        for b in s.bursts:
+            t, r = binned_rates(*s.part(b), origin=origin, max_points=max_points)
+            bursts += [b] * len(t)
+            ts += [round(float(x), 4) for x in t]
+            rates += [mbit(float(x)) for x in r]
+        out.append({"repetition": s.repetition, "trial": s.trial, "src": s.src, "dst": s.dst,
+                    "direction": s.direction, "group": facts.group(s.repetition, s.src, s.dst),
+                    "burst": bursts, "t_s": ts, "mbps": rates})
     return out
 
 
@@ -173,13 +197,14 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
     rows = [{**r, "pair": f"{r['src']}→{r['dst']}"} for r in sec.get("trials", [])]
     cols = [c for c in _TRIAL_COLS if any(fmt_cell(r.get(c[0], math.nan)) != "-" for r in rows)]
     t = titled_table(f"{name}: throughput per trial (Mbit/s; CoV and percentiles over "
-                     "report intervals)", [header for _, header, _ in cols], no_wrap=True)
+                     "report intervals)", [header for _, header, _ in cols], left=("sender→receiver", "group"),
+                     key=2)
     for r in rows:
         t.add_row(*[fmt_cell(r.get(key, math.nan), digits) for key, _, digits in cols])
     console.print(t)
     if sec.get("asymmetry"):
         a = titled_table(f"{name}: direction asymmetry (Mbit/s)",
-                         ("rep", "a", "b", "a→b", "b→a", "ratio"), no_wrap=True)
+                         ("rep", "a", "b", "a→b", "b→a", "ratio"), left=("a", "b"), key=3)
         for r in sec["asymmetry"]:
             a.add_row(str(r["repetition"]), r["a"], r["b"], fmt_cell(r["a_to_b_mbps"]),
                       fmt_cell(r["b_to_a_mbps"]), fmt_cell(r["ratio"], 3))
@@ -187,7 +212,7 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
     if sec.get("cv_rmse"):
         cv = titled_table(f"{name}: CV_RMSE between zone pairs",
                           ("regions", "zones x", "zones y", "n", "CV_RMSE", "paired by"),
-                          no_wrap=True)
+                          left=("regions", "zones x", "zones y", "paired by"), key=3)
         for r in sec["cv_rmse"]:
             cv.add_row(r["regions"], r["zones_x"], r["zones_y"], str(r["n"]),
                        fmt_cell(r["cv_rmse"], 3), r["method"])

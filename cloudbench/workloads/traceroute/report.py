@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from cloudbench.analysis.paths import (
     PathGraph,
@@ -22,11 +21,12 @@ from cloudbench.analysis.paths import (
     anonymous_hops,
     as_path,
     diamonds,
+    graph_drawing,
     inflation,
     is_anonymous,
     path_change,
 )
-from cloudbench.core.tables import fmt_number, titled_table
+from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.traceroute.data import asn_table_path, graphs, load_prefix_table
@@ -93,6 +93,10 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
         if ra and rb and ra != rb and ra in coords and rb in coords and (src, dst) in best_rtt:
             out["inflation"].append({"src": src, "dst": dst, "src_region": ra, "dst_region": rb,
                                      **inflation(best_rtt[(src, dst)], coords[ra], coords[rb])})
+    # each pair's MDA graph in its latest repetition, for the HTML report's figures
+    latest = {(src, dst): (rep, g) for (rep, src, dst), g in gs.items()}
+    out["graphs"] = [{"repetition": rep, "src": src, "dst": dst, **graph_drawing(g, table)}
+                     for (src, dst), (rep, g) in sorted(latest.items())]
     return out
 
 
@@ -100,7 +104,7 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
     """Print the path tables of one traceroute section."""
     console.print(_table(f"{wname}: MDA paths", w["paths"],
                          ["repetition", "src", "dst", "hops", "nodes", "anonymous", "diamonds",
-                          "max_width", "max_length", "rtt_min_us", "as_path"]))
+                          "max_width", "max_length", "rtt_min_us", "as_path"], 3))
     if w["changes"]:
         changed = [c for c in w["changes"] if c["changed"]]
         console.print(f"{wname}: {len(changed)} of {len(w['changes'])} pair-repetition "
@@ -108,11 +112,17 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
     if w["inflation"]:
         console.print(_table(f"{wname}: minimum RTT over the propagation bound", w["inflation"],
                              ["src", "dst", "distance_km", "min_rtt_us", "bound_c_us",
-                              "inflation_c", "inflation_fibre"]))
+                              "inflation_c", "inflation_fibre"], 2))
 
 
-def _table(title: str, rows: list[dict[str, Any]], cols: list[str]) -> Table:
-    t = titled_table(title, cols, left=("src", "dst", "as_path"))
+_SHORT = {"repetition": "rep", "anonymous": "anon", "diamonds": "diam", "max_width": "width",
+          "max_length": "length", "rtt_min_us": "rtt µs", "distance_km": "km", "min_rtt_us": "rtt µs",
+          "bound_c_us": "c µs", "inflation_c": "×c", "inflation_fibre": "×fibre"}
+"""Headers of the path tables where the full names do not fit (a legend explains them)."""
+
+
+def _table(title: str, rows: list[dict[str, Any]], cols: list[str], key: int) -> ReportTable:
+    t = titled_table(title, cols, left=("src", "dst", "as_path"), short=_SHORT, key=key)
     for r in rows:
         t.add_row(*[fmt_number(r.get(c, ""), 2) for c in cols])
     return t

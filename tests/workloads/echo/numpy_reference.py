@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cloudbench.analysis.latency import distribution_row, quantiles_sorted
+from cloudbench.analysis.latency import box_stats, ccdf_points, distribution_row, quantiles_sorted
 from cloudbench.analysis.levelshift import detect
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
 from cloudbench.errors import ResultError
@@ -274,3 +274,49 @@ def echo_summaries(run: RunDir, d: EchoData, workload: str, quorums: list[Quorum
                 rows.append(summary_row(run, rep, workload, metric, quorum_group(q["group"]), q[key],
                                         "us", q["count"]))
     return rows
+
+
+def group_boxes(d: EchoData) -> list[dict[str, Any]]:
+    """Per latency group present: ``group``, ``count`` of RTTs, p5, p25, p50, p75, p95, mean (µs)."""
+    m = d.measured()
+    out: list[dict[str, Any]] = []
+    for gi, g in enumerate(GROUP_ORDER):
+        sel = m & (d.group == gi)
+        if sel.any():
+            rtt = d.rtt_us[sel]
+            out.append({"group": g.value, "count": int(np.isfinite(rtt).sum()), **box_stats(rtt)})
+    return out
+
+
+def group_tails(d: EchoData) -> list[dict[str, Any]]:
+    """Per latency group present, the CCDF points of :func:`ccdf_points`:
+    rows ``group``, ``exceedance`` (P(RTT > rtt_us)), ``rtt_us``."""
+    m = d.measured()
+    out: list[dict[str, Any]] = []
+    for gi, g in enumerate(GROUP_ORDER):
+        sel = m & (d.group == gi)
+        if sel.any():
+            out += [{"group": g.value, "exceedance": e, "rtt_us": x} for e, x in ccdf_points(d.rtt_us[sel])]
+    return out
+
+
+def pair_windowed_means(d: EchoData, window_s: float) -> list[dict[str, Any]]:
+    """Mean RTT per (repetition, trial, src, dst, window), windows of ``window_s`` aligned to
+    the sender's round 0 (as :func:`windowed_means`); self-loops included."""
+    m = d.measured() & ~np.isnan(d.rtt_us)
+    w = (d.send_us // int(window_s * 1e6)).astype(np.int64)
+    keys = np.stack([d.repetition[m], d.trial[m], d.src[m], d.dst[m], w[m]])
+    if keys.shape[1] == 0:
+        return []
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    inv = inv.reshape(-1)
+    sums = np.bincount(inv, weights=d.rtt_us[m])
+    counts = np.bincount(inv)
+    grp = np.zeros(uniq.shape[1], dtype=np.int64)
+    grp[inv] = d.group[m]
+    return [
+        {"repetition": int(r), "trial": d.trials[int(t)], "src": d.hosts[int(a)], "dst": d.hosts[int(b)],
+         "group": GROUP_ORDER[int(g)].value, "window": int(wi), "start_s": float(wi * window_s),
+         "count": int(c), "mean": float(sm / c)}
+        for (r, t, a, b, wi), g, sm, c in zip(uniq.T, grp, sums, counts, strict=True)
+    ]

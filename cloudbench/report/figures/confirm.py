@@ -1,0 +1,63 @@
+"""The confirm figure of the HTML report: for each series of ``confirm.json``, the
+quantile and its CI against the number of repetitions (CONFIRM, Maricq et al.),
+with the ±e bounds and the n needed. Input: confirm.json's content only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cloudbench.report.figures.style import Plot, finite, new_figure
+
+MAX_SERIES = 12
+"""Series drawn in the figure (all of them are in the CI table)."""
+
+_DASHES = (":", "--", "-.", (0, (1, 4)))
+
+
+def convergence_figure(doc: dict[str, Any]) -> Plot | None:
+    """Small multiples of the convergence curves of ``confirm.json`` (``doc``)."""
+    series = [s for s in doc.get("series") or [] if s.get("convergence") and s["convergence"].get("sizes")]
+    if not series:
+        return None
+    shown = series[:MAX_SERIES]
+    qn = (doc.get("params") or {}).get("quantile_name", "quantile")
+    nc = 1 if len(shown) == 1 else 2
+    nr = -(-len(shown) // nc)
+    fig = new_figure(max(7.0, 4.4 * nc + 0.6), 2.9 * nr + 0.8)
+    axes = np.atleast_1d(fig.subplots(nr, nc, squeeze=False)).ravel()
+    parts = []
+    for ax, s in zip(axes, shown, strict=False):
+        c = s["convergence"]
+        n = np.array(c["sizes"], float)
+        est = np.array([np.nan if v is None else v for v in c["estimate"]], float)
+        lo = np.array([np.nan if v is None else v for v in c["lower"]], float)
+        hi = np.array([np.nan if v is None else v for v in c["upper"]], float)
+        ax.fill_between(n, lo, hi, color="#9ecae1", alpha=0.7, linewidth=0, label="CI (mean of subsets)")
+        ax.plot(n, est, color="#08519c", linewidth=2, label=qn)
+        needs = []
+        for t, dash in zip(s.get("targets") or [], _DASHES * 4, strict=False):
+            band = t["error"] * np.abs(est)
+            ax.plot(n, est + band, color="#cb181d", linestyle=dash, linewidth=1, label=f"±{t['error']:.0%}")
+            ax.plot(n, est - band, color="#cb181d", linestyle=dash, linewidth=1)
+            if t.get("n_needed") is not None:
+                ax.axvline(t["n_needed"], color="#cb181d", linestyle=dash, linewidth=0.8)
+                needs.append(f"±{t['error']:.0%} at n = {t['n_needed']}")
+            elif t.get("prediction"):
+                needs.append(f"±{t['error']:.0%} predicted at n ≈ {t['prediction']['n']}")
+        unit = f" ({s['unit']})" if s.get("unit") else ""
+        ax.set_xlabel("repetitions n")
+        ax.set_ylabel(f"{qn} of {s['metric']}{unit}", fontsize=7)
+        ax.set_title(f"{s['workload']}: {s['metric']} / {s['group']}", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="upper right")
+        est_txt = f"{s['estimate']:.4g}" if finite(s.get("estimate")) else "no estimate"
+        parts.append(f"{s['metric']} of {s['group']}: {est_txt}{unit}, " + (", ".join(needs) or "no bound reached"))
+    for ax in axes[len(shown):]:
+        ax.set_visible(False)
+    more = f" ({len(series) - len(shown)} more series in the table)" if len(series) > len(shown) else ""
+    fig.suptitle(f"{qn} and its CI against the repetitions{more}", fontsize=10)
+    alt = ("Convergence curves: the estimate and its confidence interval against the number of repetitions, "
+           "with the relative error bounds; " + "; ".join(parts) + f".{more}")
+    return Plot("confirm-convergence", "confirm: convergence", alt, fig)

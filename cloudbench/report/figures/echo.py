@@ -1,0 +1,289 @@
+"""The echo section's figures: box plots per latency group (StormCloud Fig. 3), the tail
+as a CCDF, windowed means over time with level shifts (Fig. 4), the src × dst grid
+of p50 and p99, and quorum latencies. Inputs are the section's keys only."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+from matplotlib import dates as mdates
+from matplotlib.colors import LogNorm, Normalize
+from matplotlib.lines import Line2D
+
+from cloudbench.report.figures.style import GROUP_STYLES, Plot, finite, group_style, new_figure, slug
+
+BOX_KEYS = ("p5", "p25", "p50", "p75", "p95", "mean")
+MAX_PAIR_LINES = 200
+"""Pair series drawn thin in the time figure (a 100-host run has 9 900 pairs)."""
+MAX_LINE_POINTS = 400
+"""Points per thin pair line (every k-th window beyond it)."""
+
+
+def figures(wname: str, sec: dict[str, Any]) -> list[Plot]:
+    """Every echo figure the section has data for, in reading order."""
+    out: list[Plot] = []
+    for draw in (box_plot, tail_plot, time_plot, grid_plot, quorum_plot):
+        p = draw(wname, sec)
+        if p is not None:
+            out.append(p)
+    return out
+
+
+def _fmt_us(x: float) -> str:
+    return f"{x / 1000:.3g} ms" if x >= 1000 else f"{x:.3g} µs"
+
+
+def _log_wanted(values: list[float]) -> bool:
+    vals = [v for v in values if finite(v) and v > 0]
+    return bool(vals) and max(vals) / min(vals) > 20
+
+
+def box_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
+    """Box per group: box p25–p75, median line, whiskers p5 and p95, mean marker."""
+    rows = [r for r in sec.get("boxes") or [] if all(finite(r.get(k)) for k in BOX_KEYS)]
+    if not rows:
+        return None
+    fig = new_figure(max(4.5, 1.3 * len(rows) + 2.0), 4.0)
+    ax = fig.add_subplot()
+    stats = [{"label": r["group"], "whislo": r["p5"], "q1": r["p25"], "med": r["p50"], "q3": r["p75"],
+              "whishi": r["p95"], "mean": r["mean"], "fliers": []} for r in rows]
+    art = ax.bxp(stats, showmeans=True, showfliers=False, patch_artist=True, widths=0.55,
+                 medianprops={"color": "black", "linewidth": 2.0},
+                 meanprops={"marker": "D", "markerfacecolor": "white", "markeredgecolor": "black",
+                            "markersize": 6})
+    for box, r in zip(art["boxes"], rows, strict=True):
+        st = group_style(r["group"])
+        box.set_facecolor(st.color)
+        box.set_alpha(0.85)
+        box.set_hatch(st.hatch)
+        box.set_edgecolor("black")
+    if _log_wanted([r["p5"] for r in rows] + [r["p95"] for r in rows]):
+        ax.set_yscale("log")
+    ax.set_ylabel("round-trip time (µs)")
+    ax.set_xlabel("latency group")
+    ax.grid(axis="y", alpha=0.3, which="both")
+    ax.set_title(f"{wname}: RTT per latency group")
+    ax.legend(handles=[Line2D([], [], color="black", linewidth=2, label="median"),
+                       Line2D([], [], marker="D", color="none", markerfacecolor="white", markeredgecolor="black",
+                              label="mean")],
+              loc="upper left", title="box p25–p75, whiskers p5–p95")
+    alt = (f"Box plot of {wname} round-trip times per latency group (box p25 to p75, line the median, "
+           "whiskers p5 and p95, diamond the mean): "
+           + "; ".join(f"{r['group']} median {_fmt_us(r['p50'])}, p5 {_fmt_us(r['p5'])}, "
+                       f"p95 {_fmt_us(r['p95'])}, mean {_fmt_us(r['mean'])}" for r in rows) + ".")
+    return Plot(f"{slug(wname)}-box", f"{wname}: RTT per latency group", alt, fig)
+
+
+def tail_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
+    """CCDF per group on log–log axes, from 1 down to 1e-5 (p99.999)."""
+    by: dict[str, list[tuple[float, float]]] = {}
+    for r in sec.get("tails") or []:
+        if finite(r.get("exceedance")) and finite(r.get("rtt_us")) and r["rtt_us"] > 0:
+            by.setdefault(r["group"], []).append((r["exceedance"], r["rtt_us"]))
+    if not by:
+        return None
+    fig = new_figure(7.0, 4.2)
+    ax = fig.add_subplot()
+    parts = []
+    for g, pts in by.items():
+        st = group_style(g)
+        pts.sort(reverse=True)
+        ax.plot([p[1] for p in pts], [p[0] for p in pts], color=st.color, linestyle=st.dash, marker=st.marker,
+                markersize=4, markevery=4, linewidth=1.6, label=g)
+        parts.append(f"{g} from {_fmt_us(pts[0][1])} to {_fmt_us(pts[-1][1])} at P = {pts[-1][0]:.1g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(5e-6, 1.3)
+    for e, name in ((1e-2, "p99"), (1e-3, "p99.9"), (1e-4, "p99.99"), (1e-5, "p99.999")):
+        ax.axhline(e, color="0.6", linewidth=0.6, linestyle=":")
+        ax.annotate(name, (1.0, e), xycoords=("axes fraction", "data"), xytext=(2, 0),
+                    textcoords="offset points", va="center", fontsize=7, color="0.35")
+    ax.set_xlabel("round-trip time x (µs)")
+    ax.set_ylabel("P(RTT > x)  (fraction of replies)")
+    ax.grid(alpha=0.3, which="major")
+    ax.set_title(f"{wname}: the tail (complementary CDF)")
+    ax.legend(title="latency group", loc="lower left")
+    alt = (f"Complementary CDF of {wname} round-trip times per latency group on log-log axes, down to "
+           "a probability of 1e-5 where enough replies exist: " + "; ".join(parts) + ".")
+    return Plot(f"{slug(wname)}-tail", f"{wname}: RTT tail (CCDF)", alt, fig)
+
+
+def _utc(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
+    """Windowed means per group (thick) and per pair (thin) over UTC time; steps and spikes marked."""
+    windows = [r for r in sec.get("windows") or [] if finite(r.get("mean"))]
+    if not windows:
+        return None
+    starts = {t: _utc(u) for t, u in (sec.get("trial_utc") or {}).items()}
+    half = float(sec.get("window_s") or 0.0) / 2.0
+    use_utc = all(starts.get(r["trial"]) is not None for r in windows)
+
+    def x_of(trial: str, t: float) -> Any:
+        t0 = starts.get(trial)
+        if not use_utc or t0 is None:
+            return t
+        return mdates.date2num(t0 + timedelta(seconds=t))  # type: ignore[no-untyped-call]
+
+    fig = new_figure(8.0, 4.4)
+    ax = fig.add_subplot()
+    lines: dict[tuple[Any, ...], list[tuple[Any, float]]] = {}
+    for r in sec.get("pair_windows") or []:
+        if finite(r.get("mean")) and r.get("group") != "self":
+            key = (r["group"], r["src"], r["dst"], r["repetition"], r["trial"])
+            lines.setdefault(key, []).append((x_of(r["trial"], r["start_s"] + half), r["mean"]))
+    # a large run has thousands of pair series: draw the pairs with a level shift, then
+    # the rest up to MAX_PAIR_LINES, each cut to MAX_LINE_POINTS, so the SVG stays small
+    shifted = {(s.get("series", ""), s.get("repetition"), s.get("trial")) for s in sec.get("level_shifts") or []}
+    keys = sorted(lines, key=lambda k: (f"{k[1]}>{k[2]}", k[3], k[4]) not in shifted)
+    for key in keys[:MAX_PAIR_LINES]:
+        st = group_style(key[0])
+        pts = sorted(lines[key])
+        step = max(1, len(pts) // MAX_LINE_POINTS)
+        ax.plot([p[0] for p in pts[::step]], [p[1] for p in pts[::step]], color=st.color, linewidth=0.6,
+                alpha=0.35, marker="." if len(pts) < 3 else None, markersize=2)
+    pairs_note = (f"; {MAX_PAIR_LINES} of {len(lines)} pair series drawn, those with level shifts first"
+                  if len(lines) > MAX_PAIR_LINES else "")
+    groups: dict[tuple[str, int, str], list[tuple[Any, float]]] = {}
+    for r in windows:
+        groups.setdefault((r["group"], r["repetition"], r["trial"]), []).append(
+            (x_of(r["trial"], r["start_s"] + half), r["mean"]))
+    seen: set[str] = set()
+    order = {g: i for i, g in enumerate(GROUP_STYLES)}
+    for (g, _, _), pts in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0])):
+        st = group_style(g)
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=st.color, linestyle=st.dash, marker=st.marker,
+                markersize=5, linewidth=2.0, label=None if g in seen else g)
+        seen.add(g)
+    n_steps = n_spikes = 0
+    for s in sec.get("level_shifts") or []:
+        if not (finite(s.get("time_s")) and finite(s.get("before")) and finite(s.get("after"))):
+            continue
+        x = x_of(s["trial"], s["time_s"])
+        if s["kind"] == "step":
+            n_steps += 1
+            ax.plot([x], [s["after"]], marker="^" if s["after"] >= s["before"] else "v", color="black",
+                    markerfacecolor="yellow", markersize=9, linestyle="none", zorder=5)
+        else:
+            n_spikes += 1
+            ax.plot([x], [s["before"] + (s.get("size") or 0.0)], marker="*", color="black",
+                    markerfacecolor="red", markersize=11, linestyle="none", zorder=5)
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], color="0.4", linewidth=0.6, label="one pair (thin)"),
+                Line2D([], [], marker="^", color="black", markerfacecolor="yellow", linestyle="none",
+                       label=f"level shift ({n_steps})"),
+                Line2D([], [], marker="*", color="black", markerfacecolor="red", linestyle="none", markersize=10,
+                       label=f"spike ({n_spikes})")]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="latency group")
+    if _log_wanted([r["mean"] for r in windows]):
+        ax.set_yscale("log")
+    if use_utc:
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
+        day = min(t for t in starts.values() if t is not None).strftime("%Y-%m-%d")
+        ax.set_xlabel(f"time (UTC, {day}); window middles")
+    else:
+        ax.set_xlabel("time since the trial began (s); window middles")
+    ax.set_ylabel(f"mean RTT per {sec.get('window_s', '?'):g} s window (µs)"
+                  if finite(sec.get("window_s")) else "mean RTT per window (µs)")
+    ax.grid(alpha=0.3, which="both")
+    ax.set_title(f"{wname}: windowed mean RTT over time")
+    alt = (f"Windowed mean round-trip time of {wname} over time, a thick line per latency group and a thin "
+           f"line per host pair, {len(windows)} group windows; {n_steps} level shift(s) marked with "
+           f"triangles and {n_spikes} spike(s) with stars{pairs_note}.")
+    return Plot(f"{slug(wname)}-time", f"{wname}: windowed means over time", alt, fig)
+
+
+def grid_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
+    """src × dst heat maps of p50 and p99; pairs without a value are hatched (missing)."""
+    pairs = sec.get("pairs") or []
+    hosts = list(sec.get("hosts") or sorted({r["src"] for r in pairs} | {r["dst"] for r in pairs}))
+    if not pairs or not hosts:
+        return None
+    idx = {h: i for i, h in enumerate(hosts)}
+    n = len(hosts)
+    mats = {k: np.full((n, n), np.nan) for k in ("p50", "p99")}
+    for r in pairs:
+        if r["src"] in idx and r["dst"] in idx:
+            for k, m in mats.items():
+                if finite(r.get(k)):
+                    m[idx[r["src"]], idx[r["dst"]]] = r[k]
+    vals = np.concatenate([m[np.isfinite(m)] for m in mats.values()])
+    if len(vals) == 0:
+        return None
+    lo, hi = float(vals.min()), float(vals.max())
+    norm = LogNorm(max(lo, 1e-3), max(hi, lo * 1.01, 1e-3)) if lo > 0 and hi / lo > 5 else Normalize(lo, hi)
+    size = min(12.0, 3.0 + 0.45 * n)
+    fig = new_figure(2 * size + 1.2, size + 0.6)
+    axes = fig.subplots(1, 2)
+    image = None
+    for ax, (k, m) in zip(axes, mats.items(), strict=True):
+        ax.patch.set_facecolor("white")
+        ax.patch.set_hatch("xx")
+        ax.patch.set_edgecolor("0.75")
+        image = ax.imshow(np.ma.masked_invalid(m), cmap="viridis", norm=norm, interpolation="nearest",
+                          aspect="equal")
+        ax.set_xticks(range(n), hosts, rotation=90, fontsize=7 if n > 10 else 8)
+        ax.set_yticks(range(n), hosts, fontsize=7 if n > 10 else 8)
+        ax.set_xlabel("destination host")
+        ax.set_ylabel("source host")
+        ax.set_title(f"{k} RTT")
+        if n <= 12:
+            for i in range(n):
+                for j in range(n):
+                    v = m[i, j]
+                    if np.isfinite(v):
+                        dark = norm(v) < 0.6
+                        ax.text(j, i, f"{v / 1000:.2g}" if v >= 1000 else f"{v:.0f}", ha="center", va="center",
+                                fontsize=6.5, color="white" if dark else "black")
+    if image is not None:
+        fig.colorbar(image, ax=list(axes), shrink=0.8, label="RTT (µs; cells ≥ 1000 µs in ms)")
+    missing = int(np.isnan(mats["p50"]).sum())
+    fig.suptitle(f"{wname}: RTT per source × destination (hatched: no value)")
+    alt = (f"Two heat maps of {wname} round-trip time per source host (rows) and destination host (columns), "
+           f"p50 on the left and p99 on the right, from {_fmt_us(lo)} to {_fmt_us(hi)}; {n} hosts, "
+           f"{missing} of {n * n} cells missing (hatched).")
+    return Plot(f"{slug(wname)}-grid", f"{wname}: src × dst grid of p50 and p99", alt, fig)
+
+
+QUORUM_MARKS = (("p50", "o"), ("p90", "s"), ("p99", "^"), ("p99.9", "D"))
+
+
+def quorum_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
+    """Per quorum (Qk/n of a group): the p5–p99.9 range with p50, p90, p99, p99.9 marked."""
+    rows = [r for r in sec.get("quorums") or [] if finite(r.get("p50"))]
+    if not rows:
+        return None
+    fig = new_figure(7.0, 1.2 + 0.5 * len(rows))
+    ax = fig.add_subplot()
+    labels = [f"{r['group']} {r['quorum']}" for r in rows]
+    for y, r in enumerate(rows):
+        lo, hi = r.get("p5"), r.get("p99.9")
+        if finite(lo) and finite(hi):
+            ax.plot([lo, hi], [y, y], color="0.5", linewidth=1.5)
+        for k, marker in QUORUM_MARKS:
+            if finite(r.get(k)):
+                ax.plot([r[k]], [y], marker=marker, color="black", markerfacecolor="white" if k != "p50" else "black",
+                        linestyle="none", markersize=7, label=k if y == 0 else None)
+    ax.set_yticks(range(len(rows)), labels)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    if _log_wanted([r.get("p5") for r in rows] + [r.get("p99.9") for r in rows]):
+        ax.set_xscale("log")
+    ax.set_xlabel("quorum latency: k-th fastest reply of a round (µs); line p5–p99.9")
+    ax.grid(axis="x", alpha=0.3, which="both")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(f"{wname}: quorum latency")
+    alt = (f"Quorum latencies of {wname}: " + "; ".join(
+        f"{lab} median {_fmt_us(r['p50'])}, p99 {_fmt_us(r['p99'])}" if finite(r.get("p99")) else
+        f"{lab} median {_fmt_us(r['p50'])}" for lab, r in zip(labels, rows, strict=True)) + ".")
+    return Plot(f"{slug(wname)}-quorums", f"{wname}: quorum latency", alt, fig)

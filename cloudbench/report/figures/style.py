@@ -1,0 +1,119 @@
+"""One look for every figure: a colour, marker and dash per latency group (legible in
+grayscale), units on the axes, and SVG that can be inlined in an HTML page."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib as mpl
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from cloudbench.core.topology import GROUP_ORDER
+
+
+@dataclass(frozen=True)
+class GroupStyle:
+    color: str
+    marker: str
+    dash: Any  # a matplotlib linestyle
+    hatch: str
+
+
+# Okabe & Ito's colour-blind-safe palette, ordered so that neighbouring groups differ
+# in lightness too; markers, dashes and hatches tell the groups apart in grayscale.
+GROUP_STYLES: dict[str, GroupStyle] = {
+    g.value: s for g, s in zip(GROUP_ORDER, (
+        GroupStyle("#555555", "o", "-", ""),
+        GroupStyle("#0072B2", "s", "--", "//"),
+        GroupStyle("#009E73", "^", "-.", "\\\\"),
+        GroupStyle("#E69F00", "D", ":", "||"),
+        GroupStyle("#D55E00", "v", (0, (6, 2, 1, 2, 1, 2)), "xx"),
+        GroupStyle("#CC79A7", "P", (0, (1, 1)), "--"),
+    ), strict=True)
+}
+OTHER = GroupStyle("#000000", "X", "-", "")
+
+FONT: dict[str, Any] = {"font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans", "Liberation Sans", "Arial"],
+        "font.size": 9.0, "axes.titlesize": 10.0, "axes.labelsize": 9.0, "legend.fontsize": 8.0,
+        "svg.fonttype": "none"}
+
+
+def drawing(**extra: Any) -> contextlib.AbstractContextManager[None]:
+    """The rc settings of every figure (fonts, SVG text as text), plus ``extra``."""
+    rc: Any = {**FONT, **extra}
+    return mpl.rc_context(rc)
+
+
+def group_style(group: str) -> GroupStyle:
+    """The style of a latency group (groups outside StormCloud's share one, black)."""
+    return GROUP_STYLES.get(group, OTHER)
+
+
+@dataclass
+class Plot:
+    """One figure of the report: file stem, title, text alternative, the figure."""
+
+    name: str
+    title: str
+    alt: str
+    figure: Figure
+
+
+def new_figure(width: float = 7.0, height: float = 4.0) -> Figure:
+    """A figure outside pyplot (no global state), laid out to fit its labels."""
+    with drawing():
+        fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def svg_text(plot: Plot) -> str:
+    """The figure as a standalone SVG document (ids salted by the figure's name, no date,
+    so a report drawn twice is the same file)."""
+    buf = io.StringIO()
+    with drawing(**{"svg.hashsalt": plot.name}):
+        plot.figure.savefig(buf, format="svg", metadata={"Date": None, "Creator": "cloudbench"})
+    return buf.getvalue()
+
+
+_PROLOGUE = re.compile(r"\A.*?(?=<svg)", re.S)
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+_NAMESPACES = re.compile(r'\s+xmlns(:xlink)?="[^"]*"')
+
+
+def inline_svg(svg: str, alt: str) -> str:
+    """An SVG document as an element of an HTML page: no XML prologue, no RDF metadata
+    and no namespace declarations (the HTML parser puts ``<svg>`` in the SVG namespace
+    and knows ``xlink:href``), so the page names no URL at all; ``role="img"`` and
+    ``aria-label`` carry the text alternative."""
+    body = _METADATA.sub("", _PROLOGUE.sub("", svg, count=1))
+    body = _NAMESPACES.sub("", body)
+    label = (alt.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;"))
+    return body.replace("<svg", f'<svg role="img" aria-label="{label}"', 1)
+
+
+def save(plot: Plot, folder: Path) -> tuple[str, list[Path]]:
+    """Write ``folder/<name>.svg`` and ``.png``; the SVG text and the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    svg = svg_text(plot)
+    svg_path, png_path = folder / f"{plot.name}.svg", folder / f"{plot.name}.png"
+    svg_path.write_text(svg)
+    with drawing():
+        plot.figure.savefig(png_path, format="png", dpi=150, metadata={"Software": "cloudbench"})
+    return svg, [svg_path, png_path]
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a workload or host name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
+
+
+def finite(x: Any) -> bool:
+    """A number that can be drawn (report.json stores NaN as null)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and x == x and abs(x) != float("inf")

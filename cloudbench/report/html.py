@@ -1,0 +1,362 @@
+"""``report/index.html``: the report people look at, one self-contained file.
+
+The page reads in the order a reader decides what to believe: what ran and
+whether it can be trusted (status, damaged files, failures, the workers' CPU and
+late rounds, warnings), then each workload's figures and key tables, then the
+repetition analysis when ``confirm.json`` exists, and the metadata at the end
+(spec, seed, hosts with labels and facts, versions).
+
+Figures are matplotlib SVG inlined in the page (also written as
+``report/figures/*.svg`` and ``*.png``); there is no script and no URL, so the
+file opens over ``file://`` on a machine without a network. Every figure is
+drawn from report.json's sections (:mod:`cloudbench.report.figures`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from cloudbench.core.version import __version__
+from cloudbench.errors import ResultError
+from cloudbench.report.figures import section_figures
+from cloudbench.report.figures.confirm import convergence_figure
+from cloudbench.report.figures.style import Plot, inline_svg, save
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.rundir import RunDir
+
+HTML_NAME = "index.html"
+FIGURES_DIR = "figures"
+
+CSS = """
+body{font-family:"DejaVu Sans",Arial,sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#111;
+line-height:1.4}
+h1{font-size:1.5em;margin-bottom:.2em}h2{border-bottom:2px solid #444;padding-bottom:.1em;margin-top:2em}
+h3{margin-top:1.4em}
+nav ul{columns:3;font-size:.9em}
+.status{display:inline-block;padding:.1em .6em;border:2px solid;font-weight:bold}
+.ok{color:#05603a}.bad{color:#a4161a}.warn{color:#8a5a00}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+th,td{border-bottom:1px solid #bbb;padding:.15em .5em;text-align:right;vertical-align:top}
+th{border-bottom:2px solid #444}td.l,th.l{text-align:left}
+figure{margin:1em 0;border:1px solid #ddd;padding:.5em}
+figure svg{max-width:100%;height:auto;display:block}
+figcaption{font-size:.85em;color:#333}
+pre{background:#f4f4f4;padding:.6em;overflow:auto;font-size:.8em}
+.small{font-size:.85em;color:#444}
+@media print{nav{display:none}figure{break-inside:avoid}}
+"""
+
+
+def esc(x: Any) -> str:
+    """Text for the page, escaped."""
+    return html.escape(str(x), quote=True)
+
+
+def cell(v: Any, digits: int = 1) -> str:
+    """A table cell: numbers rounded, NaN and null as ``–``."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}f}"
+    return esc(v)
+
+
+def table(rows: Sequence[dict[str, Any]], cols: Sequence[tuple[str, str]], left: Sequence[str] = (),
+          digits: int = 1) -> str:
+    """An HTML table of ``rows``; ``cols`` are (key, header) pairs."""
+    if not rows:
+        return ""
+    head = "".join(f'<th class="{"l" if k in left else ""}">{esc(h)}</th>' for k, h in cols)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"l" if k in left else ""}">{cell(r.get(k), digits)}</td>' for k, _ in cols)
+        + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class Page:
+    """The page being assembled: sections of HTML and the figures saved so far."""
+
+    def __init__(self, figures_dir: Path) -> None:
+        self.figures_dir = figures_dir
+        self.parts: list[str] = []
+        self.toc: list[tuple[str, str]] = []
+        self.written: list[Path] = []
+        self.names: set[str] = set()
+
+    def heading(self, text: str, anchor: str) -> None:
+        self.toc.append((anchor, text))
+        self.parts.append(f'<h2 id="{esc(anchor)}">{esc(text)}</h2>')
+
+    def add(self, fragment: str) -> None:
+        self.parts.append(fragment)
+
+    def figure(self, plot: Plot) -> None:
+        """Save ``plot`` as SVG and PNG under figures/ and inline its SVG with its caption."""
+        name = plot.name
+        k = 2
+        while name in self.names:
+            name, k = f"{plot.name}-{k}", k + 1
+        self.names.add(name)
+        plot.name = name
+        try:
+            svg, paths = save(plot, self.figures_dir)
+        finally:
+            _close(plot.figure)
+        self.written += paths
+        self.parts.append(
+            f'<figure id="fig-{esc(name)}">{inline_svg(svg, plot.alt)}'
+            f"<figcaption><b>{esc(plot.title)}.</b> {esc(plot.alt)} "
+            f'<span class="small">(files: {FIGURES_DIR}/{esc(name)}.svg, .png)</span></figcaption></figure>')
+
+
+def _close(fig: Figure) -> None:
+    fig.clear()
+
+
+# ---------------------------------------------------------------------- sections
+
+
+def _trust(page: Page, report: dict[str, Any]) -> None:
+    page.heading("Can it be trusted?", "trust")
+    status = report.get("status", "?")
+    cls = "ok" if status == "complete" else "bad"
+    page.add(f'<p>Run status: <span class="status {cls}">{esc(status)}</span>, '
+             f"{esc(report.get('repetitions'))} repetition(s), started {esc(report.get('started_utc') or '?')}, "
+             f"ended {esc(report.get('ended_utc') or '?')} (UTC).</p>")
+    damaged = report.get("damaged") or []
+    if damaged:
+        page.add(f'<p class="bad"><b>{len(damaged)} file(s) differ from the manifest\'s checksums</b> '
+                 "(changed or lost since the run wrote them):</p><ul>"
+                 + "".join(f"<li>{esc(d)}</li>" for d in damaged) + "</ul>")
+    else:
+        page.add('<p class="ok">Every file matches the checksum the run recorded.</p>')
+    failures = report.get("failures") or []
+    if failures:
+        page.add(f'<p class="bad"><b>{len(failures)} host failure(s)</b> (trials and deployments):</p>'
+                 + table([{**f, "reason": f.get("reason") or ("no exit code" if f.get("exit_code") is None
+                                                              else f"exit {f['exit_code']}"),
+                           "command": str(f.get("command", ""))[:100]} for f in failures],
+                         [("trial", "trial"), ("host", "host"), ("reason", "reason"), ("command", "command")],
+                         left=("trial", "host", "reason", "command")))
+    else:
+        page.add('<p class="ok">No host failed.</p>')
+    warnings: list[str] = []
+    for wname, w in report.get("workloads", {}).items():
+        health = w.get("workers")
+        if health:
+            share = health["late_sends"] / health["rounds"] if health.get("rounds") else 0.0
+            cls = "warn" if health["cpu_pct_max"] > 50 or share > 0.01 else "ok"
+            stamps = ""
+            kernel, user = int(health.get("kernel_stamps") or 0), int(health.get("user_stamps") or 0)
+            if kernel + user:
+                stamps = (f"; {user} of {kernel + user} echoes ({user / (kernel + user):.2%}) stamped on read "
+                          "rather than by the kernel")
+            page.add(f'<p class="{cls}">{esc(wname)}: the workers used at most {health["cpu_pct_max"]:.1f} % of a '
+                     f"core ({esc(health['cpu_pct_max_host'])}, {esc(health['cpu_pct_max_trial'])}); "
+                     f"{health['late_sends']} of {health['rounds']} rounds ({share:.2%}) left late, by at most "
+                     f"{health['max_send_lag_us'] / 1000:.1f} ms{esc(stamps)}.</p>")
+        warnings += [f"{wname}: {m}" if not str(m).startswith(wname) else str(m) for m in w.get("warnings") or []]
+        warnings += [f"{wname}: {d['src']}→{d['dst']} ({d['trial']}): {d['notes']}" for d in w.get("drains") or []
+                     if d.get("notes")]
+        shifts = w.get("level_shifts") or []
+        if shifts:
+            steps = sum(s.get("kind") == "step" for s in shifts)
+            warnings.append(f"{wname}: {steps} level shift(s) and {len(shifts) - steps} spike(s) in the windowed "
+                            "RTT series (marked in the time figure)")
+    if warnings:
+        page.add('<p class="warn"><b>Warnings</b></p><ul>' + "".join(f"<li>{esc(m)}</li>" for m in warnings)
+                 + "</ul>")
+    else:
+        page.add('<p class="ok">No warnings.</p>')
+
+
+def _distribution_cols(rows: list[dict[str, Any]], labels: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    keys = [k for k in rows[0] if k not in {k for k, _ in labels}] if rows else []
+    return [*labels, *[(k, k) for k in keys]]
+
+
+def _echo_tables(page: Page, w: dict[str, Any]) -> None:
+    groups = w.get("groups") or []
+    if groups:
+        page.add("<h3>RTT by latency group (µs)</h3>"
+                 + table(groups, _distribution_cols(groups, [("group", "group")]), left=("group",)))
+    quorums = w.get("quorums") or []
+    if quorums:
+        page.add("<h3>Quorum latency (µs; k-th fastest reply per round)</h3>"
+                 + table(quorums, _distribution_cols(quorums, [("quorum", "quorum"), ("group", "group")]),
+                         left=("quorum", "group")))
+    shifts = w.get("level_shifts") or []
+    if shifts:
+        page.add("<h3>Level shifts and spikes (µs)</h3>" + table(
+            shifts, [("repetition", "rep"), ("trial", "trial"), ("series", "series"), ("kind", "kind"),
+                     ("time_s", "time (s)"), ("size", "size"), ("before", "before"), ("after", "after")],
+            left=("trial", "series", "kind")))
+
+
+def _throughput_tables(page: Page, w: dict[str, Any]) -> None:
+    rows = w.get("trials") or []
+    if rows:
+        page.add("<h3>Per trial (Mbit/s)</h3>" + table(
+            [{**r, "pair": f"{r['src']}→{r['dst']}"} for r in rows],
+            [("repetition", "rep"), ("pair", "sender→receiver"), ("group", "group"), ("mean_mbps", "mean"),
+             ("cov", "CoV"), ("p5_mbps", "p5"), ("p50_mbps", "p50"), ("p95_mbps", "p95"),
+             ("loss_pct", "loss %"), ("capacity_lb_mbps", "capacity ≥"), ("expected_mbps", "expected")],
+            left=("pair", "group"), digits=2))
+    if w.get("asymmetry"):
+        page.add("<h3>Direction asymmetry (Mbit/s)</h3>" + table(
+            w["asymmetry"], [("repetition", "rep"), ("a", "a"), ("b", "b"), ("a_to_b_mbps", "a→b"),
+                             ("b_to_a_mbps", "b→a"), ("ratio", "ratio")], left=("a", "b"), digits=3))
+
+
+def _drain_tables(page: Page, w: dict[str, Any]) -> None:
+    rows = w.get("drains") or []
+    if rows:
+        page.add("<h3>Drains (rates Mbit/s, budget Mbit, times s)</h3>" + table(
+            [{**r, "pair": f"{r['src']}→{r['dst']}"} for r in rows],
+            [("pair", "pair"), ("vm_type", "vm_type"), ("drained", "drained"), ("high_mbps", "high"),
+             ("low_mbps", "low"), ("time_to_empty_s", "empty after"), ("budget_mbit", "budget"),
+             ("rest_s", "rest"), ("refill_mbps", "refill"), ("expected_high_mbps", "configured high"),
+             ("expected_low_mbps", "configured low"), ("expected_time_to_empty_s", "configured empty")],
+            left=("pair", "vm_type"), digits=2))
+
+
+def _path_tables(page: Page, w: dict[str, Any]) -> None:
+    if w.get("paths"):
+        page.add("<h3>Paths and AS paths</h3>" + table(
+            w["paths"], [("repetition", "rep"), ("src", "src"), ("dst", "dst"), ("reached", "reached"),
+                         ("hops", "hops"), ("nodes", "interfaces"), ("anonymous", "anonymous"),
+                         ("diamonds", "diamonds"), ("max_width", "max width"), ("rtt_min_us", "min RTT (µs)"),
+                         ("as_path", "AS path")], left=("src", "dst", "as_path")))
+    changes = w.get("changes") or []
+    if changes:
+        changed = sum(bool(c.get("changed")) for c in changes)
+        page.add(f"<p>{changed} of {len(changes)} pair-repetition transitions changed the path.</p>")
+    if w.get("inflation"):
+        page.add("<h3>Inflation over the propagation bound</h3>" + table(
+            w["inflation"], [("src", "src"), ("dst", "dst"), ("distance_km", "distance (km)"),
+                             ("min_rtt_us", "min RTT (µs)"), ("bound_c_us", "bound at c (µs)"),
+                             ("inflation_c", "× c"), ("inflation_fibre", "× fibre")], left=("src", "dst"),
+            digits=2))
+
+
+TABLES: dict[str, Callable[[Page, dict[str, Any]], None]] = {
+    "echo": _echo_tables, "throughput": _throughput_tables, "tbdrain": _drain_tables, "traceroute": _path_tables,
+}
+
+
+def _workloads(page: Page, report: dict[str, Any]) -> None:
+    for wname, w in report.get("workloads", {}).items():
+        page.heading(f"{wname} ({w.get('kind', '?')})", f"w-{wname}")
+        if "rows" in w:
+            page.add(f'<p class="small">{w["rows"]:,} rows of observations.</p>')
+        for plot in section_figures(wname, w):
+            page.figure(plot)
+        tables = TABLES.get(str(w.get("kind")))
+        if tables is not None:
+            tables(page, w)
+
+
+def find_confirm(run: RunDir) -> Path | None:
+    """The ``confirm.json`` of the run's campaign (or of the run alone), if ``cloudbench confirm`` wrote one."""
+    for p in (run.path.parent / "confirm.json", run.path / "confirm.json"):
+        if p.is_file():
+            return p
+    return None
+
+
+def _confirm(page: Page, path: Path) -> None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ResultError(str(path), f"not a readable confirm.json: {e}") from e
+    page.heading("How many repetitions? (confirm)", "confirm")
+    params = doc.get("params") or {}
+    page.add(f"<p>From <code>{esc(path.name)}</code> beside the run: {esc(len(doc.get('runs') or []))} run(s), "
+             f"{esc(params.get('quantile_name', '?'))} per repetition with an exact "
+             f"{esc(params.get('level', '?'))} confidence interval.</p>")
+    plot = convergence_figure(doc)
+    if plot is not None:
+        page.figure(plot)
+    rows = []
+    for s in doc.get("series") or []:
+        ci = s.get("ci") or {}
+        targets = "; ".join(
+            f"±{t['error']:.0%}: {t['n_needed']}" if t.get("n_needed") is not None else
+            (f"±{t['error']:.0%}: ~{t['prediction']['n']} (predicted)" if t.get("prediction") else
+             f"±{t['error']:.0%}: –") for t in s.get("targets") or [])
+        rows.append({"metric": s.get("metric"), "group": s.get("group"), "n": s.get("n"),
+                     "estimate": s.get("estimate"), "unit": s.get("unit"), "lower": ci.get("lower"),
+                     "upper": ci.get("upper"), "rel": s.get("relative_half_width"), "targets": targets,
+                     "warnings": "; ".join(s.get("warnings") or []) or "none"})
+    page.add(table(rows, [("metric", "metric"), ("group", "group"), ("n", "n"), ("estimate", "estimate"),
+                          ("unit", "unit"), ("lower", "CI low"), ("upper", "CI high"),
+                          ("rel", "± relative"), ("targets", "n for ±e"), ("warnings", "warnings")],
+                   left=("metric", "group", "unit", "targets", "warnings"), digits=3))
+
+
+def _metadata(page: Page, report: dict[str, Any], manifest: Manifest) -> None:
+    page.heading("Metadata", "metadata")
+    page.add(f"<p>Campaign {esc(manifest.campaign)}, run {esc(manifest.run_id)}, seed {esc(manifest.seed)}; "
+             f"spec {esc(manifest.spec_path)} (sha256 {esc(manifest.spec_sha256[:16])}…).</p>")
+    hosts = []
+    for r in manifest.repetitions:
+        for h in r.hosts:
+            facts = ", ".join(f"{k}={v}" for k, v in sorted(h.facts.items()) if not isinstance(v, dict | list))
+            hosts.append({"repetition": r.index, "name": h.name, **h.labels, "address": h.address, "facts": facts})
+    label_keys = sorted({k for r in manifest.repetitions for h in r.hosts for k in h.labels})
+    page.add("<h3>Hosts</h3>" + table(
+        hosts, [("repetition", "rep"), ("name", "host"), *[(k, k) for k in label_keys], ("address", "address"),
+                ("facts", "facts")], left=("name", *label_keys, "address", "facts")))
+    versions = {"cloudbench (this report)": __version__, "worker version": manifest.worker_version,
+                **{f"worker {k}": json.dumps(v, sort_keys=True) for k, v in manifest.workers.items()},
+                **{f"controller {k}": v for k, v in manifest.controller.items()},
+                **{f"clock {k}": v for k, v in manifest.clock.items()}}
+    page.add("<h3>Versions</h3>" + table([{"what": k, "value": str(v)} for k, v in versions.items()],
+                                         [("what", "what"), ("value", "value")], left=("what", "value")))
+    page.add("<h3>Spec</h3><details><summary>the spec as the run read it</summary><pre>"
+             + esc(json.dumps(manifest.spec, indent=2, sort_keys=False)) + "</pre></details>")
+
+
+def render_html(run: RunDir, report: dict[str, Any], figures_dir: Path) -> tuple[str, list[Path]]:
+    """The page's text, and the figure files written into ``figures_dir``."""
+    manifest = run.manifest()
+    page = Page(figures_dir)
+    _trust(page, report)
+    _workloads(page, report)
+    confirm_path = find_confirm(run)
+    if confirm_path is not None:
+        _confirm(page, confirm_path)
+    _metadata(page, report, manifest)
+    nav = "<nav><ul>" + "".join(f'<li><a href="#{esc(a)}">{esc(t)}</a></li>' for a, t in page.toc) + "</ul></nav>"
+    title = f"{report.get('campaign', '?')} — run {report.get('run_id', '?')}"
+    text = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"generator\" content=\"cloudbench {esc(__version__)}\"><title>{esc(title)}</title>"
+            f"<style>{CSS}</style></head><body><h1>{esc(title)}</h1>"
+            f"<p class=\"small\">cloudbench report; one file, nothing loaded from elsewhere. "
+            f"Figures are also under {FIGURES_DIR}/ as SVG and PNG.</p>"
+            f"{nav}{''.join(page.parts)}</body></html>\n")
+    return text, page.written
+
+
+def write_html(run: RunDir, report: dict[str, Any], path: Path | None = None) -> list[Path]:
+    """Write the page (default ``<run>/report/index.html``) and its figures (``figures/``
+    beside the page); the paths written, the page first."""
+    path = path or run.path / "report" / HTML_NAME
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text, figs = render_html(run, report, path.parent / FIGURES_DIR)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as e:
+        raise ResultError(str(path), f"cannot write the HTML report: {e.strerror or e}") from e
+    return [path, *figs]

@@ -1,0 +1,142 @@
+"""report/index.html from report.json content alone (issue 14): reading order, one file
+without URLs, a figure per aggregate with a text alternative, figure files, the CLI options."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from cloudbench.analysis.confirm import ConfirmParams
+from cloudbench.analysis.latency import CCDF_EXCEEDANCE
+from cloudbench.cli.app import app
+from cloudbench.report.build import build_report
+from cloudbench.report.confirm import confirm, write_confirm
+from cloudbench.report.html import write_html
+from cloudbench.store.rundir import RunDir
+from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
+from tests.report.test_tables import drain_section, echo_section, paths_section, tput_section
+
+HOSTS = ["s1-1", "s2-1", "s3-1", "s4-1", "s5-1", "s6-1"]
+
+
+def full_report(run: RunDir) -> dict[str, Any]:
+    """The frame of a real (fake) run with a section of every kind, as report.json holds them."""
+    rep = build_report(run)
+    echo = echo_section()
+    groups = [g["group"] for g in echo["groups"]]
+    echo.update(
+        boxes=[{"group": g, "count": 1000, "p5": 50.0 * (i + 1), "p25": 60.0 * (i + 1), "p50": 70.0 * (i + 1),
+                "p75": 80.0 * (i + 1), "p95": 120.0 * (i + 1), "mean": 75.0 * (i + 1)} for i, g in enumerate(groups)],
+        tails=[{"group": g, "exceedance": e, "rtt_us": 50.0 * (i + 1) / e ** 0.3}
+               for i, g in enumerate(groups) for e in CCDF_EXCEEDANCE],
+        pair_windows=[{"repetition": 0, "trial": "r000-t000-echo", "src": "s1-1", "dst": "s6-1",
+                       "group": "cross_region", "window": k, "start_s": 30.0 * k, "count": 3000,
+                       "mean": 51000.0 + 50 * k} for k in range(3)],
+        hosts=HOSTS, window_s=30.0, trial_utc={"r000-t000-echo": "2026-11-22T10:15:00.000000Z"},
+        level_shifts=[{"repetition": 0, "trial": "r000-t000-echo", "series": "group:cross_region", "kind": "step",
+                       "time_s": 30.0, "size": 750.0, "before": 50000.0, "after": 50750.0}],
+    )
+    # 5 of the 36 cells measured: the grid must show the other 31 as missing
+    echo["pairs"] = echo["pairs"][:5]
+    tput = tput_section()
+    tput["series"] = [{"repetition": 0, "trial": r["trial"], "src": r["src"], "dst": r["dst"], "direction": "forward",
+                       "group": "cross_region", "burst": [0] * 10, "t_s": [i + 0.5 for i in range(10)],
+                       "mbps": [9400.0 + i for i in range(10)]} for r in tput["trials"]]
+    for r in tput["trials"]:
+        r["repetition"] = 0
+    drain = drain_section()
+    for d in drain["drains"]:
+        d["repetition"] = 0
+    drain["series"] = [{"repetition": 0, "trial": "r000-t000-drain", "src": "r1-a-host-1", "dst": "r2-a-host-1",
+                        "direction": "forward", "group": "cross_region", "burst": [0] * 30 + [1] * 10,
+                        "t_s": [*range(30), *range(60, 70)],
+                        "mbps": [951.0] * 12 + [101.0] * 18 + [951.0] * 3 + [101.0] * 7}]
+    paths = paths_section()
+    paths["graphs"] = [{"repetition": 0, "src": "r1-a-host-1", "dst": "r3-a-host-1",
+                        "hops": [["198.18.1.10"], ["198.18.1.1"], ["198.19.0.1", "198.19.0.5"], ["198.18.6.10"]],
+                        "edges": [["198.18.1.10", "198.18.1.1"], ["198.18.1.1", "198.19.0.1"],
+                                  ["198.18.1.1", "198.19.0.5"], ["198.19.0.1", "198.18.6.10"],
+                                  ["198.19.0.5", "198.18.6.10"]],
+                        "rtt_min_us": {"198.18.6.10": 81234.5}, "asn": {"198.19.0.1": 64501}}]
+    rep["workloads"] = {"echo": echo, "tput": tput, "drain": drain, "paths": paths}
+    return rep
+
+
+def test_the_page_is_one_file_in_reading_order_with_a_figure_per_aggregate(tmp_path: Path) -> None:
+    camp = make_campaign(tmp_path, "c", [FakeRun({("rtt_p50_us", "cross_zone"): normal_values(20, 500.0, 0.05, 1)})])
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    write_confirm(confirm(camp, ConfirmParams(trials=20)), camp)
+    page, *files = write_html(run, full_report(run))
+    text = page.read_text()
+    assert page == run.path / "report" / "index.html"
+    assert not re.search(r"https?:", text) and "<script" not in text and "<link" not in text and "src=" not in text
+    # trust first, then the workloads in order, confirm, metadata last
+    marks = ["Can it be trusted?", 'id="w-echo"', 'id="w-tput"', 'id="w-drain"', 'id="w-paths"', 'id="confirm"',
+             'id="metadata"']
+    pos = [text.index(m) for m in marks]
+    assert pos == sorted(pos)
+    names = sorted(p.name for p in files)
+    stems = ["confirm-convergence", "drain-drains", "echo-box", "echo-grid", "echo-quorums", "echo-tail",
+             "echo-time", "paths-inflation", "paths-mda-r1-a-host-1-r3-a-host-1", "tput-asymmetry", "tput-series"]
+    assert names == sorted([f"{s}.png" for s in stems] + [f"{s}.svg" for s in stems])
+    assert all(p.parent == page.parent / "figures" and p.stat().st_size > 1000 for p in files)
+    figures = re.findall(r'<figure id="fig-([^"]+)"><svg role="img" aria-label="([^"]+)"', text)
+    assert sorted(f[0] for f in figures) == stems
+    alts = dict(figures)
+    assert "31 of 36 cells missing" in alts["echo-grid"]
+    assert "1 level shift(s)" in alts["echo-time"]
+    assert "empty after 12.2 s" in alts["drain-drains"] and "refill 99.8 Mbit/s" in alts["drain-drains"]
+    assert "capacity ≥ 9800.0" in alts["tput-series"]
+    assert "2 interface(s) beyond the source" not in alts["paths-mda-r1-a-host-1-r3-a-host-1"]
+    assert "at most 2 in parallel" in alts["paths-mda-r1-a-host-1-r3-a-host-1"]
+    assert "AS64501" in alts["paths-mda-r1-a-host-1-r3-a-host-1"]
+    # units on the axes (SVG text is kept as text)
+    for unit in ("round-trip time (µs)", "P(RTT &gt; x)", "rate (Mbit/s)", "time since the drain began (s)",
+                 "inflation (ratio"):
+        assert unit in text, unit
+    # one colour per latency group in every echo figure: cross_region's colour in each
+    for stem in ("echo-box", "echo-tail", "echo-time"):
+        assert "#d55e00" in (page.parent / "figures" / f"{stem}.svg").read_text().lower(), stem
+    # the standalone SVG files keep their namespace, the inlined copies do not need it
+    assert 'xmlns="http://www.w3.org/2000/svg"' in (page.parent / "figures" / "echo-box.svg").read_text()
+    assert "rtt_p50_us" in text and "Hosts" in text and "seed" in text
+
+
+def test_report_command_writes_the_page_where_asked_or_not_at_all(tmp_path: Path) -> None:
+    camp = make_campaign(tmp_path, "c", [FakeRun({("m", "g"): [1.0]}, workloads=[])])
+    run = next(camp.glob("*/"))
+    r = CliRunner().invoke(app, ["report", str(camp), "--no-html"])
+    assert r.exit_code == 0, r.output
+    assert not (run / "report" / "index.html").exists() and (run / "report" / "report.json").exists()
+    elsewhere = tmp_path / "out" / "page.html"
+    r = CliRunner().invoke(app, ["report", str(camp), "--html", str(elsewhere)])
+    assert r.exit_code == 0, r.output
+    assert elsewhere.is_file() and (elsewhere.parent / "figures").is_dir() is False  # no workload, no figure
+    assert "No host failed." in elsewhere.read_text()
+    r = CliRunner().invoke(app, ["report", str(camp)])
+    assert r.exit_code == 0 and (run / "report" / "index.html").is_file()
+
+
+def test_a_large_runs_figures_stay_small(tmp_path: Path) -> None:
+    """50 hosts, 2 450 pairs, 100 windows each: the page stays under a megabyte."""
+    camp = make_campaign(tmp_path, "c", [FakeRun({("m", "g"): [1.0]}, workloads=[])])
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    rep = full_report(run)
+    echo = rep["workloads"]["echo"]
+    hosts = [f"h{i:02d}" for i in range(50)]
+    pairs = [(a, b) for a in hosts for b in hosts if a != b]
+    echo["hosts"] = hosts
+    echo["pairs"] = [{"src": a, "dst": b, "group": "cross_zone", "count": 100, "timeouts": 0, "mean": 500.0,
+                      "p50": 480.0 + i % 97, "p99": 900.0 + i % 89, "max": 1000.0} for i, (a, b) in enumerate(pairs)]
+    echo["pair_windows"] = [{"repetition": 0, "trial": "r000-t000-echo", "src": a, "dst": b, "group": "cross_zone",
+                             "window": k, "start_s": 30.0 * k, "count": 100, "mean": 500.0 + (i * 7 + k) % 50}
+                            for i, (a, b) in enumerate(pairs) for k in range(100)]
+    rep["workloads"] = {"echo": echo}
+    page, *_ = write_html(run, rep)
+    text = page.read_text()
+    assert len(text.encode()) < 1_000_000, len(text.encode())
+    assert "200 of 2450 pair series drawn" in text
+    assert " 50 of 2500 cells missing" in text  # the diagonal
