@@ -5,11 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cloudbench.analysis.latency import PERCENTILES, group_table, pair_table, pct_label, quorum_table, windowed_means
+from cloudbench.analysis.events import Event, detect_pair_events, label_host_events
+from cloudbench.analysis.latency import (
+    PERCENTILES,
+    EchoData,
+    group_table,
+    pair_table,
+    pct_label,
+    quorum_table,
+    windowed_means,
+)
 from cloudbench.analysis.levelshift import echo_level_shifts
 from cloudbench.core.tables import fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
@@ -17,7 +27,7 @@ from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo.data import load_echo
 from cloudbench.workloads.echo.summaries import spec_quorums
 
-TABLES = ("groups", "quorums", "windows", "pairs", "level_shifts")
+TABLES = ("groups", "quorums", "windows", "pairs", "level_shifts", "events")
 
 
 def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
@@ -35,6 +45,7 @@ def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str
         "windows": windows,
         "pairs": pair_table(d),
         "level_shifts": echo_level_shifts(d, window, windows),
+        "events": pair_events(d, window, 1.0 / float(params.get("rate", 100.0))),
         "workers": echo_worker_health(manifest, name),
     }
 
@@ -66,6 +77,17 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         for r in w["pairs"]:
             pt.add_row(*[fmt_number(r[c]) for c in pair_cols])
         console.print(pt)
+    events = w.get("events") or []
+    if events:
+        ev_cols = ("repetition", "series", "kind", "origin", "time_s", "duration_s", "size",
+                   "before", "p_value")
+        et = titled_table(f"{wname}: spikes and steps per pair, on raw RTTs (µs; origin host = "
+                          "the measuring host, not the link)", ev_cols,
+                          left=("series", "kind", "origin"))
+        for r in events:
+            et.add_row(*[fmt_number(r.get(c, ""), 2) if c != "p_value" else f"{r[c]:.1e}"
+                         for c in ev_cols])
+        console.print(et)
     shifts = w.get("level_shifts") or []
     if shifts:
         shift_cols = ("repetition", "series", "kind", "time_s", "size", "before", "after")
@@ -73,6 +95,34 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         for r in shifts:
             st.add_row(*[fmt_number(r.get(c, ""), 2) for c in shift_cols])
         console.print(st)
+
+
+# --- issue 16: per-pair events on raw RTTs. The one call site of analysis.events;
+# the detector takes per-pair arrays (time, RTT, round) and the round interval.
+def pair_events(d: EchoData, window_s: float, round_interval_s: float) -> list[dict[str, Any]]:
+    """Spikes and steps of every ordered pair's raw RTTs, host events labelled.
+
+    Times are seconds after the source worker's start (as ``send_us``), so the
+    pairs of one source, which :func:`label_host_events` compares, share a clock.
+    """
+    m = d.measured() & ~np.isnan(d.rtt_us) & (d.src != d.dst)
+    if not m.any():
+        return []
+    keys = np.stack([d.repetition[m], d.trial[m], d.src[m], d.dst[m]])
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    inv = inv.reshape(-1)
+    t_all, y_all, r_all = d.send_us[m] / 1e6, d.rtt_us[m], d.round[m]
+    runs: dict[tuple[int, int], dict[tuple[str, str], list[Event]]] = {}
+    for k in range(uniq.shape[1]):
+        rep, tr, a, b = (int(x) for x in uniq[:, k])
+        sel = inv == k
+        runs.setdefault((rep, tr), {})[(d.hosts[a], d.hosts[b])] = detect_pair_events(
+            t_all[sel], y_all[sel], round_interval_s, window_s, round_index=r_all[sel])
+    rows: list[dict[str, Any]] = []
+    for (rep, tr), by_pair in sorted(runs.items()):
+        for (a, b), evs in sorted(label_host_events(by_pair, round_interval_s, window_s).items()):
+            rows += [e.to_row(repetition=rep, trial=d.trials[tr], series=f"{a}>{b}") for e in evs]
+    return rows
 
 
 def echo_worker_health(manifest: Manifest, workload: str) -> dict[str, Any] | None:

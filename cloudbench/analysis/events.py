@@ -1,0 +1,304 @@
+"""Spikes and steps of one pair's raw round-trip times, and which of them the host caused.
+
+Issue 16: window medians hide anything shorter than half a window, so events are
+sought in the raw RTTs of each pair. Written from the method descriptions (no
+external package); tests are scipy's.
+
+Interface (what a workload hands in, per ordered pair, as numpy arrays)::
+
+    detect_pair_events(t_s, rtt, round_interval_s, window_s, round_index=None)
+
+``t_s`` is each echo's send time in seconds on one clock for all pairs of a run
+(UTC seconds, or seconds after a common epoch), ``rtt`` its round-trip time in
+any unit (NaN for a timeout; sizes come back in the same unit),
+``round_interval_s`` the time between the worker's rounds (1 / rate), and
+``window_s`` the report's window. ``round_index`` (the worker's round number of
+each echo) lets the detector see rounds that left late: the worker's
+late-round counter, per echo. Then :func:`label_host_events` takes every pair's
+events and labels those the measuring host caused.
+
+Method
+------
+1. **Level**: a running median of the raw RTTs over ``2·max_spike_s`` (so a
+   spike up to ``max_spike_s`` long does not move it; a step does, at its edge).
+   **Jitter**: the residuals from the level; the noise scale ``σ`` is their MAD
+   (× 1.4826) and the *p99 jitter* their 99th percentile of ``|residual|``,
+   both taken after leaving out the candidate spikes of a first pass.
+2. **Spikes**: runs of consecutive echoes (one quiet echo tolerated inside)
+   whose residual exceeds ``thr = max(spike_k·σ, jitter_k·p99)``, at least
+   ``min_samples`` long and at most ``max_spike_s``, with a median residual of at
+   least ``size_k·p99``. Significance — a *run test*: with ``q`` the share of
+   echoes above ``thr`` outside the candidate runs, a run of ``m`` of ``n``
+   echoes happens by chance with probability at most ``n·q^m`` (independent
+   echoes, Bonferroni over the ``n`` positions); reported when under ``alpha``.
+   Time: the first echo of the run; duration: last − first + one round; size:
+   the median residual of the run (robust to the half-size echoes at its
+   edges, which crossed the link only one way during the spike).
+3. **Steps**: the spikes replaced by the level, PELT on the window medians
+   (:func:`cloudbench.analysis.levelshift.pelt`, penalty ``penalty_k·σ_w²·ln n``),
+   each change point then placed on the raw echoes (within the window before
+   and the one after, the split that puts fewest echoes on the wrong side of
+   the mid-level). Size: the median of the raw echoes after minus before, each
+   side up to the next change point. Significance: Mann–Whitney U (scipy,
+   two-sided) between the window medians of the two segments — window medians,
+   not raw echoes, since consecutive echoes are not independent; reported when
+   under ``alpha`` and at least ``step_k·σ_w`` and ``min_rel`` of the level.
+4. **Host events** (:func:`label_host_events`): an event is the host's, not the
+   link's, when every pair measured from its source host (at least two) has an
+   event of the same kind at the same time, or when most of its echoes were
+   sent in late rounds (the worker was short of CPU).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import ndimage
+from scipy import stats as sps
+
+from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt
+
+FloatArray = NDArray[np.float64]
+
+SPIKE_TEST = "run test: a run of m echoes above the threshold, P ≤ n·q^m (Bonferroni over n)"
+STEP_TEST = "PELT on window medians; Mann–Whitney U between the segments' window medians"
+
+
+@dataclass(frozen=True)
+class EventParams:
+    """Thresholds of :func:`detect_pair_events` (defaults: see the README's false-alarm rate)."""
+
+    max_spike_s: float | None = None  # default: one window
+    spike_k: float = 6.0  # sample threshold in σ
+    jitter_k: float = 1.5  # sample threshold in p99 jitter
+    size_k: float = 2.5  # a spike's median excess, in p99 jitter
+    min_samples: int = 3
+    alpha: float = 1e-3
+    penalty_k: float = 4.0
+    step_k: float = 4.0
+    min_rel: float = 0.015
+    late_share: float = 0.5  # share of an event's echoes in late rounds that makes it the host's
+
+
+@dataclass(frozen=True)
+class Event:
+    """One spike or step of one pair (times in the caller's clock, sizes in its RTT unit)."""
+
+    kind: Literal["spike", "step"]
+    time_s: float
+    duration_s: float  # spikes: last − first echo + one round; steps: 0
+    size: float  # spike: median excess over the level; step: after − before
+    before: float
+    after: float
+    samples: int  # echoes in the spike (steps: echoes after the step up to the next one)
+    p_value: float
+    test: str
+    jitter_p99: float  # the pair's p99 jitter (|residual from the level|)
+    late_share: float = math.nan  # share of the event's echoes sent in late rounds
+    origin: Literal["link", "host"] = "link"
+    reason: str = ""
+
+    def to_row(self, **labels: Any) -> dict[str, Any]:
+        return {**labels, "kind": self.kind, "time_s": self.time_s, "duration_s": self.duration_s,
+                "size": self.size, "before": self.before, "after": self.after,
+                "samples": self.samples, "p_value": self.p_value, "test": self.test,
+                "jitter_p99": self.jitter_p99, "origin": self.origin, "reason": self.reason}
+
+
+def late_rounds(t_s: FloatArray, round_index: NDArray[np.integer], round_interval_s: float) -> NDArray[np.bool_]:
+    """Echoes sent late: more than min(1 ms, half a round) after their round's schedule.
+
+    The schedule is ``round · interval`` plus the offset of the earliest send
+    (the worker's own rule, from its send times)."""
+    lag = np.asarray(t_s, dtype=np.float64) - np.asarray(round_index, dtype=np.float64) * round_interval_s
+    if len(lag) == 0:
+        return np.zeros(0, dtype=bool)
+    return np.asarray(lag - float(np.min(lag)) > min(1e-3, round_interval_s / 2.0))
+
+
+def _runs(flag: NDArray[np.bool_], gap: int = 1) -> list[tuple[int, int]]:
+    """[start, end) of runs of True, bridging up to ``gap`` False values inside a run."""
+    idx = np.flatnonzero(flag)
+    if len(idx) == 0:
+        return []
+    cut = np.flatnonzero(np.diff(idx) > gap + 1)
+    starts = np.concatenate([[idx[0]], idx[cut + 1]])
+    ends = np.concatenate([idx[cut], [idx[-1]]]) + 1
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
+
+
+def _level(y: FloatArray, width: int) -> FloatArray:
+    return np.asarray(ndimage.median_filter(y, size=max(3, width | 1), mode="nearest"))
+
+
+def _window_medians(t: FloatArray, y: FloatArray, window_s: float) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
+    """Window starts, medians, and each echo's window (position in the returned arrays)."""
+    w = np.floor((t - t[0]) / window_s).astype(np.int64)
+    keys, inv = np.unique(w, return_inverse=True)
+    med = np.array([np.median(y[inv == k]) for k in range(len(keys))])
+    return t[0] + keys * window_s, med, inv.reshape(-1)
+
+
+def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float, window_s: float,
+                       round_index: NDArray[np.integer] | None = None,
+                       params: EventParams | None = None) -> list[Event]:
+    """Spikes and steps of one pair's raw RTTs (see the module docstring)."""
+    p = params or EventParams()
+    t_all = np.asarray(t_s, dtype=np.float64)
+    y_all = np.asarray(rtt, dtype=np.float64)
+    if t_all.shape != y_all.shape:
+        raise ValueError(f"times and RTTs differ in length ({len(t_all)}, {len(y_all)})")
+    if round_interval_s <= 0 or window_s <= 0:
+        raise ValueError("round interval and window must be positive")
+    ok = np.isfinite(y_all) & np.isfinite(t_all)
+    order = np.argsort(t_all[ok], kind="stable")
+    t, y = t_all[ok][order], y_all[ok][order]
+    late = (late_rounds(t_all, np.asarray(round_index), round_interval_s)[ok][order]
+            if round_index is not None else None)
+    n = len(y)
+    if n < 4 * p.min_samples:
+        return []
+    max_spike_s = p.max_spike_s if p.max_spike_s is not None else window_s
+    max_spike = max(p.min_samples, round(max_spike_s / round_interval_s))
+    level = _level(y, 2 * max_spike + 1)
+    resid = y - level
+    # first pass: leave out gross departures before measuring the jitter
+    sigma0 = MAD_TO_SIGMA * float(np.median(np.abs(resid)))
+    rough = np.abs(resid) > max(p.spike_k * sigma0, 1e-12)
+    quiet = ~_dilate(rough, 1)
+    base = resid[quiet] if quiet.sum() >= 10 else resid
+    sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(base - np.median(base)))), 1e-12)
+    p99 = max(float(np.percentile(np.abs(base), 99)), sigma)
+    thr = max(p.spike_k * sigma, p.jitter_k * p99)
+    above = np.abs(resid) > thr
+    events: list[Event] = []
+    spike_mask = np.zeros(n, dtype=bool)
+    runs = [(a, b) for a, b in _runs(above) if b - a >= p.min_samples]
+    in_runs = np.zeros(n, dtype=bool)
+    for a, b in runs:
+        in_runs[a:b] = True
+    q = (float(above[~in_runs].sum()) + 1.0) / (float((~in_runs).sum()) + 1.0)
+    for a, b in runs:
+        m = int(above[a:b].sum())
+        dur = float(t[b - 1] - t[a]) + round_interval_s
+        if dur > max_spike_s + round_interval_s:
+            continue  # too long for a spike: a step pair, left to the step search
+        size = float(np.median(resid[a:b]))
+        if abs(size) < p.size_k * p99:
+            continue
+        pval = min(1.0, math.exp(math.log(n) + m * math.log(q)))
+        if pval >= p.alpha:
+            continue
+        lvl = float(np.median(level[a:b]))
+        spike_mask[a:b] = True
+        events.append(Event("spike", float(t[a]), dur, size, lvl, lvl, b - a, pval, SPIKE_TEST, p99,
+                            _share(late, a, b)))
+    clean = np.where(spike_mask, level, y)
+    events += _steps(t, clean, window_s, p, p99, late)
+    return sorted(events, key=lambda e: (e.time_s, e.kind))
+
+
+def _dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:
+    return np.asarray(ndimage.binary_dilation(mask, iterations=k)) if mask.any() else mask
+
+
+def _share(late: NDArray[np.bool_] | None, a: int, b: int) -> float:
+    return float(np.mean(late[a:b])) if late is not None and b > a else math.nan
+
+
+def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: float,
+           late: NDArray[np.bool_] | None) -> list[Event]:
+    starts, med, win = _window_medians(t, y, window_s)
+    nw = len(med)
+    if nw < 4:
+        return []
+    d = np.diff(med)
+    sigma_w = max(MAD_TO_SIGMA * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0), 1e-12)
+    cps = pelt(med, p.penalty_k * sigma_w**2 * math.log(nw), 2)
+
+    def seg_sizes(cps: list[int]) -> list[tuple[float, float, float]]:
+        b = [0, *cps, nw]
+        out = []
+        for k in range(len(cps)):
+            before, after = med[b[k]:b[k + 1]], med[b[k + 1]:b[k + 2]]
+            pv = float(sps.mannwhitneyu(before, after, alternative="two-sided").pvalue)
+            out.append((float(np.median(after) - np.median(before)), pv,
+                        min(abs(float(np.median(before))), abs(float(np.median(after))))))
+        return out
+
+    while cps:  # drop the weakest change point that fails a criterion, re-test the rest
+        stats = seg_sizes(cps)
+        weak = [k for k, (s, pv, lvl) in enumerate(stats)
+                if pv >= p.alpha or abs(s) < max(p.step_k * sigma_w, p.min_rel * lvl)]
+        if not weak:
+            break
+        del cps[min(weak, key=lambda k: abs(stats[k][0]))]
+    out: list[Event] = []
+    bounds_t = [t[0], *[starts[c] for c in cps], t[-1] + window_s]
+    for k, (c, (_, pv, _)) in enumerate(zip(cps, seg_sizes(cps), strict=True)):
+        lo_t, hi_t = bounds_t[k], bounds_t[k + 2]
+        # place the change on the raw echoes: window before the change point and the one at it
+        near = np.flatnonzero((win >= c - 1) & (win <= c))
+        before_all = y[(t >= lo_t) & (t < starts[c])]
+        after_all = y[(t >= starts[c]) & (t < hi_t)]
+        mid = (float(np.median(before_all)) + float(np.median(after_all))) / 2.0
+        up = np.median(after_all) > np.median(before_all)
+        seg = y[near]
+        wrong_after = (seg < mid) if up else (seg > mid)  # on the before side of mid
+        wrong_before = ~wrong_after
+        cost = (np.concatenate([[0], np.cumsum(wrong_before)])
+                + np.concatenate([np.cumsum(wrong_after[::-1])[::-1], [0]]))
+        split = int(near[int(np.argmin(cost))]) if len(near) else int(np.searchsorted(t, starts[c]))
+        split = min(split, len(t) - 1)
+        ts = float(t[split])
+        before = y[(t >= lo_t) & (t < ts)]
+        after = y[(t >= ts) & (t < hi_t)]
+        if len(before) == 0 or len(after) == 0:
+            continue
+        b_med, a_med = float(np.median(before)), float(np.median(after))
+        j = int(np.searchsorted(t, hi_t))
+        out.append(Event("step", ts, 0.0, a_med - b_med, b_med, a_med, len(after), pv, STEP_TEST,
+                         p99, _share(late, split, min(j, split + max(1, len(after)) // 4 + 1))))
+    return out
+
+
+def _overlap(a: Event, b: Event, slack: float) -> bool:
+    return (a.time_s - slack <= b.time_s + b.duration_s) and (b.time_s - slack <= a.time_s + a.duration_s)
+
+
+def label_host_events(events: Mapping[tuple[str, str], list[Event]], round_interval_s: float,
+                      window_s: float, params: EventParams | None = None) -> dict[tuple[str, str], list[Event]]:
+    """The same events, those the measuring host caused labelled ``origin="host"``.
+
+    ``events`` maps every measured (src, dst) pair — also those without events —
+    to its events. A spike or step is the host's when each pair measured from
+    its source (at least two pairs) has one of the same kind within one round
+    (spikes) or one window (steps) of it, or when at least ``late_share`` of its
+    echoes were sent in late rounds.
+    """
+    p = params or EventParams()
+    by_src: dict[str, list[tuple[str, str]]] = {}
+    for pair in events:
+        by_src.setdefault(pair[0], []).append(pair)
+    out: dict[tuple[str, str], list[Event]] = {}
+    for pair, evs in events.items():
+        siblings = by_src[pair[0]]
+        labelled = []
+        for e in evs:
+            slack = round_interval_s if e.kind == "spike" else window_s
+            together = len(siblings) >= 2 and all(
+                any(o.kind == e.kind and _overlap(e, o, slack) for o in events[s]) for s in siblings)
+            if together:
+                e = replace(e, origin="host", reason=f"all {len(siblings)} pairs from {pair[0]} "
+                            "moved at once")
+            elif math.isfinite(e.late_share) and e.late_share >= p.late_share:
+                e = replace(e, origin="host", reason=f"{e.late_share:.0%} of its echoes left in "
+                            "late rounds")
+            labelled.append(e)
+        out[pair] = labelled
+    return out
