@@ -64,6 +64,9 @@ from scipy import stats as sps
 from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt
 
 FloatArray = NDArray[np.float64]
+# Step sizes compare this quantile of the echoes on each side: queueing and CPU
+# contention only add delay, so a low quantile follows the path, not the load.
+STEP_Q = 0.1
 
 SPIKE_TEST = "run test: a run of m echoes above the threshold, P ≤ n·q^m (Bonferroni over n)"
 STEP_TEST = "PELT on window medians; Mann–Whitney U between the segments' window medians"
@@ -76,7 +79,7 @@ class EventParams:
     max_spike_s: float | None = None  # default: one window
     spike_k: float = 6.0  # sample threshold in σ
     jitter_k: float = 1.5  # sample threshold in p99 jitter
-    size_k: float = 2.5  # a spike's median excess, in p99 jitter
+    size_k: float = 4.0  # a spike's median excess, in p99 jitter of the rest of the series
     min_samples: int = 3
     alpha: float = 1e-3
     penalty_k: float = 4.0
@@ -173,31 +176,35 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     quiet = ~_dilate(rough, 1)
     base = resid[quiet] if quiet.sum() >= 10 else resid
     sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(base - np.median(base)))), 1e-12)
-    p99 = max(float(np.percentile(np.abs(base), 99)), sigma)
-    thr = max(p.spike_k * sigma, p.jitter_k * p99)
+    thr = max(p.spike_k * sigma, p.jitter_k * max(float(np.percentile(np.abs(base), 99)), sigma))
     above = np.abs(resid) > thr
     events: list[Event] = []
     spike_mask = np.zeros(n, dtype=bool)
-    runs = [(a, b) for a, b in _runs(above) if b - a >= p.min_samples]
-    in_runs = np.zeros(n, dtype=bool)
-    for a, b in runs:
-        in_runs[a:b] = True
-    q = (float(above[~in_runs].sum()) + 1.0) / (float((~in_runs).sum()) + 1.0)
-    for a, b in runs:
-        m = int(above[a:b].sum())
+    runs = []
+    for a, b in _runs(above):
         dur = float(t[b - 1] - t[a]) + round_interval_s
-        if dur > max_spike_s + round_interval_s:
-            continue  # too long for a spike: a step pair, left to the step search
-        size = float(np.median(resid[a:b]))
-        if abs(size) < p.size_k * p99:
+        # longer than a spike: a step pair, left to the step search
+        if b - a >= p.min_samples and dur <= max_spike_s + round_interval_s:
+            runs.append((a, b, dur, float(np.median(resid[a:b]))))
+    # largest first; each is measured against the jitter of everything but itself and
+    # the spikes already accepted (bursts of host noise are jitter, not events)
+    for a, b, dur, size in sorted(runs, key=lambda r: -abs(r[3])):
+        rest = ~spike_mask
+        rest[a:b] = False
+        p99_rest = max(float(np.percentile(np.abs(resid[rest]), 99)), sigma)
+        if abs(size) < p.size_k * p99_rest:
             continue
+        q = (float(above[rest].sum()) + 1.0) / (float(rest.sum()) + 1.0)
+        m = int(above[a:b].sum())
         pval = min(1.0, math.exp(math.log(n) + m * math.log(q)))
         if pval >= p.alpha:
             continue
         lvl = float(np.median(level[a:b]))
         spike_mask[a:b] = True
-        events.append(Event("spike", float(t[a]), dur, size, lvl, lvl, b - a, pval, SPIKE_TEST, p99,
-                            _share(late, a, b)))
+        events.append(Event("spike", float(t[a]), dur, size, lvl, lvl, b - a, pval, SPIKE_TEST,
+                            p99_rest, _share(late, a, b)))
+    p99 = max(float(np.percentile(np.abs(resid[~spike_mask]), 99)), sigma)
+    events = [replace(e, jitter_p99=p99) for e in events]
     clean = np.where(spike_mask, level, y)
     events += _steps(t, clean, window_s, p, p99, late)
     return sorted(events, key=lambda e: (e.time_s, e.kind))
@@ -260,7 +267,9 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         after = y[(t >= ts) & (t < hi_t)]
         if len(before) == 0 or len(after) == 0:
             continue
-        b_med, a_med = float(np.median(before)), float(np.median(after))
+        b_med, a_med = float(np.quantile(before, STEP_Q)), float(np.quantile(after, STEP_Q))
+        if abs(a_med - b_med) < max(p.step_k * sigma_w, p.min_rel * min(abs(a_med), abs(b_med))):
+            continue  # the segments' medians moved, their low quantiles (the path) did not
         j = int(np.searchsorted(t, hi_t))
         out.append(Event("step", ts, 0.0, a_med - b_med, b_med, a_med, len(after), pv, STEP_TEST,
                          p99, _share(late, split, min(j, split + max(1, len(after)) // 4 + 1))))
@@ -276,26 +285,41 @@ def label_host_events(events: Mapping[tuple[str, str], list[Event]], round_inter
     """The same events, those the measuring host caused labelled ``origin="host"``.
 
     ``events`` maps every measured (src, dst) pair — also those without events —
-    to its events. A spike or step is the host's when each pair measured from
-    its source (at least two pairs) has one of the same kind within one round
-    (spikes) or one window (steps) of it, or when at least ``late_share`` of its
-    echoes were sent in late rounds.
+    to its events. A spike or step of pair (a, b) is the host's when
+
+    * every pair measured from ``a`` (at least two) has one of the same kind
+      within one round (spikes) or one window (steps) of it: one worker, one
+      clock; or
+    * for ``a`` or ``b``, every pair it sends or answers (at least three) has one
+      within one window: pairs of other sources are on other workers' clocks,
+      which started within a fraction of a window of each other; or
+    * at least ``late_share`` of its echoes were sent in late rounds.
     """
     p = params or EventParams()
     by_src: dict[str, list[tuple[str, str]]] = {}
+    by_host: dict[str, list[tuple[str, str]]] = {}
     for pair in events:
         by_src.setdefault(pair[0], []).append(pair)
+        for h in set(pair):
+            by_host.setdefault(h, []).append(pair)
+
+    def everyone(e: Event, pairs: list[tuple[str, str]], slack: float) -> bool:
+        return all(any(o.kind == e.kind and _overlap(e, o, slack) for o in events[q]) for q in pairs)
+
     out: dict[tuple[str, str], list[Event]] = {}
     for pair, evs in events.items():
-        siblings = by_src[pair[0]]
         labelled = []
         for e in evs:
-            slack = round_interval_s if e.kind == "spike" else window_s
-            together = len(siblings) >= 2 and all(
-                any(o.kind == e.kind and _overlap(e, o, slack) for o in events[s]) for s in siblings)
-            if together:
+            near = round_interval_s if e.kind == "spike" else window_s
+            siblings = by_src[pair[0]]
+            hosts = [h for h in dict.fromkeys(pair) if len(by_host[h]) >= 3
+                     and everyone(e, by_host[h], window_s)]
+            if len(siblings) >= 2 and everyone(e, siblings, near):
                 e = replace(e, origin="host", reason=f"all {len(siblings)} pairs from {pair[0]} "
                             "moved at once")
+            elif hosts:
+                e = replace(e, origin="host", reason=f"all {len(by_host[hosts[0]])} pairs of "
+                            f"{hosts[0]} moved at once")
             elif math.isfinite(e.late_share) and e.late_share >= p.late_share:
                 e = replace(e, origin="host", reason=f"{e.late_share:.0%} of its echoes left in "
                             "late rounds")
