@@ -22,12 +22,14 @@ Method
 1. **Level**: a running median of the raw RTTs over ``2·max_spike_s`` (so a
    spike up to ``max_spike_s`` long does not move it; a step does, at its edge).
    **Jitter**: the residuals from the level; the noise scale ``σ`` is their MAD
-   (× 1.4826) and the *p99 jitter* their 99th percentile of ``|residual|``,
-   both taken after leaving out the candidate spikes of a first pass.
+   (× 1.4826), taken after leaving out the gross departures of a first pass;
+   the *p99 jitter* is the 99th percentile of ``|residual|`` outside the
+   reported spikes (bursts of host noise included: they are jitter).
 2. **Spikes**: runs of consecutive echoes (one quiet echo tolerated inside)
    whose residual exceeds ``thr = max(spike_k·σ, jitter_k·p99)``, at least
    ``min_samples`` long and at most ``max_spike_s``, with a median residual of at
-   least ``size_k·p99``. Significance — a *run test*: with ``q`` the share of
+   least ``size_k`` × the p99 jitter of the rest of the series (largest run
+   first; each accepted spike leaves the rest). Significance — a *run test*: with ``q`` the share of
    echoes above ``thr`` outside the candidate runs, a run of ``m`` of ``n``
    echoes happens by chance with probability at most ``n·q^m`` (independent
    echoes, Bonferroni over the ``n`` positions); reported when under ``alpha``.
@@ -38,12 +40,17 @@ Method
    (:func:`cloudbench.analysis.levelshift.pelt`, penalty ``penalty_k·σ_w²·ln n``),
    each change point then placed on the raw echoes (within the window before
    and the one after, the split that puts fewest echoes on the wrong side of
-   the mid-level). Size: the median of the raw echoes after minus before, each
-   side up to the next change point. Significance: Mann–Whitney U (scipy,
+   the mid-level). Size: the 10th percentile (``STEP_Q``) of the raw echoes
+   after minus before, each side up to the next change point (queueing and CPU
+   contention only add delay: a low quantile follows the path). Significance: Mann–Whitney U (scipy,
    two-sided) between the window medians of the two segments — window medians,
    not raw echoes, since consecutive echoes are not independent; reported when
    under ``alpha`` and at least ``step_k·σ_w`` and ``min_rel`` of the level.
-4. **Host events** (:func:`label_host_events`): an event is the host's, not the
+4. **Intervals**: a spike's size has the exact order-statistic 95 % CI of
+   the median excess; a step's, the difference of the two sides' exact CIs of
+   the 10th percentile, each at √0.95 (:func:`step_size_interval`). Both
+   treat echoes as independent.
+5. **Host events** (:func:`label_host_events`): an event is the host's, not the
    link's, when every pair measured from its source host (at least two) has an
    event of the same kind at the same time, or when most of its echoes were
    sent in late rounds (the worker was short of CPU).
@@ -62,6 +69,7 @@ from scipy import ndimage
 from scipy import stats as sps
 
 from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt
+from cloudbench.analysis.stats import quantile_ci
 
 FloatArray = NDArray[np.float64]
 # Step sizes compare this quantile of the echoes on each side: queueing and CPU
@@ -105,12 +113,37 @@ class Event:
     late_share: float = math.nan  # share of the event's echoes sent in late rounds
     origin: Literal["link", "host"] = "link"
     reason: str = ""
+    size_low: float = math.nan  # 95 % interval of the size (see size_interval)
+    size_high: float = math.nan
 
     def to_row(self, **labels: Any) -> dict[str, Any]:
         return {**labels, "kind": self.kind, "time_s": self.time_s, "duration_s": self.duration_s,
                 "size": self.size, "before": self.before, "after": self.after,
                 "samples": self.samples, "p_value": self.p_value, "test": self.test,
-                "jitter_p99": self.jitter_p99, "origin": self.origin, "reason": self.reason}
+                "jitter_p99": self.jitter_p99, "origin": self.origin, "reason": self.reason,
+                "size_ci_low": self.size_low, "size_ci_high": self.size_high}
+
+
+LEVEL = 0.95
+
+
+def spike_size_interval(excess: FloatArray, level: float = LEVEL) -> tuple[float, float]:
+    """Exact order-statistic CI of the median excess of a spike's echoes (the level
+    taken as known: it is a median of many more echoes). NaN when too few echoes."""
+    ci = quantile_ci(excess, 0.5, level)
+    return (ci.lower, ci.upper) if ci.lower is not None and ci.upper is not None else (math.nan, math.nan)
+
+
+def step_size_interval(before: FloatArray, after: FloatArray, q: float = 0.1,
+                       level: float = LEVEL) -> tuple[float, float]:
+    """CI of ``quantile_q(after) − quantile_q(before)``: each side's exact CI at level
+    √level, so both hold at once with probability ≥ level (independent sides);
+    the difference of the bounds then covers the difference of the quantiles."""
+    a = quantile_ci(after, q, math.sqrt(level))
+    b = quantile_ci(before, q, math.sqrt(level))
+    if a.lower is None or a.upper is None or b.lower is None or b.upper is None:
+        return math.nan, math.nan
+    return a.lower - b.upper, a.upper - b.lower
 
 
 def late_rounds(t_s: FloatArray, round_index: NDArray[np.integer], round_interval_s: float) -> NDArray[np.bool_]:
@@ -201,8 +234,9 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
             continue
         lvl = float(np.median(level[a:b]))
         spike_mask[a:b] = True
+        lo, hi = spike_size_interval(resid[a:b])
         events.append(Event("spike", float(t[a]), dur, size, lvl, lvl, b - a, pval, SPIKE_TEST,
-                            p99_rest, _share(late, a, b)))
+                            p99_rest, _share(late, a, b), size_low=lo, size_high=hi))
     p99 = max(float(np.percentile(np.abs(resid[~spike_mask]), 99)), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
     clean = np.where(spike_mask, level, y)
@@ -271,8 +305,10 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         if abs(a_med - b_med) < max(p.step_k * sigma_w, p.min_rel * min(abs(a_med), abs(b_med))):
             continue  # the segments' medians moved, their low quantiles (the path) did not
         j = int(np.searchsorted(t, hi_t))
+        lo, hi = step_size_interval(before, after, STEP_Q)
         out.append(Event("step", ts, 0.0, a_med - b_med, b_med, a_med, len(after), pv, STEP_TEST,
-                         p99, _share(late, split, min(j, split + max(1, len(after)) // 4 + 1))))
+                         p99, _share(late, split, min(j, split + max(1, len(after)) // 4 + 1)),
+                         size_low=lo, size_high=hi))
     return out
 
 

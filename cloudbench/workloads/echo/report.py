@@ -80,7 +80,7 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
     events = w.get("events") or []
     if events:
         ev_cols = ("repetition", "series", "kind", "origin", "time_s", "duration_s", "size",
-                   "before", "p_value")
+                   "size_ci_low", "size_ci_high", "before", "p_value")
         et = titled_table(f"{wname}: spikes and steps per pair, on raw RTTs (µs; origin host = "
                           "the measuring host, not the link)", ev_cols,
                           left=("series", "kind", "origin"))
