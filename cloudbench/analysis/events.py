@@ -46,10 +46,10 @@ Method
    two-sided) between the window medians of the two segments — window medians,
    not raw echoes, since consecutive echoes are not independent; reported when
    under ``alpha`` and at least ``step_k·σ_w`` and ``min_rel`` of the level.
-4. **Intervals**: a spike's size has the exact order-statistic 95 % CI of
-   the median excess; a step's, the difference of the two sides' exact CIs of
-   the 10th percentile, each at √0.95 (:func:`step_size_interval`). Both
-   treat echoes as independent.
+4. **Intervals**: a spike's size (median of its echoes minus the median of
+   the ``max_spike_s`` around it) and a step's, the difference of the two sides' exact CIs of
+   the median (spike) or 10th percentile (step), each at √0.95
+   (:func:`step_size_interval`). Both treat echoes as independent.
 5. **Host events** (:func:`label_host_events`): an event is the host's, not the
    link's, when every pair measured from its source host (at least two) has an
    event of the same kind at the same time, or when most of its echoes were
@@ -127,14 +127,19 @@ class Event:
 LEVEL = 0.95
 
 
-def spike_size_interval(excess: FloatArray, level: float = LEVEL) -> tuple[float, float]:
-    """Exact order-statistic CI of the median excess of a spike's echoes (the level
-    taken as known: it is a median of many more echoes). NaN when too few echoes."""
-    ci = quantile_ci(excess, 0.5, level)
-    return (ci.lower, ci.upper) if ci.lower is not None and ci.upper is not None else (math.nan, math.nan)
+def spike_size_interval(inside: FloatArray, around: FloatArray | None = None,
+                        level: float = LEVEL) -> tuple[float, float]:
+    """CI of a spike's size, ``median(inside) − median(around)``: each median's
+    exact order-statistic CI at √level, differenced (as :func:`step_size_interval`).
+    Without ``around`` (the level taken as known), the CI of ``median(inside)``.
+    NaN when too few echoes."""
+    if around is None:
+        ci = quantile_ci(inside, 0.5, level)
+        return (ci.lower, ci.upper) if ci.lower is not None and ci.upper is not None else (math.nan, math.nan)
+    return step_size_interval(around, inside, 0.5, level)
 
 
-def step_size_interval(before: FloatArray, after: FloatArray, q: float = 0.1,
+def step_size_interval(before: FloatArray, after: FloatArray, q: float = STEP_Q,
                        level: float = LEVEL) -> tuple[float, float]:
     """CI of ``quantile_q(after) − quantile_q(before)``: each side's exact CI at level
     √level, so both hold at once with probability ≥ level (independent sides);
@@ -232,9 +237,17 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         pval = min(1.0, math.exp(math.log(n) + m * math.log(q)))
         if pval >= p.alpha:
             continue
-        lvl = float(np.median(level[a:b]))
         spike_mask[a:b] = True
-        lo, hi = spike_size_interval(resid[a:b])
+        # the size against the level around the run (the running median inside it
+        # is pulled up by the spike's own echoes)
+        around = np.concatenate([y[max(0, a - max_spike):a], y[b:b + max_spike]])
+        if len(around) >= p.min_samples:
+            lvl = float(np.median(around))
+            size = float(np.median(y[a:b])) - lvl
+            lo, hi = spike_size_interval(y[a:b], around)
+        else:
+            lvl = float(np.median(level[a:b]))
+            lo, hi = spike_size_interval(resid[a:b])
         events.append(Event("spike", float(t[a]), dur, size, lvl, lvl, b - a, pval, SPIKE_TEST,
                             p99_rest, _share(late, a, b), size_low=lo, size_high=hi))
     p99 = max(float(np.percentile(np.abs(resid[~spike_mask]), 99)), sigma)

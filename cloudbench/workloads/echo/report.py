@@ -85,7 +85,7 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
                           "the measuring host, not the link)", ev_cols,
                           left=("series", "kind", "origin"))
         for r in events:
-            et.add_row(*[fmt_number(r.get(c, ""), 2) if c != "p_value" else f"{r[c]:.1e}"
+            et.add_row(*[f"{r[c]:.1e}" if c == "p_value" else fmt_number(r.get(c, ""), 2)
                          for c in ev_cols])
         console.print(et)
     shifts = w.get("level_shifts") or []
@@ -120,8 +120,8 @@ def pair_events(d: EchoData, window_s: float, round_interval_s: float) -> list[d
             t_all[sel], y_all[sel], round_interval_s, window_s, round_index=r_all[sel])
     rows: list[dict[str, Any]] = []
     for (rep, tr), by_pair in sorted(runs.items()):
-        for (a, b), evs in sorted(label_host_events(by_pair, round_interval_s, window_s).items()):
-            rows += [e.to_row(repetition=rep, trial=d.trials[tr], series=f"{a}>{b}") for e in evs]
+        for (src, dst), evs in sorted(label_host_events(by_pair, round_interval_s, window_s).items()):
+            rows += [e.to_row(repetition=rep, trial=d.trials[tr], series=f"{src}>{dst}") for e in evs]
     return rows
 
 
