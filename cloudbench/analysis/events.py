@@ -33,9 +33,11 @@ Method
    echoes above ``thr`` outside the candidate runs, a run of ``m`` of ``n``
    echoes happens by chance with probability at most ``n·q^m`` (independent
    echoes, Bonferroni over the ``n`` positions); reported when under ``alpha``.
-   Time: the first echo of the run; duration: last − first + one round; size:
-   the median residual of the run (robust to the half-size echoes at its
-   edges, which crossed the link only one way during the spike).
+   Size: the median of the run's echoes minus the median of the echoes
+   around it (robust to the half-size echoes at its edges, which crossed the
+   link only one way during the spike); time: the first echo with at least
+   ``FULL_SHARE`` of the size (it went out during the spike); duration: from
+   it to the last echo of the run, plus one round.
 3. **Steps**: the spikes replaced by the level, PELT on the window medians
    (:func:`cloudbench.analysis.levelshift.pelt`, penalty ``penalty_k·σ_w²·ln n``),
    each change point then placed on the raw echoes (within the window before
@@ -75,6 +77,8 @@ FloatArray = NDArray[np.float64]
 # Step sizes compare this quantile of the echoes on each side: queueing and CPU
 # contention only add delay, so a low quantile follows the path, not the load.
 STEP_Q = 0.1
+# A spike's time and duration count the echoes with at least this share of its size.
+FULL_SHARE = 0.75
 
 SPIKE_TEST = "run test: a run of m echoes above the threshold, P ≤ n·q^m (Bonferroni over n)"
 STEP_TEST = "PELT on window medians; Mann–Whitney U between the segments' window medians"
@@ -226,7 +230,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
             runs.append((a, b, dur, float(np.median(resid[a:b]))))
     # largest first; each is measured against the jitter of everything but itself and
     # the spikes already accepted (bursts of host noise are jitter, not events)
-    for a, b, dur, size in sorted(runs, key=lambda r: -abs(r[3])):
+    for a, b, _dur, size in sorted(runs, key=lambda r: -abs(r[3])):
         rest = ~spike_mask
         rest[a:b] = False
         p99_rest = max(float(np.percentile(np.abs(resid[rest]), 99)), sigma)
@@ -248,8 +252,16 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         else:
             lvl = float(np.median(level[a:b]))
             lo, hi = spike_size_interval(resid[a:b])
-        events.append(Event("spike", float(t[a]), dur, size, lvl, lvl, b - a, pval, SPIKE_TEST,
-                            p99_rest, _share(late, a, b), size_low=lo, size_high=hi))
+        # The echoes whose outbound crossing fell in the spike span its duration: they
+        # start with the first that took it both ways (full size; the echoes before it
+        # met the spike only on their way back) and end with the last of the run (the
+        # last ones out in the spike come back after it: half size, still in the run).
+        full = a + np.flatnonzero(np.abs(y[a:b] - lvl) >= FULL_SHARE * abs(size))
+        t_first = float(t[full[0]]) if len(full) else float(t[a])
+        t_last = float(t[b - 1])
+        events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
+                            b - a, pval, SPIKE_TEST, p99_rest, _share(late, a, b),
+                            size_low=lo, size_high=hi))
     p99 = max(float(np.percentile(np.abs(resid[~spike_mask]), 99)), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
     clean = np.where(spike_mask, level, y)
