@@ -54,8 +54,9 @@ Method
    (:func:`step_size_interval`). Both treat echoes as independent.
 5. **Host events** (:func:`label_host_events`): an event is the host's, not the
    link's, when every pair measured from its source host (at least two) has an
-   event of the same kind at the same time, or when most of its echoes were
-   sent in late rounds (the worker was short of CPU).
+   event of the same kind at the same time, when one of its hosts has one with
+   two or more other hosts at once, or when most of its echoes were sent in
+   late rounds (the worker was short of CPU).
 """
 
 from __future__ import annotations
@@ -351,9 +352,12 @@ def label_host_events(events: Mapping[tuple[str, str], list[Event]], round_inter
     * every pair measured from ``a`` (at least two) has one of the same kind
       within one round (spikes) or one window (steps) of it: one worker, one
       clock; or
-    * for ``a`` or ``b``, every pair it sends or answers (at least three) has one
-      within one window: pairs of other sources are on other workers' clocks,
-      which started within a fraction of a window of each other; or
+    * ``a`` or ``b`` has one, within a window, on pairs (sent or answered) with
+      at least two other hosts: a link moves the pairs of its two ends only,
+      a stalled host those with everyone (pairs of other sources are on other
+      workers' clocks, which start within a fraction of a window of each other).
+      With several hosts per region, a link event between two regions moves
+      pairs with several hosts too: there, read host labels with care; or
     * at least ``late_share`` of its echoes were sent in late rounds.
     """
     p = params or EventParams()
@@ -364,8 +368,11 @@ def label_host_events(events: Mapping[tuple[str, str], list[Event]], round_inter
         for h in set(pair):
             by_host.setdefault(h, []).append(pair)
 
-    def everyone(e: Event, pairs: list[tuple[str, str]], slack: float) -> bool:
-        return all(any(o.kind == e.kind and _overlap(e, o, slack) for o in events[q]) for q in pairs)
+    def moved(e: Event, q: tuple[str, str], slack: float) -> bool:
+        return any(o.kind == e.kind and _overlap(e, o, slack) for o in events[q])
+
+    def counterparts(e: Event, host: str) -> set[str]:
+        return {q[1] if q[0] == host else q[0] for q in by_host[host] if moved(e, q, window_s)}
 
     out: dict[tuple[str, str], list[Event]] = {}
     for pair, evs in events.items():
@@ -373,14 +380,14 @@ def label_host_events(events: Mapping[tuple[str, str], list[Event]], round_inter
         for e in evs:
             near = round_interval_s if e.kind == "spike" else window_s
             siblings = by_src[pair[0]]
-            hosts = [h for h in dict.fromkeys(pair) if len(by_host[h]) >= 3
-                     and everyone(e, by_host[h], window_s)]
-            if len(siblings) >= 2 and everyone(e, siblings, near):
+            hosts = [(h, c) for h in dict.fromkeys(pair) if len(c := counterparts(e, h)) >= 2]
+            if len(siblings) >= 2 and all(moved(e, q, near) for q in siblings):
                 e = replace(e, origin="host", reason=f"all {len(siblings)} pairs from {pair[0]} "
                             "moved at once")
             elif hosts:
-                e = replace(e, origin="host", reason=f"all {len(by_host[hosts[0]])} pairs of "
-                            f"{hosts[0]} moved at once")
+                h, c = hosts[0]
+                e = replace(e, origin="host", reason=f"{h}'s pairs with {len(c)} hosts "
+                            f"({', '.join(sorted(c))}) moved at once")
             elif math.isfinite(e.late_share) and e.late_share >= p.late_share:
                 e = replace(e, origin="host", reason=f"{e.late_share:.0%} of its echoes left in "
                             "late rounds")

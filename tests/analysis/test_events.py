@@ -49,6 +49,12 @@ def test_host_events_are_labelled() -> None:
     assert [e.origin for e in out[("a", "b")]] == ["host"]  # both of a's pairs at once
     assert [e.origin for e in out[("a", "c")]] == ["host", "link"]  # 9.0: the link a–c only
     assert [e.origin for e in out[("c", "a")]] == ["link"]
+    # a stall of host a seen on a>b and c>a (two counterparts), not on a's other pairs
+    stall = {("a", "b"): [spike(5.0)], ("a", "c"): [], ("b", "a"): [], ("c", "a"): [spike(5.3)],
+             ("b", "c"): [], ("c", "b"): []}
+    out = label_host_events(stall, DT, 1.0)
+    assert out[("a", "b")][0].origin == out[("c", "a")][0].origin == "host"
+    assert "a's pairs with 2 hosts" in out[("a", "b")][0].reason
     late = Event("step", 3.0, 0.0, 900.0, 8000.0, 8900.0, 100, 1e-4, "t", 100.0, late_share=0.8)
     (e,) = label_host_events({("a", "b"): [late], ("b", "a"): []}, DT, 1.0)[("a", "b")]
     assert e.origin == "host" and "late rounds" in e.reason

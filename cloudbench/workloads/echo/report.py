@@ -77,7 +77,7 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         for r in w["pairs"]:
             pt.add_row(*[fmt_number(r[c]) for c in pair_cols])
         console.print(pt)
-    events = w.get("events") or []
+    events = w.get("events")
     if events:
         ev_cols = ("repetition", "series", "kind", "origin", "time_s", "duration_s", "size",
                    "size_ci_low", "size_ci_high", "before", "p_value")
@@ -88,7 +88,10 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
             et.add_row(*[f"{r[c]:.1e}" if c == "p_value" else fmt_number(r.get(c, ""), 2)
                          for c in ev_cols])
         console.print(et)
-    shifts = w.get("level_shifts") or []
+    # per pair, the events table above (raw RTTs, significance, host labels) replaces the
+    # window-median shifts, which have neither; the group series keep theirs
+    shifts = [r for r in w.get("level_shifts") or []
+              if not (events is not None and ">" in str(r.get("series", "")))]
     if shifts:
         shift_cols = ("repetition", "series", "kind", "time_s", "size", "before", "after")
         st = titled_table(f"{wname}: level shifts and spikes (µs)", shift_cols, left=("series", "kind"))
