@@ -79,14 +79,15 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         console.print(pt)
     events = w.get("events")
     if events:
-        ev_cols = ("repetition", "series", "kind", "origin", "time_s", "duration_s", "size",
-                   "size_ci_low", "size_ci_high", "before", "p_value")
-        et = titled_table(f"{wname}: spikes and steps per pair, on raw RTTs (µs; origin host = "
-                          "the measuring host, not the link)", ev_cols,
-                          left=("series", "kind", "origin"))
+        et = titled_table(f"{wname}: spikes and steps per pair, on raw RTTs (µs, s; origin host = "
+                          "the measuring host, not the link)",
+                          ("rep", "pair", "kind", "origin", "at", "for", "size", "95 % CI", "p"),
+                          left=("pair", "kind", "origin"))
         for r in events:
-            et.add_row(*[f"{r[c]:.1e}" if c == "p_value" else fmt_number(r.get(c, ""), 2)
-                         for c in ev_cols])
+            et.add_row(str(r["repetition"]), str(r["series"]), str(r["kind"]), str(r["origin"]),
+                       f"{r['time_s']:.2f}", f"{r['duration_s']:.2f}" if r["kind"] == "spike" else "",
+                       f"{r['size']:.0f}", f"{r['size_ci_low']:.0f}..{r['size_ci_high']:.0f}",
+                       f"{r['p_value']:.0e}")
         console.print(et)
     # per pair, the events table above (raw RTTs, significance, host labels) replaces the
     # window-median shifts, which have neither; the group series keep theirs
