@@ -8,8 +8,8 @@ Interface (what a workload hands in, per ordered pair, as numpy arrays)::
 
     detect_pair_events(t_s, rtt, round_interval_s, window_s, round_index=None)
 
-``t_s`` is each echo's send time in seconds on one clock for all pairs of a run
-(UTC seconds, or seconds after a common epoch), ``rtt`` its round-trip time in
+``t_s`` is each echo's send time in seconds (UTC seconds; at least one clock for
+all pairs of one source, e.g. seconds after the worker's start), ``rtt`` its round-trip time in
 any unit (NaN for a timeout; sizes come back in the same unit),
 ``round_interval_s`` the time between the worker's rounds (1 / rate), and
 ``window_s`` the report's window. ``round_index`` (the worker's round number of
@@ -29,8 +29,8 @@ Method
    whose residual exceeds ``thr = max(spike_k·σ, jitter_k·p99)``, at least
    ``min_samples`` long and at most ``max_spike_s``, with a median residual of at
    least ``size_k`` × the p99 jitter of the rest of the series (largest run
-   first; each accepted spike leaves the rest). Significance — a *run test*: with ``q`` the share of
-   echoes above ``thr`` outside the candidate runs, a run of ``m`` of ``n``
+   first; each accepted spike leaves the rest). Significance — a *run test*:
+   with ``q`` the share of echoes above ``thr`` in the rest, a run of ``m`` of ``n``
    echoes happens by chance with probability at most ``n·q^m`` (independent
    echoes, Bonferroni over the ``n`` positions); reported when under ``alpha``.
    Size: the median of the run's echoes minus the median of the echoes
@@ -44,14 +44,15 @@ Method
    and the one after, the split that puts fewest echoes on the wrong side of
    the mid-level). Size: the 10th percentile (``STEP_Q``) of the raw echoes
    after minus before, each side up to the next change point (queueing and CPU
-   contention only add delay: a low quantile follows the path). Significance: Mann–Whitney U (scipy,
-   two-sided) between the window medians of the two segments — window medians,
+   contention only add delay: a low quantile follows the path). Significance:
+   Mann–Whitney U (scipy, two-sided) between the window medians of the two segments — window medians,
    not raw echoes, since consecutive echoes are not independent; reported when
    under ``alpha`` and at least ``step_k·σ_w`` and ``min_rel`` of the level.
-4. **Intervals**: a spike's size (median of its echoes minus the median of
-   the ``max_spike_s`` around it) and a step's, the difference of the two sides' exact CIs of
-   the median (spike) or 10th percentile (step), each at √0.95
-   (:func:`step_size_interval`). Both treat echoes as independent.
+4. **Intervals** (95 %) of a spike's size (median of its echoes minus the
+   median of the ``max_spike_s`` around it) and of a step's: the difference
+   of the two sides' exact CIs of the median (spike) or 10th percentile
+   (step), each at √0.95 (:func:`step_size_interval`). Both treat echoes as
+   independent.
 5. **Host events** (:func:`label_host_events`): an event is the host's, not the
    link's, when every pair measured from its source host (at least two) has an
    event of the same kind at the same time, when one of its hosts has one with
