@@ -270,6 +270,13 @@ class SqrtLawFit:
     n_lo: int
     n_hi: int
     points: int
+    slope_n_lo: int = 0  # sizes the free slope was fitted on
+    slope_n_hi: int = 0
+
+    @property
+    def span(self) -> float:
+        """How many times larger the largest size of the slope's fit is than its smallest."""
+        return self.slope_n_hi / self.slope_n_lo if self.slope_n_lo > 0 else math.nan
 
     def required_n(self, rel_error: float) -> int:
         return math.ceil((self.a / rel_error) ** 2)
@@ -305,4 +312,5 @@ def fit_sqrt_law(sizes: NDArray[np.integer], rel_half_widths: FloatArray) -> Sqr
     log_a = float(np.mean(y[upper] + 0.5 * x[upper]))
     slope = float(np.polyfit(x, y, 1, w=np.sqrt(1.0 / n))[0]) if np.ptp(x) > 0 else math.nan
     return SqrtLawFit(a=math.exp(log_a), slope=slope, n_lo=int(n[upper].min()),
-                      n_hi=int(n[upper].max()), points=int(upper.sum()))
+                      n_hi=int(n[upper].max()), points=int(upper.sum()),
+                      slope_n_lo=int(n.min()), slope_n_hi=int(n.max()))

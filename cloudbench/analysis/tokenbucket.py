@@ -23,13 +23,28 @@ A drain is one series sent at full speed until the rate dropped and stayed down.
   When B₂ reaches 90 % of the first budget, the bucket was full again and the
   refill is only a lower bound (the rest was too long); this is flagged.
 
-Uncertainty: a bootstrap over intervals (2000 resamples, seeded): the clean
-intervals of each level are resampled with replacement, the levels recomputed,
-and the time to empty, budget and refill re-derived from them; we report the
-standard deviation and the 2.5–97.5 % percentile interval of the resamples,
-next to the spread (SD) of the per-interval rates within each level. It
-captures the noise of the levels, not a model error (a gradual transition, a
-first interval in slow start), and it treats intervals as independent.
+Uncertainty (issue 16: an interval must cover the configured truth, not only
+the noise of the levels). Each estimate's 95 % interval is the 2.5–97.5 %
+percentile interval of ``N_BOOT`` seeded draws that combine three sources:
+
+1. **Noise of the levels** — a bootstrap over intervals: the clean intervals of
+   each level resampled with replacement and their mean recomputed.
+2. **Model error of the levels** — a level is modelled as constant; its drift
+   (half the difference between the means of its first and second halves) is
+   added as a normal error of that SD to every draw of the level.
+3. **Sampling resolution** — the switch is seen through intervals of length
+   ``dt``: each draw of the time to empty gets a uniform error on
+   ``[−dt/2, dt/2]``; each draw of the rest before a refill (its ends are
+   interval boundaries) one on ``[−dt/2, dt/2]`` too.
+
+For the time to empty, the model also has two readings: the switch time
+interpolated inside the straddling interval(s) (when the bucket really
+emptied) and budget / (high − low) (when a sender at the high rate from the
+first instant would have emptied it; the configured truth). They differ by the
+deficit of the first intervals (slow start) over the high level, so the
+interval spans the draws of both; likewise the budget's interval spans
+V(t_b) − low·t_b and (high − low) × the interpolated switch time. The reported ``sd`` is the SD of the draws of
+the estimate itself. Intervals are still treated as independent.
 """
 
 from __future__ import annotations
@@ -45,7 +60,6 @@ from cloudbench.analysis.throughput import (
     detect_level_shift,
     full_mask,
     rates_of,
-    shift_time,
 )
 
 FloatArray = NDArray[np.float64]
@@ -119,6 +133,7 @@ class DrainEstimate:
     # kept for the refill and the bootstrap: clean interval rates of each level
     high_rates: FloatArray = field(default_factory=lambda: np.zeros(0))
     low_rates: FloatArray = field(default_factory=lambda: np.zeros(0))
+    interval_s: float = 0.0  # sampling resolution (median interval length)
 
 
 def _resample(rng: np.random.Generator, x: FloatArray, n_boot: int) -> FloatArray:
@@ -126,6 +141,38 @@ def _resample(rng: np.random.Generator, x: FloatArray, n_boot: int) -> FloatArra
         return np.full(n_boot, math.nan)
     picks = rng.integers(0, len(x), size=(n_boot, len(x)))
     return np.asarray(x[picks].mean(axis=1))
+
+
+def level_drift(x: FloatArray) -> float:
+    """Model error of a constant level: half the gap between the means of its halves."""
+    if len(x) < 4:
+        return 0.0
+    half = len(x) // 2
+    return float(abs(np.mean(x[:half]) - np.mean(x[len(x) - half:])) / 2.0)
+
+
+def _level_draws(rng: np.random.Generator, x: FloatArray, n_boot: int) -> FloatArray:
+    """Bootstrap means of a level plus its drift as a normal model error."""
+    return _resample(rng, x, n_boot) + rng.normal(0.0, 1.0, n_boot) * level_drift(x)
+
+
+def _interval(value: float, draws: FloatArray, *more: FloatArray) -> Estimate:
+    """``value`` with the SD of ``draws`` and the hull of the 95 % percentile
+    intervals of ``draws`` and of each of ``more`` (other readings of the model)."""
+    est = _est(value, draws)
+    lo, hi = est.low, est.high
+    for m in more:
+        e = _est(value, m)
+        if math.isfinite(e.low):
+            lo, hi = min(lo, e.low), max(hi, e.high)
+    return Estimate(value, est.sd, lo, hi)
+
+
+def interval_seconds(t_start: FloatArray, t_end: FloatArray) -> float:
+    """The sampling resolution: the median length of the full intervals."""
+    secs = np.asarray(t_end, dtype=np.float64) - np.asarray(t_start, dtype=np.float64)
+    full = secs[full_mask(secs)]
+    return float(np.median(full)) if len(full) else 0.0
 
 
 def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
@@ -147,24 +194,34 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
             est.notes.append("drained by the rule, but no clean high→low shift to measure")
         return est
     rng = np.random.default_rng(seed)
-    hb = _resample(rng, shift.high_rates, n_boot)
-    lb = _resample(rng, shift.low_rates, n_boot)
+    hb = _level_draws(rng, shift.high_rates, n_boot)
+    lb = _level_draws(rng, shift.low_rates, n_boot)
+    dt = interval_seconds(t0, t1)
     start = float(t0[0])
 
     def derive(h: FloatArray | float, lo: FloatArray | float) -> tuple[FloatArray, FloatArray]:
         h_a, l_a = np.atleast_1d(np.asarray(h, dtype=np.float64)), np.atleast_1d(
             np.asarray(lo, dtype=np.float64))
-        tau = np.array([shift_time(shift.t_a, shift.t_b, shift.bits_a, shift.bits_b, float(x),
-                                   float(y)) for x, y in zip(h_a, l_a, strict=True)])
+        # shift_time for arrays of levels: t_a + (ΔV − low·Δt) / (high − low) in [t_a, t_b]
+        dt_ab, dv = shift.t_b - shift.t_a, shift.bits_b - shift.bits_a
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tau = shift.t_a + (dv - l_a * dt_ab) / (h_a - l_a)
+        tau = np.where(h_a > l_a, np.clip(tau, shift.t_a, shift.t_b), shift.t_a)
         budget = shift.bits_b - l_a * (shift.t_b - start)
         return tau - start, budget
 
     tau0, bud0 = derive(shift.high_bps, shift.low_bps)
     taub, budb = derive(hb, lb)
+    # the budget's other reading: the levels times the interpolated switch time
+    bud_switch = (hb - lb) * taub
+    taub = taub + rng.uniform(-dt / 2.0, dt / 2.0, n_boot)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ideal = np.where(hb > lb, budb / (hb - lb), np.nan)
     est.high = _est(shift.high_bps, hb)
     est.low = _est(shift.low_bps, lb)
-    est.time_to_empty = _est(float(tau0[0]), taub)
-    est.budget = _est(float(bud0[0]), budb)
+    est.time_to_empty = _interval(float(tau0[0]), taub, ideal)
+    est.budget = _interval(float(bud0[0]), budb, bud_switch)
+    est.interval_s = dt
     est.volume_before_bits = shift.volume_before_bits
     est.high_rate_sd, est.low_rate_sd = shift.high_sd, shift.low_sd
     est.n_high, est.n_low = shift.n_high, shift.n_low
@@ -220,11 +277,14 @@ def estimate_refill(first: DrainEstimate, t_start: FloatArray, t_end: FloatArray
     t_b = float(t0[j]) - float(t0[0])
     bits_b = float(cum[j])
     rng = np.random.default_rng(seed)
-    lb = _resample(rng, first.low_rates, n_boot)
+    lb = _level_draws(rng, first.low_rates, n_boot)
     budget = bits_b - lo * t_b
     boot_budget = bits_b - lb * t_b
+    dt = first.interval_s or interval_seconds(t0, t1)
+    # the rest is measured between interval boundaries: each end is known to ±dt/2
+    boot_rest = np.maximum(rest_s + rng.uniform(-dt / 2.0, dt / 2.0, n_boot), dt / 2.0)
     out.budget = _est(budget, boot_budget)
-    out.refill = _est(budget / rest_s, boot_budget / rest_s)
+    out.refill = _est(budget / rest_s, boot_budget / boot_rest)
     out.high_time = budget / (h - lo) if h > lo else math.nan
     if budget >= SATURATED_SHARE * first.budget.value:
         out.saturated = True

@@ -90,7 +90,7 @@ def _short_warnings(r: SeriesResult) -> str:
     if r.series.dropped:
         names.append("dropped values")
     if any(t.prediction is not None and not t.prediction.reliable for t in r.targets):
-        names.append("prediction unreliable")
+        names.append("prediction a rough guess")
     if r.series.mismatches:
         names.append("mixed metadata")
     return ", ".join(names) if names else "[green]none[/]"
@@ -133,7 +133,8 @@ def render_confirm(result: ConfirmResult, console: Console) -> None:
     if any(t.prediction is not None for r in result.series for t in r.targets):
         console.print(
             "* PREDICTED: not reached by the measured repetitions; extrapolated from the 1/√n "
-            "law (+ = repetitions still to run). ? = unreliable, the CI does not shrink as 1/√n.",
+            "law (+ = repetitions still to run). ? = a rough guess: the slope is not -1/2 within its "
+            "uncertainty, or the fit spans less than 2× in n (the reason is in the warnings).",
             highlight=False,
         )
 
@@ -171,7 +172,12 @@ def confirm_to_json(result: ConfirmResult, figures: dict[int, str] | None = None
                         "a": t.prediction.fit.a,
                         "fit_sizes": [t.prediction.fit.n_lo, t.prediction.fit.n_hi],
                         "free_slope": _finite(t.prediction.fit.slope),
+                        "free_slope_sd": _finite(t.prediction.slope_sd),
+                        "slope_fit_sizes": [t.prediction.fit.slope_n_lo, t.prediction.fit.slope_n_hi],
+                        "n_range": ([t.prediction.n_low, t.prediction.n_high]
+                                    if t.prediction.n_high else None),
                         "reliable": t.prediction.reliable,
+                        "reason": t.prediction.reason,
                     },
                     "note": t.note,
                 }
@@ -262,7 +268,7 @@ def draw_convergence(r: SeriesResult, params: ConfirmParams, path: Path) -> None
             ax.axvline(t.n_needed, color="#cb181d", linestyle=style, linewidth=0.8, alpha=0.6)
             notes.append(f"±{pct(t.error)}: n = {t.n_needed}")
         elif t.prediction is not None:
-            rel = "" if t.prediction.reliable else ", unreliable"
+            rel = "" if t.prediction.reliable else ", rough guess"
             notes.append(f"±{pct(t.error)}: PREDICTED n ≈ {t.prediction.n} "
                          f"(+{t.prediction.more}, 1/√n law{rel})")
     if notes:

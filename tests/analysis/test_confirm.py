@@ -19,6 +19,7 @@ from cloudbench.analysis.confirm import (
     Convergence,
     Series,
     SeriesKey,
+    SlopeBootstrap,
     analyse_series,
     convergence,
     evaluate_target,
@@ -308,11 +309,43 @@ def test_prediction_is_labelled_and_flagged_when_cis_do_not_shrink() -> None:
     assert t.n_needed is None and t.prediction is not None
     assert t.prediction.n == math.ceil((0.5 / 0.01) ** 2)
     assert t.prediction.more == t.prediction.n - 40
-    assert t.prediction.reliable
-    assert "PREDICTED" in t.note and "1/√n" in t.note
-    flat = evaluate_target(_conv(sizes, [0.05] * len(sizes)), 40, 0.01, 0.5, 0.95)
+    assert not t.prediction.reliable  # no slope uncertainty given: cannot be called reliable
+    assert "ROUGH GUESS" in t.note and "1/√n" in t.note
+    boot = SlopeBootstrap(np.array([-0.45, -0.5, -0.55, -0.6, -0.4]), np.full(5, 0.5))
+    t = evaluate_target(shrinking, 40, 0.01, 0.5, 0.95, boot)
+    assert t.prediction is not None and t.prediction.reliable, t.note
+    assert "PREDICTED" in t.note and t.prediction.n_low < t.prediction.n == t.prediction.n_high
+    flat = evaluate_target(_conv(sizes, [0.05] * len(sizes)), 40, 0.01, 0.5, 0.95, boot)
     assert flat.prediction is not None and not flat.prediction.reliable
-    assert "UNRELIABLE" in flat.note
+    assert "ROUGH GUESS" in flat.note and "not n^-0.5" in flat.prediction.reason
+
+
+def test_prediction_is_reliable_only_on_the_law_over_a_span_of_two() -> None:
+    """Issue 16, point 4: the example of the issue (n = 9..12, slope -0.21) is a rough
+    guess; a slope far from -0.5 given its SD, or a span under 2×, too."""
+    narrow = _conv(list(range(9, 13)), [0.5 * n ** -0.21 for n in range(9, 13)])
+    wide_sd = SlopeBootstrap(np.array([-0.9, -0.1, -0.5, -0.3, -0.7]), np.full(5, 0.5))
+    t = evaluate_target(narrow, 12, 0.01, 0.5, 0.95, wide_sd)
+    assert t.prediction is not None and not t.prediction.reliable
+    assert "spans only n=9..12" in t.prediction.reason
+    sizes = list(range(6, 41))
+    steep = _conv(sizes, [0.5 * n ** -0.21 for n in sizes])
+    tight = SlopeBootstrap(np.array([-0.2, -0.22, -0.21, -0.19, -0.23]), np.full(5, 0.5))
+    t = evaluate_target(steep, 40, 0.01, 0.5, 0.95, tight)
+    assert t.prediction is not None and not t.prediction.reliable and "n^-0.21" in t.prediction.reason
+    loose = SlopeBootstrap(np.array([-0.6, -0.1, -0.3, -0.05, -0.5]), np.full(5, 0.5))
+    t = evaluate_target(steep, 40, 0.01, 0.5, 0.95, loose)  # |-0.21 + 0.5| < 2 SD: consistent
+    assert t.prediction is not None and t.prediction.reliable
+
+
+def test_iid_series_get_reliable_predictions_and_dependent_ones_do_not() -> None:
+    rng = np.random.default_rng(3)
+    iid = Series(SeriesKey("w", "m", "iid"), "us", (), rng.normal(100.0, 5.0, 40))
+    (r,) = analyse_series([iid], ConfirmParams(errors=(0.001,)))
+    (t,) = r.targets
+    assert t.prediction is not None and t.prediction.reliable, t.note
+    assert t.prediction.n_low <= t.prediction.n <= t.prediction.n_high
+    assert math.isfinite(t.prediction.slope_sd) and t.prediction.slope_sd > 0
 
 
 def test_required_n_on_known_cov_is_near_the_asymptotic_value() -> None:

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cloudbench.analysis import orderstats as ost
+from cloudbench.analysis.events import Event, detect_pair_events, label_host_events
 from cloudbench.analysis.latency import (
     BOX_PERCENTILES,
     CCDF_EXCEEDANCE,
@@ -78,6 +79,8 @@ class EchoAggregates:
     pair_windows: list[dict[str, Any]]
     quorums: list[dict[str, Any]]
     quorums_by_rep: dict[int, list[dict[str, Any]]]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """Spikes and steps per pair on raw RTTs, host events labelled (with ``round_interval_s``)."""
     boxes: list[dict[str, Any]] = field(default_factory=list)
     """Per latency group: count of RTTs, the box plot's percentiles and the mean (µs)."""
     tails: list[dict[str, Any]] = field(default_factory=list)
@@ -170,7 +173,8 @@ class _Scan:
     """
 
     def __init__(self, run: RunDir, manifest: Manifest, workload: str, window_s: float,
-                 quorums: Sequence[Quorum], threads: int | None = None) -> None:
+                 quorums: Sequence[Quorum], threads: int | None = None,
+                 round_interval_s: float | None = None) -> None:
         self.files = echo_files(run, workload)
         labels = {(rep, name): HostSpec(name, lab["provider"], lab["region"], lab["zone"], lab["subnet"],
                                         lab["vm_type"])
@@ -209,6 +213,8 @@ class _Scan:
         self.quorum_values: dict[tuple[int, int, int], list[np.ndarray]] = {}  # (quorum, k, rep) -> k-th
         self.pair_series: list[tuple[int, str, str, str, np.ndarray, np.ndarray]] = []
         self.file_reps: list[int] = []
+        self.events: list[dict[str, Any]] = []
+        self.round_interval_s = round_interval_s
         self.kept: list[tuple[int, np.ndarray]] | None = []  # (repetition position, round matrices)
         self.clamped = False  # an RTT above what a matrix cell holds: pass 2 reads the files
         self.win_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (file, leaf, w) key, sum, count
@@ -242,11 +248,11 @@ class _Scan:
                                   for g in range(_row_groups(f))), default=-1) + 1
                 # each sender's RTT to each peer, per round (4 B a cell), and each round's window
                 mat = np.full((H, H, rounds), _MISSING, dtype=np.uint32)
-                wins = np.full((H, rounds), -1, dtype=np.int32)
+                sends = np.full((H, rounds), -1, dtype=np.int64)  # each round's send time (µs)
                 reps: set[int] = set()
                 rows = 0
                 # parts are merged as they arrive, so memory holds a few row groups' counts
-                for p in pool.map(lambda g, f=f, fi=fi, mat=mat, wins=wins: self._pass1_group(f, fi, g, mat, wins),
+                for p in pool.map(lambda g, f=f, fi=fi, mat=mat, sends=sends: self._pass1_group(f, fi, g, mat, sends),
                                   range(_row_groups(f))):
                     if p.rep is not None:
                         reps.add(p.rep)
@@ -262,10 +268,10 @@ class _Scan:
                 rep = reps.pop() if reps else self.reps[0]
                 self.file_reps.append(rep)
                 if rows:
-                    self._finish_file(f, rep, mat, wins)
+                    self._finish_file(f, rep, mat, sends)
                     self._keep(rep, mat)
 
-    def _pass1_group(self, f: _File, fi: int, group: int, mat: np.ndarray, wins: np.ndarray) -> _Part:
+    def _pass1_group(self, f: _File, fi: int, group: int, mat: np.ndarray, sends: np.ndarray) -> _Part:
         part = _Part(self.n_leaf)
         t = _read(f, group, COLUMNS)
         part.rows = n = t.num_rows
@@ -307,7 +313,7 @@ class _Scan:
         m = measured
         val = np.where(timeout[m] | ~has_rtt[m], _TIMEOUT, np.minimum(rtt[m], _MAX_RTT)).astype(np.uint32)
         mat.reshape(-1)[(src[m] * self.H + dst[m]) * rounds + rnd[m]] = val
-        wins.reshape(-1)[src[m] * rounds + rnd[m]] = send[m] // self.window_us
+        sends.reshape(-1)[src[m] * rounds + rnd[m]] = send[m]
         return part
 
     def _keep(self, rep: int, mat: np.ndarray) -> None:
@@ -319,8 +325,8 @@ class _Scan:
             return
         self.kept.append((self.rep_pos[rep], mat))
 
-    def _finish_file(self, f: _File, rep: int, mat: np.ndarray, wins: np.ndarray) -> None:
-        """Quorum latencies and per-pair window medians of one trial file."""
+    def _finish_file(self, f: _File, rep: int, mat: np.ndarray, sends: np.ndarray) -> None:
+        """Quorum latencies, per-pair window medians and per-pair events of one trial file."""
         rp = self.rep_pos[rep]
         for qi, (_, idx, ks, _) in enumerate(self.quorums):
             cols = np.array(idx, dtype=np.int64)
@@ -336,7 +342,9 @@ class _Scan:
                         raise ResultError(str(f.path), f"quorum k={k} exceeds its {len(idx)} members")
                     kth = np.partition(us, k - 1, axis=0)[k - 1]
                     self.quorum_values.setdefault((qi, k, rp), []).append(kth)
+        by_pair: dict[tuple[str, str], list[Event]] = {}
         for s in range(self.H):
+            wins = np.where(sends[s] >= 0, sends[s] // self.window_us, -1)
             for d in range(self.H):
                 if d == s:
                     continue
@@ -344,11 +352,25 @@ class _Scan:
                 valid = col < _TIMEOUT
                 if not valid.any():
                     continue
-                ids, med = ost.window_medians(col.astype(np.float64) / 1000.0, valid, wins[s])
+                rtt_us = col.astype(np.float64) / 1000.0
+                ids, med = ost.window_medians(rtt_us, valid, wins)
                 g = int(self.group_lut[rp, s, d])
                 self.pair_series.append((rep, f.trial, f"{self.hosts[s]}>{self.hosts[d]}",
                                          GROUP_ORDER[g].value if g >= 0 else "",
                                          ids * self.window_s, med))
+                if self.round_interval_s:
+                    rounds = np.flatnonzero(valid)
+                    by_pair[(self.hosts[s], self.hosts[d])] = detect_pair_events(
+                        sends[s][valid] / 1e6, rtt_us[valid], self.round_interval_s, self.window_s,
+                        round_index=rounds)
+        if self.round_interval_s:
+            labelled = label_host_events(by_pair, self.round_interval_s, self.window_s)
+            for (src, dst), evs in sorted(labelled.items()):
+                t0 = f.t0_utc_us.get(src)
+                for e in evs:
+                    row = e.to_row(repetition=rep, trial=f.trial, series=f"{src}>{dst}")
+                    row["time_utc"] = _utc(t0, float(row["time_s"])) if t0 is not None else None
+                    self.events.append(row)
 
     def distribution(self, key: int, stats: dict[int, dict[int, int]]) -> dict[str, float | int]:
         """count, timeouts, mean, Table-1 percentiles and max (µs) of one key (after :meth:`pass2`)."""
@@ -461,9 +483,14 @@ def _cat(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: float,
-                   quorums: Sequence[Quorum] = (), threads: int | None = None) -> EchoAggregates:
-    """Every aggregate of a run's echo workload the report and the summaries use (two passes)."""
-    scan = _Scan(run, manifest, workload, window_s, quorums, threads)
+                   quorums: Sequence[Quorum] = (), threads: int | None = None,
+                   round_interval_s: float | None = None) -> EchoAggregates:
+    """Every aggregate of a run's echo workload the report and the summaries use (two passes).
+
+    ``round_interval_s`` (1 / rate) turns on the per-pair event detection on raw RTTs
+    (:mod:`cloudbench.analysis.events`); the summaries do without it.
+    """
+    scan = _Scan(run, manifest, workload, window_s, quorums, threads, round_interval_s)
     scan.pass1()
     hist, sums, timeouts, measured = scan.key_stats()
     stats = scan.pass2(hist)
@@ -515,7 +542,8 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
         if not levels or levels[-1] > 1.0 / n:
             pts.append((1.0 / n, stats[gi][n - 1] / 1000.0))
         tails += [{"group": g.value, "exceedance": e, "rtt_us": x} for e, x in pts]
-    return EchoAggregates(boxes=boxes, tails=tails, hosts=scan.hosts, trials=[f.trial for f in scan.files],
+    return EchoAggregates(boxes=boxes, tails=tails, events=scan.events, hosts=scan.hosts,
+                          trials=[f.trial for f in scan.files],
                           repetitions=scan.reps,
                           groups=groups, groups_by_rep=by_rep, pairs=pairs, windows=windows,
                           pair_windows=pair_windows, quorums=quorums_all, quorums_by_rep=quorums_rep,

@@ -16,13 +16,15 @@ from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
 from cloudbench.workloads.echo.summaries import spec_quorums
 
-TABLES = ("groups", "quorums", "windows", "pairs", "level_shifts")
+TABLES = ("groups", "quorums", "windows", "pairs", "level_shifts", "events")
 
 
 def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
     """The report section of one echo workload (``params``: its spec entry)."""
+    rate = params.get("rate", 100.0)
+    interval = 1.0 / float(rate) if isinstance(rate, int | float) and rate else None
     return section_of(aggregate_echo(run, manifest, params["name"], float(params.get("window", 30.0)),
-                                     spec_quorums(manifest, params)), manifest, params)
+                                     spec_quorums(manifest, params), round_interval_s=interval), manifest, params)
 
 
 def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
@@ -52,6 +54,7 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any]) 
         "windows": agg.windows,
         "pairs": agg.pairs,
         "level_shifts": level_shift_rows(agg.pair_series, agg.windows),
+        "events": agg.events,
         "workers": echo_worker_health(manifest, name),
         "window_s": float(params.get("window", 30.0)),
         "boxes": agg.boxes,
@@ -90,7 +93,22 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         for r in w["pairs"]:
             pt.add_row(*[fmt_number(r[c]) for c in pair_cols])
         console.print(pt)
-    shifts = w.get("level_shifts") or []
+    events = w.get("events")
+    if events:
+        et = titled_table(f"{wname}: spikes and steps per pair, on raw RTTs (µs, s; origin host = "
+                          "the measuring host, not the link)",
+                          ("rep", "pair", "kind", "origin", "at", "for", "size", "95 % CI", "p"),
+                          left=("pair", "kind", "origin"))
+        for r in events:
+            et.add_row(str(r["repetition"]), str(r["series"]), str(r["kind"]), str(r["origin"]),
+                       f"{r['time_s']:.2f}", f"{r['duration_s']:.2f}" if r["kind"] == "spike" else "",
+                       f"{r['size']:.0f}", f"{r['size_ci_low']:.0f}..{r['size_ci_high']:.0f}",
+                       f"{r['p_value']:.0e}")
+        console.print(et)
+    # per pair, the events table above (raw RTTs, significance, host labels) replaces the
+    # window-median shifts, which have neither; the group series keep theirs
+    shifts = [r for r in w.get("level_shifts") or []
+              if not (events is not None and ">" in str(r.get("series", "")))]
     if shifts:
         shift_cols = ("repetition", "series", "kind", "time_s", "size", "before", "after")
         st = titled_table(f"{wname}: level shifts and spikes (µs)", shift_cols, left=("series", "kind"),

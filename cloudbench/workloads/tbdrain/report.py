@@ -88,7 +88,7 @@ def drain_rows(results: list[DrainResult], facts: RunFacts) -> list[dict[str, An
 
 
 def _pm(row: dict[str, Any], key: str, digits: int = 1) -> str:
-    """value ± bootstrap SD (the 95 % interval is in the CSV/JSON)."""
+    """value ± SD of its draws (the 95 % interval is in the CSV/JSON)."""
     v, sd = row.get(key), row.get(f"{key}_sd")
     if not isinstance(v, float) or not math.isfinite(v):
         return "-"
@@ -120,8 +120,8 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
 def render(name: str, sec: dict[str, Any], console: Console) -> None:
     """Print a tbdrain section: a row per drain, the configured truth under it when known."""
     t = titled_table(f"{name}: token-bucket drains (rates Mbit/s, budget Mbit, times s; "
-                     "± bootstrap SD)", ("pair", "vm_type", "drained", "high", "low",
-                                         "empty after", "budget", "rest", "refill"),
+                     "± SD of noise, drift and resolution; 95 % intervals in the CSV/JSON)",
+                     ("pair", "vm_type", "drained", "high", "low", "empty after", "budget", "rest", "refill"),
                      left=("pair", "vm_type"), short={"vm_type": "vm", "drained": "dr."})
     for r in sec.get("drains", []):
         t.add_row(f"{r['src']}→{r['dst']}", r["vm_type"], fmt_cell(r["drained"]),

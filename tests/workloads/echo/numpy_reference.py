@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cloudbench.analysis.events import Event, detect_pair_events, label_host_events
 from cloudbench.analysis.latency import box_stats, ccdf_points, distribution_row, quantiles_sorted
 from cloudbench.analysis.levelshift import detect
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
@@ -320,3 +321,29 @@ def pair_windowed_means(d: EchoData, window_s: float) -> list[dict[str, Any]]:
          "count": int(c), "mean": float(sm / c)}
         for (r, t, a, b, wi), g, sm, c in zip(uniq.T, grp, sums, counts, strict=True)
     ]
+
+
+def pair_events(d: EchoData, window_s: float, round_interval_s: float) -> list[dict[str, Any]]:
+    """Spikes and steps of every ordered pair's raw RTTs, host events labelled.
+
+    Times are seconds after the source worker's start (as ``send_us``), so the
+    pairs of one source, which :func:`label_host_events` compares, share a clock.
+    """
+    m = d.measured() & ~np.isnan(d.rtt_us) & (d.src != d.dst)
+    if not m.any():
+        return []
+    keys = np.stack([d.repetition[m], d.trial[m], d.src[m], d.dst[m]])
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    inv = inv.reshape(-1)
+    t_all, y_all, r_all = d.send_us[m] / 1e6, d.rtt_us[m], d.round[m]
+    runs: dict[tuple[int, int], dict[tuple[str, str], list[Event]]] = {}
+    for k in range(uniq.shape[1]):
+        rep, tr, a, b = (int(x) for x in uniq[:, k])
+        sel = inv == k
+        runs.setdefault((rep, tr), {})[(d.hosts[a], d.hosts[b])] = detect_pair_events(
+            t_all[sel], y_all[sel], round_interval_s, window_s, round_index=r_all[sel])
+    rows: list[dict[str, Any]] = []
+    for (rep, tr), by_pair in sorted(runs.items()):
+        for (src, dst), evs in sorted(label_host_events(by_pair, round_interval_s, window_s).items()):
+            rows += [e.to_row(repetition=rep, trial=d.trials[tr], series=f"{src}>{dst}") for e in evs]
+    return rows

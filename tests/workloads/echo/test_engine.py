@@ -27,11 +27,15 @@ def _close(a: Any, b: Any, where: str) -> None:
         assert a == b, where
 
 
-def _same_rows(new: list[dict[str, Any]], old: list[dict[str, Any]], what: str) -> None:
+def _same_rows(new: list[dict[str, Any]], old: list[dict[str, Any]], what: str,
+               time_tolerance_s: float = 0.0) -> None:
     assert len(new) == len(old), f"{what}: {len(new)} rows, numpy {len(old)}"
     for i, (a, b) in enumerate(zip(new, old, strict=True)):
         for k, v in b.items():
-            _close(a[k], v, f"{what}[{i}].{k}")
+            if time_tolerance_s and k == "time_s":
+                assert abs(a[k] - v) <= time_tolerance_s, f"{what}[{i}].{k}: {a[k]} vs {v}"
+            else:
+                _close(a[k], v, f"{what}[{i}].{k}")
 
 
 @pytest.fixture(scope="module", params=[0, 1])
@@ -46,7 +50,8 @@ def test_engine_equals_numpy_on_every_table(run: Any) -> None:
     window = float(params["window"])
     quorums = spec_quorums(manifest, params)
     d = ref.load_echo(run, manifest, "echo")
-    agg = aggregate_echo(run, manifest, "echo", window, quorums)
+    interval = 1.0 / float(params["rate"])
+    agg = aggregate_echo(run, manifest, "echo", window, quorums, round_interval_s=interval)
     assert agg.rows == len(d)
     _same_rows(agg.groups, ref.group_table(d), "groups")
     _same_rows(agg.pairs, ref.pair_table(d), "pairs")
@@ -60,6 +65,8 @@ def test_engine_equals_numpy_on_every_table(run: Any) -> None:
     _same_rows(new_pw, old_pw, "pair_windows")
     section = report.section_of(agg, manifest, params)
     _same_rows(section["level_shifts"], ref.echo_level_shifts(d, window, old_windows), "level_shifts")
+    # the engine times an echo by its round's send (a round's sends leave µs apart)
+    _same_rows(section["events"], ref.pair_events(d, window, interval), "events", time_tolerance_s=1e-4)
     new_s = echo_summaries(run, agg, "echo")
     old_s = ref.echo_summaries(run, d, "echo", quorums)
     _same_rows([s._asdict() if hasattr(s, "_asdict") else vars(s) for s in new_s],
@@ -125,3 +132,14 @@ def test_report_of_schema_1_files_equals_schema_2(tmp_path: Path) -> None:
     _same_rows(old.groups, new.groups, "groups")
     _same_rows(old.pairs, new.pairs, "pairs")
     _same_rows(old.quorums, new.quorums, "quorums")
+
+
+def test_events_on_raw_rtts_equal_numpy_and_find_the_step(tmp_path: Path) -> None:
+    run = write_echo_run(tmp_path / "c", seed=7, repetitions=1, rounds=5000, step=("a-1", "c-1", 2500, 800.0))
+    manifest = run.manifest()
+    d = ref.load_echo(run, manifest, "echo")
+    agg = aggregate_echo(run, manifest, "echo", 2.0, round_interval_s=0.01)
+    old = ref.pair_events(d, 2.0, 0.01)
+    assert any(e["series"] == "a-1>c-1" and e["kind"] == "step" for e in agg.events), agg.events
+    _same_rows(agg.events, old, "events", time_tolerance_s=1e-4)
+    assert all(e["time_utc"] for e in agg.events)  # placed in the day, from the workers' clocks

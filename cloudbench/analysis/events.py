@@ -1,0 +1,397 @@
+"""Spikes and steps of one pair's raw round-trip times, and which of them the host caused.
+
+Issue 16: window medians hide anything shorter than half a window, so events are
+sought in the raw RTTs of each pair. Written from the method descriptions (no
+external package); tests are scipy's.
+
+Interface (what a workload hands in, per ordered pair, as numpy arrays)::
+
+    detect_pair_events(t_s, rtt, round_interval_s, window_s, round_index=None)
+
+``t_s`` is each echo's send time in seconds (UTC seconds; at least one clock for
+all pairs of one source, e.g. seconds after the worker's start), ``rtt`` its round-trip time in
+any unit (NaN for a timeout; sizes come back in the same unit),
+``round_interval_s`` the time between the worker's rounds (1 / rate), and
+``window_s`` the report's window. ``round_index`` (the worker's round number of
+each echo) lets the detector see rounds that left late: the worker's
+late-round counter, per echo. Then :func:`label_host_events` takes every pair's
+events and labels those the measuring host caused.
+
+Method
+------
+1. **Level**: a running median of the raw RTTs over ``2·max_spike_s`` (so a
+   spike up to ``max_spike_s`` long does not move it; a step does, at its edge).
+   **Jitter**: the residuals from the level; the noise scale ``σ`` is their MAD
+   (× 1.4826), taken after leaving out the gross departures of a first pass;
+   the *p99 jitter* is the 99th percentile of ``|residual|`` outside the
+   reported spikes (bursts of host noise included: they are jitter).
+2. **Spikes**: runs of consecutive echoes (one quiet echo tolerated inside)
+   whose residual exceeds ``thr = max(spike_k·σ, jitter_k·p99)``, at least
+   ``min_samples`` long and at most ``max_spike_s``, with a median residual of at
+   least ``size_k`` × the p99 jitter of the rest of the series (largest run
+   first; each accepted spike leaves the rest). Significance — a *run test*:
+   with ``q`` the share of echoes above ``thr`` in the rest, a run of ``m`` of ``n``
+   echoes happens by chance with probability at most ``n·q^m`` (independent
+   echoes, Bonferroni over the ``n`` positions); reported when under ``alpha``.
+   Size: the median of the run's echoes minus the median of the echoes
+   around it (robust to the half-size echoes at its edges, which crossed the
+   link only one way during the spike); time: the first echo with at least
+   ``FULL_SHARE`` of the size (it went out during the spike); duration: from
+   it to the last echo of the run, plus one round.
+3. **Steps**: the spikes replaced by the level, PELT on the window medians
+   (:func:`cloudbench.analysis.levelshift.pelt`, penalty ``penalty_k·σ_w²·ln n``),
+   each change point then placed on the raw echoes (within the window before
+   and the one after, the split that puts fewest echoes on the wrong side of
+   the mid-level). Size: the 10th percentile (``STEP_Q``) of the raw echoes
+   after minus before, each side up to the next change point (queueing and CPU
+   contention only add delay: a low quantile follows the path). Significance:
+   Mann–Whitney U (scipy, two-sided) between the window medians of the two segments — window medians,
+   not raw echoes, since consecutive echoes are not independent; reported when
+   under ``alpha`` and at least ``step_k·σ_w`` and ``min_rel`` of the level.
+4. **Intervals** (95 %) of a spike's size (median of its echoes minus the
+   median of the ``max_spike_s`` around it) and of a step's: the difference
+   of the two sides' exact CIs of the median (spike) or 10th percentile
+   (step), each at √0.95 (:func:`step_size_interval`). Both treat echoes as
+   independent.
+5. **Host events** (:func:`label_host_events`): an event is the host's, not the
+   link's, when every pair measured from its source host (at least two) has an
+   event of the same kind at the same time, when one of its hosts has one with
+   two or more other hosts at once, or when most of its echoes were sent in
+   late rounds (the worker was short of CPU).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import ndimage
+from scipy import stats as sps
+
+from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt
+from cloudbench.analysis.stats import quantile_ci
+
+FloatArray = NDArray[np.float64]
+# Step sizes compare this quantile of the echoes on each side: queueing and CPU
+# contention only add delay, so a low quantile follows the path, not the load.
+STEP_Q = 0.1
+# A spike's time and duration count the echoes with at least this share of its size.
+FULL_SHARE = 0.75
+
+SPIKE_TEST = "run test: a run of m echoes above the threshold, P ≤ n·q^m (Bonferroni over n)"
+STEP_TEST = "PELT on window medians; Mann–Whitney U between the segments' window medians"
+
+
+@dataclass(frozen=True)
+class EventParams:
+    """Thresholds of :func:`detect_pair_events` (defaults: see the README's false-alarm rate)."""
+
+    max_spike_s: float | None = None  # default: one window
+    spike_k: float = 6.0  # sample threshold in σ
+    jitter_k: float = 1.5  # sample threshold in p99 jitter
+    size_k: float = 4.0  # a spike's median excess, in p99 jitter of the rest of the series
+    min_samples: int = 3
+    alpha: float = 1e-3
+    penalty_k: float = 4.0
+    step_k: float = 4.0
+    min_rel: float = 0.015
+    late_share: float = 0.5  # share of an event's echoes in late rounds that makes it the host's
+
+
+@dataclass(frozen=True)
+class Event:
+    """One spike or step of one pair (times in the caller's clock, sizes in its RTT unit)."""
+
+    kind: Literal["spike", "step"]
+    time_s: float
+    duration_s: float  # spikes: last − first echo + one round; steps: 0
+    size: float  # spike: median excess over the level; step: after − before
+    before: float
+    after: float
+    samples: int  # echoes in the spike (steps: echoes after the step up to the next one)
+    p_value: float
+    test: str
+    jitter_p99: float  # the pair's p99 jitter (|residual from the level|)
+    late_share: float = math.nan  # share of the event's echoes sent in late rounds
+    origin: Literal["link", "host"] = "link"
+    reason: str = ""
+    size_low: float = math.nan  # 95 % interval of the size (see size_interval)
+    size_high: float = math.nan
+
+    def to_row(self, **labels: Any) -> dict[str, Any]:
+        return {**labels, "kind": self.kind, "time_s": self.time_s, "duration_s": self.duration_s,
+                "size": self.size, "before": self.before, "after": self.after,
+                "samples": self.samples, "p_value": self.p_value, "test": self.test,
+                "jitter_p99": self.jitter_p99, "origin": self.origin, "reason": self.reason,
+                "size_ci_low": self.size_low, "size_ci_high": self.size_high}
+
+
+LEVEL = 0.95
+
+
+def spike_size_interval(inside: FloatArray, around: FloatArray | None = None,
+                        level: float = LEVEL) -> tuple[float, float]:
+    """CI of a spike's size, ``median(inside) − median(around)``: each median's
+    exact order-statistic CI at √level, differenced (as :func:`step_size_interval`).
+    Without ``around`` (the level taken as known), the CI of ``median(inside)``.
+    NaN when too few echoes."""
+    if around is None:
+        ci = quantile_ci(inside, 0.5, level)
+        return (ci.lower, ci.upper) if ci.lower is not None and ci.upper is not None else (math.nan, math.nan)
+    return step_size_interval(around, inside, 0.5, level)
+
+
+def step_size_interval(before: FloatArray, after: FloatArray, q: float = STEP_Q,
+                       level: float = LEVEL) -> tuple[float, float]:
+    """CI of ``quantile_q(after) − quantile_q(before)``: each side's exact CI at level
+    √level, so both hold at once with probability ≥ level (independent sides);
+    the difference of the bounds then covers the difference of the quantiles."""
+    a = quantile_ci(after, q, math.sqrt(level))
+    b = quantile_ci(before, q, math.sqrt(level))
+    if a.lower is None or a.upper is None or b.lower is None or b.upper is None:
+        return math.nan, math.nan
+    return a.lower - b.upper, a.upper - b.lower
+
+
+def late_rounds(t_s: FloatArray, round_index: NDArray[np.integer], round_interval_s: float) -> NDArray[np.bool_]:
+    """Echoes sent late: more than min(1 ms, half a round) after their round's schedule.
+
+    The schedule is ``round · interval`` plus the offset of the earliest send
+    (the worker's own rule, from its send times)."""
+    lag = np.asarray(t_s, dtype=np.float64) - np.asarray(round_index, dtype=np.float64) * round_interval_s
+    if len(lag) == 0:
+        return np.zeros(0, dtype=bool)
+    return np.asarray(lag - float(np.min(lag)) > min(1e-3, round_interval_s / 2.0))
+
+
+def _runs(flag: NDArray[np.bool_], gap: int = 1) -> list[tuple[int, int]]:
+    """[start, end) of runs of True, bridging up to ``gap`` False values inside a run."""
+    idx = np.flatnonzero(flag)
+    if len(idx) == 0:
+        return []
+    cut = np.flatnonzero(np.diff(idx) > gap + 1)
+    starts = np.concatenate([[idx[0]], idx[cut + 1]])
+    ends = np.concatenate([idx[cut], [idx[-1]]]) + 1
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
+
+
+def _level(y: FloatArray, width: int) -> FloatArray:
+    return np.asarray(ndimage.median_filter(y, size=max(3, width | 1), mode="nearest"))
+
+
+def _window_medians(t: FloatArray, y: FloatArray, window_s: float) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
+    """Window starts, medians, and each echo's window (position in the returned arrays)."""
+    w = np.floor((t - t[0]) / window_s).astype(np.int64)
+    keys, inv = np.unique(w, return_inverse=True)
+    med = np.array([np.median(y[inv == k]) for k in range(len(keys))])
+    return t[0] + keys * window_s, med, inv.reshape(-1)
+
+
+def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float, window_s: float,
+                       round_index: NDArray[np.integer] | None = None,
+                       params: EventParams | None = None) -> list[Event]:
+    """Spikes and steps of one pair's raw RTTs (see the module docstring)."""
+    p = params or EventParams()
+    t_all = np.asarray(t_s, dtype=np.float64)
+    y_all = np.asarray(rtt, dtype=np.float64)
+    if t_all.shape != y_all.shape:
+        raise ValueError(f"times and RTTs differ in length ({len(t_all)}, {len(y_all)})")
+    if round_interval_s <= 0 or window_s <= 0:
+        raise ValueError("round interval and window must be positive")
+    ok = np.isfinite(y_all) & np.isfinite(t_all)
+    order = np.argsort(t_all[ok], kind="stable")
+    t, y = t_all[ok][order], y_all[ok][order]
+    late = (late_rounds(t_all, np.asarray(round_index), round_interval_s)[ok][order]
+            if round_index is not None else None)
+    n = len(y)
+    if n < 4 * p.min_samples:
+        return []
+    max_spike_s = p.max_spike_s if p.max_spike_s is not None else window_s
+    max_spike = max(p.min_samples, round(max_spike_s / round_interval_s))
+    level = _level(y, 2 * max_spike + 1)
+    resid = y - level
+    # first pass: leave out gross departures before measuring the jitter
+    sigma0 = MAD_TO_SIGMA * float(np.median(np.abs(resid)))
+    rough = np.abs(resid) > max(p.spike_k * sigma0, 1e-12)
+    quiet = ~_dilate(rough, 1)
+    base = resid[quiet] if quiet.sum() >= 10 else resid
+    sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(base - np.median(base)))), 1e-12)
+    thr = max(p.spike_k * sigma, p.jitter_k * max(float(np.percentile(np.abs(base), 99)), sigma))
+    above = np.abs(resid) > thr
+    events: list[Event] = []
+    spike_mask = np.zeros(n, dtype=bool)
+    runs = []
+    for a, b in _runs(above):
+        dur = float(t[b - 1] - t[a]) + round_interval_s
+        # longer than a spike: a step pair, left to the step search
+        if b - a >= p.min_samples and dur <= max_spike_s + round_interval_s:
+            runs.append((a, b, dur, float(np.median(resid[a:b]))))
+    # largest first; each is measured against the jitter of everything but itself and
+    # the spikes already accepted (bursts of host noise are jitter, not events)
+    for a, b, _dur, size in sorted(runs, key=lambda r: -abs(r[3])):
+        rest = ~spike_mask
+        rest[a:b] = False
+        p99_rest = max(float(np.percentile(np.abs(resid[rest]), 99)), sigma)
+        if abs(size) < p.size_k * p99_rest:
+            continue
+        q = (float(above[rest].sum()) + 1.0) / (float(rest.sum()) + 1.0)
+        m = int(above[a:b].sum())
+        pval = min(1.0, math.exp(math.log(n) + m * math.log(q)))
+        if pval >= p.alpha:
+            continue
+        spike_mask[a:b] = True
+        # the size against the level around the run (the running median inside it
+        # is pulled up by the spike's own echoes)
+        around = np.concatenate([y[max(0, a - max_spike):a], y[b:b + max_spike]])
+        if len(around) >= p.min_samples:
+            lvl = float(np.median(around))
+            size = float(np.median(y[a:b])) - lvl
+            lo, hi = spike_size_interval(y[a:b], around)
+        else:
+            lvl = float(np.median(level[a:b]))
+            lo, hi = spike_size_interval(resid[a:b])
+        # The echoes whose outbound crossing fell in the spike span its duration: they
+        # start with the first that took it both ways (full size; the echoes before it
+        # met the spike only on their way back) and end with the last of the run (the
+        # last ones out in the spike come back after it: half size, still in the run).
+        full = a + np.flatnonzero(np.abs(y[a:b] - lvl) >= FULL_SHARE * abs(size))
+        t_first = float(t[full[0]]) if len(full) else float(t[a])
+        t_last = float(t[b - 1])
+        events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
+                            b - a, pval, SPIKE_TEST, p99_rest, _share(late, a, b),
+                            size_low=lo, size_high=hi))
+    p99 = max(float(np.percentile(np.abs(resid[~spike_mask]), 99)), sigma)
+    events = [replace(e, jitter_p99=p99) for e in events]
+    clean = np.where(spike_mask, level, y)
+    events += _steps(t, clean, window_s, p, p99, late)
+    return sorted(events, key=lambda e: (e.time_s, e.kind))
+
+
+def _dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:
+    return np.asarray(ndimage.binary_dilation(mask, iterations=k)) if mask.any() else mask
+
+
+def _share(late: NDArray[np.bool_] | None, a: int, b: int) -> float:
+    return float(np.mean(late[a:b])) if late is not None and b > a else math.nan
+
+
+def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: float,
+           late: NDArray[np.bool_] | None) -> list[Event]:
+    starts, med, win = _window_medians(t, y, window_s)
+    nw = len(med)
+    if nw < 4:
+        return []
+    d = np.diff(med)
+    sigma_w = max(MAD_TO_SIGMA * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0), 1e-12)
+    cps = pelt(med, p.penalty_k * sigma_w**2 * math.log(nw), 2)
+
+    def seg_sizes(cps: list[int]) -> list[tuple[float, float, float]]:
+        b = [0, *cps, nw]
+        out = []
+        for k in range(len(cps)):
+            before, after = med[b[k]:b[k + 1]], med[b[k + 1]:b[k + 2]]
+            pv = float(sps.mannwhitneyu(before, after, alternative="two-sided").pvalue)
+            out.append((float(np.median(after) - np.median(before)), pv,
+                        min(abs(float(np.median(before))), abs(float(np.median(after))))))
+        return out
+
+    while cps:  # drop the weakest change point that fails a criterion, re-test the rest
+        stats = seg_sizes(cps)
+        weak = [k for k, (s, pv, lvl) in enumerate(stats)
+                if pv >= p.alpha or abs(s) < max(p.step_k * sigma_w, p.min_rel * lvl)]
+        if not weak:
+            break
+        del cps[min(weak, key=lambda k: abs(stats[k][0]))]
+    out: list[Event] = []
+    bounds_t = [t[0], *[starts[c] for c in cps], t[-1] + window_s]
+    for k, (c, (_, pv, _)) in enumerate(zip(cps, seg_sizes(cps), strict=True)):
+        lo_t, hi_t = bounds_t[k], bounds_t[k + 2]
+        # place the change on the raw echoes: window before the change point and the one at it
+        near = np.flatnonzero((win >= c - 1) & (win <= c))
+        before_all = y[(t >= lo_t) & (t < starts[c])]
+        after_all = y[(t >= starts[c]) & (t < hi_t)]
+        mid = (float(np.median(before_all)) + float(np.median(after_all))) / 2.0
+        up = np.median(after_all) > np.median(before_all)
+        seg = y[near]
+        wrong_after = (seg < mid) if up else (seg > mid)  # on the before side of mid
+        wrong_before = ~wrong_after
+        cost = (np.concatenate([[0], np.cumsum(wrong_before)])
+                + np.concatenate([np.cumsum(wrong_after[::-1])[::-1], [0]]))
+        split = int(near[int(np.argmin(cost))]) if len(near) else int(np.searchsorted(t, starts[c]))
+        split = min(split, len(t) - 1)
+        ts = float(t[split])
+        before = y[(t >= lo_t) & (t < ts)]
+        after = y[(t >= ts) & (t < hi_t)]
+        if len(before) == 0 or len(after) == 0:
+            continue
+        b_med, a_med = float(np.quantile(before, STEP_Q)), float(np.quantile(after, STEP_Q))
+        if abs(a_med - b_med) < max(p.step_k * sigma_w, p.min_rel * min(abs(a_med), abs(b_med))):
+            continue  # the segments' medians moved, their low quantiles (the path) did not
+        j = int(np.searchsorted(t, hi_t))
+        lo, hi = step_size_interval(before, after, STEP_Q)
+        out.append(Event("step", ts, 0.0, a_med - b_med, b_med, a_med, len(after), pv, STEP_TEST,
+                         p99, _share(late, split, min(j, split + max(1, len(after)) // 4 + 1)),
+                         size_low=lo, size_high=hi))
+    return out
+
+
+def _overlap(a: Event, b: Event, slack: float) -> bool:
+    return (a.time_s - slack <= b.time_s + b.duration_s) and (b.time_s - slack <= a.time_s + a.duration_s)
+
+
+def label_host_events(events: Mapping[tuple[str, str], list[Event]], round_interval_s: float,
+                      window_s: float, params: EventParams | None = None) -> dict[tuple[str, str], list[Event]]:
+    """The same events, those the measuring host caused labelled ``origin="host"``.
+
+    ``events`` maps every measured (src, dst) pair — also those without events —
+    to its events. A spike or step of pair (a, b) is the host's when
+
+    * every pair measured from ``a`` (at least two) has one of the same kind
+      within one round (spikes) or one window (steps) of it: one worker, one
+      clock; or
+    * ``a`` or ``b`` has one, within a window, on pairs (sent or answered) with
+      at least two other hosts: a link moves the pairs of its two ends only,
+      a stalled host those with everyone (pairs of other sources are on other
+      workers' clocks, which start within a fraction of a window of each other).
+      With several hosts per region, a link event between two regions moves
+      pairs with several hosts too: there, read host labels with care; or
+    * at least ``late_share`` of its echoes were sent in late rounds.
+    """
+    p = params or EventParams()
+    by_src: dict[str, list[tuple[str, str]]] = {}
+    by_host: dict[str, list[tuple[str, str]]] = {}
+    for pair in events:
+        by_src.setdefault(pair[0], []).append(pair)
+        for h in set(pair):
+            by_host.setdefault(h, []).append(pair)
+
+    def moved(e: Event, q: tuple[str, str], slack: float) -> bool:
+        return any(o.kind == e.kind and _overlap(e, o, slack) for o in events[q])
+
+    def counterparts(e: Event, host: str) -> set[str]:
+        return {q[1] if q[0] == host else q[0] for q in by_host[host] if moved(e, q, window_s)}
+
+    out: dict[tuple[str, str], list[Event]] = {}
+    for pair, evs in events.items():
+        labelled = []
+        for e in evs:
+            near = round_interval_s if e.kind == "spike" else window_s
+            siblings = by_src[pair[0]]
+            hosts = [(h, c) for h in dict.fromkeys(pair) if len(c := counterparts(e, h)) >= 2]
+            if len(siblings) >= 2 and all(moved(e, q, near) for q in siblings):
+                e = replace(e, origin="host", reason=f"all {len(siblings)} pairs from {pair[0]} "
+                            "moved at once")
+            elif hosts:
+                h, c = hosts[0]
+                e = replace(e, origin="host", reason=f"{h}'s pairs with {len(c)} hosts "
+                            f"({', '.join(sorted(c))}) moved at once")
+            elif math.isfinite(e.late_share) and e.late_share >= p.late_share:
+                e = replace(e, origin="host", reason=f"{e.late_share:.0%} of its echoes left in "
+                            "late rounds")
+            labelled.append(e)
+        out[pair] = labelled
+    return out
