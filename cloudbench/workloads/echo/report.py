@@ -14,6 +14,7 @@ from cloudbench.analysis.levelshift import echo_level_shifts
 from cloudbench.core.tables import fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
+from cloudbench.workloads.echo import views
 from cloudbench.workloads.echo.data import load_echo
 from cloudbench.workloads.echo.summaries import spec_quorums
 
@@ -36,12 +37,14 @@ def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str
         "pairs": pair_table(d),
         "level_shifts": echo_level_shifts(d, window, windows),
         "workers": echo_worker_health(manifest, name),
+        **views.section(run, manifest, params, d),  # issue 17: modes, handshakes, connection modes, sweeps
     }
 
 
 def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str, bool]) -> None:
     """The echo section for a person: group and quorum tables, worker health, level shifts."""
     console.print(_distribution_table(console, f"{wname}: RTT by latency group (µs)", w["groups"], ["group"]))
+    views.render_modes(wname, w, console)  # beside the percentiles: modes, and which percentiles are unstable
     if w["quorums"]:
         console.print(_distribution_table(
             console, f"{wname}: quorum latency (µs; k-th fastest reply per round)", w["quorums"],
@@ -73,6 +76,7 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         for r in shifts:
             st.add_row(*[fmt_number(r.get(c, ""), 2) for c in shift_cols])
         console.print(st)
+    views.render(wname, w, console)  # handshakes, connection modes side by side, sweeps
 
 
 def echo_worker_health(manifest: Manifest, workload: str) -> dict[str, Any] | None:

@@ -1,0 +1,157 @@
+"""The echo report's views of issue 17: multimodality, handshakes, connection modes side by side, sweeps.
+
+:func:`section` adds its keys to the echo section (:mod:`.report` calls it with the
+rows it loaded): ``modes`` (every latency distribution tested for more than one
+mode, :mod:`cloudbench.analysis.modes`), ``connect`` (handshake times of
+per-round connections), ``connection_modes`` (all the spec's echo workloads in
+their modes, in the first one's section) and ``sweep`` (latency per swept value,
+:mod:`.sweeps`). :func:`render_modes` prints the modes beside the percentile
+table, :func:`render` the rest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+
+from cloudbench.analysis.latency import PERCENTILES, EchoData, pct_label, quorum_latencies
+from cloudbench.analysis.modes import find_modes
+from cloudbench.core.tables import fmt_number, titled_table
+from cloudbench.core.topology import GROUP_ORDER
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.rundir import RunDir
+from cloudbench.workloads.echo import connections, sweeps
+from cloudbench.workloads.echo.data import load_echo
+from cloudbench.workloads.echo.summaries import spec_quorums
+
+TABLES = ("modes", *connections.TABLES, *sweeps.TABLES)
+
+
+def section(run: RunDir, manifest: Manifest, params: dict[str, Any], d: EchoData) -> dict[str, Any]:
+    """The keys these views add to one echo workload's section (``d``: its rows)."""
+    name = params["name"]
+    per_round = params.get("connection") == "per_round"
+    out: dict[str, Any] = {
+        "mode": connections.mode_label(params),
+        "modes": mode_rows(d, spec_quorums(manifest, params)),
+        "connect": connections.connect_table(d, connections.connect_us(run, name, len(d))) if per_round else [],
+        "sweep": sweeps.sweep_table(d, manifest),
+        "connection_modes": [],
+    }
+    if connections.compares(manifest, params):
+        rows: list[dict[str, Any]] = []
+        for w in connections.echo_workloads(manifest):
+            wd = d if w["name"] == name else load_echo(run, manifest, w["name"])
+            wc = connections.connect_us(run, w["name"], len(wd)) if w.get("connection") == "per_round" else None
+            rows += connections.mode_rows(w["name"], w, wd, wc)
+        out["connection_modes"] = connections.sort_modes(rows)
+    return out
+
+
+def distributions(d: EchoData, quorums: list[tuple[str, list[str], list[int]]]) -> list[tuple[str, np.ndarray]]:
+    """Every latency distribution of the report: each latency group's RTTs and each quorum's."""
+    m = d.measured() & ~d.timeout & np.isfinite(d.rtt_us)
+    out = [(g.value, d.rtt_us[m & (d.group == gi)]) for gi, g in enumerate(GROUP_ORDER)]
+    for qname, members, ks in quorums:
+        for k in ks:
+            q = quorum_latencies(d, members, k)
+            out.append((f"Q{k}/{len(members)} {qname}", q[np.isfinite(q)]))
+    return [(n, x) for n, x in out if len(x)]
+
+
+def mode_rows(d: EchoData, quorums: list[tuple[str, list[str], list[int]]]) -> list[dict[str, Any]]:
+    """One row per mode of each distribution (a unimodal one has one row)."""
+    rows = []
+    for name, values in distributions(d, quorums):
+        t = find_modes(values)
+        unstable = " ".join(pct_label(p) for p in t.unstable_percentiles(PERCENTILES))
+        for i, mode in enumerate(t.modes):
+            rows.append(
+                {
+                    "distribution": name,
+                    "multimodal": t.multimodal,
+                    "dip": t.dip,
+                    "p_value": t.p_value,
+                    "n": t.n,
+                    "n_tested": t.n_tested,
+                    "mode": i + 1,
+                    "location": mode.location,
+                    "low": mode.low if np.isfinite(mode.low) else None,
+                    "high": mode.high if np.isfinite(mode.high) else None,
+                    "share": mode.share,
+                    "unstable": unstable,
+                }
+            )
+    return rows
+
+
+def render_modes(wname: str, w: dict[str, Any], console: Console) -> None:
+    """The modes of each multimodal distribution and a warning about the percentiles between them."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in w.get("modes") or []:
+        by.setdefault(r["distribution"], []).append(r)
+    for dist, rows in by.items():
+        if not rows[0]["multimodal"]:
+            continue
+        modes = ", ".join(f"{_us(r['location'])} ({r['share']:.1%})" for r in rows)
+        first = rows[0]
+        p = "< 0.001" if first["p_value"] < 1e-3 else f"= {first['p_value']:.3f}"
+        console.print(
+            f"[yellow]{escape(wname)}: {escape(dist)} RTT has {len(rows)} modes[/] (dip test p {p}, "
+            f"{first['n_tested']:,} of {first['n']:,} values): {modes}. Percentiles between modes are "
+            f"unstable{' (' + first['unstable'] + ')' if first['unstable'] else ''}: a small change in "
+            "the modes' shares moves them from one mode to another.",
+            highlight=False,
+        )
+
+
+def render(wname: str, w: dict[str, Any], console: Console) -> None:
+    """Handshake times, the connection modes side by side, and the sweep table."""
+    if w.get("connect"):
+        cols: tuple[str, ...] = ("group", "count", "p50", "p90", "p99", "max")
+        t = titled_table(f"{wname}: TCP handshake of the per-round connections (µs)", cols, left=("group",))
+        for r in w["connect"]:
+            t.add_row(*[fmt_number(r[c]) for c in cols])
+        console.print(t)
+    if w.get("connection_modes"):
+        cols = ("group", "workload", "mode", "count", "timeouts", *connections.COLUMNS, "connect_p50", "connect_p99")
+        t = titled_table(
+            "echo connection modes side by side: RTT (µs); connect = handshake of a per-round connection",
+            cols,
+            left=("group", "workload", "mode"),
+        )
+        for r in w["connection_modes"]:
+            t.add_row(*[fmt_number(r[c]) if r[c] is not None else "-" for c in cols])
+        console.print(t)
+    if w.get("sweep"):
+        fields = sweeps.swept_fields(w["sweep"])
+        cols = ("group", *fields, "repetitions", "count", "timeouts", "p50", "p99")
+        t = titled_table(
+            f"{wname}: RTT per {' and '.join(fields)} (µs; rep = median over repetitions "
+            f"of each one's value, [{sweeps.LEVEL:.0%} CI])",
+            (*cols, "rep p50", "rep p99"),
+            left=("group",),
+        )
+        for r in w["sweep"]:
+            t.add_row(*[fmt_number(r[c]) for c in cols], _ci(r, "p50"), _ci(r, "p99"))
+        console.print(t)
+
+
+def write_figures(name: str, section: dict[str, Any], out: Path) -> list[Path]:
+    """Latency against the swept values (when the workload swept one)."""
+    return sweeps.write_figure(name, section["sweep"], out) if section.get("sweep") else []
+
+
+def _ci(r: dict[str, Any], key: str) -> str:
+    est, lo, hi = r[f"rep_{key}_median"], r[f"rep_{key}_lower"], r[f"rep_{key}_upper"]
+    if lo is None or hi is None:
+        return f"{fmt_number(est)} (too few for a CI)" if r["repetitions"] > 1 else fmt_number(est)
+    return f"{fmt_number(est)} [{fmt_number(lo)}, {fmt_number(hi)}]"
+
+
+def _us(x: float) -> str:
+    return f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.0f} µs"
