@@ -25,10 +25,10 @@ Method:
   either side; a mode with less than ``min_share`` of the observations is
   merged into its larger neighbour. Shares are counted
   on *all* the values (or the whole histogram), not on the sample.
-* **Unstable percentiles**: a percentile whose level is within ``margin`` of a
-  cumulative share at an antimode (e.g. p90 with 85 % of the values in the first
-  mode and 92 % in the first two) lands on one side of a gap or the other
-  depending on small changes in the shares.
+* **Unstable percentiles**: a percentile whose level is near a cumulative share
+  at an antimode (e.g. p90 with 85 % of the values in the first mode and 92 % in
+  the first two) lands on one side of a gap or the other depending on small
+  changes in the shares (:meth:`ModeTest.unstable_percentiles`).
 """
 
 from __future__ import annotations
@@ -78,12 +78,28 @@ class ModeTest:
         """The dip test rejects unimodality at ``alpha`` and the density shows several modes."""
         return self.p_value < self.alpha and len(self.modes) > 1
 
-    def unstable_percentiles(self, percentiles: Sequence[float], margin: float = 0.05) -> list[float]:
-        """The percentiles (0–100) within ``margin`` of a cumulative share at an antimode."""
+    def unstable_percentiles(
+        self, percentiles: Sequence[float], margin: float = 0.05, relative: float = 0.5
+    ) -> list[float]:
+        """The percentiles (0–100) that a small change in the modes' shares moves across a gap.
+
+        Percentile level ``q`` is unstable near the cumulative share ``c`` at an antimode
+        when ``|q - c| <= margin`` and the mass on q's side of c (``c`` below, ``1 - c``
+        above) would change by at most ``relative`` of itself to move q across: p90
+        with cuts at 0.85 and 0.92 is, p99.99 with a 2 % tail mode above 0.98 is not
+        (that mode would have to vanish).
+        """
         if not self.multimodal:
             return []
         cuts = np.cumsum([m.share for m in self.modes])[:-1]
-        return [p for p in percentiles if bool(np.any(np.abs(p / 100.0 - cuts) <= margin))]
+        out = []
+        for p in percentiles:
+            q = p / 100.0
+            dist = np.abs(q - cuts)
+            side = np.where(q > cuts, 1.0 - cuts, cuts)
+            if bool(np.any((dist <= margin) & (dist <= relative * side))):
+                out.append(p)
+        return out
 
 
 def bounded_sample(values: NDArray[np.floating], max_n: int = MAX_N, seed: int = 0) -> FloatArray:

@@ -126,7 +126,7 @@ def write_figure(name: str, rows: list[dict[str, Any]], out: Path) -> list[Path]
 
     written = []
     for field in swept_fields(rows):
-        fig = Figure(figsize=(7.0, 4.2))
+        fig = Figure(figsize=(7.0, 4.8))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot(1, 1, 1)
         others = [f for f in swept_fields(rows) if f != field]  # one line per value of the others
@@ -158,13 +158,21 @@ def write_figure(name: str, rows: list[dict[str, Any]], out: Path) -> list[Path]
                 )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ticks = sorted({float(r[field]) for r in rows})
+        ax.set_xticks(ticks, [_size(v) if field == "payload" else f"{v:g}" for v in ticks])
+        ax.minorticks_off()
         ax.set_xlabel(f"{field} ({'bytes' if field == 'payload' else 'rounds/s'})")
         ax.set_ylabel("RTT (µs)")
         ax.set_title(f"{name}: RTT against {field} (median over repetitions, {LEVEL:.0%} CI)", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
         fig.tight_layout()
         path = out / f"{name}_latency_vs_{field}.png"
         fig.savefig(path, dpi=120)
         written.append(path)
     return written
+
+
+def _size(v: float) -> str:
+    """64, 1 KiB, 64 KiB."""
+    return f"{v / 1024:g} KiB" if v >= 1024 else f"{v:g}"

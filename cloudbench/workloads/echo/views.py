@@ -129,15 +129,15 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
         console.print(t)
     if w.get("sweep"):
         fields = sweeps.swept_fields(w["sweep"])
-        cols = ("group", *fields, "repetitions", "count", "timeouts", "p50", "p99")
+        cols = ("group", *fields, "reps", "count", "p50", "p99")
         t = titled_table(
-            f"{wname}: RTT per {' and '.join(fields)} (µs; rep = median over repetitions "
-            f"of each one's value, [{sweeps.LEVEL:.0%} CI])",
+            f"{wname}: RTT per {' and '.join(fields)} (µs); rep = the median over repetitions of each "
+            f"one's value [{sweeps.LEVEL:.0%} CI]",
             (*cols, "rep p50", "rep p99"),
             left=("group",),
         )
         for r in w["sweep"]:
-            t.add_row(*[fmt_number(r[c]) for c in cols], _ci(r, "p50"), _ci(r, "p99"))
+            t.add_row(*[fmt_number(r["repetitions" if c == "reps" else c]) for c in cols], _ci(r, "p50"), _ci(r, "p99"))
         console.print(t)
 
 
@@ -150,7 +150,7 @@ def _ci(r: dict[str, Any], key: str) -> str:
     est, lo, hi = r[f"rep_{key}_median"], r[f"rep_{key}_lower"], r[f"rep_{key}_upper"]
     if lo is None or hi is None:
         return f"{fmt_number(est)} (too few for a CI)" if r["repetitions"] > 1 else fmt_number(est)
-    return f"{fmt_number(est)} [{fmt_number(lo)}, {fmt_number(hi)}]"
+    return f"{fmt_number(est)} [{fmt_number(lo)}–{fmt_number(hi)}]"
 
 
 def _us(x: float) -> str:
