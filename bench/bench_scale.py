@@ -38,8 +38,8 @@ from cloudbench.workloads.echo.controller import _ZSTD_LEVEL as ZSTD_LEVEL  # no
 HOSTS = 8
 RATE = 100.0
 T0_NS = 1_000_000_000_000
-DISK = np.dtype({"names": ["round", "peer", "flags", "send_ns", "recv_ns"],
-                 "formats": ["<u4", "<u2", "u1", "<i8", "<i8"], "offsets": [0, 4, 6, 8, 16],
+DISK = np.dtype({"names": ["round", "peer", "flags", "send_ns", "recv_ns", "connect_ns"],
+                 "formats": ["<u4", "<u2", "u1", "<i8", "<i8", "<i8"], "offsets": [0, 4, 6, 8, 16, 24],
                  "itemsize": RECORD.size})
 ROUNDS_PER_BLOCK = 100_000
 
@@ -72,6 +72,7 @@ def generate(directory: Path, hours: float, seed: int = 1) -> list[tuple[str, Pa
                 rec["round"], rec["peer"], rec["send_ns"] = rnd, peer, send
                 rec["recv_ns"] = np.where(lost, 0, send + rtt)
                 rec["flags"] = np.where(lost, FLAG_TIMEOUT, 0)
+                rec["connect_ns"] = -1  # persistent connections
                 order = np.argsort(rec["recv_ns"] + lost * (send + 1_000_000_000), kind="stable")
                 rec[order].tofile(f)
         out.append((host, path))

@@ -118,15 +118,19 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
             t.add_row(*[fmt_number(r[c]) for c in cols])
         console.print(t)
     if w.get("connection_modes"):
-        cols = ("group", "workload", "mode", "count", "timeouts", *connections.COLUMNS, "connect_p50", "connect_p99")
-        t = titled_table(
-            "echo connection modes side by side: RTT (µs); connect = handshake of a per-round connection",
-            cols,
-            left=("group", "workload", "mode"),
-        )
+        # One table per latency group, a column per workload: it fits a terminal.
+        by_group: dict[str, list[dict[str, Any]]] = {}
         for r in w["connection_modes"]:
-            t.add_row(*[fmt_number(r[c]) if r[c] is not None else "-" for c in cols])
-        console.print(t)
+            by_group.setdefault(r["group"], []).append(r)
+        metrics = ("count", "timeouts", *connections.COLUMNS, "connect_p50", "connect_p99")
+        for group, rows in by_group.items():
+            t = titled_table(f"echo connection modes side by side, {group}: RTT (µs); connect = TCP handshake")
+            t.add_column("", no_wrap=True)
+            for r in rows:
+                t.add_column(f"{r['workload']}\n{r['mode']}", justify="right")
+            for m in metrics:
+                t.add_row(m.replace("_", " "), *[fmt_number(r[m]) if r[m] is not None else "-" for r in rows])
+            console.print(t)
     if w.get("sweep"):
         fields = sweeps.swept_fields(w["sweep"])
         cols = ("group", *fields, "reps", "count", "p50", "p99")

@@ -244,5 +244,6 @@ def test_connection_modes_are_compared_side_by_side_in_the_first_workloads_secti
     cold_section = kind.report_section(run, manifest, cold)
     assert [r["p50"] for r in cold_section["connect"]] == pytest.approx([120, 120], rel=0.05)
     text = rendered(kind, "hot", first)
-    assert "echo connection modes side by side" in text and "per_round, every 200ms" in text
+    assert "echo connection modes side by side, same_subnet" in text and "per_round, every 200ms" in text
+    assert "connect p50" in text
     assert "TCP handshake of the per-round" in " ".join(rendered(kind, "cold", cold_section).split())
