@@ -105,11 +105,13 @@ class ModeTest:
 def bounded_sample(values: NDArray[np.floating], max_n: int = MAX_N, seed: int = 0) -> FloatArray:
     """The finite positive values, or a uniform sample of ``max_n`` of them without replacement."""
     xs: FloatArray = np.asarray(values, dtype=np.float64)
-    xs = xs[np.isfinite(xs) & (xs > 0)]
-    if len(xs) <= max_n:
-        return xs
-    idx = np.random.default_rng(seed).choice(len(xs), size=max_n, replace=False)
-    out: FloatArray = xs[idx]
+    valid = np.isfinite(xs) & (xs > 0)
+    n = int(np.count_nonzero(valid))
+    if n <= max_n:
+        small: FloatArray = xs[valid]
+        return small
+    picks = np.random.default_rng(seed).choice(n, size=max_n, replace=False)
+    out: FloatArray = (xs if n == len(xs) else xs[valid])[picks]  # all valid: no copy of the input
     return out
 
 
@@ -145,10 +147,11 @@ def find_modes(
     values: NDArray[np.floating], *, alpha: float = 0.01, min_share: float = 0.01, max_n: int = MAX_N, seed: int = 0
 ) -> ModeTest:
     """Test ``values`` (e.g. RTTs in µs, any size) for more than one mode; see the module docstring."""
-    xs = np.asarray(values, dtype=float)
+    xs: FloatArray = np.asarray(values, dtype=np.float64)
     sample = bounded_sample(xs, max_n, seed)
-    finite = xs[np.isfinite(xs) & (xs > 0)]
-    return _test(sample, len(finite), alpha, min_share, lambda cuts: _shares_of_values(finite, cuts))
+    valid = np.isfinite(xs) & (xs > 0)
+    n = int(np.count_nonzero(valid))
+    return _test(sample, n, alpha, min_share, lambda cuts: _shares_of_values(xs, valid, n, cuts))
 
 
 def find_modes_histogram(
@@ -229,9 +232,10 @@ def _merge_small(
     return np.array(pk), np.array(ct), np.array(sh)
 
 
-def _shares_of_values(values: FloatArray, cuts: FloatArray) -> FloatArray:
-    counts = np.bincount(np.searchsorted(cuts, values), minlength=len(cuts) + 1).astype(float)
-    out: FloatArray = counts / max(counts.sum(), 1.0)
+def _shares_of_values(values: FloatArray, valid: NDArray[np.bool_], n: int, cuts: FloatArray) -> FloatArray:
+    """Counted with one boolean pass per cut: no copy or index array the size of ``values``."""
+    below = [int(np.count_nonzero(valid & (values < c))) for c in cuts]
+    out: FloatArray = np.diff(np.array([0, *below, n], dtype=float)) / max(n, 1)
     return out
 
 

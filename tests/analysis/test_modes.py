@@ -126,6 +126,14 @@ def test_inputs_are_bounded_so_large_distributions_scale() -> None:
     x = blog_rtts(2_000_000)
     s = bounded_sample(x, 1000, seed=3)
     assert len(s) == 1000 and len(np.unique(s)) == 1000 and np.isin(s, x).all()
+    holes = x.copy()
+    holes[::3] = np.nan  # timeouts
+    holes[1::7] = 0.0
+    s = bounded_sample(holes, 1000, seed=3)
+    assert len(s) == 1000 and np.isfinite(s).all() and (s > 0).all() and np.isin(s, x).all()
+    r = find_modes(holes)
+    assert r.n == int(np.count_nonzero(np.isfinite(holes) & (holes > 0))) and len(r.modes) == 3
+    assert sum(m.share for m in r.modes) == pytest.approx(1.0)
     r = find_modes(x)
     assert r.n_tested == 20_000 and r.n == 2_000_000 and len(r.modes) == 3
     edges = np.array([1.0, 2.0, 4.0])

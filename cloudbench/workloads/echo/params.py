@@ -94,6 +94,9 @@ class EchoWorkload(WorkloadModel):
             if self.connection != "persistent":
                 errors.append(ctx.error((*loc, "idle"), "`idle` spaces messages on a persistent "
                                         "connection; with `connection: per_round` use `rate`"))
+            if self.idle > self.duration:
+                errors.append(ctx.error((*loc, "idle"), f"`idle` {self.idle:g} s is longer than `duration` "
+                                        f"{self.duration:g} s: each peer would hear from a host once"))
             if isinstance(self.rate, list) or "rate" in self.model_fields_set:
                 errors.append(ctx.error((*loc, "idle"), "`idle` replaces `rate` (one message to each "
                                         "peer every `idle`): give one of them"))

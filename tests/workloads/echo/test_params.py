@@ -109,6 +109,7 @@ def test_connection_modes_parse() -> None:
         ("{kind: echo, name: e, payload: []}", "payload", "payload", "lists no value"),
         ("{kind: echo, name: e, connection: per_round, idle: 5s}", "idle", "idle", "with `connection: per_round` use"),
         ("{kind: echo, name: e, rate: 5, idle: 5s}", "idle", "idle", "`idle` replaces `rate`"),
+    ("{kind: echo, name: e, idle: 30s, duration: 20s}", "idle", "idle", "longer than `duration` 20 s"),
         (
             "{kind: echo, name: e, connection: per_round, rate: 100}",
             "per_round",
