@@ -368,6 +368,8 @@ class EchoServer(object):
                                  name="echo-%s" % (addr,), daemon=True)
             self.threads.append(t)
             t.start()
+            if len(self.threads) > 2 * self.max_conns:  # per-round connections: one thread each
+                self.threads = [th for th in self.threads if th.is_alive()]
 
     def _handle(self, conn: socket.socket, peer_addr: str) -> None:
         fd = conn.fileno()

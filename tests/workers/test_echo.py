@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import select
 import shutil
 import socket
 import struct
@@ -609,6 +610,28 @@ def test_per_round_connections_are_new_ones_each_round(tmp_path: Path) -> None:
     _, rec = read_echo_file(tmp_path / "h0.bin")
     assert int((rec["connect_ns"] > 0).sum()) == sender.connects  # each handshake in its own row
     assert ((rec["flags"] & FLAG_TIMEOUT) == 0).sum() >= 5
+
+
+def test_the_server_forgets_the_threads_of_closed_connections(tmp_path: Path) -> None:
+    """Per-round connections come and go all trial long: the server keeps no thread per past one."""
+    addr = "127.0.0.2"
+    cfg = worker.Config(host_config("h0", 0, addr, free_port(addr), [{"id": 1, "name": "h1", "addr": addr,
+                                                                      "port": 1}]))
+    with socket.create_server((addr, 0)) as listener:
+        server = worker.EchoServer(cfg, listener)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        for _ in range(3 * server.max_conns):
+            with socket.create_connection((addr, port), timeout=2) as c:
+                deadline = time.monotonic() + 2
+                while not select.select([listener], [], [], 0.1)[0] and time.monotonic() < deadline:
+                    pass
+                server._accept()
+                c.sendall(worker.HELLO.pack(worker.HELLO_ACK_MAGIC, 1, len(TOKEN)) + TOKEN.encode())
+                assert c.recv(1) == worker.ACK  # authenticated: its echo thread runs
+        assert server.accepted == 3 * server.max_conns
+        assert len(server.threads) <= 2 * server.max_conns + 1
+        server._shutdown()
 
 
 def test_per_round_unreachable_peer_gives_conn_lost_rows_without_a_handshake(tmp_path: Path) -> None:
