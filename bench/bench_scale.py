@@ -43,8 +43,8 @@ from cloudbench.workloads.echo.controller import _ZSTD_LEVEL as ZSTD_LEVEL  # no
 HOSTS = 8
 RATE = 100.0
 T0_NS = 1_000_000_000_000
-DISK = np.dtype({"names": ["round", "peer", "flags", "send_ns", "recv_ns"],
-                 "formats": ["<u4", "<u2", "u1", "<i8", "<i8"], "offsets": [0, 4, 6, 8, 16],
+DISK = np.dtype({"names": ["round", "peer", "flags", "send_ns", "recv_ns", "connect_ns"],
+                 "formats": ["<u4", "<u2", "u1", "<i8", "<i8", "<i8"], "offsets": [0, 4, 6, 8, 16, 24],
                  "itemsize": RECORD.size})
 ROUNDS_PER_BLOCK = 100_000
 
@@ -77,6 +77,7 @@ def generate(directory: Path, hours: float, seed: int = 1) -> list[tuple[str, Pa
                 rec["round"], rec["peer"], rec["send_ns"] = rnd, peer, send
                 rec["recv_ns"] = np.where(lost, 0, send + rtt)
                 rec["flags"] = np.where(lost, FLAG_TIMEOUT, 0)
+                rec["connect_ns"] = -1  # persistent connections
                 order = np.argsort(rec["recv_ns"] + lost * (send + 1_000_000_000), kind="stable")
                 rec[order].tofile(f)
         out.append((host, path))
@@ -148,7 +149,7 @@ def report_child(run_dir: str) -> None:
     manifest = run.manifest()
     params = manifest.workloads()[0]
     agg = aggregate_echo(run, manifest, "echo", float(params["window"]), spec_quorums(manifest, params))
-    section = report.section_of(agg, manifest, params)
+    section = report.section_of(agg, manifest, params, run)
     summaries = echo_summaries(run, agg, "echo")
     seconds = time.perf_counter() - t0
     print(json.dumps({"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

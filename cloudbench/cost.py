@@ -32,7 +32,7 @@ from cloudbench.errors import BudgetError, SpecError
 from cloudbench.plan import Plan, make_plan
 from cloudbench.spec.model import Spec
 from cloudbench.workloads import workload_kind
-from cloudbench.workloads.base import Trial
+from cloudbench.workloads.base import Trial, trial_params
 
 # Boot + cloud-init packages + deploy + destroy of one stack: a few minutes each on
 # all three clouds; 10 minutes keeps the estimate on the safe side.
@@ -136,7 +136,7 @@ def egress_class(a: HostSpec, b: HostSpec) -> str:
 
 def trial_bytes(spec: Spec, trial: Trial) -> dict[tuple[str, str], float] | None:
     """Bytes sent from src to dst during one trial, or None if the kind gives no estimate."""
-    params = spec.workload(trial.workload)
+    params = trial_params(spec.workload(trial.workload), trial)
     pairs = [(a, b) for a, b in trial.pairs if a != b]
     try:
         kind = workload_kind(trial.kind)

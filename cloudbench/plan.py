@@ -1,5 +1,8 @@
 """Expand a spec into trials: repetition × workload × pair set, in seeded order.
 
+A workload whose kind sweeps a parameter (echo's ``payload: [64, 1024]``) gives
+one trial per value and pair set, shuffled with the others.
+
 Within each repetition the trials are shuffled with a generator seeded by
 ``(spec.seed, repetition)`` — the same seed always gives the same order, and the
 seed is recorded in the manifest — so that slow drifts of the platform are not
@@ -14,7 +17,7 @@ from typing import Any
 
 from cloudbench.spec.model import Spec
 from cloudbench.workloads import workload_kind
-from cloudbench.workloads.base import Trial
+from cloudbench.workloads.base import Trial, trial_params
 
 
 @dataclass
@@ -56,15 +59,20 @@ def make_plan(spec: Spec) -> Plan:
     """Every trial of ``spec``: repetition × workload × pair set, shuffled per repetition by seed."""
     plan = Plan(spec.seed, spec.order, spec.rest, spec.fresh_hosts, spec.repetitions)
     for rep in range(spec.repetitions):
-        units: list[tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...], float]] = []
+        units: list[tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...], float,
+                          tuple[tuple[str, Any], ...]]] = []
         for w in spec.workloads:
             kind = workload_kind(w.kind)
             for hosts, pairs in kind.expand(w, spec):
-                units.append((w.name, w.kind, hosts, pairs, kind.estimate_seconds(w)))
+                for values in kind.sweep(w):
+                    sweep = tuple(sorted(values.items()))
+                    est = kind.estimate_seconds(trial_params(w, Trial("", rep, 0, w.name, w.kind, hosts,
+                                                                       pairs, 0.0, sweep)))
+                    units.append((w.name, w.kind, hosts, pairs, est, sweep))
         if spec.order == "random":
             order_rng(spec.seed, rep).shuffle(units)
-        for pos, (name, kind_name, hosts, pairs, est) in enumerate(units):
+        for pos, (name, kind_name, hosts, pairs, est, sweep) in enumerate(units):
             plan.trials.append(
-                Trial(f"r{rep:03d}-t{pos:03d}-{name}", rep, pos, name, kind_name, hosts, pairs, est)
+                Trial(f"r{rep:03d}-t{pos:03d}-{name}", rep, pos, name, kind_name, hosts, pairs, est, sweep)
             )
     return plan

@@ -45,7 +45,7 @@ from cloudbench.store.manifest import (
 from cloudbench.store.rundir import RunDir, new_run_id
 from cloudbench.store.summaries import SummaryRow, write_summaries
 from cloudbench.workloads import workload_kind
-from cloudbench.workloads.base import WORKERS_DIR, Trial, TrialContext, TrialOutcome
+from cloudbench.workloads.base import WORKERS_DIR, Trial, TrialContext, TrialOutcome, trial_params
 
 
 class RunUI(Protocol):
@@ -383,10 +383,10 @@ class CampaignRunner:
 
     async def _trial(self, trial: Trial, cluster: Cluster, remote: Remote, number: int) -> None:
         kind = workload_kind(trial.kind)
-        ctx = TrialContext(trial, self.spec.workload(trial.workload), self.spec, cluster, remote,
-                           self.run, self.token, self.ui.trial_tick)
+        ctx = TrialContext(trial, trial_params(self.spec.workload(trial.workload), trial), self.spec,
+                           cluster, remote, self.run, self.token, self.ui.trial_tick)
         rec = TrialRecord(id=trial.id, repetition=trial.repetition, workload=trial.workload,
-                          kind=trial.kind, started_utc=utc_now(), status="running")
+                          kind=trial.kind, started_utc=utc_now(), status="running", sweep=dict(trial.sweep))
         self.manifest.trials.append(rec)
         self._save()
         if self.before_trial is not None:

@@ -37,6 +37,15 @@ def value_bins(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def bin_edges(divisor: float = 1.0) -> np.ndarray:
+    """The NBINS + 1 edges of :func:`value_bins` (bin b holds values in [edge b, edge b+1)), over ``divisor``."""
+    b = np.arange(NBINS + 1, dtype=np.float64)
+    edges = np.exp((b - 1) / BINS_PER_E)
+    edges[0] = 0.0
+    out: np.ndarray = edges / divisor
+    return out
+
+
 @dataclass
 class Targets:
     """Pass 1's result for a set of keys: which bins pass 2 must keep, and the ranks wanted.

@@ -76,7 +76,8 @@ def plan(
                      ("#", "repetition", "trial", "workload", "hosts", "pairs", "est."),
                      left=("trial", "workload"), short={"repetition": "rep"})
     for i, tr in enumerate(p.trials):
-        t.add_row(str(i + 1), str(tr.repetition + 1), tr.id, tr.workload, str(len(tr.hosts)),
+        swept = f" ({', '.join(f'{k}={v:g}' for k, v in tr.sweep)})" if tr.sweep else ""  # payload: [...]
+        t.add_row(str(i + 1), str(tr.repetition + 1), tr.id, tr.workload + swept, str(len(tr.hosts)),
                   str(len(tr.pairs)), fmt_duration(tr.est_seconds))
     out.print(t)
     out.print(f"estimated measurement time: {fmt_duration(p.est_seconds)} (plus provisioning)")

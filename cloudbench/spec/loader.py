@@ -64,7 +64,7 @@ def parse_spec(text: str, model: type[S], path: str = "<spec>") -> S:
 
 
 # pydantic puts the member it tried into an error's loc; these are not spec fields.
-_UNION_TAGS = {"int", "list[str]", "list[constrained-str]", "str",
+_UNION_TAGS = {"float", "int", "list[str]", "list[constrained-str]", "str",
                "host count", "host list", "host name", "host mapping"}  # SubnetModel.hosts
 
 

@@ -84,6 +84,8 @@ CONFIRM = Format("confirm.json", 1, {1: "first version"})
 CLOUD_OUTPUTS = Format("stack outputs", 1, {1: "first version: schema, cloud, campaign, hosts"})
 ECHO_RAW = Format("echo worker file", echo_worker.SCHEMA, {
     1: "magic CBECHO1, JSON header, 24-byte records (worker 1 and worker 2 write the same layout)",
+    2: "worker 3: 32-byte records ending in connect_ns (handshake of a per-round connection, "
+       "-1 otherwise); `connection` and `idle_s` in config and header; read 1 as connect_ns -1",
 })
 TPUT_RECORD = Format("tput worker record", tput_worker.SCHEMA, {
     1: "JSON lines: header, burst start/end, tool output lines with monotonic times",

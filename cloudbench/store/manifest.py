@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from cloudbench.core.files import write_json_atomic
 from cloudbench.errors import ResultError
@@ -73,6 +73,15 @@ class TrialRecord(_Record):
     files: dict[str, str] = Field(default_factory=dict)
     failures: list[FailureRecord] = Field(default_factory=list)
     stats: dict[str, Any] = Field(default_factory=dict)
+    sweep: dict[str, Any] = Field(default_factory=dict)  # swept parameter values of this trial
+
+    @model_serializer(mode="wrap")
+    def _without_empty_sweep(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A trial that swept nothing is written as before sweeps existed.
+        out: dict[str, Any] = handler(self)
+        if not out.get("sweep"):
+            out.pop("sweep", None)
+        return out
 
 
 class Manifest(_Record):

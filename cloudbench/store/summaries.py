@@ -3,7 +3,9 @@
 Every workload reduces each repetition to :class:`SummaryRow` values, made by
 :func:`summary_row`; ``cloudbench confirm`` reads nothing else. A group is a
 latency group (``same_zone``), a quorum (``q:<group>``) or a host pair
-(:func:`pair_group`: ``src>dst``), always in these forms.
+(:func:`pair_group`: ``src>dst``), always in these forms; in a workload that
+sweeps a parameter, followed by the value (:func:`sweep_group`:
+``same_zone@payload=1024``).
 """
 
 from __future__ import annotations
@@ -69,6 +71,11 @@ class SummaryRows(list[SummaryRow]):
 def pair_group(src: str, dst: str) -> str:
     """The group name of a host pair (direction matters: ``src>dst``)."""
     return f"{src}>{dst}"
+
+
+def sweep_group(group: str, sweep: str) -> str:
+    """The group name of ``group`` in the trials of one swept value (``same_zone@payload=1024``)."""
+    return f"{group}@{sweep}"
 
 
 def quorum_group(group: str) -> str:

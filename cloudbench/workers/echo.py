@@ -10,15 +10,31 @@ Protocol (TCP, TCP_NODELAY both ways). The client sends a hello
 ``HELLO = >8sHH`` (``b"CBEHELO1"``, its host id, token length) followed by the
 token bytes; the server compares the token with ``hmac.compare_digest`` and
 closes the connection on a mismatch. From then on the server echoes every byte
-it receives. Sender frames are ``>IHI`` (round, sender id, payload length) plus
-the payload; the echo keeps them in order, so the sender matches replies to a
-per-peer FIFO of frames in flight.
+it receives. A client that says ``b"CBEHELO2"`` instead gets one byte (``ACK``)
+once it is authenticated and its echo thread runs: a fresh connection per round
+(``connection: "per_round"``) sends its frame only then, so the echo it times
+does not include the server's accept and thread start. Sender frames are
+``>IHI`` (round, sender id, payload length) plus the payload; the echo keeps
+them in order, so the sender matches replies to a per-peer FIFO of frames in
+flight.
 
 Output file (little-endian records, big-endian header length):
 
-    b"CBECHO1\\n" | u32 BE header length | UTF-8 JSON header | records <IHBxqq
-    record: round u32, peer u16, flags u8, pad, send_ns i64, recv_ns i64 (0 on timeout)
+    b"CBECHO1\\n" | u32 BE header length | UTF-8 JSON header | records <IHBxqqq
+    record: round u32, peer u16, flags u8, pad, send_ns i64, recv_ns i64 (0 on timeout),
+            connect_ns i64 (the TCP handshake of this round's connection; -1 when the
+            round used the persistent connection or its connect never completed)
     flags: bit0 timeout, bit1 warm-up, bit2 connection lost, bit3 send failed
+
+Connections (``connection`` in CONFIG and header): ``"persistent"`` (the default)
+opens one connection per peer before round 0 and keeps it; ``"per_round"`` opens a
+new one for every round and peer, from the round's send time: ``connect_ns`` is
+connect() until the socket is writable (SYN to SYN-ACK, as epoll saw it), then
+the hello and its ACK, then the frame, whose echo is the RTT; the sender closes
+the connection once the echo is in. A round still unfinished when the next one
+starts is abandoned (a timeout row). ``idle_s`` (default 0) spaces the rounds
+``idle_s`` apart instead of ``1/rate``: each peer hears from the host only every
+``idle_s`` on its connection ("warm" rather than "hot").
 
 Times are ``CLOCK_MONOTONIC`` nanoseconds; ``t0_ns`` in the header is round 0's
 scheduled send. Every (round, peer) gets exactly one record, in any order.
@@ -36,8 +52,10 @@ whatever this process was doing; if two echoes of one peer wait unread, the
 older gets the newer's stamp, late by less than this loop's wakeup.
 
 Format history:
-    schema 1 (worker 1): the format above.
+    schema 1 (worker 1): 24-byte records ``<IHBxqq`` (no connect_ns).
     schema 1 (worker 2): the same format; echoes stamped by the kernel.
+    schema 2 (worker 3): 32-byte records with connect_ns; ``connection`` and ``idle_s``
+                         in CONFIG and header; hello CBEHELO2 with an ACK.
 
 Hot loop (measured on 2-vCPU VMs against sockperf and C clients; see bench/bench_echo.py):
 
@@ -85,16 +103,19 @@ import sys
 import threading
 import time
 
-WORKER_VERSION = "2"
-SCHEMA = 1
+WORKER_VERSION = "3"
+SCHEMA = 2
 
 MAGIC = b"CBECHO1\n"
 HEADER_LEN = struct.Struct(">I")
-RECORD = struct.Struct("<IHBxqq")
+RECORD = struct.Struct("<IHBxqqq")
 FRAME_HEADER = struct.Struct(">IHI")
 ROUND_FIELD = struct.Struct(">I")
 HELLO = struct.Struct(">8sHH")
 HELLO_MAGIC = b"CBEHELO1"
+HELLO_ACK_MAGIC = b"CBEHELO2"  # the same hello, and the client wants ACK once authenticated
+ACK = b"K"
+CONNECTIONS = ("persistent", "per_round")
 
 FLAG_TIMEOUT = 1
 FLAG_WARMUP = 2
@@ -105,7 +126,7 @@ MAX_TOKEN = 256
 MAX_PAYLOAD = 16 * 1024 * 1024
 MAX_PEERS = 4096
 MAX_OUTBOUND = 256 * 1024  # bytes queued in user space per peer before a row is send_failed
-RECORDS_PER_CHUNK = 4096  # records packed before a forced write (96 KiB)
+RECORDS_PER_CHUNK = 4096  # records packed before a forced write (128 KiB)
 CONNECT_RETRY_S = 0.1  # between connect attempts while the connect phase lasts
 RECONNECT_S = 1.0  # between reconnect attempts while rounds run
 SWEEP_GRACE_NS = 20_000_000  # a frame is swept as a timeout this long after its deadline
@@ -119,6 +140,7 @@ SERVER_EXIT_GRACE_S = 5.0
 _STATE_IDLE = 0
 _STATE_CONNECTING = 1
 _STATE_CONNECTED = 2
+_STATE_GREETING = 3  # per_round: hello sent, waiting for the server's ACK
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux asm-generic and x86 value
 _TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux
@@ -128,6 +150,7 @@ _READ_EVENTS = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
 _WRITE_EVENTS = select.EPOLLOUT | select.EPOLLERR
 
 _INF = 1 << 62
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linux 4.2+
 
 
 class ConfigError(Exception):
@@ -162,9 +185,11 @@ class PeerSpec(object):
 class Config(object):
     __slots__ = (
         "connect_timeout_s",
+        "connection",
         "duration_s",
         "host",
         "host_id",
+        "idle_s",
         "linger_s",
         "listen",
         "payload",
@@ -178,9 +203,10 @@ class Config(object):
     )
 
     def __init__(self, raw: dict[str, object]) -> None:
-        if raw.get("schema") != SCHEMA:
-            raise ConfigError("config schema %r is not supported (this worker reads schema %d)"
-                              % (raw.get("schema"), SCHEMA))
+        # Schema 1 configs (worker 2) lack `connection` and `idle_s`: persistent, not idle.
+        if raw.get("schema") not in (1, SCHEMA):
+            raise ConfigError("config schema %r is not supported (this worker reads schemas 1 "
+                              "and %d)" % (raw.get("schema"), SCHEMA))
         self.host = _str(raw, "host")
         self.host_id = _int(raw, "host_id", 0, 0xFFFF)
         self.listen = _str(raw, "listen")
@@ -198,6 +224,13 @@ class Config(object):
         self.rx_stamp = raw.get("rx_stamp", "kernel")
         if self.rx_stamp not in ("kernel", "user"):
             raise ConfigError("'rx_stamp' must be \"kernel\" or \"user\", got %r" % (self.rx_stamp,))
+        self.connection = raw.get("connection", "persistent")
+        if self.connection not in CONNECTIONS:
+            raise ConfigError("'connection' must be one of %s, got %r"
+                              % (", ".join(CONNECTIONS), self.connection))
+        self.idle_s = _float(raw, "idle_s", 0.0, 1e6) if "idle_s" in raw else 0.0
+        if self.idle_s and self.connection != "persistent":
+            raise ConfigError("'idle_s' needs connection \"persistent\"")
         peers = raw.get("peers")
         if not isinstance(peers, list) or len(peers) > MAX_PEERS:
             raise ConfigError("peers must be a list of at most %d objects" % MAX_PEERS)
@@ -274,6 +307,11 @@ class EchoServer(object):
         self.errors: list[str] = []
         self.wake_r, self.wake_w = os.pipe()
         self.max_conns = 4 * len(cfg.peers) + 16
+        # Peers on per-round connections keep no connection open between rounds: once this
+        # host's sender is done the server waits until none has come for two rounds.
+        self.quiet_ns = (int((2.0 / cfg.rate + cfg.timeout_s + 0.5) * 1e9)
+                         if cfg.connection == "per_round" else 0)
+        self.last_accept_ns = 0
 
     def serve(self, stdin_fd: int, deadline_ns: int) -> None:
         mono = time.monotonic_ns
@@ -286,12 +324,13 @@ class EchoServer(object):
                 break
             with self.lock:
                 live = len(self.conns)
-            if sender_done and live == 0:
+            if sender_done and live == 0 and now - self.last_accept_ns >= self.quiet_ns:
                 break
             watch = [lfd, self.wake_r]
             if not sender_done:
                 watch.append(stdin_fd)
-            ready, _, _ = select.select(watch, [], [], min((deadline_ns - now) / 1e9, 1.0))
+            ready, _, _ = select.select(watch, [], [], min((deadline_ns - now) / 1e9,
+                                                          0.1 if sender_done else 1.0))
             if self.wake_r in ready:
                 os.read(self.wake_r, 4096)
             if stdin_fd in ready:
@@ -314,6 +353,7 @@ class EchoServer(object):
             except OSError as e:
                 self.errors.append("accept failed: %s" % e)
                 return
+            self.last_accept_ns = time.monotonic_ns()
             with self.lock:
                 too_many = (self.unauthenticated >= MAX_UNAUTHENTICATED
                             or len(self.conns) >= self.max_conns)
@@ -328,6 +368,8 @@ class EchoServer(object):
                                  name="echo-%s" % (addr,), daemon=True)
             self.threads.append(t)
             t.start()
+            if len(self.threads) > 2 * self.max_conns:  # per-round connections: one thread each
+                self.threads = [th for th in self.threads if th.is_alive()]
 
     def _handle(self, conn: socket.socket, peer_addr: str) -> None:
         fd = conn.fileno()
@@ -339,7 +381,7 @@ class EchoServer(object):
                 self._reject(peer_addr, "no hello")
                 return
             magic, host_id, token_len = HELLO.unpack(head)
-            if magic != HELLO_MAGIC or token_len > MAX_TOKEN:
+            if magic not in (HELLO_MAGIC, HELLO_ACK_MAGIC) or token_len > MAX_TOKEN:
                 self._reject(peer_addr, "bad hello")
                 return
             token = _recv_exact(conn, token_len)
@@ -352,6 +394,8 @@ class EchoServer(object):
             authenticated = True
             conn.settimeout(None)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if magic == HELLO_ACK_MAGIC:
+                conn.sendall(ACK)
             _echo_loop(conn)
         except socket.timeout:
             if not authenticated:
@@ -465,8 +509,9 @@ class RecordWriter(object):
         self.timeouts = 0
         self.pack_into = RECORD.pack_into
 
-    def add(self, rnd: int, peer: int, flags: int, send_ns: int, recv_ns: int) -> None:
-        self.pack_into(self.buf, self.n * 24, rnd, peer, flags, send_ns, recv_ns)
+    def add(self, rnd: int, peer: int, flags: int, send_ns: int, recv_ns: int,
+            connect_ns: int = -1) -> None:
+        self.pack_into(self.buf, self.n * 32, rnd, peer, flags, send_ns, recv_ns, connect_ns)
         self.n += 1
         self.rows += 1
         if flags & FLAG_TIMEOUT:
@@ -521,6 +566,8 @@ def clock_offset() -> int:
 class Peer(object):
     __slots__ = (
         "attempt_deadline",
+        "conn_start",
+        "connect_ns",
         "expired",
         "have",
         "id",
@@ -528,6 +575,7 @@ class Peer(object):
         "mask",
         "next_attempt",
         "out",
+        "pending",
         "q",
         "rbuf",
         "rview",
@@ -552,6 +600,11 @@ class Peer(object):
         self.have = 0  # bytes of a partly received echo at the start of rbuf
         self.out = bytearray()  # bytes the socket did not take yet
         self.last_error = ""
+        # per_round: the round whose connection is being set up (-1: none), when its
+        # connect started, and its handshake time (-1 on persistent connections).
+        self.pending = -1
+        self.conn_start = 0
+        self.connect_ns = -1
 
     def label(self) -> str:
         return "peer %s (id %d, %s:%d)" % (self.spec.name, self.id, self.spec.addr,
@@ -588,8 +641,11 @@ class Sender(object):
         self.n_user = 0  # echoes stamped when epoll returned
         self.offset = clock_offset()  # CLOCK_REALTIME - CLOCK_MONOTONIC, re-read every round
         self.timeout_ns = int(cfg.timeout_s * 1e9)
-        self.interval_ns = 1e9 / cfg.rate
-        self.n_rounds = max(0, math.ceil((cfg.duration_s + cfg.warmup_s) * cfg.rate - 1e-9))
+        self.per_round = cfg.connection == "per_round"
+        self.round_conns = False  # per_round and the rounds have started (not the connect phase)
+        rate = 1.0 / cfg.idle_s if cfg.idle_s else cfg.rate  # idle_s: each peer every idle_s
+        self.interval_ns = 1e9 / rate
+        self.n_rounds = max(0, math.ceil((cfg.duration_s + cfg.warmup_s) * rate - 1e-9))
         self.late_tolerance_ns = int(min(1e6, self.interval_ns / 2))
         self.t0 = 0
         self.warm_end = 0
@@ -601,6 +657,8 @@ class Sender(object):
         self.errors: dict[str, int] = {}
         token = cfg.token
         self.hello = HELLO.pack(HELLO_MAGIC, cfg.host_id, len(token)) + token
+        self.hello_ack = HELLO.pack(HELLO_ACK_MAGIC, cfg.host_id, len(token)) + token
+        self.connects = 0  # per_round connections whose handshake completed
 
     # ---- bookkeeping
 
@@ -611,8 +669,8 @@ class Sender(object):
         return [m if c == 1 else "%s (x%d)" % (m, c) for m, c in self.errors.items()]
 
     def outstanding(self) -> int:
-        """Frames in flight that have no row yet."""
-        return sum(len(p.q) - p.expired for p in self.peers)
+        """Frames in flight, and per_round connections being set up, that have no row yet."""
+        return sum(len(p.q) - p.expired + (p.pending >= 0) for p in self.peers)
 
     def _row_now(self, p: Peer, rnd: int, flags: int, t: int) -> None:
         self.w.add(rnd, p.id, flags | (FLAG_WARMUP if t < self.warm_end else 0), t, 0)
@@ -622,7 +680,7 @@ class Sender(object):
         m = 0
         if p.state == _STATE_CONNECTING:
             m = select.EPOLLOUT
-        elif p.state == _STATE_CONNECTED:
+        elif p.state in (_STATE_CONNECTED, _STATE_GREETING):
             m = select.EPOLLIN | (select.EPOLLOUT if p.out else 0)
         if m == p.mask or p.sock is None:
             return
@@ -699,6 +757,9 @@ class Sender(object):
         """The connection broke: rows for what was in flight; retry later."""
         self._fail_inflight(p)
         self._drop(p)
+        if p.pending >= 0:
+            self._round_failed(p, "connection lost: %s" % why)
+            return
         p.next_attempt = now + self.retry_ns
         self.next_maint = min(self.next_maint, p.next_attempt)
         self.error("%s: connection lost: %s" % (p.label(), why))
@@ -712,7 +773,7 @@ class Sender(object):
         for i in range(p.expired, len(q)):  # the first p.expired are timeout rows already
             rnd, st = q[i]
             add(rnd, p.id, FLAG_TIMEOUT | FLAG_CONN_LOST | (FLAG_WARMUP if st < warm_end else 0),
-                st, 0)
+                st, 0, p.connect_ns)
         q.clear()
         p.expired = 0
 
@@ -743,10 +804,15 @@ class Sender(object):
             err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err:
                 self._drop(p)
-                self._attempt_failed(p, now, os.strerror(err))
+                if self.round_conns:
+                    self._round_failed(p, "connect failed: %s" % os.strerror(err))
+                else:
+                    self._attempt_failed(p, now, os.strerror(err))
+            elif self.round_conns:
+                self._round_connected(p, now)
             else:
                 self._connected(p)
-        elif p.state == _STATE_CONNECTED and p.out:
+        elif p.state in (_STATE_CONNECTED, _STATE_GREETING) and p.out:
             self._flush_out(p)
 
     def _flush_out(self, p: Peer) -> None:
@@ -800,6 +866,8 @@ class Sender(object):
                 self._broken(p, ts, why)
                 return
         p.have = have
+        if self.round_conns and not p.q:
+            self._drop(p)  # the round's echo is in: this connection has done its work
 
     def _consume(self, p: Peer, have: int, stamp: int, ts: int) -> tuple[int, str]:
         """Match whole echoed frames to the in-flight queue.
@@ -831,9 +899,9 @@ class Sender(object):
                     self.n_user += 1
                 flags = FLAG_WARMUP if st < self.warm_end else 0
                 if rt - st > self.timeout_ns:
-                    add(expected, p.id, flags | FLAG_TIMEOUT, st, 0)
+                    add(expected, p.id, flags | FLAG_TIMEOUT, st, 0, p.connect_ns)
                 else:
-                    add(expected, p.id, flags, st, rt)
+                    add(expected, p.id, flags, st, rt, p.connect_ns)
             off += fs
         rest = have - off
         if rest:
@@ -859,7 +927,8 @@ class Sender(object):
                 if st + tmo > now:
                     nxt = min(nxt, st + tmo)
                     break
-                add(rnd, p.id, FLAG_TIMEOUT | (FLAG_WARMUP if st < warm_end else 0), st, 0)
+                add(rnd, p.id, FLAG_TIMEOUT | (FLAG_WARMUP if st < warm_end else 0), st, 0,
+                    p.connect_ns)
                 i += 1
             p.expired = i
         return nxt
@@ -868,6 +937,10 @@ class Sender(object):
 
     def _send_round(self, rnd: int) -> None:
         """Send round ``rnd`` to every peer; the caller blocks in epoll right after."""
+        if self.per_round:
+            for p in self.peers:
+                self._open_round(p, rnd)
+            return
         mono = time.monotonic_ns
         frame = self.frame
         ROUND_FIELD.pack_into(frame, 0, rnd)
@@ -901,6 +974,113 @@ class Sender(object):
             p.q.append((rnd, t))
             p.out += self.frame  # goes out when the socket is writable again
 
+    # ---- a connection per round (connection: per_round)
+
+    def _open_round(self, p: Peer, rnd: int) -> None:
+        """Start round ``rnd``'s own connection to ``p`` (its row comes when it ends)."""
+        if p.pending >= 0 or p.sock is not None:
+            self._abandon(p)
+        t = time.monotonic_ns()
+        p.pending = rnd
+        p.conn_start = t
+        p.connect_ns = -1
+        p.attempt_deadline = t + self.timeout_ns
+        self.next_maint = min(self.next_maint, p.attempt_deadline)
+        s = socket.socket(_family(p.spec.addr), socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # The port is chosen at connect() for the 4-tuple, not at bind() for any
+            # destination: thousands of connections in TIME_WAIT do not run out of ports.
+            with contextlib.suppress(OSError):
+                s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            s.bind((self.cfg.listen, 0))
+            s.setblocking(False)
+            err = s.connect_ex((p.spec.addr, p.spec.port))
+        except OSError as e:
+            s.close()
+            self._round_failed(p, "connect failed: %s" % e)
+            return
+        p.sock = s
+        self.by_fd[s.fileno()] = p
+        if err == 0:
+            self._round_connected(p, time.monotonic_ns())
+        elif err in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
+            p.state = _STATE_CONNECTING
+            self._watch(p)
+        else:
+            self._drop(p)
+            self._round_failed(p, "connect failed: %s" % os.strerror(err))
+
+    def _round_connected(self, p: Peer, now: int) -> None:
+        """Handshake done: record its time, send the hello that asks for an ACK."""
+        p.connect_ns = now - p.conn_start
+        self.connects += 1
+        p.state = _STATE_GREETING
+        if self.kernel_stamps:
+            with contextlib.suppress(OSError):
+                assert p.sock is not None
+                p.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        p.out = bytearray(self.hello_ack)
+        self._flush_out(p)
+
+    def _on_ack(self, p: Peer, now: int) -> None:
+        """The server accepted the hello: send the round's frame, timed from now."""
+        sock = p.sock
+        assert sock is not None
+        try:
+            got = sock.recv(16, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._broken(p, now, str(e))
+            return
+        if got != ACK:
+            self._broken(p, now, "closed during the hello (wrong token?)" if not got
+                         else "unexpected reply %r to the hello" % got[:16])
+            return
+        frame = bytearray(self.frame)
+        ROUND_FIELD.pack_into(frame, 0, p.pending)
+        p.state = _STATE_CONNECTED
+        p.q.append((p.pending, time.monotonic_ns()))
+        p.pending = -1
+        p.out += frame
+        self._flush_out(p)
+
+    def _round_failed(self, p: Peer, why: str) -> None:
+        """The pending round got no frame out: a timeout row (its handshake time if known)."""
+        rnd, st = p.pending, p.conn_start
+        p.pending = -1
+        flags = FLAG_TIMEOUT | FLAG_CONN_LOST | (FLAG_WARMUP if st < self.warm_end else 0)
+        self.w.add(rnd, p.id, flags, st, 0, p.connect_ns)
+        self.error("%s: %s" % (p.label(), why))
+
+    def _abandon(self, p: Peer) -> None:
+        """The next round is due and this one is unfinished: it is a timeout."""
+        self._drop(p)
+        if p.pending >= 0:
+            self._round_failed(p, "round not finished when the next one started")
+        add = self.w.add
+        q = p.q
+        for i in range(p.expired, len(q)):
+            rnd, st = q[i]
+            add(rnd, p.id, FLAG_TIMEOUT | (FLAG_WARMUP if st < self.warm_end else 0), st, 0,
+                p.connect_ns)
+        q.clear()
+        p.expired = 0
+
+    def _expire_rounds(self, now: int) -> None:
+        """Connections whose handshake or hello outlived the timeout become timeout rows."""
+        nxt = _INF
+        for p in self.peers:
+            if p.pending < 0:
+                continue
+            if now >= p.attempt_deadline:
+                self._drop(p)
+                self._round_failed(p, "connect or hello not done within the timeout")
+            else:
+                nxt = min(nxt, p.attempt_deadline)
+        self.next_maint = nxt
+
     # ---- the loop
 
     def _dispatch(self, events: list[tuple[int, int]]) -> None:
@@ -919,6 +1099,8 @@ class Sender(object):
                 continue
             if ev & _READ_EVENTS and p.state == _STATE_CONNECTED:
                 self._on_readable(p, ts, offset)
+            elif ev & _READ_EVENTS and p.state == _STATE_GREETING:
+                self._on_ack(p, ts)
             if ev & _WRITE_EVENTS and by_fd.get(fd) is p:
                 self._on_writable(p, ts)
 
@@ -941,6 +1123,10 @@ class Sender(object):
         self.retry_ns = int(RECONNECT_S * 1e9)
 
     def start_rounds(self) -> None:
+        if self.per_round:  # the connect phase only checked that every server is up
+            for p in self.peers:
+                self._drop(p)
+            self.round_conns = True
         self.t0 = time.monotonic_ns() + 1_000_000  # 1 ms for the header write
         self.warm_end = self.t0 + int(self.cfg.warmup_s * 1e9)
         for p in self.peers:
@@ -987,7 +1173,9 @@ class Sender(object):
             if now >= next_sweep:
                 next_sweep = self._sweep(now)
             if now >= self.next_maint:
-                if rnd < n_rounds:
+                if self.round_conns:
+                    self._expire_rounds(now)
+                elif rnd < n_rounds:
                     self._maintain(now)
                 else:
                     self.next_maint = _INF  # no reconnects once every round is sent
@@ -1131,6 +1319,7 @@ def _measure(cfg: Config, config_path: str, f: io.FileIO) -> tuple[Sender, list[
                 "payload": cfg.payload, "timeout_s": cfg.timeout_s, "warmup_s": cfg.warmup_s,
                 "duration_s": cfg.duration_s, "rounds": sender.n_rounds, "t0_ns": sender.t0,
                 "t0_utc_ns": sender.t0 + clock_offset(), "rx_stamp": cfg.rx_stamp,
+                "connection": cfg.connection, "idle_s": cfg.idle_s,
                 "python": platform.python_version(), "kernel": platform.release(),
             }
             blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -1191,7 +1380,7 @@ def cmd_run(config_path: str, out_path: str) -> int:
         "wall_s": round(time.monotonic() - wall0, 6),
         "late_sends": sender.late_sends, "max_send_lag_us": sender.max_lag_ns // 1000,
         "kernel_stamps": sender.n_kernel, "user_stamps": sender.n_user,
-        "errors": errors,
+        "connects": sender.connects, "errors": errors,
     }
     sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
     sys.stdout.flush()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -46,12 +47,31 @@ class Trial:
     hosts: tuple[str, ...]
     pairs: tuple[tuple[str, str], ...] = ()
     est_seconds: float = 0.0
+    sweep: tuple[tuple[str, Any], ...] = ()  # (field, value) of a swept parameter, e.g. payload
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["hosts"] = list(self.hosts)
         d["pairs"] = [list(p) for p in self.pairs]
+        d["sweep"] = dict(self.sweep)
         return d
+
+
+def sweep_product(params: Any, fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every combination of the list-valued ``fields`` of ``params`` ([{}] when none is a list)."""
+    swept = [(f, getattr(params, f)) for f in fields if isinstance(getattr(params, f), list)]
+    names = [f for f, _ in swept]
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(v for _, v in swept))]
+
+
+def trial_params(params: Any, trial: Trial) -> Any:
+    """The workload's parameters for one trial: the spec's, with the trial's swept values."""
+    return params.model_copy(update=dict(trial.sweep)) if trial.sweep else params
+
+
+def sweep_label(sweep: Mapping[str, Any]) -> str:
+    """``payload=1024,rate=100`` (fields sorted); empty for no sweep."""
+    return ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(sweep.items()))
 
 
 @dataclass
@@ -97,8 +117,12 @@ class WorkloadKind:
     report_tables: ClassVar[tuple[str, ...]] = ()  # section keys written as <workload>_<key>.csv
 
     def expand(self, params: Any, spec: Spec) -> list[PairSet]:
-        """Pair sets of this workload, one trial each."""
+        """Pair sets of this workload, one trial each (per value of :meth:`sweep`)."""
         raise NotImplementedError
+
+    def sweep(self, params: Any) -> list[dict[str, Any]]:
+        """Values of swept parameters, one trial per dict and pair set (``[{}]``: no sweep)."""
+        return [{}]
 
     def estimate_seconds(self, params: Any) -> float:
         """Upper bound of one trial's duration (for the plan and the cost estimate)."""

@@ -205,10 +205,10 @@ def echo_header(schema: int) -> dict[str, Any]:
             "host": "a", "host_id": 0, "peers": [{"id": 0, "name": "a", "addr": "127.0.0.2", "port": 9000},
                                                  {"id": 1, "name": "b", "addr": "127.0.0.3", "port": 9001}],
             "rate": 10.0, "payload": 64, "timeout_s": 1.0, "warmup_s": 0.0, "duration_s": 0.2,
-            "rounds": 2, "t0_ns": 5_000_000, "rx_stamp": "kernel"}
+            "rounds": 2, "t0_ns": 5_000_000, "rx_stamp": "kernel", "connection": "per_round", "idle_s": 0.0}
 
 
-def write_echo(path: Path, header: dict[str, Any], records: list[tuple[int, int, int, int, int]]) -> None:
+def write_echo(path: Path, header: dict[str, Any], records: list[tuple[int, int, int, int, int, int]]) -> None:
     """An echo file as the worker writes it: its magic, header length and record writer."""
     blob = json.dumps(header, separators=(",", ":")).encode()
     with path.open("wb", buffering=0) as f:
@@ -219,8 +219,8 @@ def write_echo(path: Path, header: dict[str, Any], records: list[tuple[int, int,
         writer.flush()
 
 
-ECHO_RECORDS = [(1, 1, 0, 105_000_000, 105_400_000), (0, 0, 0, 5_000_000, 5_200_000),
-                (1, 0, 0, 105_000_000, 105_300_000), (0, 1, FLAG_TIMEOUT, 5_000_000, 0)]
+ECHO_RECORDS = [(1, 1, 0, 105_000_000, 105_400_000, 90_000), (0, 0, 0, 5_000_000, 5_200_000, 80_000),
+                (1, 0, 0, 105_000_000, 105_300_000, 70_000), (0, 1, FLAG_TIMEOUT, 5_000_000, 0, -1)]
 
 
 def echo_roundtrip(tmp: Path) -> None:
@@ -238,7 +238,7 @@ def echo_future(tmp: Path, version: int) -> tuple[str, Callable[[], object]]:
 
 
 def echo_fixture(path: Path, version: int, tmp: Path) -> None:
-    # a real 0.3 s run of worker 1 (cloudbench 0f7164e^) or worker 2, host h0 of 2 on loopback
+    # a real 0.3 s run of worker 1 (cloudbench 0f7164e^), 2 or 3 (per_round), host h0 of 2 on loopback
     header, rec = read_echo_file(path)
     assert header["schema"] == version and header["truncated"] is False
     assert header["worker_version"] == path.stem.rsplit("-worker", 1)[1]
@@ -247,6 +247,10 @@ def echo_fixture(path: Path, version: int, tmp: Path) -> None:
     ok = rec[(rec["flags"] & FLAG_TIMEOUT) == 0]
     assert len(ok) >= 5 and bool((ok["recv_ns"] > ok["send_ns"]).all())
     assert int(np.min(rec["send_ns"])) >= header["t0_ns"]
+    if version == 1:  # persistent connections only: no handshake in any record
+        assert header["connection"] == "persistent" and (rec["connect_ns"] == -1).all()
+    else:
+        assert header["connection"] == "per_round" and bool((ok["connect_ns"] > 0).all())
 
 
 # -- tput worker records ----------------------------------------------------------------------

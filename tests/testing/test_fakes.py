@@ -291,7 +291,7 @@ def echo_worker(spec: Spec) -> Any:
             rtt = RTT_US[classify_pair(topo.host(cfg["host"]), topo.host(p["name"])).value] * 1000
             for n in range(rounds):
                 send = T0_NS + int(n * 1e9 / cfg["rate"])
-                body += RECORD.pack(n, p["id"], FLAG_WARMUP if n < warm else 0, send, send + rtt)
+                body += RECORD.pack(n, p["id"], FLAG_WARMUP if n < warm else 0, send, send + rtt, -1)
         inv.write(inv.match["out"], bytes(body))
         return Reply(stdout=json.dumps({"sha256": hashlib.sha256(body).hexdigest(), "rows": len(body)}))
 

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import select
 import shutil
 import socket
 import struct
@@ -36,7 +37,8 @@ from cloudbench.workloads.echo.reader import (
 
 WORKER = Path(worker.__file__).resolve()
 TOKEN = "0123456789abcdef0123456789abcdef"
-RECORD = struct.Struct("<IHBxqq")
+RECORD = struct.Struct("<IHBxqq")  # schema 1's record: the reader still reads it
+RECORD2 = struct.Struct("<IHBxqqq")  # schema 2 (worker 3): connect_ns added
 
 
 def free_port(addr: str) -> int:
@@ -48,7 +50,7 @@ def free_port(addr: str) -> int:
 def host_config(name: str, host_id: int, addr: str, port: int, peers: list[dict[str, Any]],
                 **overrides: Any) -> dict[str, Any]:
     cfg: dict[str, Any] = {
-        "schema": 1, "host": name, "host_id": host_id, "listen": addr, "port": port,
+        "schema": worker.SCHEMA, "host": name, "host_id": host_id, "listen": addr, "port": port,
         "token": TOKEN, "peers": peers, "rate": 50.0, "payload": 256, "duration_s": 1.0,
         "warmup_s": 0.2, "timeout_s": 0.5, "connect_timeout_s": 3.0, "linger_s": 1.0,
     }
@@ -155,7 +157,7 @@ def test_three_hosts_every_row_present_with_self_loop(tmp_path: Path) -> None:
     rounds = 60  # (1.0 s + 0.2 s warm-up) at 50/s
     for cfg, (summary, out, code) in zip(configs, results, strict=True):
         assert code == 0, summary
-        assert summary["schema"] == 1 and summary["worker_version"] == "2"
+        assert summary["schema"] == 2 and summary["worker_version"] == "3"
         assert summary["host"] == cfg["host"]
         assert summary["errors"] == []
         assert summary["rounds"] == rounds
@@ -270,7 +272,7 @@ def test_echo_is_stamped_when_it_arrived_not_when_it_is_read(tmp_path: Path) -> 
         sender._on_readable(p, time.monotonic_ns(), worker.clock_offset())
         ts = time.monotonic_ns()
         assert sender.w.n == 1 and sender.n_kernel == 1 and sender.n_user == 0
-        _rnd, _peer, flags, st, recv_ns = RECORD.unpack_from(sender.w.buf, 0)
+        _rnd, _peer, flags, st, recv_ns, _c = RECORD2.unpack_from(sender.w.buf, 0)
         assert flags == 0 and st == send_ns
         assert send_ns <= recv_ns <= arrived + 20_000_000 < ts  # not when it was read
 
@@ -287,7 +289,7 @@ def test_a_stamp_outside_send_to_now_falls_back_to_the_read_time(tmp_path: Path)
             time.sleep(0.05)
             ts = time.monotonic_ns()
             sender._on_readable(p, ts, worker.clock_offset() + step_s * 1_000_000_000)
-            _rnd, _peer, flags, st, recv_ns = RECORD.unpack_from(sender.w.buf, rnd * RECORD.size)
+            _rnd, _peer, flags, st, recv_ns, _c = RECORD2.unpack_from(sender.w.buf, rnd * RECORD2.size)
             assert (_rnd, flags, st, recv_ns) == (rnd, 0, send_ns, ts)
         assert sender.n_user == 2 and sender.n_kernel == 0
 
@@ -562,7 +564,130 @@ def test_worker_is_stdlib_only_and_py38_syntax() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}
-    assert worker.WORKER_VERSION == "2" and worker.SCHEMA == 1
+    assert worker.WORKER_VERSION == "3" and worker.SCHEMA == 2
+
+
+# --------------------------------------------------------------------------- connections
+
+
+def test_per_round_opens_a_connection_per_round_and_peer_and_times_its_handshake(tmp_path: Path) -> None:
+    configs = mesh(2, connection="per_round", rate=10.0, duration_s=1.0, warmup_s=0.2, timeout_s=0.09,
+                   payload=4096)
+    results = run_workers(tmp_path, configs)
+    rounds = 12  # (1.0 s + 0.2 s) at 10/s
+    for summary, out, code in results:
+        assert code == 0, summary
+        header, rec = read_echo_file(out)
+        assert header["connection"] == "per_round" and header["schema"] == 2
+        assert_complete(rec, rounds, [0, 1])
+        ok = rec[(rec["flags"] & FLAG_TIMEOUT) == 0]
+        assert len(ok) >= 0.8 * len(rec), summary["errors"]
+        # Every answered round had its own handshake, timed apart from its echo: both
+        # positive, and the echo starts after the handshake ended (send_ns >= start + connect).
+        assert (ok["connect_ns"] > 0).all() and (ok["connect_ns"] < 90_000_000).all()
+        assert (rtt_us(ok) > 0).all()
+        assert summary["connects"] >= len(ok)  # one handshake per answered (round, peer)
+        # a server outlives its own sender until the peers' per-round connections stop
+        assert not [e for e in summary["errors"] if "refused" in e], summary["errors"]
+        assert len(np.unique(ok["connect_ns"])) > 1  # measured each time, not copied
+
+
+def test_per_round_connections_are_new_ones_each_round(tmp_path: Path) -> None:
+    """A handshake per round (after the connect phase's), each recorded in its round's row."""
+    addr = "127.0.0.2"
+    port = free_port(addr)
+    cfg = host_config("h0", 0, addr, port, [{"id": 0, "name": "h0", "addr": addr, "port": port}],
+                      connection="per_round", rate=10.0, duration_s=0.6, warmup_s=0.0, timeout_s=0.09)
+    cfg_path = tmp_path / "h0.json"
+    cfg_path.write_text(json.dumps(cfg))
+    f = open(tmp_path / "h0.bin", "wb", buffering=0)  # noqa: SIM115 - closed in finally
+    try:
+        sender, errors, interrupted = worker._measure(worker.Config(cfg), str(cfg_path), f)
+    finally:
+        f.close()
+    assert interrupted == 0 and not [e for e in errors if "refused" in e or "server" in e], errors
+    assert sender.w.rows == 6 and sender.connects >= 5  # 0.6 s at 10/s, one peer
+    _, rec = read_echo_file(tmp_path / "h0.bin")
+    assert int((rec["connect_ns"] > 0).sum()) == sender.connects  # each handshake in its own row
+    assert ((rec["flags"] & FLAG_TIMEOUT) == 0).sum() >= 5
+
+
+def test_the_server_forgets_the_threads_of_closed_connections(tmp_path: Path) -> None:
+    """Per-round connections come and go all trial long: the server keeps no thread per past one."""
+    addr = "127.0.0.2"
+    cfg = worker.Config(host_config("h0", 0, addr, free_port(addr), [{"id": 1, "name": "h1", "addr": addr,
+                                                                      "port": 1}]))
+    with socket.create_server((addr, 0)) as listener:
+        server = worker.EchoServer(cfg, listener)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        for _ in range(3 * server.max_conns):
+            with socket.create_connection((addr, port), timeout=2) as c:
+                deadline = time.monotonic() + 2
+                while not select.select([listener], [], [], 0.1)[0] and time.monotonic() < deadline:
+                    pass
+                server._accept()
+                c.sendall(worker.HELLO.pack(worker.HELLO_ACK_MAGIC, 1, len(TOKEN)) + TOKEN.encode())
+                assert c.recv(1) == worker.ACK  # authenticated: its echo thread runs
+        assert server.accepted == 3 * server.max_conns
+        assert len(server.threads) <= 2 * server.max_conns + 1
+        server._shutdown()
+
+
+def test_per_round_unreachable_peer_gives_conn_lost_rows_without_a_handshake(tmp_path: Path) -> None:
+    addr = "127.0.0.2"
+    port = free_port(addr)
+    dead_port = free_port("127.0.0.6")
+    peers = [{"id": 0, "name": "h0", "addr": addr, "port": port},
+             {"id": 3, "name": "gone", "addr": "127.0.0.6", "port": dead_port}]
+    cfg = host_config("h0", 0, addr, port, peers, connection="per_round", duration_s=1.0, warmup_s=0.0,
+                      connect_timeout_s=0.3, rate=10.0, timeout_s=0.09)
+    [(summary, out, code)] = run_workers(tmp_path, [cfg])
+    assert code == 0, summary
+    _, rec = read_echo_file(out)
+    assert_complete(rec, 10, [0, 3])
+    gone = rec[rec["peer"] == 3]
+    assert ((gone["flags"] & (FLAG_TIMEOUT | FLAG_CONN_LOST)) == FLAG_TIMEOUT | FLAG_CONN_LOST).all()
+    assert (gone["connect_ns"] == -1).all()
+    mine = rec[rec["peer"] == 0]
+    assert ((mine["flags"] & FLAG_TIMEOUT) == 0).sum() >= 8 and (mine["connect_ns"] > 0).sum() >= 8
+
+
+def test_persistent_rows_have_no_handshake_of_their_own(tmp_path: Path) -> None:
+    configs = mesh(2, rate=20.0, duration_s=0.3, warmup_s=0.0)
+    for summary, out, code in run_workers(tmp_path, configs):
+        assert code == 0, summary
+        header, rec = read_echo_file(out)
+        assert header["connection"] == "persistent" and summary["connects"] == 0
+        assert len(rec) == 12 and (rec["connect_ns"] == -1).all()
+
+
+def test_idle_spaces_each_peers_messages_idle_apart(tmp_path: Path) -> None:
+    # rate is ignored under idle: 1.0 s + 0.2 s at one round per 0.3 s is 4 rounds.
+    configs = mesh(2, idle_s=0.3, rate=50.0, duration_s=1.0, warmup_s=0.2)
+    for summary, out, code in run_workers(tmp_path, configs):
+        assert code == 0, summary
+        header, rec = read_echo_file(out)
+        assert header["idle_s"] == 0.3
+        assert_complete(rec, 4, [0, 1])
+        for peer in (0, 1):
+            sends = np.sort(rec[rec["peer"] == peer]["send_ns"])
+            gaps_s = np.diff(sends) / 1e9
+            # on schedule (a late round is followed by one at most twice as fast), never a burst
+            assert abs(float(np.median(gaps_s)) - 0.3) < 0.03 and (gaps_s > 0.12).all(), gaps_s
+        assert ((rec["flags"] & FLAG_TIMEOUT) == 0).all() and (rec["connect_ns"] == -1).all()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [({"connection": "sometimes"}, "'connection' must be one of persistent, per_round"),
+     ({"connection": "per_round", "idle_s": 1.0}, "'idle_s' needs connection"),
+     ({"idle_s": -1.0}, "'idle_s' must be a number")],
+)
+def test_bad_connection_settings_are_refused(overrides: dict[str, Any], message: str) -> None:
+    cfg = host_config("h0", 0, "127.0.0.2", 9, [], **overrides)
+    with pytest.raises(worker.ConfigError, match=message):
+        worker.Config(cfg)
 
 
 # --------------------------------------------------------------------------- reader
@@ -587,7 +712,8 @@ def test_reader_sorts_and_tolerates_a_truncated_final_record(tmp_path: Path) -> 
     write_file(path, HEADER, rows, extra=RECORD.pack(2, 1, 0, 500, 600)[:13])
     header, rec = read_echo_file(path)
     assert header["truncated"] is True
-    assert rec.dtype.names == ("round", "peer", "flags", "send_ns", "recv_ns")
+    assert rec.dtype.names == ("round", "peer", "flags", "send_ns", "recv_ns", "connect_ns")
+    assert rec["connect_ns"].tolist() == [-1, -1, -1]  # schema 1: persistent connections only
     assert rec["round"].tolist() == [0, 0, 1]
     assert rec["peer"].tolist() == [1, 2, 2]
     assert rec["flags"].tolist() == [0, FLAG_TIMEOUT, 0]
@@ -606,7 +732,7 @@ def test_reader_sorts_and_tolerates_a_truncated_final_record(tmp_path: Path) -> 
     ("mutate", "message"),
     [
         (lambda p: write_file(p, HEADER, [], magic=b"CBECHO9\n"), "not an echo worker file"),
-        (lambda p: write_file(p, {**HEADER, "schema": 2}, []), "echo worker file schema 2 is unknown"),
+        (lambda p: write_file(p, {**HEADER, "schema": 3}, []), "echo worker file schema 3 is unknown"),
         (lambda p: write_file(p, {k: v for k, v in HEADER.items() if k != "t0_ns"}, []),
          "lacks t0_ns"),
         (lambda p: p.write_bytes(MAGIC + struct.pack(">I", 5) + b"{nope"), "not valid JSON"),
@@ -624,18 +750,20 @@ def test_reader_refuses_bad_files(tmp_path: Path, mutate: Any, message: str) -> 
 
 def test_reader_reads_what_the_worker_wrote_byte_for_byte(tmp_path: Path) -> None:
     """The worker's record struct and the reader's dtype agree field by field."""
-    assert worker.RECORD.format == RECORD.format and worker.RECORD.size == 24
+    assert worker.RECORD.format == RECORD2.format and worker.RECORD.size == 32
     assert worker.MAGIC == MAGIC
     path = tmp_path / "w.bin"
+    header = {**HEADER, "schema": 2}
     with open(path, "wb", buffering=0) as f:
         w = worker.RecordWriter(f)
-        blob = json.dumps(HEADER).encode()
+        blob = json.dumps(header).encode()
         f.write(worker.MAGIC + worker.HEADER_LEN.pack(len(blob)) + blob)
-        w.add(2**32 - 1, 65535, 0xF, -5, 2**62)
+        w.add(2**32 - 1, 65535, 0xF, -5, 2**62, 2**40)
+        w.add(1, 2, 0, 10, 20)  # persistent: no handshake of its own
         w.flush()
     _, rec = read_echo_file(path)
-    assert rec.tolist() == [(2**32 - 1, 65535, 15, -5, 2**62)]
-    assert os.path.getsize(path) % 24 == (len(MAGIC) + 4 + len(blob)) % 24
+    assert rec.tolist() == [(1, 2, 0, 10, 20, -1), (2**32 - 1, 65535, 15, -5, 2**62, 2**40)]
+    assert os.path.getsize(path) % 32 == (len(MAGIC) + 4 + len(blob)) % 32
 
 
 def tree_rss_kib(pid: int) -> int:

@@ -8,7 +8,10 @@ file per trial:
 
     repetition int16, round int32, src, dst (dictionary strings),
     send_us int64 (µs since the sender's round 0), rtt_ns int64 (null on timeout),
-    timeout bool, warmup bool, conn_lost bool
+    timeout bool, warmup bool, conn_lost bool,
+    connect_ns int64 (the TCP handshake of the round's own connection with
+    ``connection: per_round``; null on persistent connections; absent in files
+    written before it existed)
 
 sorted by (src, dst, round), with byte-stream-split encoding of the times and
 zstd, so that a row costs under 4 bytes on disk at full nanosecond precision.
@@ -35,12 +38,20 @@ from cloudbench.store.manifest import Manifest
 from cloudbench.store.parquet import ParquetStream, read_parquet_rows
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow
-from cloudbench.workloads.base import PairSet, Trial, TrialContext, TrialOutcome, WorkloadKind, ticking
-from cloudbench.workloads.echo import report
-from cloudbench.workloads.echo.data import T0_UTC_KEY, aggregate_echo
-from cloudbench.workloads.echo.params import EchoWorkload
+from cloudbench.workloads.base import (
+    PairSet,
+    Trial,
+    TrialContext,
+    TrialOutcome,
+    WorkloadKind,
+    sweep_product,
+    ticking,
+    trial_params,
+)
+from cloudbench.workloads.echo import report, sweeps, views
+from cloudbench.workloads.echo.data import T0_UTC_KEY
+from cloudbench.workloads.echo.params import SWEPT, EchoWorkload
 from cloudbench.workloads.echo.reader import FLAG_CONN_LOST, FLAG_TIMEOUT, FLAG_WARMUP, EchoFile, open_echo_file
-from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
 
 CONNECT_TIMEOUT_S = 10.0
 LINGER_S = 3.0
@@ -59,6 +70,7 @@ ECHO_SCHEMA = pa.schema(
         ("timeout", pa.bool_()),
         ("warmup", pa.bool_()),
         ("conn_lost", pa.bool_()),
+        ("connect_ns", pa.int64()),
     ]
 )
 """Echo observations, Parquet schema 2: one row per (sender, peer, round). ``run_id``,
@@ -76,7 +88,8 @@ def echo_schema_metadata(t0_utc_us: Mapping[str, int], run_id: str, trial: str) 
 
 # Measured on testbed runs (bytes/row): rtt_ns DELTA 2.85, PLAIN 2.93, BYTE_STREAM_SPLIT 2.49;
 # send_us DELTA 2.03, BYTE_STREAM_SPLIT 1.33 (zstd 19). Lossless, unlike rounding RTTs.
-_ENCODINGS = {"round": "DELTA_BINARY_PACKED", "send_us": "BYTE_STREAM_SPLIT", "rtt_ns": "BYTE_STREAM_SPLIT"}
+_ENCODINGS = {"round": "DELTA_BINARY_PACKED", "send_us": "BYTE_STREAM_SPLIT", "rtt_ns": "BYTE_STREAM_SPLIT",
+              "connect_ns": "BYTE_STREAM_SPLIT"}
 # zstd level, by measurement (bench/bench_scale.py; quickstart testbed rows re-encoded):
 # level 9: 3.84 B/row real, 4.0 M rows/s ingest; 12: 3.69 B/row real, 2.8 M rows/s (6 h trial
 # ≈ 50 s); 15: 3.58, 1.7 M rows/s; 19: 3.57, 0.6 M rows/s (6 h ≈ 230 s, over the 120 s budget).
@@ -87,19 +100,24 @@ class EchoKind(WorkloadKind):
     kind = "echo"
     params = EchoWorkload
     worker_files = ("echo.py",)
-    report_tables = report.TABLES
+    report_tables = (*report.TABLES, *views.TABLES)
 
     def expand(self, params: EchoWorkload, spec: Spec) -> list[PairSet]:
         hosts = tuple(spec.resolve_hosts(params.hosts))
         pairs = tuple((a, b) for a in hosts for b in hosts if params.self_loop or a != b)
         return [(hosts, pairs)]
 
+    def sweep(self, params: EchoWorkload) -> list[dict[str, Any]]:
+        return sweep_product(params, SWEPT)
+
     def estimate_seconds(self, params: EchoWorkload) -> float:
         return params.warmup + params.duration + params.timeout + 1.0
 
     def estimate_bytes(self, params: EchoWorkload, trial: Trial) -> dict[tuple[str, str], float]:
         # One payload out and one echoed back per round, for every ordered pair.
-        each_way = params.rate * params.payload * (params.duration + params.warmup)
+        params = trial_params(params, trial) if isinstance(params.payload, list) or isinstance(
+            params.rate, list) else params
+        each_way = params.one_rate() * params.one_payload() * (params.duration + params.warmup)
         out: dict[tuple[str, str], float] = {}
         for a, b in trial.pairs:
             if a != b:
@@ -122,10 +140,10 @@ class EchoKind(WorkloadKind):
             ]
             return {
                 "schema": formats.ECHO_RAW.current, "host": h.name, "host_id": ids[h.name], "listen": h.address,
-                "port": w.port, "token": ctx.token, "peers": peers, "rate": w.rate,
-                "payload": w.payload, "duration_s": w.duration, "warmup_s": w.warmup,
+                "port": w.port, "token": ctx.token, "peers": peers, "rate": w.one_rate(),
+                "payload": w.one_payload(), "duration_s": w.duration, "warmup_s": w.warmup,
                 "timeout_s": w.timeout, "connect_timeout_s": CONNECT_TIMEOUT_S, "linger_s": LINGER_S,
-                "rx_stamp": w.rx_timestamp,
+                "rx_stamp": w.rx_timestamp, "connection": w.connection, "idle_s": w.idle or 0.0,
             }
 
         limit = CONNECT_TIMEOUT_S + w.warmup + w.duration + w.timeout + LINGER_S + 30.0
@@ -196,9 +214,7 @@ class EchoKind(WorkloadKind):
         return outcome
 
     def summarize(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[SummaryRow]:
-        agg = aggregate_echo(run, manifest, params["name"], float(params.get("window", 30.0)),
-                             spec_quorums(manifest, params))
-        return echo_summaries(run, agg, params["name"])
+        return sweeps.stratified(run, manifest, params)
 
     def report_section(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
         return report.section(run, manifest, params)
@@ -206,6 +222,9 @@ class EchoKind(WorkloadKind):
     def render_section(self, name: str, section: dict[str, Any], console: Console,
                        options: Mapping[str, bool]) -> None:
         report.render(name, section, console, options)
+
+    def write_figures(self, run: RunDir, name: str, section: dict[str, Any], out: Path) -> list[Path]:
+        return views.write_figures(name, section, out)
 
 
 def echo_host_table(host: str, t0_ns: int, rec: np.ndarray, names: Mapping[int, str], repetition: int,
@@ -238,6 +257,8 @@ def echo_host_table(host: str, t0_ns: int, rec: np.ndarray, names: Mapping[int, 
     timeout = (rec["flags"] & FLAG_TIMEOUT) != 0
     rtt = rec["recv_ns"].astype(np.int64) - rec["send_ns"].astype(np.int64)
     n = len(rec)
+    names_of = rec.dtype.names or ()
+    connect = rec["connect_ns"].astype(np.int64) if "connect_ns" in names_of else np.full(n, -1, dtype=np.int64)
     arrays = [
         pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int16)), pa.array([run_id], pa.string())),
         pa.array(np.full(n, repetition, dtype=np.int16)),
@@ -251,6 +272,7 @@ def echo_host_table(host: str, t0_ns: int, rec: np.ndarray, names: Mapping[int, 
         pa.array(timeout),
         pa.array((rec["flags"] & FLAG_WARMUP) != 0),
         pa.array((rec["flags"] & FLAG_CONN_LOST) != 0),
+        pa.array(connect, mask=connect < 0),
     ]
     return pa.Table.from_arrays(arrays, schema=ECHO_SCHEMA)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,6 +79,12 @@ class EchoAggregates:
     pair_windows: list[dict[str, Any]]
     quorums: list[dict[str, Any]]
     quorums_by_rep: dict[int, list[dict[str, Any]]]
+    quorum_values: dict[str, np.ndarray] = field(default_factory=dict)
+    """Every quorum latency (µs, inf for too few replies), by ``Qk/n name``."""
+    group_hists: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per latency group: counts of RTTs in the bins of ``orderstats.bin_edges(1000.0)``."""
+    connect: list[dict[str, Any]] = field(default_factory=list)
+    """Per latency group: the handshake times of per-round connections (µs), as distribution rows."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """Spikes and steps per pair on raw RTTs, host events labelled (with ``round_interval_s``)."""
     boxes: list[dict[str, Any]] = field(default_factory=list)
@@ -96,12 +102,16 @@ class _File:
     trial: str
     t0_utc_us: dict[str, int]
     max_round: int
+    has_connect: bool = False  # written by echo worker 3 or later (connect_ns column)
 
 
-def echo_files(run: RunDir, workload: str) -> list[_File]:
-    """The workload's Parquet files with what their footers say (versions checked, nothing read)."""
+def echo_files(run: RunDir, workload: str, trials: Collection[str] | None = None) -> list[_File]:
+    """The workload's Parquet files (of ``trials`` only, when given) with what their footers say
+    (versions checked, nothing read)."""
     out = []
     for path in iter_observation_files(run, workload):
+        if trials is not None and path.stem not in trials:
+            continue
         schema = check_parquet(path, kind="echo")
         pf = pq.ParquetFile(path)
         meta = schema.metadata or {}
@@ -114,7 +124,7 @@ def echo_files(run: RunDir, workload: str) -> list[_File]:
                 max_round = -2
                 break
             max_round = max(max_round, int(st.max))
-        out.append(_File(path, path.stem, t0, max_round))
+        out.append(_File(path, path.stem, t0, max_round, "connect_ns" in schema.names))
     return out
 
 
@@ -161,6 +171,7 @@ class _Part:
         self.timeouts = np.zeros(n_leaf, dtype=np.int64)
         self.measured = np.zeros(n_leaf, dtype=np.int64)
         self.windows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.connect: list[tuple[np.ndarray, np.ndarray]] = []  # (leaf, handshake µs)
         self.rows = 0
         self.rep: int | None = None
 
@@ -174,8 +185,8 @@ class _Scan:
 
     def __init__(self, run: RunDir, manifest: Manifest, workload: str, window_s: float,
                  quorums: Sequence[Quorum], threads: int | None = None,
-                 round_interval_s: float | None = None) -> None:
-        self.files = echo_files(run, workload)
+                 round_interval_s: float | None = None, trials: Collection[str] | None = None) -> None:
+        self.files = echo_files(run, workload, trials)
         labels = {(rep, name): HostSpec(name, lab["provider"], lab["region"], lab["zone"], lab["subnet"],
                                         lab["vm_type"])
                   for (rep, name), lab in manifest.labels().items()}
@@ -261,6 +272,7 @@ class _Scan:
                     self.leaf.timeouts += p.timeouts
                     self.leaf.measured += p.measured
                     self.win_parts.extend(p.windows)
+                    self.leaf.connect.extend(p.connect)
                     rows += p.rows
                 if len(reps) > 1:
                     raise ResultError(str(f.path), f"holds rows of repetitions {sorted(reps)}; one file is one trial")
@@ -273,7 +285,7 @@ class _Scan:
 
     def _pass1_group(self, f: _File, fi: int, group: int, mat: np.ndarray, sends: np.ndarray) -> _Part:
         part = _Part(self.n_leaf)
-        t = _read(f, group, COLUMNS)
+        t = _read(f, group, (*COLUMNS, "connect_ns") if f.has_connect else COLUMNS)
         part.rows = n = t.num_rows
         if not n:
             return part
@@ -289,6 +301,11 @@ class _Scan:
         rnd = _np(t.column("round"), np.int64)
         send = _np(t.column("send_us"), np.int64)
         valid = measured & has_rtt
+        if f.has_connect:  # handshake times of per-round connections (µs), per leaf
+            cc = t.column("connect_ns")
+            has_c = measured & ~_np(cc.is_null(), bool)
+            if has_c.any():
+                part.connect.append((leaf[has_c], _np(cc.fill_null(0), np.int64)[has_c] / 1000.0))
         lv, rv = leaf[valid], rtt[valid]
         if len(rv) and int(rv.max()) > _MAX_RTT:
             self.clamped = True
@@ -484,13 +501,13 @@ def _cat(parts: list[np.ndarray]) -> np.ndarray:
 
 def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: float,
                    quorums: Sequence[Quorum] = (), threads: int | None = None,
-                   round_interval_s: float | None = None) -> EchoAggregates:
+                   round_interval_s: float | None = None, trials: Collection[str] | None = None) -> EchoAggregates:
     """Every aggregate of a run's echo workload the report and the summaries use (two passes).
 
     ``round_interval_s`` (1 / rate) turns on the per-pair event detection on raw RTTs
     (:mod:`cloudbench.analysis.events`); the summaries do without it.
     """
-    scan = _Scan(run, manifest, workload, window_s, quorums, threads, round_interval_s)
+    scan = _Scan(run, manifest, workload, window_s, quorums, threads, round_interval_s, trials)
     scan.pass1()
     hist, sums, timeouts, measured = scan.key_stats()
     stats = scan.pass2(hist)
@@ -527,6 +544,19 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
             for r, q in per_rep.items():
                 if len(q):
                     quorums_rep[r].append({**label, **_quorum_row(q)})
+    quorum_values = {f"Q{k}/{n_members} {name}": np.concatenate(
+        [np.empty(0), *(v for rp in scan.rep_pos.values() for v in scan.quorum_values.get((qi, k, rp), []))])
+        for qi, (name, _, ks, n_members) in enumerate(scan.quorums) for k in ks}
+    group_hists = {g.value: scan.hist[gi] for gi, g in enumerate(GROUP_ORDER) if scan.hist[gi].any()}
+    connect: list[dict[str, Any]] = []
+    if scan.leaf.connect:
+        leaves = np.concatenate([lf for lf, _ in scan.leaf.connect])
+        times = np.concatenate([c for _, c in scan.leaf.connect])
+        fam = scan.families[0][leaves]
+        for gi, g in enumerate(GROUP_ORDER):
+            sel = fam == gi
+            if sel.any():
+                connect.append({"group": g.value, **distribution_row(times[sel], 0)})
     boxes, tails = [], []
     for gi, g in enumerate(GROUP_ORDER):
         n = int(scan.hist[gi].sum())
@@ -542,7 +572,8 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
         if not levels or levels[-1] > 1.0 / n:
             pts.append((1.0 / n, stats[gi][n - 1] / 1000.0))
         tails += [{"group": g.value, "exceedance": e, "rtt_us": x} for e, x in pts]
-    return EchoAggregates(boxes=boxes, tails=tails, events=scan.events, hosts=scan.hosts,
+    return EchoAggregates(boxes=boxes, tails=tails, events=scan.events, quorum_values=quorum_values,
+                          group_hists=group_hists, connect=connect, hosts=scan.hosts,
                           trials=[f.trial for f in scan.files],
                           repetitions=scan.reps,
                           groups=groups, groups_by_rep=by_rep, pairs=pairs, windows=windows,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 
 from cloudbench.core.topology import PortRange
 from cloudbench.errors import SpecError
@@ -13,6 +13,25 @@ from cloudbench.spec.located import Loc
 from cloudbench.spec.workload import CheckContext, WorkloadModel
 
 MAX_PAYLOAD = 64 * 1024
+MAX_PER_ROUND_CONNECTS = 2000  # new connections a host opens per second at most (ports in TIME_WAIT)
+
+# Bounds are the worker's: it refuses anything outside them.
+Rate = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+Payload = Annotated[Size, Field(ge=16, le=MAX_PAYLOAD)]
+SWEPT = ("payload", "rate")  # fields that take a list: one trial per value
+
+
+def _one_or_list(scalar: str) -> Discriminator:
+    """Validate a value or a list of values as one or the other, so that an error names the
+    value (``rate: 0``: "greater than 0") instead of both readings of the union. The tags
+    are type names, which the loader leaves out of the field's location."""
+    return Discriminator(lambda v: f"list[{scalar}]" if isinstance(v, list) else scalar)
+
+
+OneRateOrList = Annotated[Annotated[Rate, Tag("float")] | Annotated[list[Rate], Tag("list[float]")],
+                          _one_or_list("float")]
+OnePayloadOrList = Annotated[Annotated[Payload, Tag("int")] | Annotated[list[Payload], Tag("list[int]")],
+                             _one_or_list("int")]
 
 
 class QuorumModel(Model):
@@ -29,9 +48,16 @@ class EchoWorkload(WorkloadModel):
     kind: Literal["echo"]
     name: Name = "echo"
     hosts: str | list[str] = Field("all", description="`all`, a group name or host names")
-    # Bounds are the worker's: it refuses anything outside them.
-    rate: float = Field(100.0, gt=0, le=1e6, allow_inf_nan=False, description="rounds per second")
-    payload: Size = Field(1024, ge=16, le=MAX_PAYLOAD, description="bytes per message (<= 64 KiB)")
+    rate: OneRateOrList = Field(100.0, description="rounds per second; a list sweeps it "
+                                    "(one trial per value, in the seeded random order)")
+    payload: OnePayloadOrList = Field(1024, description="bytes per message (<= 64 KiB); a list "
+                                             "sweeps it: [64, 1024, 16384, 65536]")
+    connection: Literal["persistent", "per_round"] = Field(
+        "persistent", description="`persistent`: one TCP connection per peer for the whole trial; "
+        "`per_round`: a new connection per round and peer, its handshake timed apart (connect_ns)")
+    idle: Duration | None = Field(None, gt=0, le=1e6, allow_inf_nan=False, description=(
+        "on persistent connections, send to each peer only every `idle` (a warm connection) "
+        "instead of at `rate`"))
     duration: Duration = Field(20.0, gt=0, le=1e7, allow_inf_nan=False, description="measured time per trial")
     warmup: Duration = Field(1.0, ge=0, le=3600, allow_inf_nan=False,
                              description="extra time before, kept but flagged")
@@ -50,9 +76,60 @@ class EchoWorkload(WorkloadModel):
 
     def check(self, ctx: CheckContext, loc: Loc) -> list[SpecError]:
         errors = ctx.check_selector(self.hosts, (*loc, "hosts"))
+        errors += self._check_modes(ctx, loc)
         for qi, q in enumerate(self.quorums):
             errors += self._check_quorum(q, ctx, (*loc, "quorums", qi))
         return errors
+
+    def _check_modes(self, ctx: CheckContext, loc: Loc) -> list[SpecError]:
+        """Sweeps without repeats; `idle` and `per_round` with the settings they need."""
+        errors: list[SpecError] = []
+        for f in SWEPT:
+            values = getattr(self, f)
+            if isinstance(values, list):
+                if not values:
+                    errors.append(ctx.error((*loc, f), f"`{f}` lists no value"))
+                dup = sorted({v for v in values if values.count(v) > 1})
+                if dup:
+                    errors.append(ctx.error((*loc, f), f"`{f}` lists {', '.join(f'{v:g}' for v in dup)} "
+                                            "more than once"))
+        rates = [1.0 / self.idle] if self.idle else self.rate if isinstance(self.rate, list) else [self.rate]
+        if self.idle is not None:
+            if self.connection != "persistent":
+                errors.append(ctx.error((*loc, "idle"), "`idle` spaces messages on a persistent "
+                                        "connection; with `connection: per_round` use `rate`"))
+            if self.idle > self.duration:
+                errors.append(ctx.error((*loc, "idle"), f"`idle` {self.idle:g} s is longer than `duration` "
+                                        f"{self.duration:g} s: each peer would hear from a host once"))
+            if isinstance(self.rate, list) or "rate" in self.model_fields_set:
+                errors.append(ctx.error((*loc, "idle"), "`idle` replaces `rate` (one message to each "
+                                        "peer every `idle`): give one of them"))
+        if self.connection == "per_round":
+            for r in rates:
+                if self.timeout * r > 1.0:
+                    errors.append(ctx.error((*loc, "timeout"), f"with `connection: per_round` a round "
+                                            f"must end before the next: timeout {self.timeout:g} s is "
+                                            f"longer than 1/rate = {1 / r:g} s"))
+                    break
+            n_peers = len(ctx.resolve_hosts(self.hosts)) if not ctx.check_selector(self.hosts, loc) else 0
+            if n_peers and max(rates) * n_peers > MAX_PER_ROUND_CONNECTS:
+                errors.append(ctx.error((*loc, "rate"), f"`connection: per_round` at {max(rates):g} "
+                                        f"rounds/s to {n_peers} peers opens {max(rates) * n_peers:g} "
+                                        f"connections/s per host (at most {MAX_PER_ROUND_CONNECTS}: "
+                                        "their ports stay in TIME_WAIT for 60 s)"))
+        return errors
+
+    def one_rate(self) -> float:
+        """The rounds per second of one trial (its params have one value; idle: 1/idle)."""
+        if self.idle is not None:
+            return 1.0 / self.idle
+        assert not isinstance(self.rate, list), "a trial's params have one rate"
+        return self.rate
+
+    def one_payload(self) -> int:
+        """The payload of one trial (its params have one value)."""
+        assert not isinstance(self.payload, list), "a trial's params have one payload"
+        return self.payload
 
     def _check_quorum(self, q: QuorumModel, ctx: CheckContext, qloc: Loc) -> list[SpecError]:
         if (q.group is None) == (q.hosts is None):

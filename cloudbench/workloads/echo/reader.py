@@ -1,11 +1,15 @@
 """Reader of the raw files written by the echo worker (``cloudbench/workers/echo.py``).
 
-Layout (schema 1)::
+Layout (schema 2; schema 1 lacks ``connect_ns``, its records are 24 bytes)::
 
     b"CBECHO1\\n"
     u32 big-endian N, then N bytes of UTF-8 JSON header
-    records, 24 bytes each, little-endian ``<IHBxqq``:
-        round u32, peer u16, flags u8, pad, send_ns i64, recv_ns i64 (0 on timeout)
+    records, 32 bytes each, little-endian ``<IHBxqqq``:
+        round u32, peer u16, flags u8, pad, send_ns i64, recv_ns i64 (0 on timeout),
+        connect_ns i64 (handshake of a per-round connection; -1 otherwise)
+
+Records of schema 1 files are read with ``connect_ns`` -1 (they had persistent
+connections only).
 
 Times are CLOCK_MONOTONIC nanoseconds of the sending host; ``header["t0_ns"]`` is
 round 0's scheduled send. Every (round, peer) has exactly one record, written in
@@ -38,22 +42,32 @@ from cloudbench.workers.echo import (
     SCHEMA,
 )
 
-RECORD_SIZE = RECORD.size
+RECORD_SIZE = RECORD.size  # of the current schema
 MAX_HEADER_BYTES = 16 * 1024 * 1024
 
-# On-disk record (with its pad byte) and the packed array handed to callers.
-_DISK_DTYPE = np.dtype({
-    "names": ["round", "peer", "flags", "send_ns", "recv_ns"],
-    "formats": ["<u4", "<u2", "u1", "<i8", "<i8"],
-    "offsets": [0, 4, 6, 8, 16],
-    "itemsize": RECORD_SIZE,
-})
+# On-disk records (with their pad byte) of each schema, and the packed array handed to callers.
+_DISK_DTYPES = {
+    1: np.dtype({
+        "names": ["round", "peer", "flags", "send_ns", "recv_ns"],
+        "formats": ["<u4", "<u2", "u1", "<i8", "<i8"],
+        "offsets": [0, 4, 6, 8, 16],
+        "itemsize": 24,
+    }),
+    2: np.dtype({
+        "names": ["round", "peer", "flags", "send_ns", "recv_ns", "connect_ns"],
+        "formats": ["<u4", "<u2", "u1", "<i8", "<i8", "<i8"],
+        "offsets": [0, 4, 6, 8, 16, 24],
+        "itemsize": 32,
+    }),
+}
+assert _DISK_DTYPES[SCHEMA].itemsize == RECORD_SIZE
 ECHO_DTYPE = np.dtype([
     ("round", np.uint32),
     ("peer", np.uint16),
     ("flags", np.uint8),
     ("send_ns", np.int64),
     ("recv_ns", np.int64),
+    ("connect_ns", np.int64),
 ])
 
 REQUIRED_HEADER_KEYS = (
@@ -73,21 +87,23 @@ class EchoFile:
     header: dict[str, Any]
     offset: int  # byte offset of the first record
     records: int  # whole records (a truncated last one is not counted)
+    schema: int = SCHEMA  # the file's record layout
 
     def chunks(self, size: int = CHUNK_RECORDS) -> Iterator[np.ndarray]:
         """The records in file (completion) order, at most ``size`` at a time, as ``ECHO_DTYPE``."""
         left = self.records
+        dtype = _DISK_DTYPES[self.schema]
         try:
             with self.path.open("rb") as f:
                 f.seek(self.offset)
                 while left > 0:
                     n = min(size, left)
-                    disk = np.fromfile(f, dtype=_DISK_DTYPE, count=n)
+                    disk = np.fromfile(f, dtype=dtype, count=n)
                     if len(disk) != n:
                         raise ResultError(str(self.path), "echo file shrank while it was read")
                     out = np.empty(n, dtype=ECHO_DTYPE)
                     for name in ECHO_DTYPE.names or ():
-                        out[name] = disk[name]
+                        out[name] = disk[name] if name in (dtype.names or ()) else -1
                     left -= n
                     yield out
         except OSError as e:
@@ -123,7 +139,7 @@ def open_echo_file(path: Path) -> EchoFile:
         raise ResultError(str(path), f"echo header is not valid JSON: {e}") from e
     if not isinstance(header, dict):
         raise ResultError(str(path), "echo header is not a JSON object")
-    ECHO_RAW.check(header.get("schema"), str(path))
+    schema = ECHO_RAW.check(header.get("schema"), str(path))
     missing = [k for k in REQUIRED_HEADER_KEYS if k not in header]
     if missing:
         raise ResultError(str(path), f"echo header lacks {', '.join(missing)}")
@@ -131,8 +147,11 @@ def open_echo_file(path: Path) -> EchoFile:
         raise ResultError(str(path), "echo header has an unknown clock or no integer t0_ns")
     offset = len(MAGIC) + 4 + n
     body = size - offset
-    header["truncated"] = body % RECORD_SIZE != 0
-    return EchoFile(path, header, offset, body // RECORD_SIZE)
+    size_of = _DISK_DTYPES[schema].itemsize
+    header["truncated"] = body % size_of != 0
+    header.setdefault("connection", "persistent")
+    header.setdefault("idle_s", 0.0)
+    return EchoFile(path, header, offset, body // size_of, schema)
 
 
 def read_echo_file(path: Path) -> tuple[dict[str, Any], np.ndarray]:

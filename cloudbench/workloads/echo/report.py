@@ -13,6 +13,7 @@ from cloudbench.analysis.levelshift import level_shift_rows
 from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
+from cloudbench.workloads.echo import views
 from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
 from cloudbench.workloads.echo.summaries import spec_quorums
 
@@ -24,10 +25,10 @@ def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str
     rate = params.get("rate", 100.0)
     interval = 1.0 / float(rate) if isinstance(rate, int | float) and rate else None
     return section_of(aggregate_echo(run, manifest, params["name"], float(params.get("window", 30.0)),
-                                     spec_quorums(manifest, params), round_interval_s=interval), manifest, params)
+                                     spec_quorums(manifest, params), round_interval_s=interval), manifest, params, run)
 
 
-def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
+def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], run: RunDir) -> dict[str, Any]:
     """The section from the run's aggregates (:func:`aggregate_echo`).
 
     Keys the HTML report's figures draw from, besides the tables (all RTTs in µs,
@@ -62,12 +63,14 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any]) 
         "pair_windows": agg.pair_windows,
         "hosts": list(agg.hosts),
         "trial_utc": {t.id: t.started_utc for t in manifest.trials if t.workload == name},
+        **views.section(run, manifest, params, agg),  # issue 17: modes, handshakes, connection modes, sweeps
     }
 
 
 def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str, bool]) -> None:
     """The echo section for a person: group and quorum tables, worker health, level shifts."""
     console.print(_distribution_table(f"{wname}: RTT by latency group (µs)", w["groups"], ["group"]))
+    views.render_modes(wname, w, console)  # beside the percentiles: modes, and which percentiles are unstable
     if w["quorums"]:
         console.print(_distribution_table(
             f"{wname}: quorum latency (µs; k-th fastest reply per round)", w["quorums"],
@@ -116,6 +119,7 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         for r in shifts:
             st.add_row(*[fmt_number(r.get(c, ""), 2) for c in shift_cols])
         console.print(st)
+    views.render(wname, w, console)  # handshakes, connection modes side by side, sweeps
 
 
 def echo_worker_health(manifest: Manifest, workload: str) -> dict[str, Any] | None:

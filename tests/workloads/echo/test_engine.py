@@ -63,7 +63,7 @@ def test_engine_equals_numpy_on_every_table(run: Any) -> None:
     old_pw = sorted(ref.pair_windowed_means(d, window), key=lambda r: (r["trial"], r["src"], r["dst"], r["window"]))
     new_pw = sorted(agg.pair_windows, key=lambda r: (r["trial"], r["src"], r["dst"], r["window"]))
     _same_rows(new_pw, old_pw, "pair_windows")
-    section = report.section_of(agg, manifest, params)
+    section = report.section_of(agg, manifest, params, run)
     _same_rows(section["level_shifts"], ref.echo_level_shifts(d, window, old_windows), "level_shifts")
     # the engine times an echo by its round's send (a round's sends leave µs apart)
     _same_rows(section["events"], ref.pair_events(d, window, interval), "events", time_tolerance_s=1e-4)

@@ -23,10 +23,11 @@ from cloudbench.workloads.echo.reader import (
 T0 = 5_000_000_000
 
 
-def records(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
+def records(rows: list[tuple[int, ...]]) -> np.ndarray:
+    """Records (round, peer, flags, send_ns, recv_ns[, connect_ns]); connect_ns -1 when left out."""
     rec = np.empty(len(rows), dtype=ECHO_DTYPE)
-    for i, (rnd, peer, flags, send, recv) in enumerate(rows):
-        rec[i] = (rnd, peer, flags, send, recv)
+    for i, r in enumerate(rows):
+        rec[i] = (*r, -1) if len(r) == 5 else r
     return rec
 
 
@@ -49,9 +50,20 @@ def test_rows_are_typed_sorted_and_timeouts_are_null(tmp_path: Path) -> None:
     assert t.column("conn_lost").to_pylist() == [False, True, False, False, False]
     assert t.column("warmup").to_pylist() == [True, False, True, False, False]
     assert set(t.column("repetition").to_pylist()) == {4}
+    assert t.column("connect_ns").to_pylist() == [None] * 5  # persistent connections: no handshake
     path = tmp_path / "x.parquet"
     write_parquet(path, t, kind="echo", send_us="BYTE_STREAM_SPLIT", rtt_ns="BYTE_STREAM_SPLIT")
     assert read_parquet(path, kind="echo").equals(t)
+
+
+def test_per_round_handshakes_are_kept_and_missing_ones_are_null() -> None:
+    a = records([(0, 0, 0, T0 + 900, T0 + 30_900, 120_000),
+                 (1, 0, FLAG_TIMEOUT | FLAG_CONN_LOST, T0 + 10_000_000, 0, -1),
+                 (2, 0, FLAG_TIMEOUT, T0 + 20_000_000, 0, 95_000)])
+    t = echo_table([("a", {"t0_ns": T0}, a)], {0: "a"}, 0)
+    # a handshake that never completed is null; a completed one is kept even when the echo timed out
+    assert t.column("connect_ns").to_pylist() == [120_000, None, 95_000]
+    assert t.column("rtt_ns").to_pylist() == [30_000, None, None]
 
 
 def test_unknown_peer_ids_are_named_not_dropped() -> None:
@@ -60,12 +72,12 @@ def test_unknown_peer_ids_are_named_not_dropped() -> None:
 
 
 def write_worker_file(path: Path, host: str, rows: list[tuple[int, int, int, int, int]], tail: bytes = b"") -> None:
-    """A raw file as the echo worker writes it (magic, JSON header, 24-byte records)."""
+    """A raw file as the echo worker writes it (magic, JSON header, 32-byte records)."""
     header = {"schema": SCHEMA, "worker_version": "test", "clock": "CLOCK_MONOTONIC", "host": host,
               "host_id": 0, "peers": [], "rate": 10, "payload": 64, "timeout_s": 1, "warmup_s": 0,
               "t0_ns": T0}
     head = json.dumps(header).encode()
-    body = b"".join(RECORD.pack(*r) for r in rows)
+    body = b"".join(RECORD.pack(*r, -1) for r in rows)
     path.write_bytes(MAGIC + len(head).to_bytes(4, "big") + head + body + tail)
 
 

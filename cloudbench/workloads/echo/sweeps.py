@@ -1,0 +1,170 @@
+"""Swept echo parameters (``payload: [64, 1024, 16384, 65536]``, ``rate: [...]``): strata and the latency curve.
+
+The plan gives a swept workload one trial per value (in the seeded random
+order); each trial's values are in the manifest (``TrialRecord.sweep``). Here
+the run's rows are split by those values:
+
+* summaries: each latency group's summary rows get the value in their group
+  name (``same_zone@payload=1024``, :func:`~cloudbench.store.summaries.sweep_group`),
+  so ``cloudbench confirm`` pools repetitions per value and gives each its CI;
+* the report: per latency group and value, the median over repetitions of each
+  repetition's p50 and p99 with the exact order-statistic CI that confirm
+  computes (Le Boudec Thm. 2.1; none below 6 repetitions at 95 %), and a figure
+  of latency against the swept value (StormCloud, Fig. 11).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cloudbench.analysis.stats import quantile_ci
+from cloudbench.core.topology import GROUP_ORDER
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.rundir import RunDir
+from cloudbench.store.summaries import SummaryRow, sweep_group
+from cloudbench.workloads.base import sweep_label
+from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
+from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
+
+TABLES = ("sweep",)
+LEVEL = 0.95
+
+
+def strata(manifest: Manifest, workload: str) -> list[tuple[dict[str, Any], set[str]]]:
+    """The workload's trials split by swept values, in increasing order of them; ``[]`` when
+    nothing was swept."""
+    trials = [t for t in manifest.trials if t.workload == workload]
+    sweeps = [dict(t.sweep or {}) for t in trials]
+    if not any(sweeps):
+        return []
+    labels = sorted({sweep_label(s) for s in sweeps}, key=lambda lb: _sort_key(sweeps, lb))
+    out = []
+    for lb in labels:
+        ids = {t.id for t, s in zip(trials, sweeps, strict=True) if sweep_label(s) == lb}
+        values = next(s for s in sweeps if sweep_label(s) == lb)
+        out.append((values, ids))
+    return out
+
+
+def _sort_key(sweeps: list[dict[str, Any]], label: str) -> tuple[float, ...]:
+    values = next(s for s in sweeps if sweep_label(s) == label)
+    return tuple(float(v) for _, v in sorted(values.items()))
+
+
+def _aggregate(run: RunDir, manifest: Manifest, params: dict[str, Any], trials: set[str] | None) -> EchoAggregates:
+    return aggregate_echo(run, manifest, params["name"], float(params.get("window", 30.0)),
+                          spec_quorums(manifest, params), trials=trials)
+
+
+def stratified(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[SummaryRow]:
+    """The workload's summaries, or, when a parameter was swept, the summaries of each value's
+    trials with the value in the group names."""
+    parts = strata(manifest, params["name"])
+    if not parts:
+        return echo_summaries(run, _aggregate(run, manifest, params, None), params["name"])
+    rows: list[SummaryRow] = []
+    for values, ids in parts:
+        label = sweep_label(values)
+        rows += [dataclasses.replace(r, group=sweep_group(r.group, label))
+                 for r in echo_summaries(run, _aggregate(run, manifest, params, ids), params["name"])]
+    return rows
+
+
+def sweep_table(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per latency group and swept value: rows, p50 and p99 of all rows, and the median over
+    repetitions of each repetition's p50 and p99 with its CI (µs)."""
+    out: list[dict[str, Any]] = []
+    for values, ids in strata(manifest, params["name"]):
+        agg = _aggregate(run, manifest, params, ids)
+        reps = [r for r in agg.repetitions if agg.groups_by_rep.get(r)]
+        per_rep = {rep: {g["group"]: g for g in agg.groups_by_rep[rep]} for rep in reps}
+        for g in agg.groups:
+            row: dict[str, Any] = {
+                "group": g["group"],
+                **values,
+                "sweep": sweep_label(values),
+                "count": g["count"],
+                "timeouts": g["timeouts"],
+                "p50": g["p50"],
+                "p99": g["p99"],
+                "repetitions": len(reps),
+            }
+            for key in ("p50", "p99"):
+                xs = [per_rep[r][g["group"]][key] for r in reps if g["group"] in per_rep[r]]
+                ci = quantile_ci(np.array([x for x in xs if np.isfinite(x)]), 0.5, LEVEL)
+                row[f"rep_{key}_median"] = ci.estimate
+                row[f"rep_{key}_lower"] = ci.lower
+                row[f"rep_{key}_upper"] = ci.upper
+            out.append(row)
+    order = {g.value: i for i, g in enumerate(GROUP_ORDER)}
+    out.sort(key=lambda r: order.get(r["group"], len(order)))
+    return out
+
+
+def swept_fields(rows: list[dict[str, Any]]) -> list[str]:
+    """The parameters a sweep table varies (``payload``, ``rate``)."""
+    return [f for f in ("payload", "rate") if rows and f in rows[0]]
+
+
+def write_figure(name: str, rows: list[dict[str, Any]], out: Path) -> list[Path]:
+    """Latency against each swept parameter, one line per latency group (p50 and p99, the
+    median over repetitions with its CI as error bars when there is one); the paths written."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    written = []
+    for field in swept_fields(rows):
+        fig = Figure(figsize=(7.0, 4.8))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        others = [f for f in swept_fields(rows) if f != field]  # one line per value of the others
+
+        def series(r: dict[str, Any], others: list[str] = others) -> str:
+            return " ".join([r["group"], *(f"{o}={r[o]:g}" for o in others)])
+
+        for gi, group in enumerate(dict.fromkeys(series(r) for r in rows)):
+            sel = sorted((r for r in rows if series(r) == group), key=lambda r: float(r[field]))
+            xs = np.array([float(r[field]) for r in sel])
+            for key, style in (("p50", "-o"), ("p99", "--^")):
+                ys = np.array([r[f"rep_{key}_median"] for r in sel], dtype=float)
+                lo = np.array(
+                    [
+                        r[f"rep_{key}_lower"] if r[f"rep_{key}_lower"] is not None else y
+                        for r, y in zip(sel, ys, strict=True)
+                    ],
+                    dtype=float,
+                )
+                hi = np.array(
+                    [
+                        r[f"rep_{key}_upper"] if r[f"rep_{key}_upper"] is not None else y
+                        for r, y in zip(sel, ys, strict=True)
+                    ],
+                    dtype=float,
+                )
+                ax.errorbar(
+                    xs, ys, yerr=[ys - lo, hi - ys], fmt=style, color=f"C{gi}", capsize=3, label=f"{group} {key}"
+                )
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ticks = sorted({float(r[field]) for r in rows})
+        ax.set_xticks(ticks, [_size(v) if field == "payload" else f"{v:g}" for v in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel(f"{field} ({'bytes' if field == 'payload' else 'rounds/s'})")
+        ax.set_ylabel("RTT (µs)")
+        ax.set_title(f"{name}: RTT against {field} (median over repetitions, {LEVEL:.0%} CI)", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
+        fig.tight_layout()
+        path = out / f"{name}_latency_vs_{field}.png"
+        fig.savefig(path, dpi=120)
+        written.append(path)
+    return written
+
+
+def _size(v: float) -> str:
+    """64, 1 KiB, 64 KiB."""
+    return f"{v / 1024:g} KiB" if v >= 1024 else f"{v:g}"

@@ -1,0 +1,157 @@
+"""The echo report's views of issue 17: multimodality, handshakes, connection modes side by side, sweeps.
+
+:func:`section` adds its keys to the echo section (:mod:`.report` calls it with the
+rows it loaded): ``modes`` (every latency distribution tested for more than one
+mode, :mod:`cloudbench.analysis.modes`), ``connect`` (handshake times of
+per-round connections), ``connection_modes`` (all the spec's echo workloads in
+their modes, in the first one's section) and ``sweep`` (latency per swept value,
+:mod:`.sweeps`). :func:`render_modes` prints the modes beside the percentile
+table, :func:`render` the rest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+
+from cloudbench.analysis.latency import PERCENTILES, pct_label
+from cloudbench.analysis.modes import ModeTest, find_modes, find_modes_histogram
+from cloudbench.analysis.orderstats import bin_edges
+from cloudbench.core.tables import fmt_number, titled_table
+from cloudbench.store.manifest import Manifest
+from cloudbench.store.rundir import RunDir
+from cloudbench.workloads.echo import connections, sweeps
+from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
+
+TABLES = ("modes", *connections.TABLES, *sweeps.TABLES)
+
+
+def section(run: RunDir, manifest: Manifest, params: dict[str, Any], agg: EchoAggregates) -> dict[str, Any]:
+    """The keys these views add to one echo workload's section (``agg``: its aggregates)."""
+    name = params["name"]
+    per_round = params.get("connection") == "per_round"
+    out: dict[str, Any] = {
+        "mode": connections.mode_label(params),
+        "modes": mode_rows(agg),
+        "connect": agg.connect if per_round else [],
+        "sweep": sweeps.sweep_table(run, manifest, params),
+        "connection_modes": [],
+    }
+    if connections.compares(manifest, params):
+        rows: list[dict[str, Any]] = []
+        for w in connections.echo_workloads(manifest):
+            wagg = agg if w["name"] == name else aggregate_echo(run, manifest, w["name"],
+                                                                 float(w.get("window", 30.0)))
+            rows += connections.mode_rows(w["name"], w, wagg)
+        out["connection_modes"] = connections.sort_modes(rows)
+    return out
+
+
+def mode_rows(agg: EchoAggregates) -> list[dict[str, Any]]:
+    """One row per mode of each distribution (a unimodal one has one row): every latency
+    group's RTTs (from its histogram, so it scales to any run) and every quorum's latencies."""
+    tests: list[tuple[str, ModeTest]] = []
+    edges = bin_edges(1000.0)
+    for group, counts in agg.group_hists.items():
+        tests.append((group, find_modes_histogram(edges, counts)))
+    for qname, q in agg.quorum_values.items():
+        finite = q[np.isfinite(q)]
+        if len(finite):
+            tests.append((qname, find_modes(finite)))
+    rows = []
+    for name, t in tests:
+        unstable = " ".join(pct_label(p) for p in t.unstable_percentiles(PERCENTILES))
+        for i, mode in enumerate(t.modes):
+            rows.append(
+                {
+                    "distribution": name,
+                    "multimodal": t.multimodal,
+                    "dip": t.dip,
+                    "p_value": t.p_value,
+                    "n": t.n,
+                    "n_tested": t.n_tested,
+                    "mode": i + 1,
+                    "location": mode.location,
+                    "low": mode.low if np.isfinite(mode.low) else None,
+                    "high": mode.high if np.isfinite(mode.high) else None,
+                    "share": mode.share,
+                    "unstable": unstable,
+                }
+            )
+    return rows
+
+
+def render_modes(wname: str, w: dict[str, Any], console: Console) -> None:
+    """The modes of each multimodal distribution and a warning about the percentiles between them."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in w.get("modes") or []:
+        by.setdefault(r["distribution"], []).append(r)
+    for dist, rows in by.items():
+        if not rows[0]["multimodal"]:
+            continue
+        modes = ", ".join(f"{_us(r['location'])} ({r['share']:.1%})" for r in rows)
+        first = rows[0]
+        p = "< 0.001" if first["p_value"] < 1e-3 else f"= {first['p_value']:.3f}"
+        console.print(
+            f"[yellow]{escape(wname)}: {escape(dist)} RTT has {len(rows)} modes[/] (dip test p {p}, "
+            f"{first['n_tested']:,} of {first['n']:,} values): {modes}. Percentiles between modes are "
+            f"unstable{' (' + first['unstable'] + ')' if first['unstable'] else ''}: a small change in "
+            "the modes' shares moves them from one mode to another.",
+            highlight=False,
+        )
+
+
+def render(wname: str, w: dict[str, Any], console: Console) -> None:
+    """Handshake times, the connection modes side by side, and the sweep table."""
+    if w.get("connect"):
+        cols: tuple[str, ...] = ("group", "count", "p50", "p90", "p99", "max")
+        t = titled_table(f"{wname}: TCP handshake of the per-round connections (µs)", cols, left=("group",))
+        for r in w["connect"]:
+            t.add_row(*[fmt_number(r[c]) for c in cols])
+        console.print(t)
+    if w.get("connection_modes"):
+        # One table per latency group, a column per workload: it fits a terminal.
+        by_group: dict[str, list[dict[str, Any]]] = {}
+        for r in w["connection_modes"]:
+            by_group.setdefault(r["group"], []).append(r)
+        metrics = ("count", "timeouts", *connections.COLUMNS, "connect_p50", "connect_p99")
+        for group, rows in by_group.items():
+            t = titled_table(f"echo connection modes side by side, {group}: RTT (µs); connect = TCP handshake")
+            t.add_column("", no_wrap=True)
+            for r in rows:
+                t.add_column(f"{r['workload']}\n{r['mode']}", justify="right")
+            for m in metrics:
+                t.add_row(m.replace("_", " "), *[fmt_number(r[m]) if r[m] is not None else "-" for r in rows])
+            console.print(t)
+    if w.get("sweep"):
+        fields = sweeps.swept_fields(w["sweep"])
+        cols = ("group", *fields, "reps", "count", "p50", "p99")
+        t = titled_table(
+            f"{wname}: RTT per {' and '.join(fields)} (µs); rep = the median over repetitions of each "
+            f"one's value [{sweeps.LEVEL:.0%} CI]",
+            (*cols, "rep p50", "rep p99"),
+            left=("group",),
+        )
+        for r in w["sweep"]:
+            t.add_row(*[fmt_number(r["repetitions" if c == "reps" else c]) for c in cols], _ci(r, "p50"), _ci(r, "p99"))
+        console.print(t)
+
+
+def write_figures(name: str, section: dict[str, Any], out: Path) -> list[Path]:
+    """Latency against the swept values (when the workload swept one)."""
+    return sweeps.write_figure(name, section["sweep"], out) if section.get("sweep") else []
+
+
+def _ci(r: dict[str, Any], key: str) -> str:
+    est, lo, hi = r[f"rep_{key}_median"], r[f"rep_{key}_lower"], r[f"rep_{key}_upper"]
+    if lo is None or hi is None:
+        return f"{fmt_number(est)} (too few for a CI)" if r["repetitions"] > 1 else fmt_number(est)
+    return f"{fmt_number(est)} [{fmt_number(lo)}–{fmt_number(hi)}]"
+
+
+def _us(x: float) -> str:
+    return f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.0f} µs"
