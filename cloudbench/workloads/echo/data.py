@@ -79,6 +79,8 @@ class EchoAggregates:
     pair_windows: list[dict[str, Any]]
     quorums: list[dict[str, Any]]
     quorums_by_rep: dict[int, list[dict[str, Any]]]
+    trial_t0_utc_us: dict[str, float] = field(default_factory=dict)
+    """Per trial: CLOCK_REALTIME µs of round 0 (the earliest host's), where the workers recorded it."""
     quorum_values: dict[str, np.ndarray] = field(default_factory=dict)
     """Every quorum latency (µs, inf for too few replies), by ``Qk/n name``."""
     group_hists: dict[str, np.ndarray] = field(default_factory=dict)
@@ -572,7 +574,9 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
         if not levels or levels[-1] > 1.0 / n:
             pts.append((1.0 / n, stats[gi][n - 1] / 1000.0))
         tails += [{"group": g.value, "exceedance": e, "rtt_us": x} for e, x in pts]
+    t0s = {f.trial: t0 for f in scan.files if (t0 := _t0_utc(scan, f)) is not None}
     return EchoAggregates(boxes=boxes, tails=tails, events=scan.events, quorum_values=quorum_values,
+                          trial_t0_utc_us=t0s,
                           group_hists=group_hists, connect=connect, hosts=scan.hosts,
                           trials=[f.trial for f in scan.files],
                           repetitions=scan.reps,
@@ -623,6 +627,11 @@ def _windows(scan: _Scan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 def _t0_utc(scan: _Scan, f: _File) -> float | None:
     """CLOCK_REALTIME µs of round 0 (the earliest host's), when the file says."""
     return min(f.t0_utc_us.values()) if f.t0_utc_us else None
+
+
+def utc_of(t0_us: float | None, offset_s: float) -> str | None:
+    """ISO 8601 UTC of ``offset_s`` after ``t0_us`` (µs since the epoch); None when unknown."""
+    return _utc(t0_us, offset_s)
 
 
 def _utc(t0_us: float | None, offset_s: float) -> str | None:

@@ -14,7 +14,7 @@ from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo import views
-from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
+from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo, utc_of
 from cloudbench.workloads.echo.summaries import spec_quorums
 
 TABLES = ("groups", "quorums", "windows", "pairs", "level_shifts", "events")
@@ -54,7 +54,8 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
         "quorums": agg.quorums,
         "windows": agg.windows,
         "pairs": agg.pairs,
-        "level_shifts": level_shift_rows(agg.pair_series, agg.windows),
+        "level_shifts": [{**r, "time_utc": utc_of(agg.trial_t0_utc_us.get(r["trial"]), float(r["time_s"]))}
+                         for r in level_shift_rows(agg.pair_series, agg.windows)],
         "events": agg.events,
         "workers": echo_worker_health(manifest, name),
         "window_s": float(params.get("window", 30.0)),

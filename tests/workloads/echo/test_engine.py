@@ -143,3 +143,20 @@ def test_events_on_raw_rtts_equal_numpy_and_find_the_step(tmp_path: Path) -> Non
     assert any(e["series"] == "a-1>c-1" and e["kind"] == "step" for e in agg.events), agg.events
     _same_rows(agg.events, old, "events", time_tolerance_s=1e-4)
     assert all(e["time_utc"] for e in agg.events)  # placed in the day, from the workers' clocks
+
+
+def test_windows_shifts_and_events_carry_utc_times(tmp_path: Path) -> None:
+    """Issue 13, point 6: a window, a level shift or an event can be placed in the day."""
+    from datetime import datetime
+
+    run = write_echo_run(tmp_path / "c", seed=3, repetitions=1, rounds=5000, step=("a-1", "c-1", 2500, 800.0))
+    manifest = run.manifest()
+    params = manifest.workloads()[0]
+    section = report.section(run, manifest, params)
+    t0 = run.manifest().trials[0]
+    assert section["windows"] and all(w["start_utc"] for w in section["windows"])
+    shifts = [s for s in section["level_shifts"] if s["series"] == "a-1>c-1"]
+    assert shifts and all(s["time_utc"] for s in shifts)
+    # the fixture's hosts started round 0 at 1_795_000_000 s UTC: the step at round 2500 is 25 s later
+    when = datetime.fromisoformat(shifts[0]["time_utc"].replace("Z", "+00:00")).timestamp()
+    assert abs(when - (1_795_000_000 + 25.0)) <= float(params["window"]), (when, t0)
