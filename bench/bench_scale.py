@@ -8,11 +8,14 @@ process so its time and peak RSS are its own:
 
 1. ingest as `cloudbench run` does (`open_echo_file` → `echo_host_table` per chunk →
    `ParquetStream`) at each zstd level asked for: time, peak RSS, bytes per observation;
-2. the echo report (every table of the section: groups with the Table-1 percentiles,
-   quorums, windows, pairs, level shifts, and the per-repetition summaries) through
-   cloudbench's engine, alternating with
+2. the echo report (every table the scale issue lists: groups with the Table-1
+   percentiles, quorums, windows, pairs, level shifts, worker health, and the
+   per-repetition summaries; plus the figures' aggregates) through cloudbench's
+   engine, alternating with
 3. the reference: DuckDB's exact `quantile_cont` of the Table-1 percentiles per latency
    group, reading the same Parquet file, 2 threads.
+
+4. once more with the per-pair spike/step detection on raw RTTs (issue 16), timed apart.
 
 Targets (issue "StormCloud's headline run"): ingest ≤ 120 s, ≤ 1 GB peak RSS,
 ≤ 4 B per observation; report ≤ 2.5 × the reference's time and ≤ 3 GB peak RSS.
@@ -137,7 +140,7 @@ def ingest_child(files: list[str], dest: str, level: int) -> None:
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
-def report_child(run_dir: str) -> None:
+def report_child(run_dir: str, events: bool = False) -> None:
     """Run in a child: every table of the echo report section and the summaries, as `cloudbench report` does."""
     from cloudbench.store.rundir import RunDir
     from cloudbench.workloads.echo import report
@@ -148,7 +151,8 @@ def report_child(run_dir: str) -> None:
     t0 = time.perf_counter()
     manifest = run.manifest()
     params = manifest.workloads()[0]
-    agg = aggregate_echo(run, manifest, "echo", float(params["window"]), spec_quorums(manifest, params))
+    agg = aggregate_echo(run, manifest, "echo", float(params["window"]), spec_quorums(manifest, params),
+                         round_interval_s=1.0 / RATE if events else None)
     section = report.section_of(agg, manifest, params, run)
     summaries = echo_summaries(run, agg, "echo")
     seconds = time.perf_counter() - t0
@@ -187,8 +191,8 @@ def main() -> int:
         what, rest = sys.argv[2], sys.argv[3:]
         if what == "ingest":
             ingest_child(json.loads(rest[0]), rest[1], int(rest[2]))
-        elif what == "report":
-            report_child(rest[0])
+        elif what in ("report", "report+events"):
+            report_child(rest[0], events=what == "report+events")
         else:
             reference_child(rest[0])
         return 0
@@ -199,6 +203,8 @@ def main() -> int:
     ap.add_argument("--alternations", type=int, default=2,
                     help="report and reference runs, alternated (default 2 each)")
     ap.add_argument("--dir", type=Path, default=None, help="where to generate (default: a temp dir)")
+    ap.add_argument("--events", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time the report with the per-pair event detection on raw RTTs")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(dir=args.dir))
     try:
@@ -240,6 +246,11 @@ def main() -> int:
                   f"ratio {ratio:.2f} (target ≤ 2.5)", flush=True)
         mine: dict[str, float] = reps[0]["groups"]  # type: ignore[assignment]
         theirs: dict[str, float] = refs[0]["groups"]  # type: ignore[assignment]
+        if args.events:
+            ev = child("report+events", str(run_dir))
+            print(f"  report + per-pair events on raw RTTs (issue 16's detector, every pair): "
+                  f"{float(ev['seconds']):6.1f} s, peak RSS {float(ev['peak_rss_mb']):.0f} MB; "  # type: ignore[arg-type]
+                  f"ratio {float(ev['seconds']) / float(refs[-1]['seconds']):.2f}", flush=True)  # type: ignore[arg-type]
         same = all(abs(mine[g] - v) <= 1e-9 * abs(v) for g, v in theirs.items())
         print(f"  p99.999 per group equal to DuckDB's: {same}")
         print(json.dumps({"bench": "scale", "hours": args.hours, "rows": rows,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -362,6 +363,7 @@ class _Scan:
                     kth = np.partition(us, k - 1, axis=0)[k - 1]
                     self.quorum_values.setdefault((qi, k, rp), []).append(kth)
         by_pair: dict[tuple[str, str], list[Event]] = {}
+        jobs: list[tuple[tuple[str, str], np.ndarray, np.ndarray, np.ndarray]] = []
         for s in range(self.H):
             wins = np.where(sends[s] >= 0, sends[s] // self.window_us, -1)
             for d in range(self.H):
@@ -378,11 +380,14 @@ class _Scan:
                                          GROUP_ORDER[g].value if g >= 0 else "",
                                          ids * self.window_s, med))
                 if self.round_interval_s:
-                    rounds = np.flatnonzero(valid)
-                    by_pair[(self.hosts[s], self.hosts[d])] = detect_pair_events(
-                        sends[s][valid] / 1e6, rtt_us[valid], self.round_interval_s, self.window_s,
-                        round_index=rounds)
+                    jobs.append(((self.hosts[s], self.hosts[d]), sends[s][valid] / 1e6, rtt_us[valid],
+                                 np.flatnonzero(valid)))
         if self.round_interval_s:
+            interval = self.round_interval_s
+            with ThreadPoolExecutor(self.threads) as pool:  # scipy's filters and numpy release the GIL
+                found = pool.map(lambda j: detect_pair_events(j[1], j[2], interval, self.window_s,
+                                                              round_index=j[3]), jobs)
+                by_pair = {j[0]: evs for j, evs in zip(jobs, found, strict=True)}
             labelled = label_host_events(by_pair, self.round_interval_s, self.window_s)
             for (src, dst), evs in sorted(labelled.items()):
                 t0 = f.t0_utc_us.get(src)
