@@ -336,6 +336,17 @@ class _Scan:
         sends.reshape(-1)[src[m] * rounds + rnd[m]] = send[m]
         return part
 
+    def _detect(self, jobs: list[tuple[tuple[str, str], np.ndarray, np.ndarray, np.ndarray]],
+                by_pair: dict[tuple[str, str], list[Event]]) -> None:
+        """Spikes and steps of each pair's raw RTTs, pairs in parallel (scipy and numpy release the GIL)."""
+        if not jobs or not self.round_interval_s:
+            return
+        interval = self.round_interval_s
+        with ThreadPoolExecutor(self.threads) as pool:
+            found = pool.map(lambda j: detect_pair_events(j[1], j[2], interval, self.window_s, round_index=j[3]),
+                             jobs)
+            by_pair.update({j[0]: evs for j, evs in zip(jobs, found, strict=True)})
+
     def _keep(self, rep: int, mat: np.ndarray) -> None:
         """Keep a trial's round matrices for pass 2 while they fit in :data:`KEEP_BYTES`."""
         if self.kept is None:
@@ -382,12 +393,9 @@ class _Scan:
                 if self.round_interval_s:
                     jobs.append(((self.hosts[s], self.hosts[d]), sends[s][valid] / 1e6, rtt_us[valid],
                                  np.flatnonzero(valid)))
+            self._detect(jobs, by_pair)  # one sender's pairs at a time: memory holds only those
+            jobs = []
         if self.round_interval_s:
-            interval = self.round_interval_s
-            with ThreadPoolExecutor(self.threads) as pool:  # scipy's filters and numpy release the GIL
-                found = pool.map(lambda j: detect_pair_events(j[1], j[2], interval, self.window_s,
-                                                              round_index=j[3]), jobs)
-                by_pair = {j[0]: evs for j, evs in zip(jobs, found, strict=True)}
             labelled = label_host_events(by_pair, self.round_interval_s, self.window_s)
             for (src, dst), evs in sorted(labelled.items()):
                 t0 = f.t0_utc_us.get(src)
