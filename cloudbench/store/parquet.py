@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -12,6 +13,7 @@ from cloudbench.core.files import sha256_file
 from cloudbench.errors import ResultError
 from cloudbench.store import formats
 
+T = TypeVar("T")
 SCHEMA_KEY = b"cloudbench.schema"
 KIND_KEY = b"cloudbench.kind"
 
@@ -86,12 +88,24 @@ def _is_dict_candidate(t: pa.DataType) -> bool:
 
 def check_parquet(path: Path, kind: str | None = None) -> pa.Schema:
     """A cloudbench Parquet file's schema, its version and kind checked from the footer (no rows read)."""
+    return _checked(path, kind, pq.read_schema)
+
+
+def read_parquet(path: Path, kind: str | None = None) -> pa.Table:
+    """Read a cloudbench Parquet file, refusing unknown schemas and damaged files."""
+    return _checked(path, kind, pq.read_table)
+
+
+def _checked(path: Path, kind: str | None, read: Callable[[Path], T]) -> T:
+    """``read(path)`` (a schema or a table), after checking the file exists, reads, and is of a
+    known schema version and of ``kind``."""
     if not path.exists():
         raise ResultError(str(path), "file is missing")
     try:
-        schema = pq.read_schema(path)
+        got = read(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise ResultError(str(path), f"not a readable Parquet file (truncated or corrupted?): {e}") from e
+    schema = got if isinstance(got, pa.Schema) else got.schema  # type: ignore[attr-defined]
     meta = schema.metadata or {}
     raw = meta.get(SCHEMA_KEY)
     if raw is None:
@@ -99,22 +113,4 @@ def check_parquet(path: Path, kind: str | None = None) -> pa.Schema:
     formats.PARQUET.check(raw.decode(errors="replace"), str(path))
     if kind is not None and meta.get(KIND_KEY, b"").decode() != kind:
         raise ResultError(str(path), f"is a {meta.get(KIND_KEY, b'?').decode()!r} file, expected {kind!r}")
-    return schema
-
-
-def read_parquet(path: Path, kind: str | None = None) -> pa.Table:
-    """Read a cloudbench Parquet file, refusing unknown schemas and damaged files."""
-    if not path.exists():
-        raise ResultError(str(path), "file is missing")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as e:
-        raise ResultError(str(path), f"not a readable Parquet file (truncated or corrupted?): {e}") from e
-    meta = table.schema.metadata or {}
-    raw = meta.get(SCHEMA_KEY)
-    if raw is None:
-        raise ResultError(str(path), "has no cloudbench schema version; not written by cloudbench")
-    formats.PARQUET.check(raw.decode(errors="replace"), str(path))
-    if kind is not None and meta.get(KIND_KEY, b"").decode() != kind:
-        raise ResultError(str(path), f"is a {meta.get(KIND_KEY, b'?').decode()!r} file, expected {kind!r}")
-    return table
+    return got
