@@ -6,11 +6,12 @@ this module adds the frame: status, repetitions, damaged files, failures.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from cloudbench.errors import ResultError
 from cloudbench.store import formats
-from cloudbench.store.rundir import RunDir
+from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.workloads import workload_kind
 
 
@@ -62,8 +63,34 @@ def time_of_day_section(run: RunDir) -> dict[str, Any] | None:
         res = diurnal(run.path.parent, sched[1])
     except (AnalysisError, ResultError):
         return None
+    tested = [s for s in res["series"] if s.get("heatmap") is not None]
+    shown = [s for s in tested if s.get("significant")] or sorted(
+        tested, key=lambda s: s.get("p_holm") if s.get("p_holm") is not None else 1.0)[:HEATMAPS_SHOWN]
     return {"period_s": res["period_s"], "timezone": res["timezone"], "runs": res["runs"],
             "verdict": res["verdict"],
             "significant": [{k: s[k] for k in ("workload", "metric", "group", "p_holm")}
                             | {"amplitude": s["fit"]["amplitude"] if s.get("fit") else None, "unit": s["unit"]}
-                            for s in res["series"] if s.get("significant")]}
+                            for s in res["series"] if s.get("significant")],
+            # weekday (Mon..Sun) × hour in the campaign's time zone: the median value of each
+            # series shown (its significant ones, else the closest to it), and the runs per cell
+            "heatmaps": [{k: s.get(k) for k in ("workload", "metric", "group", "unit", "p_holm", "significant",
+                                                "heatmap")} for s in shown[:HEATMAPS_SHOWN]],
+            "coverage": run_coverage(run.path.parent, res["timezone"])}
+
+
+HEATMAPS_SHOWN = 4
+
+
+def run_coverage(campaign: Path, timezone: str) -> list[list[int]]:
+    """Runs of a campaign started in each weekday (Mon..Sun) × hour cell of ``timezone``."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    grid = [[0] * 24 for _ in range(7)]
+    zone = ZoneInfo(timezone)
+    for m in (r.manifest() for r in find_runs(campaign)):
+        if not m.started_utc:
+            continue
+        at = datetime.fromisoformat(m.started_utc.replace("Z", "+00:00")).astimezone(zone)
+        grid[at.weekday()][at.hour] += 1
+    return grid

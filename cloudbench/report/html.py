@@ -27,6 +27,7 @@ from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
 from cloudbench.report.figures import section_figures
 from cloudbench.report.figures.confirm import convergence_figure
+from cloudbench.report.figures.diurnal import time_of_day_figure
 from cloudbench.report.figures.style import Plot, inline_svg, save
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -265,6 +266,16 @@ def _workloads(page: Page, report: dict[str, Any]) -> None:
             tables(page, w)
 
 
+def _time_of_day(page: Page, tod: dict[str, Any]) -> None:
+    """A scheduled campaign's verdict, the hour × weekday heat maps and the coverage grid."""
+    page.heading("Time of day (the campaign so far)", "time-of-day")
+    page.add(f"<p>{esc(tod.get('verdict', ''))} ({esc(tod.get('runs', '?'))} runs, "
+             f"{esc(tod.get('timezone', 'UTC'))}; <code>cloudbench diurnal</code> gives every series).</p>")
+    plot = time_of_day_figure(tod)
+    if plot is not None:
+        page.figure(plot)
+
+
 def find_confirm(run: RunDir) -> Path | None:
     """The ``confirm.json`` of the run's campaign (or of the run alone), if ``cloudbench confirm`` wrote one."""
     for p in (run.path.parent / "confirm.json", run.path / "confirm.json"):
@@ -332,6 +343,8 @@ def render_html(run: RunDir, report: dict[str, Any], figures_dir: Path) -> tuple
     page = Page(figures_dir)
     _trust(page, report)
     _workloads(page, report)
+    if report.get("time_of_day"):
+        _time_of_day(page, report["time_of_day"])
     confirm_path = find_confirm(run)
     if confirm_path is not None:
         _confirm(page, confirm_path)

@@ -70,3 +70,21 @@ def test_the_report_of_a_scheduled_run_carries_the_campaign_s_verdict(tmp_path: 
     assert [(s["metric"], s["group"]) for s in tod["significant"]] == [KEY]
     one_shot = make_campaign(tmp_path / "x", "plain", [FakeRun({KEY: [1.0]}) for _ in range(8)])
     assert time_of_day_section(find_runs(one_shot)[-1]) is None
+
+
+def test_the_html_report_of_a_scheduled_run_draws_the_heat_map_and_the_coverage_grid(tmp_path: Path) -> None:
+    """Issue 14: the hour × day heat map and the coverage grid, once campaigns exist."""
+    from cloudbench.report.build import build_report
+    from cloudbench.report.html import render_html
+    from cloudbench.store.rundir import find_runs
+
+    run = find_runs(campaign(tmp_path, 40.0))[-1]
+    report = build_report(run)
+    tod = report["time_of_day"]
+    coverage = np.array(tod["coverage"])
+    assert coverage.shape == (7, 24) and coverage.sum() == 48 and coverage.max() == 1  # 48 hours, once each
+    (shown,) = tod["heatmaps"]
+    assert (shown["metric"], shown["group"]) == KEY and shown["significant"]
+    html, files = render_html(run, report, tmp_path / "figures")
+    assert 'id="time-of-day"' in html and "coverage" in html and "hour of day (UTC)" in html
+    assert any(p.name.startswith("time-of-day") and p.suffix == ".svg" for p in files)
