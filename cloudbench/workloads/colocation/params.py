@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from cloudbench.analysis.colocation import DEFAULT_THRESHOLD
+from cloudbench.core.topology import PortRange
 from cloudbench.errors import SpecError
 from cloudbench.spec.fields import BitRate, Duration, Name
 from cloudbench.spec.located import Loc
@@ -49,6 +50,12 @@ class ColocationWorkload(WorkloadModel):
             errors.append(ctx.error((*loc, "hosts"), "the colocation audit needs at least two "
                                     "hosts (each sends to another)"))
         return errors
+
+    def listen_ports(self) -> list[PortRange]:
+        # as the throughput workloads: nuttcp control on `port`, a data connection per stream
+        # from port+1; iperf3 control and data on `port` (TCP only here)
+        last = self.port + self.streams if self.tool == "nuttcp" else self.port
+        return [PortRange(f"{self.name}-{self.tool}", self.port, last, ("tcp",))]
 
     def probe_seconds(self, phase: str) -> float:
         return self.duration if phase == "full" else self.probe

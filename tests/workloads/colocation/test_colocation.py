@@ -126,3 +126,13 @@ def test_report_of_a_recorded_run(recorded: RunDir) -> None:
     rows = {(r.metric, r.group): r.value for r in kind.summarize(recorded, manifest, w)}
     assert rows[("colocated_hosts", "all")] == 5
     assert math.isclose(rows[("egress_mbps", "c1")], hosts["c1"]["egress_mbps"])
+
+
+def test_the_cloud_firewalls_open_the_colocation_tool_ports() -> None:
+    """Issue 15's ports from the spec: the audit's servers listen on `port`..`port + streams` (nuttcp)."""
+    from cloudbench.workloads.colocation.params import ColocationWorkload
+
+    (nuttcp,) = ColocationWorkload(kind="colocation", port=6100, streams=3).listen_ports()
+    assert (nuttcp.first, nuttcp.last, nuttcp.protocols) == (6100, 6103, ("tcp",))
+    (iperf,) = ColocationWorkload(kind="colocation", tool="iperf3", port=6200).listen_ports()
+    assert (iperf.first, iperf.last) == (6200, 6200)
