@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import warnings
+from collections.abc import Iterator
 
 import pytest
 
@@ -19,3 +22,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def quickstart_text() -> str:
     return QUICKSTART.read_text()
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test leaves SIGINT and SIGTERM as it found them.
+
+    The interrupt tests (Ctrl-C reaching `pulumi`, the runner's teardown) rely on
+    Python's own SIGINT handler; a test that leaves another behind would make them
+    fail far from the cause, so it is restored here and the culprit named.
+    """
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, handler in before.items():
+        if signal.getsignal(s) is not handler:
+            signal.signal(s, handler)
+            warnings.warn(f"{request.node.nodeid} left a {signal.Signals(s).name} handler behind",
+                          stacklevel=1)

@@ -155,8 +155,8 @@ def test_echo_recovers_the_geodesic_delay(tmp_path: Path) -> None:
     one_way_us = (d / (299_792_458.0 * 2 / 3) + 0.002) * 1e6
     lf = link_facts(rec.clusters[0].facts, "ra", "rb")
     assert lf["origin"] == "geodesic" and lf["delay_s"] * 1e6 == pytest.approx(one_way_us)
-    n, median = duckdb.sql("SELECT count(rtt_ns), median(rtt_ns / 1000.0) "
-                           f"FROM read_parquet('{run.path}/echo/*.parquet') WHERE NOT warmup").fetchone()  # type: ignore[misc]
+    ((n, median),) = duckdb.sql("SELECT count(rtt_ns), median(rtt_ns / 1000.0) "
+                                f"FROM read_parquet('{run.path}/echo/*.parquet') WHERE NOT warmup").fetchall()
     assert n > 500
     print(f"\nwan delay: expected RTT {2 * one_way_us:.0f} us, echo median {median:.0f} us "
           f"({(median / (2 * one_way_us) - 1) * 100:+.2f} %)")

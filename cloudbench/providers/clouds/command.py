@@ -65,7 +65,7 @@ class ForwardingCommand(PulumiCommand):
         for t in readers:
             t.start()
         try:
-            code = proc.wait()
+            code = _wait(proc)
         except BaseException:  # Ctrl-C, or SIGTERM delivered as an interrupt
             self._cancel(proc, args)
             raise
@@ -95,6 +95,21 @@ class ForwardingCommand(PulumiCommand):
         if proc.poll() is None:  # left to finish alone; the destroy that follows waits for its lock
             _signal(proc, signal.SIGTERM)
             self.forwarded.append((list(args), "SIGTERM"))
+
+
+def _wait(proc: subprocess.Popen[str], tick_s: float = 0.2) -> int:
+    """``proc.wait()`` that lets the main thread handle a signal within ``tick_s``.
+
+    A Ctrl-C is delivered to any thread of the process, often one of the pipe readers;
+    Python then runs its handler in the main thread only when that thread runs bytecode,
+    which a plain ``waitpid`` blocks until the CLI exits, so the interrupt (and the
+    cancel it should forward) would wait for the whole `pulumi up`.
+    """
+    while True:
+        try:
+            return proc.wait(timeout=tick_s)
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _signal(proc: subprocess.Popen[str], sig: signal.Signals) -> None:
