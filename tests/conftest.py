@@ -33,6 +33,11 @@ def _signal_handlers_restored(request: pytest.FixtureRequest) -> Iterator[None]:
     fail far from the cause, so it is restored here and the culprit named.
     """
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    if before[signal.SIGINT] == signal.SIG_IGN:
+        # started in the background by a non-interactive shell (`cmd &`, nohup): SIGINT is
+        # ignored from the start; the tests see Python's own handler, as in a terminal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        before[signal.SIGINT] = signal.default_int_handler
     yield
     for s, handler in before.items():
         if signal.getsignal(s) is not handler:
