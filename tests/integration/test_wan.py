@@ -169,7 +169,8 @@ def test_scheduled_step_is_detected_in_time_and_size(tmp_path: Path) -> None:
     run, rec = campaign(echo_spec("wanstep", wan, "8s", f"{window}s"), tmp_path)
     epoch_ns = rec.clusters[0].facts["wan"]["epoch_monotonic_ns"]
     trial = run.manifest().to_json()["trials"][0]
-    shifts = build_report(run)["workloads"]["echo"]["level_shifts"]
+    section = build_report(run)["workloads"]["echo"]
+    shifts, events = section["level_shifts"], section["events"]
     # host load on this 2-vCPU machine moves RTTs by ~1-2 % for a second or two; those
     # are measured shifts too, but the weather under test is the configured step
     steps = [s for s in shifts if s["kind"] == "step" and ">" in s["series"]
@@ -183,4 +184,10 @@ def test_scheduled_step_is_detected_in_time_and_size(tmp_path: Path) -> None:
         print(f"\n{series}: step at {s['time_s']:.2f} s (expected {expected_s:.2f} s), "
               f"size {s['size']:.0f} us (expected {2 * (after - before) * 1e6:.0f} us)")
         assert abs(s["time_s"] - expected_s) <= window, (series, s, expected_s)
-        assert s["size"] == pytest.approx(2 * (after - before) * 1e6, rel=0.10), (series, shifts)
+        # Its size: the per-pair detector on raw RTTs (issue 16; a low quantile each side, so
+        # host load does not pull it), which the report prints per pair instead of window medians.
+        # The window medians' size is not asserted: a step inside a window splits it (read 25 % low).
+        ev = [e for e in events if e["series"] == series and e["kind"] == "step" and e["origin"] == "link"
+              and abs(e["time_s"] - expected_s) <= window]
+        assert ev, (series, events)
+        assert ev[0]["size"] == pytest.approx(2 * (after - before) * 1e6, rel=0.10), (series, ev)
