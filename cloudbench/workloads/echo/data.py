@@ -43,6 +43,7 @@ from cloudbench.analysis.latency import (
     distribution_row,
     pct_label,
 )
+from cloudbench.analysis.levelshift import Series
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
 from cloudbench.errors import ResultError
 from cloudbench.store.manifest import Manifest
@@ -71,7 +72,6 @@ class EchoAggregates:
     """What the echo report and the summaries need, computed from one run's files."""
 
     hosts: list[str]
-    trials: list[str]
     repetitions: list[int]
     groups: list[dict[str, Any]]
     groups_by_rep: dict[int, list[dict[str, Any]]]
@@ -94,7 +94,7 @@ class EchoAggregates:
     """Per latency group: count of RTTs, the box plot's percentiles and the mean (µs)."""
     tails: list[dict[str, Any]] = field(default_factory=list)
     """Per latency group: CCDF points (exceedance, rtt_us) down to 1/n."""
-    pair_series: list[tuple[int, str, str, str, np.ndarray, np.ndarray]] = field(default_factory=list)
+    pair_series: list[Series] = field(default_factory=list)
     """(repetition, trial, "src>dst", group, window start s, window median µs) per pair."""
     rows: int = 0
 
@@ -223,9 +223,9 @@ class _Scan:
         self.leaf.hist = np.zeros((self.n_leaf, ost.NBINS), dtype=np.int64)
         self.hist = np.zeros((0, ost.NBINS), dtype=np.int64)
         self.sums = np.zeros(0)
-        self.timeouts = self.rows_measured = np.zeros(0, dtype=np.int64)
+        self.timeouts = self.measured = np.zeros(0, dtype=np.int64)
         self.quorum_values: dict[tuple[int, int, int], list[np.ndarray]] = {}  # (quorum, k, rep) -> k-th
-        self.pair_series: list[tuple[int, str, str, str, np.ndarray, np.ndarray]] = []
+        self.pair_series: list[Series] = []
         self.file_reps: list[int] = []
         self.events: list[dict[str, Any]] = []
         self.round_interval_s = round_interval_s
@@ -251,8 +251,6 @@ class _Scan:
         return (rp * self.H + src) * self.H + dst, src, dst, rp
 
     def pass1(self) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
         H = self.H
         with ThreadPoolExecutor(self.threads) as pool:
             for fi, f in enumerate(self.files):
@@ -401,7 +399,7 @@ class _Scan:
                 t0 = f.t0_utc_us.get(src)
                 for e in evs:
                     row = e.to_row(repetition=rep, trial=f.trial, series=f"{src}>{dst}")
-                    row["time_utc"] = _utc(t0, float(row["time_s"])) if t0 is not None else None
+                    row["time_utc"] = utc_of(t0, float(row["time_s"]))
                     self.events.append(row)
 
     def distribution(self, key: int, stats: dict[int, dict[int, int]]) -> dict[str, float | int]:
@@ -419,8 +417,9 @@ class _Scan:
         row["max"] = mx
         return row
 
-    def key_stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(hist, sums, timeouts, measured rows) per key of every family, summed from the leaves."""
+    def key_stats(self) -> None:
+        """:attr:`hist`, :attr:`sums`, :attr:`timeouts` and :attr:`measured` (rows) per key of every
+        family, summed from the leaves (after :meth:`pass1`)."""
         hist = np.zeros((self.n_keys, ost.NBINS), dtype=np.int64)
         sums, tmo, meas = np.zeros(self.n_keys), np.zeros(self.n_keys, dtype=np.int64), \
             np.zeros(self.n_keys, dtype=np.int64)
@@ -430,11 +429,10 @@ class _Scan:
             np.add.at(sums, fam[ok], self.leaf.sums[ok])
             np.add.at(tmo, fam[ok], self.leaf.timeouts[ok])
             np.add.at(meas, fam[ok], self.leaf.measured[ok])
-        return hist, sums, tmo, meas
+        self.hist, self.sums, self.timeouts, self.measured = hist, sums, tmo, meas
 
-    def pass2(self, hist: np.ndarray) -> dict[int, dict[int, int]]:
-        from concurrent.futures import ThreadPoolExecutor
-
+    def pass2(self) -> dict[int, dict[int, int]]:
+        hist = self.hist
         # the figures' levels for the groups overall: box plot and CCDF down to p99.999
         n = hist.sum(axis=1)
         extra = {g: (*BOX_PERCENTILES, *ccdf_levels(int(n[g]))) for g in range(NG)}
@@ -524,28 +522,27 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
     """
     scan = _Scan(run, manifest, workload, window_s, quorums, threads, round_interval_s, trials)
     scan.pass1()
-    hist, sums, timeouts, measured = scan.key_stats()
-    stats = scan.pass2(hist)
-    scan.hist, scan.sums, scan.timeouts, scan.rows_measured = hist, sums, timeouts, measured
+    scan.key_stats()
+    stats = scan.pass2()
     R = len(scan.reps)
     groups = [{"group": g.value, **scan.distribution(gi, stats)}
-              for gi, g in enumerate(GROUP_ORDER) if scan.rows_measured[gi]]
+              for gi, g in enumerate(GROUP_ORDER) if scan.measured[gi]]
     by_rep: dict[int, list[dict[str, Any]]] = {}
     for r, rp in scan.rep_pos.items():
         by_rep[r] = [{"group": g.value, **scan.distribution(NG + rp * NG + gi, stats)}
-                     for gi, g in enumerate(GROUP_ORDER) if scan.rows_measured[NG + rp * NG + gi]]
+                     for gi, g in enumerate(GROUP_ORDER) if scan.measured[NG + rp * NG + gi]]
     pairs = []
     base = NG + R * NG
     for a in range(scan.H):
         for b in range(scan.H):
             key = base + a * scan.H + b
-            if not scan.rows_measured[key]:
+            if not scan.measured[key]:
                 continue
             d = scan.distribution(key, stats)
             grp = next((int(scan.group_lut[rp, a, b]) for rp in range(R) if scan.group_lut[rp, a, b] >= 0), -1)
             pairs.append({"src": scan.hosts[a], "dst": scan.hosts[b],
                           "group": GROUP_ORDER[grp].value if grp >= 0 else "",
-                          "count": int(scan.rows_measured[key]), "timeouts": d["timeouts"],
+                          "count": int(scan.measured[key]), "timeouts": d["timeouts"],
                           "mean": d["mean"], "p50": d["p50"], "p99": d["p99"], "max": d["max"]})
     windows, pair_windows = _windows(scan)
     quorums_all: list[dict[str, Any]] = []
@@ -575,7 +572,7 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
     boxes, tails = [], []
     for gi, g in enumerate(GROUP_ORDER):
         n = int(scan.hist[gi].sum())
-        if not scan.rows_measured[gi] or not n:
+        if not scan.measured[gi] or not n:
             continue
         qs = ost.percentiles_from(stats[gi], n, BOX_PERCENTILES, 1000.0)
         boxes.append({"group": g.value, "count": n, **{pct_label(p): q for p, q in zip(BOX_PERCENTILES, qs,
@@ -587,11 +584,10 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
         if not levels or levels[-1] > 1.0 / n:
             pts.append((1.0 / n, stats[gi][n - 1] / 1000.0))
         tails += [{"group": g.value, "exceedance": e, "rtt_us": x} for e, x in pts]
-    t0s = {f.trial: t0 for f in scan.files if (t0 := _t0_utc(scan, f)) is not None}
+    t0s = {f.trial: t0 for f in scan.files if (t0 := _t0_utc(f)) is not None}
     return EchoAggregates(boxes=boxes, tails=tails, events=scan.events, quorum_values=quorum_values,
                           trial_t0_utc_us=t0s,
                           group_hists=group_hists, connect=connect, hosts=scan.hosts,
-                          trials=[f.trial for f in scan.files],
                           repetitions=scan.reps,
                           groups=groups, groups_by_rep=by_rep, pairs=pairs, windows=windows,
                           pair_windows=pair_windows, quorums=quorums_all, quorums_by_rep=quorums_rep,
@@ -615,9 +611,9 @@ def _windows(scan: _Scan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     rp, src, dst = leaf // (scan.H * scan.H), (leaf // scan.H) % scan.H, leaf % scan.H
     rep_of = np.array(scan.file_reps, dtype=np.int64)
     grp = scan.group_lut[rp, src, dst]
-    t0 = [_t0_utc(scan, f) for f in scan.files]
+    t0 = [_t0_utc(f) for f in scan.files]
     pair_rows = [{"repetition": int(rep_of[a]), "trial": scan.files[a].trial, "window": int(wi),
-                  "start_s": float(wi * scan.window_s), "start_utc": _utc(t0[a], wi * scan.window_s),
+                  "start_s": float(wi * scan.window_s), "start_utc": utc_of(t0[a], wi * scan.window_s),
                   "src": scan.hosts[s], "dst": scan.hosts[d], "group": GROUP_ORDER[g].value,
                   "count": int(c), "mean": float(sm / c)}
                  for a, wi, s, d, g, sm, c in zip(fi, w, src, dst, grp, sums, counts, strict=True)]
@@ -625,29 +621,25 @@ def _windows(scan: _Scan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     ug, ginv = np.unique(gkey, return_inverse=True)
     gsum = np.bincount(ginv, weights=sums)
     gcnt = np.bincount(ginv, weights=counts).astype(np.int64)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key, sm, c in zip(ug, gsum, gcnt, strict=True):
         g = int(key % NG)
         a, wi = int((key // NG) >> 32), int((key // NG) & 0xFFFFFFFF)
         rows.append({"repetition": int(rep_of[a]), "trial": scan.files[a].trial, "window": wi,
-                     "start_s": float(wi * scan.window_s), "start_utc": _utc(t0[a], wi * scan.window_s),
+                     "start_s": float(wi * scan.window_s), "start_utc": utc_of(t0[a], wi * scan.window_s),
                      "group": GROUP_ORDER[g].value, "count": int(c), "mean": float(sm / c)})
-    rows.sort(key=lambda r: (r["repetition"], r["trial"], r["window"], GROUP_ORDER.index(
-        next(g for g in GROUP_ORDER if g.value == r["group"]))))
+    order = {g.value: i for i, g in enumerate(GROUP_ORDER)}
+    rows.sort(key=lambda r: (r["repetition"], r["trial"], r["window"], order[r["group"]]))
     return rows, pair_rows
 
 
-def _t0_utc(scan: _Scan, f: _File) -> float | None:
+def _t0_utc(f: _File) -> float | None:
     """CLOCK_REALTIME µs of round 0 (the earliest host's), when the file says."""
     return min(f.t0_utc_us.values()) if f.t0_utc_us else None
 
 
 def utc_of(t0_us: float | None, offset_s: float) -> str | None:
     """ISO 8601 UTC of ``offset_s`` after ``t0_us`` (µs since the epoch); None when unknown."""
-    return _utc(t0_us, offset_s)
-
-
-def _utc(t0_us: float | None, offset_s: float) -> str | None:
     if t0_us is None:
         return None
     return datetime.fromtimestamp(t0_us / 1e6 + offset_s, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
