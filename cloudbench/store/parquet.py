@@ -86,27 +86,27 @@ def _is_dict_candidate(t: pa.DataType) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_dictionary(t) or pa.types.is_boolean(t))
 
 
-def check_parquet(path: Path, kind: str | None = None) -> pa.Schema:
-    """A cloudbench Parquet file's schema, its version and kind checked from the footer (no rows read)."""
-    return _checked(path, kind, pq.read_schema)
+def check_parquet(path: Path, kind: str | None = None) -> pq.ParquetFile:
+    """A cloudbench Parquet file opened, its version and kind checked from the footer (no rows read);
+    its ``schema_arrow`` and ``metadata`` (row groups, statistics) come from that one footer read."""
+    return _checked(path, kind, pq.ParquetFile, lambda pf: pf.schema_arrow)
 
 
 def read_parquet(path: Path, kind: str | None = None) -> pa.Table:
     """Read a cloudbench Parquet file, refusing unknown schemas and damaged files."""
-    return _checked(path, kind, pq.read_table)
+    return _checked(path, kind, pq.read_table, lambda t: t.schema)
 
 
-def _checked(path: Path, kind: str | None, read: Callable[[Path], T]) -> T:
-    """``read(path)`` (a schema or a table), after checking the file exists, reads, and is of a
-    known schema version and of ``kind``."""
+def _checked(path: Path, kind: str | None, read: Callable[[Path], T], schema_of: Callable[[T], pa.Schema]) -> T:
+    """``read(path)`` (an opened file or a table), after checking the file exists, reads, and is of a
+    known schema version and of ``kind`` (``schema_of`` gives its Arrow schema)."""
     if not path.exists():
         raise ResultError(str(path), "file is missing")
     try:
         got = read(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise ResultError(str(path), f"not a readable Parquet file (truncated or corrupted?): {e}") from e
-    schema = got if isinstance(got, pa.Schema) else got.schema  # type: ignore[attr-defined]
-    meta = schema.metadata or {}
+    meta = schema_of(got).metadata or {}
     raw = meta.get(SCHEMA_KEY)
     if raw is None:
         raise ResultError(str(path), "has no cloudbench schema version; not written by cloudbench")

@@ -105,6 +105,7 @@ class _File:
     trial: str
     t0_utc_us: dict[str, int]
     max_round: int
+    row_groups: int
     has_connect: bool = False  # written by echo worker 3 or later (connect_ns column)
 
 
@@ -115,8 +116,8 @@ def echo_files(run: RunDir, workload: str, trials: Collection[str] | None = None
     for path in iter_observation_files(run, workload):
         if trials is not None and path.stem not in trials:
             continue
-        schema = check_parquet(path, kind="echo")
-        pf = pq.ParquetFile(path)
+        pf = check_parquet(path, kind="echo")
+        schema = pf.schema_arrow
         meta = schema.metadata or {}
         t0 = {str(k): int(v) for k, v in json.loads(meta.get(T0_UTC_KEY, b"{}")).items()}
         ri = pf.schema_arrow.get_field_index("round")
@@ -127,12 +128,8 @@ def echo_files(run: RunDir, workload: str, trials: Collection[str] | None = None
                 max_round = -2
                 break
             max_round = max(max_round, int(st.max))
-        out.append(_File(path, path.stem, t0, max_round, "connect_ns" in schema.names))
+        out.append(_File(path, path.stem, t0, max_round, pf.metadata.num_row_groups, "connect_ns" in schema.names))
     return out
-
-
-def _row_groups(f: _File) -> int:
-    return int(pq.ParquetFile(f.path).metadata.num_row_groups)
 
 
 def _read(f: _File, group: int, columns: Sequence[str]) -> pa.Table:
@@ -257,7 +254,7 @@ class _Scan:
                 rounds = max(f.max_round + 1, 0)
                 if f.max_round == -2:  # no statistics: find the last round first
                     rounds = max((int(_np(_read(f, g, ["round"]).column("round"), np.int64).max(initial=-1))
-                                  for g in range(_row_groups(f))), default=-1) + 1
+                                  for g in range(f.row_groups)), default=-1) + 1
                 # each sender's RTT to each peer, per round (4 B a cell), and each round's window
                 mat = np.full((H, H, rounds), _MISSING, dtype=np.uint32)
                 sends = np.full((H, rounds), -1, dtype=np.int64)  # each round's send time (µs)
@@ -265,7 +262,7 @@ class _Scan:
                 rows = 0
                 # parts are merged as they arrive, so memory holds a few row groups' counts
                 for p in pool.map(lambda g, f=f, fi=fi, mat=mat, sends=sends: self._pass1_group(f, fi, g, mat, sends),
-                                  range(_row_groups(f))):
+                                  range(f.row_groups)):
                     if p.rep is not None:
                         reps.add(p.rep)
                     self.leaf.hist[p.present] += p.hist
@@ -449,7 +446,7 @@ class _Scan:
                          if need_leaf[(rp * H + s) * H + d].any()]
                 kept = list(pool.map(lambda c: self._pass2_cell(c[0], c[1], c[2], c[3], need_leaf), cells))
             else:
-                jobs = [(f, g) for f in self.files for g in range(_row_groups(f))]
+                jobs = [(f, g) for f in self.files for g in range(f.row_groups)]
                 kept = list(pool.map(lambda j: self._pass2_group(j[0], j[1], need_leaf), jobs))
         leaf = _cat([k[0] for k in kept])
         bins = _cat([k[1] for k in kept])
