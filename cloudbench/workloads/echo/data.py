@@ -167,9 +167,9 @@ class _Part:
     def __init__(self, n_leaf: int) -> None:
         self.present = np.empty(0, dtype=np.int64)  # the leaves this part saw, and their histograms
         self.hist = np.zeros((0, ost.NBINS), dtype=np.int64)
-        self.sums = np.zeros(n_leaf)
-        self.timeouts = np.zeros(n_leaf, dtype=np.int64)
-        self.measured = np.zeros(n_leaf, dtype=np.int64)
+        self.sums: np.ndarray = np.zeros(n_leaf)
+        self.timeouts: np.ndarray = np.zeros(n_leaf, dtype=np.int64)
+        self.measured: np.ndarray = np.zeros(n_leaf, dtype=np.int64)
         self.windows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.connect: list[tuple[np.ndarray, np.ndarray]] = []  # (leaf, handshake µs)
         self.rows = 0
@@ -307,10 +307,11 @@ class _Scan:
         lv, rv = leaf[valid], rtt[valid]
         if len(rv) and int(rv.max()) > _MAX_RTT:
             self.clamped = True
+        rv_us = rv / 1000.0
         part.present, part.hist = _hist(lv, ost.value_bins(rv), self.n_leaf)
-        part.sums += np.bincount(lv, weights=rv / 1000.0, minlength=self.n_leaf)
-        part.timeouts += np.bincount(leaf[measured & timeout], minlength=self.n_leaf)
-        part.measured += np.bincount(leaf[measured], minlength=self.n_leaf)
+        part.sums = np.bincount(lv, weights=rv_us, minlength=self.n_leaf)
+        part.timeouts = np.bincount(leaf[measured & timeout], minlength=self.n_leaf)
+        part.measured = np.bincount(leaf[measured], minlength=self.n_leaf)
         # windowed sums per leaf: dense over the windows this row group spans
         w = send[valid] // self.window_us
         if len(w):
@@ -318,7 +319,7 @@ class _Scan:
             idx = lv * span + (w - w0)
             cnt = np.bincount(idx, minlength=self.n_leaf * span)
             nz = np.flatnonzero(cnt)
-            sm = np.bincount(idx, weights=rv / 1000.0, minlength=self.n_leaf * span)
+            sm = np.bincount(idx, weights=rv_us, minlength=self.n_leaf * span)
             key = (fi * self.n_leaf + nz // span) * (1 << 32) + (nz % span + w0)
             part.windows.append((key, sm[nz], cnt[nz]))
         # per sender: RTT (or timeout) per (peer, round), and the window of each round
