@@ -76,8 +76,8 @@ class Engine:
         if not files:
             raise ResultError("", "no Parquet files to read")
         paths = [str(f) for f in files]
-        cols = ", ".join(_ident(c) for c in columns) if columns is not None else "*"
-        return self.con.sql(f"SELECT {cols} FROM read_parquet({_list(paths)}, union_by_name = true)")
+        cols = ", ".join(sql_ident(c) for c in columns) if columns is not None else "*"
+        return self.con.sql(f"SELECT {cols} FROM read_parquet({sql_list(paths)}, union_by_name = true)")
 
     def table(self, stem: str, data: pa.Table) -> str:
         """Register a small Arrow table (labels, trial lists) under a fresh name; returns the name."""
@@ -88,29 +88,12 @@ class Engine:
     def sql(self, query: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
         return self.con.sql(query, params=params)
 
-    def arrow(self, query: str, params: Sequence[Any] | None = None) -> pa.Table:
-        """A query's (small) result as an Arrow table."""
-        return self.con.execute(query, params or []).to_arrow_table()
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _list(items: Sequence[str]) -> str:
-    return "[" + ", ".join("'" + s.replace("'", "''") + "'" for s in items) + "]"
-
-
-def sql_string(s: str) -> str:
-    """``s`` as a SQL string literal."""
-    return "'" + s.replace("'", "''") + "'"
-
 
 def sql_ident(name: str) -> str:
     """``name`` as a quoted SQL identifier."""
-    return _ident(name)
+    return '"' + name.replace('"', '""') + '"'
 
 
 def sql_list(items: Sequence[str]) -> str:
     """A SQL list literal of strings (file paths)."""
-    return _list(items)
+    return "[" + ", ".join("'" + s.replace("'", "''") + "'" for s in items) + "]"
