@@ -158,7 +158,6 @@ class Campaign:
                 "filename = true)")
         cols = eng.sql(f"DESCRIBE {base}").fetchall()
         names = [c[0] for c in cols if c[0] != "filename"]
-        extra = [c for c in ("run_id", "trial") if c not in names]
         select = [f"o.{sql_ident(c)}" for c in names if c not in ("run_id", "trial", "group")]
         select.insert(0, "coalesce(o.run_id, f.f_run_id) AS run_id" if "run_id" in names else "f.f_run_id AS run_id")
         select.insert(2 if "repetition" in names else 1,
@@ -170,7 +169,6 @@ class Campaign:
             select.insert(select.index('o."dst"') + 1 if 'o."dst"' in select else len(select), f'{grp} AS "group"')
             joins += (f" LEFT JOIN {ltab} l ON l.l_run_id = coalesce({'o.run_id' if 'run_id' in names else 'NULL'}, "
                       "f.f_run_id) AND l.l_repetition = o.repetition AND l.l_src = o.src AND l.l_dst = o.dst")
-        del extra
         return eng.sql(f"SELECT {', '.join(select)} FROM ({base}) o {joins}")
 
     def summaries(self) -> pd.DataFrame:
