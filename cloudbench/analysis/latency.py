@@ -18,7 +18,7 @@ PERCENTILES: tuple[float, ...] = (5, 25, 50, 90, 95, 99, 99.9, 99.99, 99.999)
 
 
 def pct_label(p: float) -> str:
-    return "p" + (f"{p:g}".replace(".", "."))
+    return "p" + f"{p:g}"
 
 
 def quantiles_sorted(xs: np.ndarray, ps: Sequence[float]) -> np.ndarray:
