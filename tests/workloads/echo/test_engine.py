@@ -12,7 +12,7 @@ import pytest
 from cloudbench.analysis import orderstats as ost
 from cloudbench.analysis.latency import PERCENTILES
 from cloudbench.testing.fake_results import write_echo_run
-from cloudbench.workloads.echo import report
+from cloudbench.workloads.echo import data, report
 from cloudbench.workloads.echo.data import aggregate_echo
 from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
 from tests.workloads.echo import numpy_reference as ref
@@ -112,6 +112,41 @@ def test_window_medians_equal_numpy() -> None:
     for i, m in zip(ids, med, strict=True):
         assert m == np.median(v[valid & (w == i)])
     assert set(ids) == set(w[valid])
+
+
+def test_pass_2_reading_the_files_again_equals_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pass 2 from the files (a run too big to keep its round matrices), on files whose footers
+    have no statistics (pass 1 finds each trial's last round by reading it): the same tables."""
+    import pyarrow.parquet as pq
+
+    run = write_echo_run(tmp_path / "c", seed=5, repetitions=2, rounds=900)
+    for path in (run.path / "echo").glob("*.parquet"):
+        t = pq.read_table(path)
+        pq.write_table(t, path, write_statistics=False, row_group_size=700)
+        assert pq.ParquetFile(path).metadata.row_group(0).column(0).statistics is None
+    manifest = run.manifest()
+    params = manifest.workloads()[0]
+    window = float(params["window"])
+    quorums = spec_quorums(manifest, params)
+    d = ref.load_echo(run, manifest, "echo")
+    from_files = []
+    original = data._Scan._pass2_group
+
+    def spy(self: Any, *args: Any) -> Any:
+        from_files.append(args[1])
+        return original(self, *args)
+
+    monkeypatch.setattr(data, "KEEP_BYTES", 0)
+    monkeypatch.setattr(data._Scan, "_pass2_group", spy)
+    agg = aggregate_echo(run, manifest, "echo", window, quorums)
+    assert len(from_files) > 2  # every row group of every trial file, read a second time
+    assert agg.rows == len(d)
+    _same_rows(agg.groups, ref.group_table(d), "groups")
+    _same_rows(agg.pairs, ref.pair_table(d), "pairs")
+    _same_rows(agg.quorums, ref.quorum_table(d, quorums), "quorums")
+    _same_rows(agg.windows, ref.windowed_means(d, window), "windows")
+    _same_rows(agg.boxes, ref.group_boxes(d), "boxes")
+    _same_rows(agg.tails, ref.group_tails(d), "tails")
 
 
 def test_report_of_schema_1_files_equals_schema_2(tmp_path: Path) -> None:
