@@ -6,6 +6,7 @@ this module adds the frame: status, repetitions, damaged files, failures.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,22 +76,20 @@ def time_of_day_section(run: RunDir) -> dict[str, Any] | None:
             # series shown (its significant ones, else the closest to it), and the runs per cell
             "heatmaps": [{k: s.get(k) for k in ("workload", "metric", "group", "unit", "p_holm", "significant",
                                                 "heatmap")} for s in shown[:HEATMAPS_SHOWN]],
-            "coverage": run_coverage(run.path.parent, res["timezone"])}
+            "coverage": run_coverage(run.path.parent, res["timezone"], sched[1])}
 
 
 HEATMAPS_SHOWN = 4
 
 
-def run_coverage(campaign: Path, timezone: str) -> list[list[int]]:
-    """Runs of a campaign started in each weekday (Mon..Sun) × hour cell of ``timezone``."""
-    from datetime import datetime
-    from zoneinfo import ZoneInfo
+def run_coverage(campaign: Path, timezone: str, day: float = 86400.0) -> list[list[int]]:
+    """Runs of a campaign started in each weekday (Mon..Sun) × hour cell of ``timezone``
+    (days of ``day`` seconds: the cells of the heat maps, a compressed day's included)."""
+    import numpy as np
 
-    grid = [[0] * 24 for _ in range(7)]
-    zone = ZoneInfo(timezone)
-    for m in (r.manifest() for r in find_runs(campaign)):
-        if not m.started_utc:
-            continue
-        at = datetime.fromisoformat(m.started_utc.replace("Z", "+00:00")).astimezone(zone)
-        grid[at.weekday()][at.hour] += 1
-    return grid
+    from cloudbench.report.diurnal import weekday_hour
+
+    starts = [m.started_utc for m in (r.manifest() for r in find_runs(campaign)) if m.started_utc]
+    grid = np.zeros((7, 24), dtype=np.int64)
+    np.add.at(grid, weekday_hour([datetime.fromisoformat(s).timestamp() for s in starts], timezone, day), 1)
+    return [[int(n) for n in row] for row in grid]

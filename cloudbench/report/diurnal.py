@@ -14,17 +14,18 @@ effect by chance.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
+from numpy.typing import NDArray
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cloudbench.analysis.diurnal import diurnal_series
+from cloudbench.analysis.diurnal import diurnal_series, phase_bins, weekdays
 from cloudbench.core.units import fmt_duration, parse_duration
 from cloudbench.errors import AnalysisError, UsageError
 from cloudbench.store.manifest import Manifest
@@ -36,7 +37,26 @@ WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
 def _epoch(s: str) -> float:
-    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(s).timestamp()
+
+
+def utc_offsets(t: NDArray[np.float64], timezone: str) -> NDArray[np.float64]:
+    """Seconds east of UTC of ``timezone`` at each UTC epoch time ``t``."""
+    if timezone == "UTC":
+        return np.zeros_like(t)
+    zone = ZoneInfo(timezone)
+    return np.array([(datetime.fromtimestamp(x, zone).utcoffset() or timedelta(0)).total_seconds() for x in t])
+
+
+def weekday_hour(t: NDArray[np.float64] | list[float], timezone: str,
+                 day: float = 86400.0) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(weekday 0=Monday, hour) of each UTC epoch time in ``timezone``, days of ``day`` seconds.
+
+    The cells of the heat maps, of the report's coverage grid and of `campaign status`
+    (a compressed day: ``timezone`` UTC, days counted from the epoch)."""
+    t = np.asarray(t, dtype=np.float64)
+    off = utc_offsets(t, timezone)
+    return weekdays(t, off, day), phase_bins(t, off, day)
 
 
 def value_times(m: Manifest) -> dict[tuple[int, str], float]:
@@ -68,10 +88,10 @@ def repetition_hours(path: Path) -> dict[tuple[str, int, str], int]:
     for run in find_runs(Path(path)):
         m = run.manifest()
         tz, day = schedule_of(m) or ("UTC", 86400.0)
-        zone = ZoneInfo(tz)
-        for (rep, workload), t in value_times(m).items():
-            off = (datetime.fromtimestamp(t, zone).utcoffset() or _zero()).total_seconds()
-            out[(run.run_id, rep, workload)] = min(int(((t + off) % day) // (day / 24)), 23)
+        times = value_times(m)
+        _, hours = weekday_hour(list(times.values()), tz, day)
+        for (rep, workload), hour in zip(times, hours, strict=True):
+            out[(run.run_id, rep, workload)] = int(hour)
     return out
 
 
@@ -111,9 +131,9 @@ def diurnal(path: Path, period: str | float = "24h", alpha: float = 0.05, power:
     used = 0
     for run in runs:
         m = run.manifest()
-        sched = m.spec.get("schedule") or {}
-        if sched and abs(float(sched.get("day", 86400.0)) - 86400.0) < 1e-6:
-            tzname = str(sched.get("timezone", "UTC"))
+        sched = schedule_of(m)
+        if sched is not None:
+            tzname = sched[0]
         times = value_times(m)
         table = read_summaries(run)
         if table.num_rows == 0:
@@ -130,7 +150,6 @@ def diurnal(path: Path, period: str | float = "24h", alpha: float = 0.05, power:
             units[key] = cols["unit"][i]
     if not series:
         raise AnalysisError(f"{path}: no run with summaries and trial times to analyse")
-    zone = ZoneInfo(tzname)
     out: list[dict[str, Any]] = []
     for key in sorted(series):
         pts = sorted(series[key])
@@ -142,9 +161,7 @@ def diurnal(path: Path, period: str | float = "24h", alpha: float = 0.05, power:
             row["skipped"] = f"{len(pts)} values (needs {MIN_VALUES})"
             out.append(row)
             continue
-        off = np.array([(datetime.fromtimestamp(x, zone).utcoffset() or _zero()).total_seconds() for x in t]) \
-            if tzname != "UTC" else np.zeros_like(t)
-        row.update(diurnal_series(t, y, period_s, off, alpha, power).to_dict())
+        row.update(diurnal_series(t, y, period_s, utc_offsets(t, tzname), alpha, power).to_dict())
         out.append(row)
     tested = [r for r in out if r.get("p_at_period") is not None]
     if tested:
@@ -165,12 +182,6 @@ def diurnal(path: Path, period: str | float = "24h", alpha: float = 0.05, power:
         verdict = "too few values to test for a time-of-day effect"
     return {"path": str(path), "period_s": period_s, "timezone": tzname, "runs": used, "alpha": alpha,
             "power": power, "verdict": verdict, "series": out}
-
-
-def _zero() -> Any:
-    from datetime import timedelta
-
-    return timedelta(0)
 
 
 def _num(x: float | None, unit: str = "") -> str:

@@ -85,6 +85,28 @@ def test_the_html_report_of_a_scheduled_run_draws_the_heat_map_and_the_coverage_
     assert coverage.shape == (7, 24) and coverage.sum() == 48 and coverage.max() == 1  # 48 hours, once each
     (shown,) = tod["heatmaps"]
     assert (shown["metric"], shown["group"]) == KEY and shown["significant"]
+    # each run is measured at its start: the grid counts runs in the heat map's cells
+    assert (coverage > 0).tolist() == [[v is not None for v in row] for row in shown["heatmap"]]
+    assert coverage[6][10] == 1 and coverage[1][9] == 1  # Sun 2026-11-22 10:15 UTC, the 48th run Tue 09:15
     html, files = render_html(run, report, tmp_path / "figures")
     assert 'id="time-of-day"' in html and "coverage" in html and "hour of day (UTC)" in html
     assert any(p.name.startswith("time-of-day") and p.suffix == ".svg" for p in files)
+
+
+def test_the_coverage_grid_of_a_compressed_day_uses_the_heat_map_s_cells(tmp_path: Path) -> None:
+    """A testbed campaign's 4 h "day": runs an hour apart fall 6 compressed hours apart, on
+    compressed weekdays; the grid counts them where the heat maps put their values."""
+    from cloudbench.report.build import time_of_day_section
+    from cloudbench.store.rundir import find_runs
+
+    sched = {**SCHEDULE, "day": 14400.0}
+    rng = np.random.default_rng(3)
+    runs = [FakeRun({KEY: [1000 + rng.normal(0, 5)]}, schedule=sched) for _ in range(48)]
+    tod = time_of_day_section(find_runs(make_campaign(tmp_path, "compressed", runs))[-1])
+    assert tod is not None and tod["period_s"] == 14400.0
+    coverage = np.array(tod["coverage"])
+    (shown,) = tod["heatmaps"]
+    assert coverage.sum() == 48
+    assert (coverage > 0).tolist() == [[v is not None for v in row] for row in shown["heatmap"]]
+    # 10:15 UTC is 8100 s into its 4 h day: compressed hour 13 (600 s each); then every 6th hour
+    assert sorted({h for row in coverage.tolist() for h, n in enumerate(row) if n}) == [1, 7, 13, 19]

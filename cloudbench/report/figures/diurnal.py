@@ -8,9 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from cloudbench.report.diurnal import WEEKDAYS
 from cloudbench.report.figures.style import Plot, new_figure
-
-DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
 def time_of_day_figure(tod: dict[str, Any]) -> Plot | None:
@@ -33,7 +32,7 @@ def time_of_day_figure(tod: dict[str, Any]) -> Plot | None:
         masked = np.ma.masked_invalid(grid)
         im = ax.imshow(masked, aspect="auto", cmap=cmap, interpolation="nearest")
         ax.set_facecolor("#f0f0f0")  # cells without a run: light grey, unlike any colour of the scale
-        ax.set_yticks(range(7), DAYS, fontsize=7)
+        ax.set_yticks(range(7), WEEKDAYS, fontsize=7)
         ax.set_xticks(range(0, 24, 3), [f"{h:02d}" for h in range(0, 24, 3)], fontsize=7)
         ax.set_xlabel(f"hour of day ({tod.get('timezone', 'UTC')})", fontsize=7)
         ax.set_title(title, fontsize=8)
