@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign.journal import JOURNAL_FILE, Journal, SlotRow, trial_key
-from cloudbench.campaign.setup import LOCK_FILE, campaign_spec, iso, parse_utc
+from cloudbench.campaign.setup import LOCK_FILE, campaign_spec, iso
 from cloudbench.core.files import utc_now
 from cloudbench.errors import CloudbenchError
 from cloudbench.providers import reap_run
@@ -143,12 +143,12 @@ class CampaignDaemon:
             if not planned:
                 break
             now = self.clock()
-            late = [s for s in planned if now > parse_utc(s.planned_utc) + slip]
+            late = [s for s in planned if now > datetime.fromisoformat(s.planned_utc) + slip]
             if late:
                 self._missed(late)
                 continue
             nxt = planned[0]
-            at = parse_utc(nxt.planned_utc)
+            at = datetime.fromisoformat(nxt.planned_utc)
             if now < at:
                 self.sleep(min(POLL_S, (at - now).total_seconds()))
                 continue

@@ -21,21 +21,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from cloudbench.campaign.journal import JOURNAL_FILE, Journal, trial_key
-from cloudbench.campaign.planner import cycle_position, plan_slots
+from cloudbench.campaign.planner import plan_slots
 from cloudbench.core.files import utc_now
 from cloudbench.errors import CloudbenchError, ResultError, UsageError
 from cloudbench.plan import make_plan
+from cloudbench.report.diurnal import WEEKDAYS, weekday_hour
 from cloudbench.spec.model import Spec
 from cloudbench.spec.schedule import ScheduleModel
 from cloudbench.workloads import load_spec, parse_spec
 
 SPEC_COPY = "spec.yaml"
 LOCK_FILE = "campaign.lock"
-WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-
-
-def parse_utc(s: str) -> datetime:
-    return datetime.fromisoformat(s.replace("Z", "+00:00"))
 
 
 def iso(t: datetime) -> str:
@@ -126,15 +122,6 @@ def lock_holder(directory: Path) -> int | None:
     return None
 
 
-def grid_cell(schedule: ScheduleModel, t: datetime) -> tuple[int, int]:
-    """(weekday 0=Monday, hour) of ``t`` in the schedule's zone (of its compressed day, if any)."""
-    off = t.astimezone(schedule.zone()).utcoffset()
-    local = t.timestamp() + (off.total_seconds() if off else 0.0)
-    day = int(local // schedule.day)
-    hour = int((local % schedule.day) // (schedule.day / 24))
-    return (day + 3) % 7, min(hour, 23)  # day 0 (1970-01-01) was a Thursday
-
-
 def campaign_status(directory: Path, now: datetime | None = None) -> dict[str, Any]:
     """Counts by state, the next slot, the coverage grid (weekday × hour) and the live runner."""
     j = Journal.open(Path(directory) / JOURNAL_FILE)
@@ -144,8 +131,9 @@ def campaign_status(directory: Path, now: datetime | None = None) -> dict[str, A
         slots = j.slots()
         counts = j.counts()
         grid: dict[str, dict[str, dict[str, int]]] = {}
-        for s in slots:
-            wd, hr = grid_cell(sched, parse_utc(s.planned_utc))
+        days, hours = weekday_hour([datetime.fromisoformat(s.planned_utc).timestamp() for s in slots], sched.zone().key,
+                                   sched.day)
+        for s, wd, hr in zip(slots, days, hours, strict=True):
             cell = grid.setdefault(WEEKDAYS[wd], {}).setdefault(str(hr), {})
             cell[s.state] = cell.get(s.state, 0) + 1
         nxt = next((s for s in slots if s.state == "planned"), None)
@@ -156,11 +144,12 @@ def campaign_status(directory: Path, now: datetime | None = None) -> dict[str, A
     return {
         "directory": str(directory), "name": meta["name"], "state": meta.get("state", "active"),
         "created_utc": meta["created_utc"], "schedule": meta["schedule"],
+        "timezone": sched.zone().key,  # of the grid's hours (UTC for a compressed day)
         "runner_pid": lock_holder(directory),
         "slots": counts["slots"], "trials": counts["trials"], "total_slots": len(slots),
         "next": None if nxt is None else {
             "slot": nxt.index, "planned_utc": nxt.planned_utc,
-            "in_s": round((parse_utc(nxt.planned_utc) - now).total_seconds(), 3)},
+            "in_s": round((datetime.fromisoformat(nxt.planned_utc) - now).total_seconds(), 3)},
         "grid": grid,
         "recent_events": [{"utc": e[0], "slot": e[1], "trial": e[2], "event": e[3], "detail": e[4]}
                           for e in events],
@@ -176,7 +165,7 @@ def stop_campaign(directory: Path) -> int:
         j.close()
 
 
-def systemd_unit(directory: Path, python: str | None = None, user: str | None = None) -> str:
+def systemd_unit(directory: Path) -> str:
     """A systemd service unit that runs ``cloudbench campaign run DIR`` (restarted after a failure)."""
     d = Path(directory).resolve()
     j = Journal.open(d / JOURNAL_FILE)
@@ -184,8 +173,7 @@ def systemd_unit(directory: Path, python: str | None = None, user: str | None = 
         name = j.meta()["name"]
     finally:
         j.close()
-    exe = python or sys.executable
-    cmd = " ".join(shlex.quote(x) for x in (exe, "-m", "cloudbench", "campaign", "run", str(d)))
+    cmd = " ".join(shlex.quote(x) for x in (sys.executable, "-m", "cloudbench", "campaign", "run", str(d)))
     lines = [
         "[Unit]",
         f"Description=cloudbench scheduled campaign {name} ({d})",
@@ -196,7 +184,6 @@ def systemd_unit(directory: Path, python: str | None = None, user: str | None = 
         "Type=simple",
         f"WorkingDirectory={d.parent}",
         f"ExecStart={cmd}",
-        *([f"User={user}"] if user else []),
         # SIGTERM: the runner tears every host down and exits 130; it resumes from the journal.
         "KillSignal=SIGTERM",
         "KillMode=mixed",
@@ -232,5 +219,5 @@ def install_unit(directory: Path, unit_dir: Path = Path("/etc/systemd/system")) 
     return path
 
 
-__all__ = ["campaign_status", "create_campaign", "cycle_position", "install_unit", "stop_campaign",
+__all__ = ["campaign_status", "create_campaign", "install_unit", "stop_campaign",
            "systemd_unit"]

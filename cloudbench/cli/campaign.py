@@ -100,7 +100,7 @@ def status(
     if st["next"]:
         out.print(f"next: slot {st['next']['slot']} at {st['next']['planned_utc']} "
                   f"(in {st['next']['in_s']:.0f}s)", highlight=False)
-    tz = st["schedule"]["timezone"]
+    tz = st["timezone"]
     out.print(f"coverage ({escape(tz)}), weekday × hour: finished runs (. planned, ! missed or failed, "
               "x cancelled)", highlight=False)
     out.print("     " + "".join(str(h // 10) for h in range(24)), highlight=False)

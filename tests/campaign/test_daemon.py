@@ -212,3 +212,19 @@ def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     bad.write_text(text.replace("Type=simple", "Type=sometimes"))
     out = subprocess.run([exe, "verify", str(bad)], capture_output=True, text=True, timeout=60)
     assert "service type" in out.stderr  # the check can fail
+
+
+def test_status_grid_puts_each_slot_in_its_planned_cell_of_the_schedule_s_zone(tmp_path: Path) -> None:
+    """`campaign status` counts each slot in the weekday × hour cell the planner gave it
+    (hour-of-week in New York: weekday × 24 + hour), and says which zone its hours are in."""
+    d = make(tmp_path, every="1h", count=30, cover="hour-of-week", timezone="America/New_York")
+    j = journal(d)
+    cells = sorted(divmod(s.cell, 24) for s in j.slots())
+    j.close()
+    st = campaign_status(d)
+    days = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+    grid = sorted((days.index(wd), int(h)) for wd, hours in st["grid"].items() for h, c in hours.items()
+                  for _ in range(c["planned"]))
+    assert grid == cells and len(set(cells)) >= 29  # 30 slots over the hours of the week (a partial first hour)
+    assert st["timezone"] == "America/New_York"
+    assert campaign_status(make(tmp_path / "x", day="1h"))["timezone"] == "UTC"  # a compressed day
