@@ -33,9 +33,7 @@ from cloudbench.errors import ResultError
 from cloudbench.store.formats import JOURNAL
 
 JOURNAL_FILE = "journal.sqlite"
-SLOT_STATES = ("planned", "running", "finished", "failed", "missed", "interrupted", "cancelled")
-TRIAL_STATES = SLOT_STATES
-DONE = frozenset({"finished", "failed", "missed", "cancelled"})
+DONE = ("finished", "failed", "missed", "cancelled")  # states a slot or trial never leaves
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -238,8 +236,8 @@ class Journal:
         """Every trial of the slot not yet done gets ``state`` (a missed or cancelled slot)."""
         with self._tx() as c:
             return c.execute(
-                "UPDATE trials SET state = ?, note = ? WHERE slot = ? AND state NOT IN "
-                "('finished', 'failed', 'missed', 'cancelled')", (state, note, index)).rowcount
+                f"UPDATE trials SET state = ?, note = ? WHERE slot = ? AND state NOT IN ({', '.join('?' * len(DONE))})",
+                (state, note, index, *DONE)).rowcount
 
     def cancel_remaining(self) -> int:
         """``campaign stop``: every planned slot (and its trials) becomes cancelled."""
