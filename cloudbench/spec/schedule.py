@@ -42,7 +42,7 @@ def _check_when(value: str, field: str) -> str:
         parse_duration(v[1:])  # raises ValueError with the units
         return v
     try:
-        datetime.fromisoformat(v.replace("Z", "+00:00"))
+        datetime.fromisoformat(v)
     except ValueError:
         raise ValueError(f"bad {field} {value!r}: write `now`, `+<duration>` (e.g. `+10m`, `+7d`) "
                          "or an ISO 8601 time (e.g. `2026-12-01T08:00:00Z`)") from None
@@ -122,7 +122,7 @@ class ScheduleModel(Model):
             return ref
         if when.startswith("+"):
             return ref + timedelta(seconds=parse_duration(when[1:]))
-        t = datetime.fromisoformat(when.replace("Z", "+00:00"))
+        t = datetime.fromisoformat(when)
         if t.tzinfo is None:  # a local time of the schedule's zone
             t = t.replace(tzinfo=self.zone())
         return t.astimezone(UTC)
