@@ -36,7 +36,7 @@ def doctor(
             cloudbench.check_leases(s, spec)
         except SpecError as e:
             findings.append(cloudbench.DoctorFinding("lease", "fail", str(e), "raise the provider's `expiry`"))
-    failed = [f for f in findings if f.status == "fail"]
+    failed = [f for f in findings if f.blocks]
     if as_json:
         sys.stdout.write(json.dumps([f.to_dict() for f in findings], indent=2) + "\n")
     else:

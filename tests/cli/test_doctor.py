@@ -9,21 +9,20 @@ import pytest
 from typer.testing import CliRunner
 
 from cloudbench.cli import app
-from cloudbench.errors import ProvisionError
-from cloudbench.providers.clouds.cli import PulumiCli
-from cloudbench.providers.clouds.doctor import FAIL, OK, WARN, Probe, blocking, diagnose
+from cloudbench.providers.clouds.cli import INSTALL_HINT, PulumiCli, find_cli, min_version
+from cloudbench.providers.clouds.doctor import FAIL, OK, WARN, Probe, diagnose
 from cloudbench.testing.pulumi import PulumiStandin
-from cloudbench.workloads import parse_spec
+from cloudbench.workloads import load_spec, parse_spec
+from tests.paths import EXPERIMENTS
 from tests.providers.clouds.test_clouds import stormcloud_yaml
 
 SECRET = "wJalrXUtnFEMI-not-a-real-secret"
 
 
-def probe(tmp_path: Path, env: dict[str, str], cli: bool = True, sdk: bool = True) -> Probe:
+def probe(tmp_path: Path, env: dict[str, str], cli: bool = True, sdk: bool = True,
+          version: str = "v3.190.0") -> Probe:
     def find() -> PulumiCli:
-        if not cli:
-            raise ProvisionError("pulumi", "-", "the Pulumi CLI is not on PATH; install or upgrade it")
-        return PulumiCli("/opt/pulumi/bin/pulumi", (3, 190, 0))
+        return find_cli(which=lambda name: "/opt/pulumi/bin/pulumi" if cli else None, run=lambda argv: version)
 
     return Probe(env, tmp_path, lambda m: sdk, find)
 
@@ -35,19 +34,39 @@ def by_check(findings: list) -> dict[str, tuple[str, str, str]]:  # type: ignore
 def test_doctor_finds_what_would_stop_a_run(tmp_path: Path) -> None:
     spec = parse_spec(stormcloud_yaml("aws").replace("    controller_cidr: 203.0.113.7/32\n", ""), "a.yaml")
     found = by_check(diagnose(spec, probe(tmp_path, {}, cli=False, sdk=False)))
-    assert found["pulumi CLI"][0] == FAIL and "get.pulumi.com" in found["pulumi CLI"][2]
+    need = ".".join(map(str, min_version()))
+    assert found["pulumi CLI"] == (FAIL, f"the Pulumi CLI (`pulumi`, {need} or newer) is not on PATH", INSTALL_HINT)
     assert found["aws SDK"][0] == FAIL and "cloudbench[aws]" in found["aws SDK"][2]
     assert found["aws credentials"][0] == FAIL and "aws configure" in found["aws credentials"][2]
     assert found["controller CIDR"][0] == FAIL and "checkip" in found["controller CIDR"][2]
     env = {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": SECRET,
            "CLOUDBENCH_CONTROLLER_CIDR": "198.51.100.4/32"}
     findings = diagnose(spec, probe(tmp_path, env))
-    assert blocking(findings) == []
+    assert [f for f in findings if f.blocks] == []
     assert SECRET not in json.dumps([f.to_dict() for f in findings])
     assert "AKIAEXAMPLE" not in json.dumps([f.to_dict() for f in findings])
     assert by_check(findings)["controller CIDR"] == (OK, "198.51.100.4/32 (from $CLOUDBENCH_CONTROLLER_CIDR)", "")
     bad = diagnose(spec, probe(tmp_path, {**env, "CLOUDBENCH_CONTROLLER_CIDR": "0.0.0.0/0"}))
     assert by_check(bad)["controller CIDR"][0] == FAIL
+    assert [f.check for f in bad if f.blocks] == ["controller CIDR"]
+
+
+def test_doctor_checks_nothing_for_a_spec_without_a_cloud(tmp_path: Path) -> None:
+    spec = load_spec(EXPERIMENTS / "quickstart.yaml")
+    found = diagnose(spec, probe(tmp_path, {}, cli=False, sdk=False))  # neither is needed off the clouds
+    assert [(f.check, f.status) for f in found] == [("clouds", OK)] and "netns" in found[0].detail
+    without_spec = diagnose(None, probe(tmp_path, {}, sdk=False))
+    assert [(f.check, f.status) for f in without_spec] == [("pulumi CLI", OK), ("aws SDK", WARN),
+                                                           ("gcp SDK", WARN), ("azure SDK", WARN)]
+
+
+@pytest.mark.parametrize(("version", "reason"), [("v4.0.1", "cloudbench drives Pulumi 3.x"),
+                                                 ("v3.100.0", "older than the")])
+def test_doctor_says_why_the_cli_is_refused_and_gives_the_hint_once(tmp_path: Path, version: str,
+                                                                     reason: str) -> None:
+    status, detail, fix = by_check(diagnose(None, probe(tmp_path, {}, version=version)))["pulumi CLI"]
+    assert status == FAIL and reason in detail and detail.startswith("the Pulumi CLI at /opt/pulumi/bin/pulumi")
+    assert "get.pulumi.com" not in detail and fix == INSTALL_HINT
 
 
 @pytest.mark.parametrize(("cloud", "files", "env"), [

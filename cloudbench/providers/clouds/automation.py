@@ -364,15 +364,13 @@ class PulumiProvider:
         topo = topology.for_provider(self.name)
         if not topo.hosts:
             raise ProvisionError(self.name, "-", "the topology has no hosts on this provider")
-        controller = self.options.controller_cidr or os.environ.get("CLOUDBENCH_CONTROLLER_CIDR")
+        controller, source = cc.controller_cidr(self.name, self.options.controller_cidr, os.environ)
         if not controller:
-            raise ProvisionError(
-                self.name, "-", "SSH is opened only to the controller's address: set "
-                f"providers.{self.name}.controller_cidr in the spec (or $CLOUDBENCH_CONTROLLER_CIDR) "
-                "to your public address as a /32, e.g. from `curl -s https://checkip.amazonaws.com`")
+            raise ProvisionError(self.name, "-", "SSH is opened only to the controller's address: "
+                                 + cc.controller_cidr_fix(self.name))
         problem = controller_cidr_error(controller)
         if problem:  # the spec's value was checked with its line; this may be the environment's
-            raise ProvisionError(self.name, "-", f"controller_cidr: {problem}")
+            raise ProvisionError(self.name, "-", f"controller_cidr ({source}): {problem}")
         controller = normalize_controller_cidr(controller)
         self.automation.preflight(self.name)  # no or old Pulumi CLI: say so before anything exists
         while True:  # a stack name is never reused, even by another provider object

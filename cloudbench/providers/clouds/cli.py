@@ -66,31 +66,34 @@ def _run_version(argv: list[str]) -> str:
     return res.stdout
 
 
+def _unusable(cloud: str, reason: str) -> ProvisionError:
+    """Every refusal of the CLI ends with the same hint (``cloudbench doctor`` shows it apart)."""
+    return ProvisionError(cloud, "-", f"{reason}; {INSTALL_HINT}")
+
+
 def find_cli(cloud: str = "pulumi", which: Callable[[str], str | None] = shutil.which,
              run: Runner = _run_version) -> PulumiCli:
     """The ``pulumi`` on PATH and its version; a :class:`ProvisionError` saying what to do otherwise."""
     need = ".".join(map(str, min_version()))
     path = which("pulumi")
     if path is None:
-        raise ProvisionError(cloud, "-", f"the Pulumi CLI (`pulumi`, {need} or newer) is not on "
-                             f"PATH; {INSTALL_HINT}")
+        raise _unusable(cloud, f"the Pulumi CLI (`pulumi`, {need} or newer) is not on PATH")
     path = os.path.abspath(path)
     try:
         text = run([path, "version"])
     except subprocess.CalledProcessError as e:
-        raise ProvisionError(cloud, "-", f"`{path} version` failed (exit {e.returncode}): "
-                             f"{(e.stderr or '').strip()[-300:]}; {INSTALL_HINT}") from e
+        raise _unusable(cloud, f"`{path} version` failed (exit {e.returncode}): "
+                        f"{(e.stderr or '').strip()[-300:]}") from e
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ProvisionError(cloud, "-", f"cannot run `{path} version`: {e}; {INSTALL_HINT}") from e
+        raise _unusable(cloud, f"cannot run `{path} version`: {e}") from e
     version = parse_version(text)
     if version is None:
-        raise ProvisionError(cloud, "-", f"`{path} version` printed {text.strip()[:80]!r}, not a "
-                             f"version; {INSTALL_HINT}")
+        raise _unusable(cloud, f"`{path} version` printed {text.strip()[:80]!r}, not a version")
     found = ".".join(map(str, version))
     if version[0] != SUPPORTED_MAJOR:
-        raise ProvisionError(cloud, "-", f"the Pulumi CLI at {path} is {found}; cloudbench drives "
-                             f"Pulumi {SUPPORTED_MAJOR}.x ({need} or newer): {INSTALL_HINT}")
+        raise _unusable(cloud, f"the Pulumi CLI at {path} is {found}; cloudbench drives "
+                        f"Pulumi {SUPPORTED_MAJOR}.x ({need} or newer)")
     if version < min_version():
-        raise ProvisionError(cloud, "-", f"the Pulumi CLI at {path} is {found}, older than the "
-                             f"{need} cloudbench needs (destroying an inline program); {INSTALL_HINT}")
+        raise _unusable(cloud, f"the Pulumi CLI at {path} is {found}, older than the "
+                        f"{need} cloudbench needs (destroying an inline program)")
     return PulumiCli(path, version)

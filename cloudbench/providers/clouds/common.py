@@ -366,6 +366,23 @@ def stack_config(topology: Topology, settings: CloudSettings,
     return cfg
 
 
+CONTROLLER_ENV = "CLOUDBENCH_CONTROLLER_CIDR"
+
+
+def controller_cidr(cloud: str, given: str | None, env: Mapping[str, str]) -> tuple[str | None, str]:
+    """The controller's address for ``cloud``'s SSH rule and where it came from: the spec's
+    ``controller_cidr``, else ``$CLOUDBENCH_CONTROLLER_CIDR`` (None when neither is set)."""
+    if given:
+        return given, f"providers.{cloud}.controller_cidr"
+    return env.get(CONTROLLER_ENV) or None, f"${CONTROLLER_ENV}"
+
+
+def controller_cidr_fix(cloud: str) -> str:
+    """What to do when the controller's address is missing or refused."""
+    return (f"set providers.{cloud}.controller_cidr in the spec (or ${CONTROLLER_ENV}) to your public "
+            "address as a /32, e.g. from `curl -s https://checkip.amazonaws.com`")
+
+
 def check_settings(topology: Topology, settings: CloudSettings) -> None:
     """Refuse settings that would make an unsafe or unreachable cluster (raises ValueError)."""
     from cloudbench.spec.clouds import controller_cidr_error

@@ -13,12 +13,12 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from cloudbench.core import catalog
 from cloudbench.core.catalog import CLOUDS
 from cloudbench.errors import ProvisionError
-from cloudbench.providers.clouds.cli import PulumiCli, find_cli
+from cloudbench.providers.clouds import common as cc
+from cloudbench.providers.clouds.cli import INSTALL_HINT, PulumiCli, find_cli
 from cloudbench.spec.clouds import controller_cidr_error
 from cloudbench.spec.model import Spec
 
@@ -36,6 +36,11 @@ class Finding:
     status: str  # ok | warn | fail
     detail: str
     fix: str = ""
+
+    @property
+    def blocks(self) -> bool:
+        """Would this stop a run?"""
+        return self.status == FAIL
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
@@ -64,18 +69,16 @@ class Probe:
 def diagnose(spec: Spec | None, probe: Probe | None = None) -> list[Finding]:
     """Every finding for ``spec``'s clouds (or for the Pulumi CLI alone without a spec)."""
     probe = probe or Probe.real()
-    clouds = [c for c in (spec.providers if spec is not None else CLOUDS) if c in CLOUDS]
-    out: list[Finding] = []
-    if spec is not None and not clouds:
+    out = [_pulumi_cli(probe)]
+    if spec is None:
+        return out + [_sdk(cloud, probe, required=False) for cloud in CLOUDS]
+    clouds = {name: opts for name, opts in spec.providers.items() if name in CLOUDS}
+    if not clouds:
         return [Finding("clouds", OK, f"spec {spec.name!r} uses no cloud ({', '.join(spec.providers)}); "
                         "nothing to check here")]
-    out.append(_pulumi_cli(probe))
-    for cloud in clouds:
-        out.append(_sdk(cloud, probe, required=spec is not None))
-        if spec is None:
-            continue
+    for cloud, opts in clouds.items():
+        out.append(_sdk(cloud, probe, required=True))
         out.append(_credentials(cloud, probe))
-        opts = next(o for name, o in spec.providers.items() if name == cloud)
         out.append(_controller(cloud, getattr(opts, "controller_cidr", None), probe))
         out += _quotas(cloud, spec)
     return out
@@ -85,8 +88,8 @@ def _pulumi_cli(probe: Probe) -> Finding:
     try:
         cli = probe.find()
     except ProvisionError as e:
-        return Finding("pulumi CLI", FAIL, str(e).split("]: ", 1)[-1].split("; install")[0],
-                       "curl -fsSL https://get.pulumi.com | sh")
+        reason = str(e).removeprefix(f"{e.backend} [{e.stack}]: ").removesuffix(f"; {INSTALL_HINT}")
+        return Finding("pulumi CLI", FAIL, reason, INSTALL_HINT)
     return Finding("pulumi CLI", OK, f"{cli.path} {cli.text}")
 
 
@@ -138,18 +141,14 @@ def _credentials(cloud: str, probe: Probe) -> Finding:
     return Finding(f"{cloud} credentials", OK, "found (not read): " + ", ".join(found))
 
 
-def _controller(cloud: str, value: str | None, probe: Probe) -> Finding:
-    source = f"providers.{cloud}.controller_cidr"
-    if value is None:
-        value = probe.env.get("CLOUDBENCH_CONTROLLER_CIDR")
-        source = "$CLOUDBENCH_CONTROLLER_CIDR"
-    fix = (f"set providers.{cloud}.controller_cidr (or $CLOUDBENCH_CONTROLLER_CIDR) to your public "
-           "address as a /32, e.g. from `curl -s https://checkip.amazonaws.com`")
+def _controller(cloud: str, given: str | None, probe: Probe) -> Finding:
+    value, source = cc.controller_cidr(cloud, given, probe.env)
     if not value:
-        return Finding("controller CIDR", FAIL, "not set: SSH is opened only to the controller", fix)
+        return Finding("controller CIDR", FAIL, "not set: SSH is opened only to the controller",
+                       cc.controller_cidr_fix(cloud))
     problem = controller_cidr_error(value)
     if problem:
-        return Finding("controller CIDR", FAIL, f"{source} {value}: {problem}", fix)
+        return Finding("controller CIDR", FAIL, f"{source} {value}: {problem}", cc.controller_cidr_fix(cloud))
     return Finding("controller CIDR", OK, f"{value} (from {source})")
 
 
@@ -172,12 +171,3 @@ def _quotas(cloud: str, spec: Spec) -> list[Finding]:
         else:
             out.append(Finding(f"{cloud} {region} quota", OK, detail))
     return out
-
-
-def blocking(findings: list[Finding]) -> list[Finding]:
-    """The findings that would stop a run."""
-    return [f for f in findings if f.status == FAIL]
-
-
-def as_json(findings: list[Finding]) -> list[dict[str, Any]]:
-    return [f.to_dict() for f in findings]
