@@ -10,6 +10,7 @@ Nothing here imports pulumi.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import ipaddress
 import json
 import os
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 
 from cloudbench.core.topology import HostSpec, PortRange, Topology
+from cloudbench.errors import ProvisionError
 from cloudbench.store import formats
 
 SSH_PORT = 22
@@ -364,6 +366,16 @@ def stack_config(topology: Topology, settings: CloudSettings,
     if settings.cloud == "gcp" and settings.project:
         cfg["gcp:project"] = (settings.project, False)
     return cfg
+
+
+def import_sdk(module: str, package: str, cloud: str, stack: str, needed_by: str) -> Any:
+    """A cloud's own Python SDK (boto3, google-cloud-compute, azure-*), imported on use:
+    :mod:`~cloudbench.providers.clouds.hostkeys` and :mod:`~cloudbench.providers.clouds.tagreaper`
+    need it, nothing else does. Missing: a :class:`ProvisionError` naming the package."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ProvisionError(cloud, stack, f"{needed_by} needs {package}: pip install {package}") from e
 
 
 CONTROLLER_ENV = "CLOUDBENCH_CONTROLLER_CIDR"

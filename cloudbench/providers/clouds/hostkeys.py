@@ -13,14 +13,13 @@ azure-identity), imported on use; tests pass fakes.
 
 from __future__ import annotations
 
-import importlib
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from cloudbench.errors import ProvisionError
-from cloudbench.providers.clouds.common import host_key_from_console
+from cloudbench.providers.clouds.common import host_key_from_console, import_sdk
 
 Fetcher = Callable[[Mapping[str, Any]], "str | None"]
 """A host's output record (``id``, ``zone``, ``region``) -> its published ed25519 key, or None yet."""
@@ -57,10 +56,7 @@ def wait_for_host_keys(cloud: str, stack: str, records: Mapping[str, Mapping[str
 
 
 def _sdk(module: str, package: str, cloud: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise ProvisionError(cloud, "-", f"host_keys: generated needs {package}: pip install {package}") from e
+    return import_sdk(module, package, cloud, "-", "host_keys: generated")
 
 
 def aws_fetcher(session: Any = None) -> Fetcher:

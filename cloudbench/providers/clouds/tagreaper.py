@@ -22,7 +22,6 @@ What each cloud's inventory covers:
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Any, Protocol
 
 from cloudbench.core import catalog
 from cloudbench.errors import ProvisionError, ReapError
+from cloudbench.providers.clouds.common import import_sdk
 
 EXPIRY_TAG = "cloudbench-expiry"
 # Deletion order: what depends on others first. Kinds not listed go last.
@@ -118,10 +118,7 @@ def reap_tagged(inventory: Inventory, yes: bool = False, now: datetime | None = 
 
 # -- the real inventories, through the clouds' SDKs ------------------------------------------
 def _sdk(module: str, package: str, cloud: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise ProvisionError(cloud, "gc", f"`gc --cloud {cloud}` needs {package}: pip install {package}") from e
+    return import_sdk(module, package, cloud, "gc", f"`gc --cloud {cloud}`")
 
 
 class AwsInventory:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cloudbench.cli import app
-from cloudbench.errors import ReapError
+from cloudbench.errors import ProvisionError, ReapError
 from cloudbench.providers.clouds import tagreaper as tr
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -172,3 +172,14 @@ def test_gc_cloud_without_its_sdk_says_what_to_install(monkeypatch: pytest.Monke
     assert res.exit_code == 1 and "pip install azure-identity" in res.output
     res = CliRunner().invoke(app, ["gc", "--cloud", "gcp"], env={"GOOGLE_CLOUD_PROJECT": ""}, terminal_width=300)
     assert res.exit_code == 1 and "--project" in res.output
+
+
+def test_a_missing_cloud_sdk_is_a_message_naming_the_package() -> None:
+    from cloudbench.providers.clouds import hostkeys
+
+    want = r"^aws \[gc\]: `gc --cloud aws` needs no-such-sdk: pip install no-such-sdk$"
+    with pytest.raises(ProvisionError, match=want):
+        tr._sdk("cloudbench_no_such_sdk", "no-such-sdk", "aws")
+    with pytest.raises(ProvisionError, match=r"^gcp \[-\]: host_keys: generated needs no-such-sdk: pip install"):
+        hostkeys._sdk("cloudbench_no_such_sdk", "no-such-sdk", "gcp")
+
