@@ -41,6 +41,16 @@ ORDER = {
     "azure": ["resourceGroups"],
 }
 
+# The one EC2 call deleting each other kind of ORDER["aws"]: kind -> (method, its id argument).
+AWS_DELETE = {
+    "vpc-peering-connection": ("delete_vpc_peering_connection", "VpcPeeringConnectionId"),
+    "security-group": ("delete_security_group", "GroupId"),
+    "subnet": ("delete_subnet", "SubnetId"),
+    "route-table": ("delete_route_table", "RouteTableId"),
+    "placement-group": ("delete_placement_group", "GroupName"),
+    "vpc": ("delete_vpc", "VpcId"),
+}
+
 
 @dataclass(frozen=True)
 class Tagged:
@@ -145,23 +155,14 @@ class AwsInventory:
         if res.kind == "instance":
             ec2.terminate_instances(InstanceIds=[res.id])
             ec2.get_waiter("instance_terminated").wait(InstanceIds=[res.id])
-        elif res.kind == "vpc-peering-connection":
-            ec2.delete_vpc_peering_connection(VpcPeeringConnectionId=res.id)
-        elif res.kind == "security-group":
-            ec2.delete_security_group(GroupId=res.id)
-        elif res.kind == "subnet":
-            ec2.delete_subnet(SubnetId=res.id)
-        elif res.kind == "route-table":
-            ec2.delete_route_table(RouteTableId=res.id)
         elif res.kind == "internet-gateway":
             igw = ec2.describe_internet_gateways(InternetGatewayIds=[res.id])["InternetGateways"]
             for a in (igw[0].get("Attachments", []) if igw else []):
                 ec2.detach_internet_gateway(InternetGatewayId=res.id, VpcId=a["VpcId"])
             ec2.delete_internet_gateway(InternetGatewayId=res.id)
-        elif res.kind == "placement-group":
-            ec2.delete_placement_group(GroupName=res.id)
-        elif res.kind == "vpc":
-            ec2.delete_vpc(VpcId=res.id)
+        elif res.kind in AWS_DELETE:
+            method, arg = AWS_DELETE[res.kind]
+            getattr(ec2, method)(**{arg: res.id})
         else:
             raise ProvisionError("aws", "gc", f"no deletion for {res.kind} {res.id}: delete it in the console")
 

@@ -183,3 +183,13 @@ def test_a_missing_cloud_sdk_is_a_message_naming_the_package() -> None:
     with pytest.raises(ProvisionError, match=r"^gcp \[-\]: host_keys: generated needs no-such-sdk: pip install"):
         hostkeys._sdk("cloudbench_no_such_sdk", "no-such-sdk", "gcp")
 
+
+def test_every_aws_kind_in_the_deletion_order_can_be_deleted() -> None:
+    session = FakeSession({})
+    inv = tr.AwsInventory(["us-east-1"], session=session)
+    for i, kind in enumerate(tr.ORDER["aws"]):
+        inv.delete(tr.Tagged("aws", kind, f"id-{i}", "us-east-1"))
+    deleted = [line for line in session.log if line.startswith(("delete_", "terminate_"))]
+    assert [line.split()[1] for line in deleted] == [f"id-{i}" for i in range(len(tr.ORDER["aws"]))]
+    with pytest.raises(ProvisionError, match="no deletion for nat-gateway"):
+        inv.delete(tr.Tagged("aws", "nat-gateway", "nat-1", "us-east-1"))
