@@ -109,10 +109,13 @@ def vm_arch(cloud: str, vm_type: str) -> str:
     return "arm64" if arm else "x86_64"
 
 
-# Machine series the clouds refuse in a packed placement (documented limits):
-# AWS cluster placement groups take no burstable (T) instances; GCP compact placement
-# policies take no shared-core or E2 machines.
-_NO_PACKING = {"aws": re.compile(r"^t\d+[a-z]*\."), "gcp": re.compile(r"^e2-")}
+# Machine series the clouds refuse in a packed placement (documented limits): cloud ->
+# (series, why, a type that fits). AWS cluster placement groups take no burstable (T)
+# instances; GCP compact placement policies take no shared-core or E2 machines.
+_NO_PACKING = {
+    "aws": (re.compile(r"^t\d+[a-z]*\."), "a cluster placement group takes no burstable (T) instances", "m5.large"),
+    "gcp": (re.compile(r"^e2-"), "a compact placement policy takes no E2 machines", "n2-standard-2"),
+}
 # GCP series whose boot disk must be Hyperdisk (they have no Persistent Disk).
 _GCP_HYPERDISK = ("c4-", "c4a-", "c4d-", "n4-")
 
@@ -120,12 +123,9 @@ _GCP_HYPERDISK = ("c4-", "c4a-", "c4d-", "n4-")
 def placement_error(cloud: str, vm_type: str) -> str | None:
     """Why ``vm_type`` cannot join the spec's ``placement_group`` on ``cloud`` (None: it can)."""
     rule = _NO_PACKING.get(cloud)
-    if rule is None or not rule.match(vm_type.lower()):
+    if rule is None or not rule[0].match(vm_type.lower()):
         return None
-    what = {"aws": "a cluster placement group takes no burstable (T) instances",
-            "gcp": "a compact placement policy takes no E2 machines"}[cloud]
-    return (f"{vm_type}: {what}; pick another vm_type (e.g. {'m5.large' if cloud == 'aws' else 'n2-standard-2'}) "
-            "or set placement_group: false")
+    return f"{vm_type}: {rule[1]}; pick another vm_type (e.g. {rule[2]}) or set placement_group: false"
 
 
 def gcp_boot_disk(vm_type: str) -> str:

@@ -24,6 +24,7 @@ import asyncssh
 import pulumi
 import pytest
 
+from cloudbench.core import catalog
 from cloudbench.core.topology import Topology
 from cloudbench.errors import CloudbenchError, ProvisionError, SpecError
 from cloudbench.providers.clouds import automation as pp
@@ -872,6 +873,8 @@ def test_placement_on_series_the_cloud_refuses_is_a_spec_error(cloud: str, vm_ty
         parse_spec(text, f"{cloud}.yaml")
     msgs = str(info.value).splitlines()
     assert msgs and all(".vm_type]" in m and vm_type in m and "placement_group: false" in m for m in msgs)
+    example = msgs[0].split("(e.g. ", 1)[1].split(")", 1)[0]  # the type suggested instead must fit
+    assert example in catalog.vm_types(cloud) and catalog.placement_error(cloud, example) is None
     parse_spec(stormcloud_yaml(cloud, "placement_group: false", vm_type=vm_type), f"{cloud}.yaml")  # fine
 
 
