@@ -44,7 +44,6 @@ class ForwardingCommand(PulumiCommand):
         self.command = cli.path
         self.version = VersionInfo(*cli.version)
         self.cancel_wait_s = cancel_wait_s
-        self.forwarded: list[tuple[list[str], str]] = []  # (args, what was sent), for reports
 
     def run(self, args: list[str], cwd: str, additional_env: Mapping[str, str],
             on_output: OnOutput | None = None, on_error: OnOutput | None = None) -> CommandResult:
@@ -67,7 +66,7 @@ class ForwardingCommand(PulumiCommand):
         try:
             code = _wait(proc)
         except BaseException:  # Ctrl-C, or SIGTERM delivered as an interrupt
-            self._cancel(proc, args)
+            self._cancel(proc)
             raise
         finally:
             for t in readers:  # the pipes close when the CLI exits (not waited for past a cancel)
@@ -77,12 +76,11 @@ class ForwardingCommand(PulumiCommand):
             raise create_command_error(result)
         return result
 
-    def _cancel(self, proc: subprocess.Popen[str], args: list[str]) -> None:
+    def _cancel(self, proc: subprocess.Popen[str]) -> None:
         """One SIGINT (graceful cancel), then wait for the CLI to save its state and exit."""
         if proc.poll() is not None:
             return
         _signal(proc, signal.SIGINT)
-        self.forwarded.append((list(args), "SIGINT"))
         deadline = time.monotonic() + self.cancel_wait_s
         try:
             while proc.poll() is None and time.monotonic() < deadline:
@@ -90,11 +88,9 @@ class ForwardingCommand(PulumiCommand):
                     proc.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
         except BaseException:  # a second interrupt: stop waiting, stop the CLI
             _signal(proc, signal.SIGTERM)
-            self.forwarded.append((list(args), "SIGTERM"))
             raise
         if proc.poll() is None:  # left to finish alone; the destroy that follows waits for its lock
             _signal(proc, signal.SIGTERM)
-            self.forwarded.append((list(args), "SIGTERM"))
 
 
 def _wait(proc: subprocess.Popen[str], tick_s: float = 0.2) -> int:
