@@ -17,6 +17,7 @@ from pydantic_core import InitErrorDetails
 from cloudbench.spec.fields import BitRate, Duration, Model, Name
 
 MAX_SUBNET_HOSTS = 240  # a /24 less the gateway and reserved addresses
+DESTROY_TIMEOUT_S = 1800.0  # default destroy_timeout: clouds may take many minutes to settle
 
 
 def _hosts_shape(v: Any) -> Any:
@@ -106,7 +107,7 @@ class CloudProviderModel(ProviderModel):
         6 * 3600.0, gt=0, description="lease of each stack; `cloudbench gc` destroys stacks past it"
     )
     destroy_timeout: Duration = Field(
-        1800.0, gt=0, description="how long an interrupted `pulumi up` is given to save its state, "
+        DESTROY_TIMEOUT_S, gt=0, description="how long an interrupted `pulumi up` is given to save its state, "
         "and a destroy waits for the stack's lock (clouds take minutes to finish what they started)"
     )
     placement_group: bool = Field(

@@ -37,6 +37,7 @@ from cloudbench.providers.clouds import common as cc
 from cloudbench.providers.clouds.cli import PulumiCli, find_cli
 from cloudbench.providers.clouds.hostkeys import Fetcher, wait_for_host_keys
 from cloudbench.spec.clouds import controller_cidr_error, normalize_controller_cidr
+from cloudbench.spec.providers import DESTROY_TIMEOUT_S
 from cloudbench.store import formats
 
 STATE_DIR = ".pulumi"  # under results/<campaign>/
@@ -44,7 +45,6 @@ LEASES = "cloudbench-leases"
 WORKSPACES = "workspaces"
 PASSPHRASE = "passphrase"
 READY_TIMEOUT_S = 900.0  # boot + cloud-init installing four packages, with room to spare
-DESTROY_WAIT_S = 1800.0  # default destroy_timeout: clouds may take many minutes to settle
 ConfigMap = Mapping[str, tuple[str, bool]]  # key -> (value, secret)
 Output = Callable[[str], None]
 
@@ -119,7 +119,7 @@ class PulumiAutomation:
     ``destroy_timeout``): clouds take minutes to finish what they started.
     """
 
-    cancel_wait_s: float = DESTROY_WAIT_S
+    cancel_wait_s: float = DESTROY_TIMEOUT_S
     find: Callable[[str], PulumiCli] = find_cli
     _cli: PulumiCli | None = field(default=None, init=False)
 
@@ -171,7 +171,7 @@ class PulumiAutomation:
 
 
 class _AutoStack:
-    def __init__(self, st: Any, ref: StackRef, lock_wait_s: float = DESTROY_WAIT_S) -> None:
+    def __init__(self, st: Any, ref: StackRef, lock_wait_s: float = DESTROY_TIMEOUT_S) -> None:
         self.st = st
         self.ref = ref
         self.lock_wait_s = lock_wait_s
