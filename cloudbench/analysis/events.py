@@ -72,7 +72,8 @@ from numpy.typing import NDArray
 from scipy import ndimage
 from scipy import stats as sps
 
-from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt
+from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt, running_median
+from cloudbench.analysis.orderstats import window_medians
 from cloudbench.analysis.stats import quantile_ci
 
 FloatArray = NDArray[np.float64]
@@ -179,16 +180,12 @@ def _runs(flag: NDArray[np.bool_], gap: int = 1) -> list[tuple[int, int]]:
     return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
 
-def _level(y: FloatArray, width: int) -> FloatArray:
-    return np.asarray(ndimage.median_filter(y, size=max(3, width | 1), mode="nearest"))
-
-
 def _window_medians(t: FloatArray, y: FloatArray, window_s: float) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
-    """Window starts, medians, and each echo's window (position in the returned arrays)."""
+    """Window starts, medians, and each echo's window (position in the returned arrays);
+    ``t`` ascending, ``y`` finite."""
     w = np.floor((t - t[0]) / window_s).astype(np.int64)
-    keys, inv = np.unique(w, return_inverse=True)
-    med = np.array([np.median(y[inv == k]) for k in range(len(keys))])
-    return t[0] + keys * window_s, med, inv.reshape(-1)
+    keys, med = window_medians(y, np.ones(len(y), dtype=bool), w)
+    return t[0] + keys * window_s, med, np.searchsorted(keys, w).astype(np.int64)
 
 
 def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float, window_s: float,
@@ -212,7 +209,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         return []
     max_spike_s = p.max_spike_s if p.max_spike_s is not None else window_s
     max_spike = max(p.min_samples, round(max_spike_s / round_interval_s))
-    level = _level(y, 2 * max_spike + 1)
+    level = running_median(y, 2 * max_spike + 1)
     resid = y - level
     # first pass: leave out gross departures before measuring the jitter
     sigma0 = MAD_TO_SIGMA * float(np.median(np.abs(resid)))

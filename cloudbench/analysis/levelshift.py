@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from scipy import ndimage
 
 MAD_TO_SIGMA = 1.4826
 
@@ -64,10 +65,10 @@ def robust_sigma(y: np.ndarray) -> float:
 
 
 def running_median(y: np.ndarray, width: int) -> np.ndarray:
+    """Median of each value and the ``width // 2`` either side, the ends padded with the
+    edge values (``y`` finite; scipy's median filter: no n × width copy)."""
     half = width // 2
-    padded = np.pad(np.asarray(y, dtype=float), half, mode="edge")
-    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
-    return np.asarray(np.median(windows, axis=1))
+    return np.asarray(ndimage.median_filter(np.asarray(y, dtype=float), size=2 * half + 1, mode="nearest"))
 
 
 def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:

@@ -65,3 +65,26 @@ def test_late_rounds_from_send_times() -> None:
     t = rounds * DT + 5.0
     t[4] += 0.004
     assert late_rounds(t, rounds, DT).tolist() == [i == 4 for i in range(10)]
+
+
+def test_window_medians_and_level_match_numpy_per_window() -> None:
+    """The shared helpers the detector calls (orderstats.window_medians through
+    _window_medians, levelshift.running_median) against np.median window by window."""
+    from cloudbench.analysis.events import _window_medians
+    from cloudbench.analysis.levelshift import running_median
+
+    rng = np.random.default_rng(7)
+    t = np.sort(rng.uniform(0.0, 20.0, 900))
+    t = t[(t < 5.0) | (t > 8.5)]  # windows with no echo
+    y = np.round(rng.gamma(2.0, 60.0, len(t)))  # ties
+    starts, med, win = _window_medians(t, y, 1.0)
+    w = np.floor((t - t[0]) / 1.0).astype(int)
+    keys = np.unique(w)
+    assert starts.tolist() == pytest.approx((t[0] + keys).tolist())
+    assert med.tolist() == [float(np.median(y[w == k])) for k in keys]
+    assert (keys[win] == w).all()
+    for width in (3, 4, 51):
+        half = width // 2
+        padded = np.concatenate([[y[0]] * half, y, [y[-1]] * half])
+        assert running_median(y, width).tolist() == [float(np.median(padded[i:i + 2 * half + 1]))
+                                                     for i in range(len(y))]
