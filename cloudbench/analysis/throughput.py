@@ -237,7 +237,7 @@ def detect_level_shift(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArra
     ia, ib = int(idx[a - 1]) + 1, int(idx[bb])  # series positions: end of last high, first low
     t_a, t_b = float(t1[ia - 1]), float(t0[ib])
     bits_a, bits_b = float(cum[ia]), float(cum[ib])
-    tau = shift_time(t_a, t_b, bits_a, bits_b, h, lo)
+    tau = float(shift_time(t_a, t_b, bits_a, bits_b, h, lo)[0])
     return LevelShift(
         time_s=tau - float(t0[0]), high_bps=h, low_bps=lo,
         high_sd=float(np.std(high_rates, ddof=1)) if len(high_rates) > 1 else 0.0,
@@ -248,14 +248,17 @@ def detect_level_shift(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArra
     )
 
 
-def shift_time(t_a: float, t_b: float, bits_a: float, bits_b: float, high: float,
-               low: float) -> float:
+def shift_time(t_a: float, t_b: float, bits_a: float, bits_b: float, high: FloatArray | float,
+               low: FloatArray | float) -> FloatArray:
     """When the rate fell from ``high`` to ``low`` between t_a and t_b, given the
-    bits received in between: t_a + (ΔV − low·Δt) / (high − low), kept in [t_a, t_b]."""
-    if high <= low:
-        return t_a
-    tau = t_a + ((bits_b - bits_a) - low * (t_b - t_a)) / (high - low)
-    return min(max(tau, t_a), t_b)
+    bits received in between: t_a + (ΔV − low·Δt) / (high − low), kept in [t_a, t_b]
+    (t_a where high ≤ low). ``high`` and ``low`` may be arrays of levels (a bootstrap's
+    draws); the result is an array of their shape, at least one element."""
+    h = np.atleast_1d(np.asarray(high, dtype=np.float64))
+    lo = np.atleast_1d(np.asarray(low, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = t_a + ((bits_b - bits_a) - lo * (t_b - t_a)) / (h - lo)
+    return np.asarray(np.where(h > lo, np.clip(tau, t_a, t_b), t_a))
 
 
 def _weighted_mean(rates: FloatArray, seconds: FloatArray) -> float:

@@ -60,6 +60,7 @@ from cloudbench.analysis.throughput import (
     detect_level_shift,
     full_mask,
     rates_of,
+    shift_time,
 )
 
 FloatArray = NDArray[np.float64]
@@ -202,11 +203,7 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
     def derive(h: FloatArray | float, lo: FloatArray | float) -> tuple[FloatArray, FloatArray]:
         h_a, l_a = np.atleast_1d(np.asarray(h, dtype=np.float64)), np.atleast_1d(
             np.asarray(lo, dtype=np.float64))
-        # shift_time for arrays of levels: t_a + (ΔV − low·Δt) / (high − low) in [t_a, t_b]
-        dt_ab, dv = shift.t_b - shift.t_a, shift.bits_b - shift.bits_a
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tau = shift.t_a + (dv - l_a * dt_ab) / (h_a - l_a)
-        tau = np.where(h_a > l_a, np.clip(tau, shift.t_a, shift.t_b), shift.t_a)
+        tau = shift_time(shift.t_a, shift.t_b, shift.bits_a, shift.bits_b, h_a, l_a)
         budget = shift.bits_b - l_a * (shift.t_b - start)
         return tau - start, budget
 
