@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from cloudbench.report.figures.style import Plot, finite, new_figure
+from cloudbench.report.figures.style import Plot, finite, panel_grid
 
 MAX_SERIES = 12
 """Series drawn in the figure (all of them are in the CI table)."""
@@ -23,12 +23,9 @@ def convergence_figure(doc: dict[str, Any]) -> Plot | None:
         return None
     shown = series[:MAX_SERIES]
     qn = (doc.get("params") or {}).get("quantile_name", "quantile")
-    nc = 1 if len(shown) == 1 else 2
-    nr = -(-len(shown) // nc)
-    fig = new_figure(max(7.0, 4.4 * nc + 0.6), 2.9 * nr + 0.8)
-    axes = np.atleast_1d(fig.subplots(nr, nc, squeeze=False)).ravel()
+    fig, axes = panel_grid(len(shown), 4.4, 2.9, min_width=7.0)
     parts = []
-    for ax, s in zip(axes, shown, strict=False):
+    for ax, s in zip(axes, shown, strict=True):
         c = s["convergence"]
         n = np.array(c["sizes"], float)
         est = np.array([np.nan if v is None else v for v in c["estimate"]], float)
@@ -54,8 +51,6 @@ def convergence_figure(doc: dict[str, Any]) -> Plot | None:
         ax.legend(fontsize=6, loc="upper right")
         est_txt = f"{s['estimate']:.4g}" if finite(s.get("estimate")) else "no estimate"
         parts.append(f"{s['metric']} of {s['group']}: {est_txt}{unit}, " + (", ".join(needs) or "no bound reached"))
-    for ax in axes[len(shown):]:
-        ax.set_visible(False)
     more = f" ({len(series) - len(shown)} more series in the table)" if len(series) > len(shown) else ""
     fig.suptitle(f"{qn} and its CI against the repetitions{more}", fontsize=10)
     alt = ("Convergence curves: the estimate and its confidence interval against the number of repetitions, "

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import matplotlib as mpl
+import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -71,6 +74,19 @@ def new_figure(width: float = 7.0, height: float = 4.0) -> Figure:
         fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+def panel_grid(n: int, panel_width: float, panel_height: float,
+               min_width: float = 0.0) -> tuple[Figure, list[Axes]]:
+    """A figure of ``n`` small multiples, in one column for one panel and two otherwise
+    (the spare cell of an odd count hidden), and its ``n`` axes in reading order."""
+    cols = 1 if n == 1 else 2
+    rows = math.ceil(n / cols)
+    fig = new_figure(max(min_width, panel_width * cols + 0.6), panel_height * rows + 0.8)
+    axes: list[Axes] = list(np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
 
 
 def svg_text(plot: Plot) -> str:

@@ -4,12 +4,12 @@ fitted rates, time to empty and refill. Inputs are the sections' keys only."""
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from matplotlib.axes import Axes
 
-from cloudbench.report.figures.style import Plot, finite, group_style, new_figure, slug
+from cloudbench.report.figures.style import Plot, finite, group_style, new_figure, panel_grid, slug
 
 MAX_PANELS = 12
 """Series drawn per figure; the rest are named in the caption (their numbers stay in the tables)."""
@@ -19,9 +19,13 @@ def _key(r: dict[str, Any]) -> tuple[Any, ...]:
     return (r.get("repetition"), r.get("trial"), r.get("src"), r.get("dst"))
 
 
-def _panels(n: int) -> tuple[int, int]:
-    cols = 1 if n == 1 else 2
-    return math.ceil(n / cols), cols
+def _rate_axes(ax: Axes, title: str, xlabel: str, legend_loc: Literal["lower right", "upper right"]) -> None:
+    ax.set_title(title, fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("rate (Mbit/s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6.5, loc=legend_loc)
 
 
 def figures(wname: str, sec: dict[str, Any]) -> list[Plot]:
@@ -37,11 +41,9 @@ def series_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         return None
     shown = series[:MAX_PANELS]
     rows = {_key(r): r for r in sec.get("trials") or []}
-    nr, nc = _panels(len(shown))
-    fig = new_figure(4.2 * nc + 0.6, 2.3 * nr + 0.8)
-    axes = np.atleast_1d(fig.subplots(nr, nc, squeeze=False)).ravel()
+    fig, axes = panel_grid(len(shown), 4.2, 2.3)
     parts = []
-    for ax, s in zip(axes, shown, strict=False):
+    for ax, s in zip(axes, shown, strict=True):
         st = group_style(s.get("group", ""))
         ax.plot(s["t_s"], s["mbps"], color=st.color, linestyle=st.dash, marker=st.marker, markevery=max(1, len(
             s["t_s"]) // 12), markersize=3, linewidth=1.3, label=s.get("group") or "rate")
@@ -54,14 +56,8 @@ def series_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         if finite(row.get("shift_s")):
             ax.axvline(row["shift_s"], color="black", linestyle=":", linewidth=1, label="rate drop")
         parts.append(text)
-        ax.set_title(f"{s['src']} → {s['dst']} (rep {s['repetition']}, {s.get('direction', '')})", fontsize=8)
-        ax.set_xlabel("time since the series began (s)")
-        ax.set_ylabel("rate (Mbit/s)")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6.5, loc="lower right")
-    for ax in axes[len(shown):]:
-        ax.set_visible(False)
+        _rate_axes(ax, f"{s['src']} → {s['dst']} (rep {s['repetition']}, {s.get('direction', '')})",
+                   "time since the series began (s)", "lower right")
     more = f" ({len(series) - len(shown)} more series in the tables)" if len(series) > len(shown) else ""
     fig.suptitle(f"{wname}: rate per report interval{more}")
     alt = (f"Throughput of {wname} over time, one panel per sender and receiver: " + "; ".join(parts)
@@ -101,11 +97,9 @@ def drain_figures(wname: str, sec: dict[str, Any]) -> list[Plot]:
     drains = [(d, series[_key(d)]) for d in sec.get("drains") or [] if _key(d) in series][:MAX_PANELS]
     if not drains:
         return []
-    nr, nc = _panels(len(drains))
-    fig = new_figure(4.6 * nc + 0.6, 2.8 * nr + 0.8)
-    axes = np.atleast_1d(fig.subplots(nr, nc, squeeze=False)).ravel()
+    fig, axes = panel_grid(len(drains), 4.6, 2.8)
     parts = []
-    for ax, (d, s) in zip(axes, drains, strict=False):
+    for ax, (d, s) in zip(axes, drains, strict=True):
         t, r, b = np.array(s["t_s"], float), np.array(s["mbps"], float), np.array(s["burst"])
         for burst, style in ((0, "-"), (1, "--")):
             m = b == burst
@@ -138,14 +132,8 @@ def drain_figures(wname: str, sec: dict[str, Any]) -> list[Plot]:
             if finite(d.get("expected_low_mbps")):
                 ax.axhline(d["expected_low_mbps"], color="0.6", linestyle=":", linewidth=1)
         parts.append(text)
-        ax.set_title(f"{d['src']} → {d['dst']} ({d.get('vm_type', '')}, rep {d['repetition']})", fontsize=8)
-        ax.set_xlabel("time since the drain began (s)")
-        ax.set_ylabel("rate (Mbit/s)")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6.5, loc="upper right")
-    for ax in axes[len(drains):]:
-        ax.set_visible(False)
+        _rate_axes(ax, f"{d['src']} → {d['dst']} ({d.get('vm_type', '')}, rep {d['repetition']})",
+                   "time since the drain began (s)", "upper right")
     fig.suptitle(f"{wname}: token-bucket drains")
     alt = f"Rate over time of each drain of {wname}, with the fitted rates and times: " + "; ".join(parts) + "."
     return [Plot(f"{slug(wname)}-drains", f"{wname}: drain curves", alt, fig)]
