@@ -29,6 +29,8 @@ from cloudbench.report.figures import section_figures
 from cloudbench.report.figures.confirm import convergence_figure
 from cloudbench.report.figures.diurnal import time_of_day_figure
 from cloudbench.report.figures.style import Plot, inline_svg, save
+from cloudbench.report.files import REPORT_DIR
+from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 
@@ -210,7 +212,8 @@ def _throughput_tables(page: Page, w: dict[str, Any]) -> None:
             [{**r, "pair": f"{r['src']}→{r['dst']}"} for r in rows],
             [("repetition", "rep"), ("pair", "sender→receiver"), ("group", "group"), ("mean_mbps", "mean"),
              ("cov", "CoV"), ("p5_mbps", "p5"), ("p50_mbps", "p50"), ("p95_mbps", "p95"),
-             ("loss_pct", "loss %"), ("capacity_lb_mbps", "capacity ≥"), ("expected_mbps", "expected")],
+             ("loss_pct", "loss %"), ("capacity_lb_mbps", "capacity ≥"),
+             ("capacity_lb95_mbps", "capacity ≥ (95 %)"), ("expected_mbps", "expected")],
             left=("pair", "group"), digits=2))
     if w.get("asymmetry"):
         page.add("<h3>Direction asymmetry (Mbit/s)</h3>" + table(
@@ -289,6 +292,9 @@ def _confirm(page: Page, path: Path) -> None:
         doc = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise ResultError(str(path), f"not a readable confirm.json: {e}") from e
+    if not isinstance(doc, dict):
+        raise ResultError(str(path), "confirm.json is not a JSON object")
+    formats.CONFIRM.check(doc.get("schema"), str(path))
     page.heading("How many repetitions? (confirm)", "confirm")
     params = doc.get("params") or {}
     page.add(f"<p>From <code>{esc(path.name)}</code> beside the run: {esc(len(doc.get('runs') or []))} run(s), "
@@ -363,7 +369,7 @@ def render_html(run: RunDir, report: dict[str, Any], figures_dir: Path) -> tuple
 def write_html(run: RunDir, report: dict[str, Any], path: Path | None = None) -> list[Path]:
     """Write the page (default ``<run>/report/index.html``) and its figures (``figures/``
     beside the page); the paths written, the page first."""
-    path = path or run.path / "report" / HTML_NAME
+    path = path or run.path / REPORT_DIR / HTML_NAME
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         text, figs = render_html(run, report, path.parent / FIGURES_DIR)

@@ -3,15 +3,18 @@ without URLs, a figure per aggregate with a text alternative, figure files, the 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from cloudbench.analysis.confirm import ConfirmParams
 from cloudbench.analysis.latency import CCDF_EXCEEDANCE
 from cloudbench.cli.app import app
+from cloudbench.errors import ResultError
 from cloudbench.report.build import build_report
 from cloudbench.report.confirm import confirm, write_confirm
 from cloudbench.report.html import write_html
@@ -47,6 +50,7 @@ def full_report(run: RunDir) -> dict[str, Any]:
                        "mbps": [9400.0 + i for i in range(10)]} for r in tput["trials"]]
     for r in tput["trials"]:
         r["repetition"] = 0
+        r["capacity_lb95_mbps"] = 9654.321
     drain = drain_section()
     for d in drain["drains"]:
         d["repetition"] = 0
@@ -103,6 +107,8 @@ def test_the_page_is_one_file_in_reading_order_with_a_figure_per_aggregate(tmp_p
     # the standalone SVG files keep their namespace, the inlined copies do not need it
     assert 'xmlns="http://www.w3.org/2000/svg"' in (page.parent / "figures" / "echo-box.svg").read_text()
     assert "rtt_p50_us" in text and "Hosts" in text and "seed" in text
+    # the per-trial table has the capacity bound that holds its level (the coverage suite), as the terminal's
+    assert "capacity ≥ (95 %)</th>" in text and "9,654</td>" in text
 
 
 def test_report_command_writes_the_page_where_asked_or_not_at_all(tmp_path: Path) -> None:
@@ -140,3 +146,16 @@ def test_a_large_runs_figures_stay_small(tmp_path: Path) -> None:
     assert len(text.encode()) < 1_000_000, len(text.encode())
     assert "200 of 2450 pair series drawn" in text
     assert " 50 of 2500 cells missing" in text  # the diagonal
+
+
+def test_a_confirm_json_of_an_unknown_version_is_refused_with_its_path(tmp_path: Path) -> None:
+    camp = make_campaign(tmp_path, "c", [FakeRun({("m", "g"): [1.0]}, workloads=[])])
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    bad = camp / "confirm.json"
+    bad.write_text(json.dumps({"schema": 99, "series": []}))
+    with pytest.raises(ResultError, match="schema 99 is unknown") as e:
+        write_html(run, build_report(run))
+    assert str(bad) in str(e.value)
+    bad.write_text("[]")
+    with pytest.raises(ResultError, match="not a JSON object"):
+        write_html(run, build_report(run))
