@@ -11,8 +11,8 @@ load; the rest find who shares a NIC. The clients' records are pulled, kept
 under ``<workload>/raw/``, and parsed into one Parquet file per trial (kind
 ``colocation``): the throughput workload's interval rows (``throughput_table``)
 plus ``probe`` int16, ``phase`` (full|split|pairs|verify|solo) and ``senders``
-int16. A sender's rate in a probe is the median of its report intervals after
-the first (:mod:`.data`), robust to the few ms by which the senders' starts
+int16. A sender's rate in a probe is its mean over the report intervals after
+the first (:mod:`.data`), which holds the few ms by which the senders' starts
 differ.
 """
 
