@@ -18,7 +18,6 @@ differ.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ from rich.console import Console
 
 from cloudbench.analysis.colocation import AdaptiveAudit
 from cloudbench.core.cluster import HostAccess
-from cloudbench.errors import RemoteError
 from cloudbench.spec.model import Spec
 from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
@@ -106,26 +104,16 @@ class ColocationKind(WorkloadKind):
                               classes={n: h.spec.vm_type for n, h in hosts.items()})
         tag = ctx.trial.id
         outcome = TrialOutcome()
-        servers = await asyncio.gather(*(start_server(ctx, h, w.tool, w.port, tag)
-                                          for h in hosts.values()), return_exceptions=True)
-        started: dict[str, int] = {}
-        for n, srv in zip(names, servers, strict=True):
-            if isinstance(srv, RemoteError):
-                outcome.failures.append(srv.failure)
-            elif isinstance(srv, BaseException):
-                raise srv
-            else:
-                started[n] = int(srv["pid"])
+        servers = await ctx.remote.fan_out(lambda h: start_server(ctx, h, w.tool, w.port, tag),
+                                           hosts.values())
+        started = {r.host: int(r.value["pid"]) for r in outcome.succeeded(servers)}
         parts: list[pa.Table] = []
         try:
             if len(started) == len(names):
                 await self._probes(ctx, w, audit, hosts, parts, outcome)
         finally:
-            stops = await asyncio.gather(*(stop_server(ctx, hosts[n], pid, w.port)
-                                           for n, pid in started.items()), return_exceptions=True)
-            for s in stops:
-                if isinstance(s, RemoteError):
-                    outcome.failures.append(s.failure)
+            outcome.succeeded(await ctx.remote.fan_out(
+                lambda h: stop_server(ctx, h, started[h.name], w.port), [hosts[n] for n in started]))
         if parts:
             table = pa.concat_tables(parts).combine_chunks()
             rel = f"{w.name}/{tag}.parquet"
@@ -150,30 +138,26 @@ class ColocationKind(WorkloadKind):
             index = len(audit.probes)
             senders = [n for n in names if n in members]
             seconds = w.probe_seconds(phase)
-            flows = ring(senders, names)
+            dst_of = dict(ring(senders, names))  # one flow per sender
 
-            async def one(src: str, dst: str, index: int = index,
-                          seconds: float = seconds) -> tuple[Path, dict[str, Any]]:
-                cfg = {"schema": formats.TPUT_RECORD.current, "host": src, "target": hosts[dst].address,
-                       "source": hosts[src].address, **w.tool_config(seconds)}
-                stem = f"{tag}-p{index:03d}-{src}"
+            async def one(h: HostAccess, index: int = index, seconds: float = seconds,
+                          dst_of: dict[str, str] = dst_of) -> tuple[Path, dict[str, Any]]:
+                cfg = {"schema": formats.TPUT_RECORD.current, "host": h.name,
+                       "target": hosts[dst_of[h.name]].address, "source": h.address,
+                       **w.tool_config(seconds)}
+                stem = f"{tag}-p{index:03d}-{h.name}"
                 local = ctx.run.path / w.name / "raw" / f"{stem}.jsonl"
-                return await run_client(ctx, hosts[src], cfg, stem, local, seconds)
+                return await run_client(ctx, h, cfg, stem, local, seconds)
 
             async with ticking(ctx, f"probe {index + 1} ({phase}, {len(senders)} senders) ",
                                seconds):
-                got = await asyncio.gather(*(one(s, d) for s, d in flows), return_exceptions=True)
+                got = await ctx.remote.fan_out(one, [hosts[s] for s in dst_of])
             records: list[tuple[str, Path, str, str]] = []
-            for (src, dst), r in zip(flows, got, strict=True):
-                if isinstance(r, RemoteError):
-                    outcome.failures.append(r.failure)
-                elif isinstance(r, BaseException):
-                    raise r
-                else:
-                    path, summary = r
-                    records.append(("forward", path, src, dst))
-                    outcome.files[str(path.relative_to(ctx.run.path))] = summary["sha256"]
-            if len(records) < len(flows):
+            for r in outcome.succeeded(got):
+                path, summary = r.value
+                records.append(("forward", path, r.host, dst_of[r.host]))
+                outcome.files[str(path.relative_to(ctx.run.path))] = summary["sha256"]
+            if len(records) < len(dst_of):
                 # a probe with a sender missing says nothing reliable; keep what we have
                 outcome.stats["stopped"] = f"probe {index + 1}: a sender failed"
                 return

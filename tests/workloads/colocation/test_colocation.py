@@ -4,6 +4,7 @@ one 100 Mbit/s NIC and b1-b2 on another, 80 Mbit/s caps, default threshold)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import math
 import shutil
@@ -13,10 +14,13 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
+from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.errors import SpecError
 from cloudbench.spec.vmtypes import goodput_fraction
 from cloudbench.store.rundir import RunDir
+from cloudbench.testing.remote import FakeRemote
 from cloudbench.workloads import parse_spec, workload_kind
+from cloudbench.workloads.base import Trial, TrialContext, TrialOutcome
 from cloudbench.workloads.colocation.controller import ring
 from cloudbench.workloads.colocation.data import nominal_rate, probe_rates, with_probe_columns
 from cloudbench.workloads.throughput.controller import THROUGHPUT_SCHEMA
@@ -136,3 +140,45 @@ def test_the_cloud_firewalls_open_the_colocation_tool_ports() -> None:
     assert (nuttcp.first, nuttcp.last, nuttcp.protocols) == (6100, 6103, ("tcp",))
     (iperf,) = ColocationWorkload(kind="colocation", tool="iperf3", port=6200).listen_ports()
     assert (iperf.first, iperf.last) == (6200, 6200)
+
+
+def _trial_on_fakes(tmp_path: Path, fake_rules: list[tuple[str, str, int, str]]) -> tuple[TrialOutcome, FakeRemote]:
+    """Run the audit's trial on the recorded spec's hosts with a scripted remote."""
+    spec = parse_spec((EXPERIMENTS / "colocation.yaml").read_text())
+    w = spec.workloads[0]
+    kind = workload_kind("colocation")
+    ((hosts, pairs),) = kind.expand(w, spec)
+    topo = spec.topology()
+    cluster = Cluster("netns", "t", topo, [HostAccess(h, f"198.18.0.{i + 1}", "127.0.0.1")
+                                           for i, h in enumerate(topo.hosts)], tmp_path / "k")
+    fake = FakeRemote(cluster)
+    for command, host, code, out in fake_rules:
+        fake.on(command, stdout=out, exit_code=code, host=host)
+    trial = Trial("r000-t000-colocation", 0, 0, w.name, "colocation", hosts, pairs)
+    ctx = TrialContext(trial, w, spec, cluster, fake, RunDir(tmp_path), "token")
+    return asyncio.run(kind.run(ctx)), fake
+
+
+def test_a_server_that_does_not_start_is_a_failure_and_the_others_are_stopped(tmp_path: Path) -> None:
+    outcome, fake = _trial_on_fakes(tmp_path, [
+        (r"tput\.py serve", "b2", 1, ""),
+        (r"tput\.py serve", "*", 0, '{"pid": 4242}'),
+        (r"tput\.py stop 4242", "*", 0, "{}"),
+    ])
+    assert [f.host for f in outcome.failures] == ["b2"]
+    stopped = sorted(c.host for c in fake.calls if c.op == "run" and "tput.py stop" in c.target)
+    assert stopped == ["a1", "a2", "a3", "b1", "c1", "c2", "c3"]
+    assert not [c for c in fake.commands() if "tput.py client" in c]  # no probe on a partial ring
+    assert outcome.stats["probes"] == 0 and outcome.files == {}
+
+
+def test_a_probe_whose_senders_fail_stops_the_audit_and_every_server(tmp_path: Path) -> None:
+    outcome, fake = _trial_on_fakes(tmp_path, [
+        (r"tput\.py serve", "*", 0, '{"pid": 7}'),
+        (r"tput\.py client", "*", 1, ""),
+        (r"tput\.py stop 7", "*", 0, "{}"),
+    ])
+    hosts = ["a1", "a2", "a3", "b1", "b2", "c1", "c2", "c3"]
+    assert sorted(f.host for f in outcome.failures) == hosts  # one per sender of the full probe
+    assert outcome.stats["stopped"] == "probe 1: a sender failed" and outcome.stats["probes"] == 0
+    assert sorted(c.host for c in fake.calls if c.op == "run" and "tput.py stop" in c.target) == hosts
