@@ -11,7 +11,6 @@ one interval to the next, and only their mean is the share.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,15 +94,11 @@ def load_audits(run: RunDir, workload: str) -> list[Audit]:
         t = read_parquet(path, kind=PARQUET_KIND)
         if t.num_rows == 0:
             continue
-        probe = t.column("probe").to_numpy()
-        rows_of: dict[int, list[int]] = defaultdict(list)
-        for i, p in enumerate(probe):
-            rows_of[int(p)].append(i)
         rep = int(t.column("repetition")[0].as_py())
         trial = str(t.column("trial")[0].as_py())
         audit = Audit(rep, trial, [])
-        for p in sorted(rows_of):
-            part = t.take(pa.array(rows_of[p]))
+        for p in sorted(pc.unique(t.column("probe")).to_pylist()):
+            part = t.filter(pc.equal(t.column("probe"), p))
             senders = [str(s) for s in pc.unique(part.column("src").cast(pa.string())).to_pylist()]
             phase = str(part.column("phase")[0].as_py())
             audit.probes.append(Probe(frozenset(senders), probe_rates(part), phase))
