@@ -765,15 +765,14 @@ class Sender(object):
         self.error("%s: connection lost: %s" % (p.label(), why))
         _log("%s: connection lost after round %d: %s" % (p.label(), self.rounds_sent - 1, why))
 
-    def _fail_inflight(self, p: Peer) -> None:
-        """Frames in flight on a broken connection become conn_lost rows."""
+    def _fail_inflight(self, p: Peer, flags: int = FLAG_TIMEOUT | FLAG_CONN_LOST) -> None:
+        """Frames in flight become rows with ``flags`` (a broken connection: conn_lost)."""
         add = self.w.add
         warm_end = self.warm_end
         q = p.q
         for i in range(p.expired, len(q)):  # the first p.expired are timeout rows already
             rnd, st = q[i]
-            add(rnd, p.id, FLAG_TIMEOUT | FLAG_CONN_LOST | (FLAG_WARMUP if st < warm_end else 0),
-                st, 0, p.connect_ns)
+            add(rnd, p.id, flags | (FLAG_WARMUP if st < warm_end else 0), st, 0, p.connect_ns)
         q.clear()
         p.expired = 0
 
@@ -879,6 +878,7 @@ class Sender(object):
         q = p.q
         add = self.w.add
         unpack_from = ROUND_FIELD.unpack_from
+        connect_ns = p.connect_ns
         off = 0
         while have - off >= fs:
             got = unpack_from(buf, off)[0]
@@ -899,9 +899,9 @@ class Sender(object):
                     self.n_user += 1
                 flags = FLAG_WARMUP if st < self.warm_end else 0
                 if rt - st > self.timeout_ns:
-                    add(expected, p.id, flags | FLAG_TIMEOUT, st, 0, p.connect_ns)
+                    add(expected, p.id, flags | FLAG_TIMEOUT, st, 0, connect_ns)
                 else:
-                    add(expected, p.id, flags, st, rt, p.connect_ns)
+                    add(expected, p.id, flags, st, rt, connect_ns)
             off += fs
         rest = have - off
         if rest:
@@ -937,10 +937,6 @@ class Sender(object):
 
     def _send_round(self, rnd: int) -> None:
         """Send round ``rnd`` to every peer; the caller blocks in epoll right after."""
-        if self.per_round:
-            for p in self.peers:
-                self._open_round(p, rnd)
-            return
         mono = time.monotonic_ns
         frame = self.frame
         ROUND_FIELD.pack_into(frame, 0, rnd)
@@ -975,6 +971,11 @@ class Sender(object):
             p.out += self.frame  # goes out when the socket is writable again
 
     # ---- a connection per round (connection: per_round)
+
+    def _open_rounds(self, rnd: int) -> None:
+        """:meth:`_send_round` of ``per_round``: round ``rnd``'s own connection to every peer."""
+        for p in self.peers:
+            self._open_round(p, rnd)
 
     def _open_round(self, p: Peer, rnd: int) -> None:
         """Start round ``rnd``'s own connection to ``p`` (its row comes when it ends)."""
@@ -1038,12 +1039,11 @@ class Sender(object):
             self._broken(p, now, "closed during the hello (wrong token?)" if not got
                          else "unexpected reply %r to the hello" % got[:16])
             return
-        frame = bytearray(self.frame)
-        ROUND_FIELD.pack_into(frame, 0, p.pending)
+        ROUND_FIELD.pack_into(self.frame, 0, p.pending)
         p.state = _STATE_CONNECTED
         p.q.append((p.pending, time.monotonic_ns()))
         p.pending = -1
-        p.out += frame
+        p.out += self.frame
         self._flush_out(p)
 
     def _round_failed(self, p: Peer, why: str) -> None:
@@ -1059,14 +1059,7 @@ class Sender(object):
         self._drop(p)
         if p.pending >= 0:
             self._round_failed(p, "round not finished when the next one started")
-        add = self.w.add
-        q = p.q
-        for i in range(p.expired, len(q)):
-            rnd, st = q[i]
-            add(rnd, p.id, FLAG_TIMEOUT | (FLAG_WARMUP if st < self.warm_end else 0), st, 0,
-                p.connect_ns)
-        q.clear()
-        p.expired = 0
+        self._fail_inflight(p, FLAG_TIMEOUT)
 
     def _expire_rounds(self, now: int) -> None:
         """Connections whose handshake or hello outlived the timeout become timeout rows."""
@@ -1157,6 +1150,7 @@ class Sender(object):
         itimer = signal.ITIMER_REAL
         poll = self.ep.poll
         dispatch = self._dispatch
+        send_round = self._open_rounds if self.per_round else self._send_round
         w = self.w
         t0 = self.t0
         interval = self.interval_ns
@@ -1204,7 +1198,7 @@ class Sender(object):
                 setitimer(itimer, max((armed - now) / 1e9, 1e-6))  # before the sends
                 if self.kernel_stamps:
                     self.offset = clock_offset()
-                self._send_round(rnd - 1)
+                send_round(rnd - 1)
             else:
                 wake = min(next_send, next_sweep, self.next_maint)
                 if wake <= now:

@@ -586,6 +586,8 @@ def test_per_round_opens_a_connection_per_round_and_peer_and_times_its_handshake
         # positive, and the echo starts after the handshake ended (send_ns >= start + connect).
         assert (ok["connect_ns"] > 0).all() and (ok["connect_ns"] < 90_000_000).all()
         assert (rtt_us(ok) > 0).all()
+        scheduled = header["t0_ns"] + ok["round"].astype(np.int64) * 100_000_000  # 1/rate apart
+        assert (ok["send_ns"] >= scheduled + ok["connect_ns"]).all()
         assert summary["connects"] >= len(ok)  # one handshake per answered (round, peer)
         # a server outlives its own sender until the peers' per-round connections stop
         assert not [e for e in summary["errors"] if "refused" in e], summary["errors"]
