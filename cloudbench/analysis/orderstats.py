@@ -21,26 +21,31 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-BINS_PER_E = 512
-"""Bins per factor e of the value: relative width 0.2 %, so a chosen bin holds few values."""
-MAX_LOG = 24.0
-"""ln of the largest value binned (2.6e10: 26 s in ns); larger values share the last bin."""
-NBINS = int(MAX_LOG * BINS_PER_E) + 2
+SUB_BITS = 9
+"""Bins per octave of the value: 2**SUB_BITS, linear inside the octave (relative width ≤ 0.2 %),
+so a chosen bin holds few values."""
+MAX_OCTAVE = 35
+"""Values from 2**35 (34 s in ns) on share the last bin."""
+NBINS = MAX_OCTAVE * (1 << SUB_BITS) + 2
+_SHIFT = 52 - SUB_BITS  # float64 mantissa bits below the bin's
+_ONE = 1023 << SUB_BITS  # (bits of 1.0) >> _SHIFT
 
 
 def value_bins(values: np.ndarray) -> np.ndarray:
-    """The bin of each value (int32): 0 for values ≤ 1, then ⌊ln(v)·BINS_PER_E⌋ + 1, monotone in v."""
-    v = np.maximum(values.astype(np.float64, copy=False), 1.0)
-    b = np.floor(np.log(v) * BINS_PER_E).astype(np.int32) + 1
-    b[values <= 1] = 0
-    out: np.ndarray = np.minimum(b, NBINS - 1)
+    """The bin of each value (int64), monotone in v: 0 for values < 1; for v ≥ 1 the octave
+    ⌊log2 v⌋ and the next SUB_BITS bits of v's float64 mantissa, plus 1 (exact for values below
+    2**53: no logarithm, two integer operations on the float's bits)."""
+    b = values.astype(np.float64).view(np.int64)
+    b >>= _SHIFT
+    b -= _ONE - 1
+    out: np.ndarray = np.clip(b, 0, NBINS - 1, out=b)
     return out
 
 
 def bin_edges(divisor: float = 1.0) -> np.ndarray:
     """The NBINS + 1 edges of :func:`value_bins` (bin b holds values in [edge b, edge b+1)), over ``divisor``."""
-    b = np.arange(NBINS + 1, dtype=np.float64)
-    edges = np.exp((b - 1) / BINS_PER_E)
+    b = np.arange(NBINS + 1, dtype=np.int64)
+    edges = ((b - 1 + _ONE) << _SHIFT).view(np.float64)
     edges[0] = 0.0
     out: np.ndarray = edges / divisor
     return out
@@ -126,23 +131,39 @@ def percentiles_from(stats: dict[int, int], n: int, ps: Sequence[float], divisor
 
 
 def window_medians(values: np.ndarray, valid: np.ndarray, window: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Median of the valid ``values`` in each window (``window``: non-decreasing ids).
+    """Median of the valid ``values`` in each window (``window``: each value's window id).
 
-    Returns (window ids that hold a valid value, their medians). Linear time: the
-    windows are laid out as rows of a matrix and partitioned, rows of equal
-    length together.
+    Returns (window ids that hold a valid value, their medians); see :func:`window_stats`.
     """
-    w, v = window[valid], values[valid]
+    ids, _, _, med = window_stats(values[valid], window[valid])
+    return ids, med
+
+
+def window_stats(values: np.ndarray, window: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per window id present in ``window`` (each value's window, usually non-decreasing):
+    (ids, counts, sums, medians), ids ascending.
+
+    Sums keep the values' kind (exact for integers). Linear time when the ids are
+    non-decreasing (else one stable sort first): the windows are laid out as rows of
+    a matrix and partitioned, rows of equal length together.
+    """
+    w, v = window, values
     if not len(v):
-        return np.empty(0, dtype=np.int64), np.empty(0)
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(w)) + 1])
+        return (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.zeros(0, dtype=v.dtype),
+                np.empty(0))
+    step = np.diff(w)
+    if (step < 0).any():
+        order = np.argsort(w, kind="stable")
+        w, v = w[order], v[order]
+        step = np.diff(w)
+    starts = np.concatenate([[0], np.flatnonzero(step) + 1])
     lengths = np.diff(np.append(starts, len(v)))
-    ids = w[starts]
+    sums = np.add.reduceat(v, starts, dtype=np.int64 if v.dtype.kind in "iu" else np.float64)
     med = np.empty(len(starts))
     for n in np.unique(lengths):
         rows = np.flatnonzero(lengths == n)
         block = v[starts[rows, None] + np.arange(n)[None, :]]
         lo, hi = (n - 1) // 2, n // 2
         part = np.partition(block, sorted({lo, hi}), axis=1)
-        med[rows] = (part[:, lo] + part[:, hi]) / 2.0
-    return ids.astype(np.int64), med
+        med[rows] = (part[:, lo].astype(np.float64) + part[:, hi]) / 2.0
+    return w[starts].astype(np.int64), lengths.astype(np.int64), sums, med
