@@ -1,27 +1,36 @@
 """A run's echo observations, aggregated in two streaming passes over its Parquet files.
 
-Nothing here holds the run's rows: the files are read in record batches (Arrow;
-host names stay dictionary indices, never Python strings), and each batch is
-folded into small aggregates with vectorised numpy:
+Nothing here holds the run's rows: the files are read row group by row group
+(Arrow; host names stay dictionary indices, never Python strings; columns the
+footer shows constant in a row group, such as its sender, are not read), and
+each row group is scattered into its trial's round matrices: per sender, a
+peers × rounds matrix of RTTs (ns, 4 bytes a cell; 8 when the footer shows an
+RTT above 4.29 s) and each round's send time. Everything else comes from those
+matrices, one sender at a time in threads, with vectorised numpy:
 
-pass 1 — per latency group (overall and per repetition) and per pair: counts,
-  timeouts, sums and fine histograms of the RTT (:mod:`cloudbench.analysis.orderstats`);
-  windowed sums per group and per pair; and per trial file, a rounds × peers
-  matrix of each sender's RTTs (4 bytes a cell) for the quorum latencies
-  (k-th fastest reply per sender and round) and the per-pair window medians;
+pass 1 — per (repetition, sender, peer): counts, timeouts, sums and fine
+  histograms of the RTT (:mod:`cloudbench.analysis.orderstats`); per window the
+  count, sum and median; the quorum latencies (k-th fastest reply per sender
+  and round); rows and timeouts are counted as the row groups are read;
 pass 2 — the values in the histogram bins that hold the wanted order statistics,
-  from which the Table-1 percentiles come out exact.
+  from which the Table-1 percentiles come out exact: from the kept matrices, or
+  from the files again when the run's matrices exceed :data:`KEEP_BYTES`.
+
+A round's observations share the window of the round's first send, for the
+windowed means as for the window medians and the quorums.
 
 Memory: the histograms, the windows and one trial's matrices (8 senders × 8
-peers × 2.16 M rounds × 4 B = 553 MB for StormCloud's 6-hour trial). Time: two
-reads of the files. bench/bench_scale.py measures both against DuckDB's exact
+peers × 2.16 M rounds × 4 B = 553 MB for StormCloud's 6-hour trial). Time: one
+read of the files. bench/bench_scale.py measures both against DuckDB's exact
 ``quantile_cont`` on the same files.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import threading
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,13 +64,14 @@ BATCH_ROWS = 1 << 20
 T0_UTC_KEY = b"cloudbench.t0_utc_us"
 """File metadata (schema 2): JSON {host: CLOCK_REALTIME µs of that host's round 0}."""
 
-_MISSING = np.uint32(0xFFFFFFFF)  # no row for this (round, peer)
-_TIMEOUT = np.uint32(0xFFFFFFFE)  # a row, but no reply in time
-_MAX_RTT = 0xFFFFFFFD  # RTTs above (4.29 s) are clamped in the matrices only; quantiles stay exact
+_U32_LAST = 0xFFFFFFFD  # the largest RTT (ns) a 4-byte matrix cell holds; above it cells take 8 bytes
+_NO_SEND = np.iinfo(np.int64).max  # a round this sender has no row of
 NG = len(GROUP_ORDER)
 KEEP_BYTES = 1 << 30
-"""Round matrices (4 B per measured row) kept in memory for pass 2 up to this size (268 M rows);
+"""Round matrices (4 B per cell) kept in memory for pass 2 up to this size (268 M cells);
 larger runs are read a second time instead."""
+CONSTANT_COLUMNS = ("repetition", "src", "warmup", "connect_ns")
+"""Columns not read from a row group whose footer statistics show one value (or only nulls)."""
 
 Quorum = tuple[str, list[str], list[int]]
 """(name, members, k values) of one quorum of the spec."""
@@ -104,9 +114,13 @@ class _File:
     path: Path
     trial: str
     t0_utc_us: dict[str, int]
-    max_round: int
+    max_round: int  # -2: the footer has no statistics
     row_groups: int
     has_connect: bool = False  # written by echo worker 3 or later (connect_ns column)
+    max_rtt: int | None = 0  # the largest RTT (ns) the footer shows; None: unknown
+    constant: list[dict[str, Any]] = field(default_factory=list)
+    """Per row group: each column of :data:`CONSTANT_COLUMNS` with a single value (None: only nulls)."""
+    footer: Any = None  # the file's parsed footer (pq.FileMetaData): each read skips parsing it again
 
 
 def echo_files(run: RunDir, workload: str, trials: Collection[str] | None = None) -> list[_File]:
@@ -120,21 +134,43 @@ def echo_files(run: RunDir, workload: str, trials: Collection[str] | None = None
         schema = pf.schema_arrow
         meta = schema.metadata or {}
         t0 = {str(k): int(v) for k, v in json.loads(meta.get(T0_UTC_KEY, b"{}")).items()}
-        ri = pf.schema_arrow.get_field_index("round")
-        max_round = -1
-        for g in range(pf.metadata.num_row_groups):
-            st = pf.metadata.row_group(g).column(ri).statistics
-            if st is None or not st.has_min_max:
-                max_round = -2
-                break
-            max_round = max(max_round, int(st.max))
-        out.append(_File(path, path.stem, t0, max_round, pf.metadata.num_row_groups, "connect_ns" in schema.names))
+        f = _File(path, path.stem, t0, -1, pf.metadata.num_row_groups, "connect_ns" in schema.names,
+                  footer=pf.metadata)
+        ri, ti = schema.get_field_index("round"), schema.get_field_index("rtt_ns")
+        for g in range(f.row_groups):
+            rg = pf.metadata.row_group(g)
+            rs, ts = rg.column(ri).statistics, rg.column(ti).statistics
+            if f.max_round != -2:
+                f.max_round = max(f.max_round, int(rs.max)) if rs is not None and rs.has_min_max else -2
+            if f.max_rtt is not None and ts is not None and ts.has_min_max:
+                f.max_rtt = max(f.max_rtt, int(ts.max))
+            elif rg.num_rows and (ts is None or ts.null_count != rg.num_rows):  # RTTs it says nothing of
+                f.max_rtt = None
+            f.constant.append(_constants(rg, schema))
+        out.append(f)
+    return out
+
+
+def _constants(rg: Any, schema: pa.Schema) -> dict[str, Any]:
+    """The columns of :data:`CONSTANT_COLUMNS` that one row group's statistics show to hold one
+    value (exactly, not a truncated bound), or, for ``connect_ns``, only nulls (None)."""
+    out: dict[str, Any] = {}
+    for name in CONSTANT_COLUMNS:
+        i = schema.get_field_index(name)
+        st = rg.column(i).statistics if i >= 0 else None
+        if st is None:
+            continue
+        if st.null_count == rg.num_rows and name == "connect_ns":
+            out[name] = None
+        elif (st.has_min_max and st.null_count == 0 and st.min == st.max
+              and getattr(st, "is_min_value_exact", True) and getattr(st, "is_max_value_exact", True)):
+            out[name] = st.min
     return out
 
 
 def _read(f: _File, group: int, columns: Sequence[str]) -> pa.Table:
     try:
-        return pq.ParquetFile(f.path, read_dictionary=["src", "dst"]).read_row_group(
+        return pq.ParquetFile(f.path, read_dictionary=["src", "dst"], metadata=f.footer).read_row_group(
             group, columns=list(columns), use_threads=False)
     except (pa.ArrowInvalid, OSError) as e:
         raise ResultError(str(f.path), f"not a readable Parquet file (truncated or corrupted?): {e}") from e
@@ -161,19 +197,46 @@ def _np(col: pa.ChunkedArray, dtype: Any) -> np.ndarray:
     return out
 
 
-class _Part:
-    """What pass 1 learns from one row group (merged into the scan afterwards)."""
+def _sentinels(dtype: np.dtype[Any]) -> tuple[int, int]:
+    """(no row, no reply) cell values of a round matrix: the two largest of its type."""
+    top = int(np.iinfo(dtype).max)
+    return top, top - 1
 
-    def __init__(self, n_leaf: int) -> None:
-        self.present = np.empty(0, dtype=np.int64)  # the leaves this part saw, and their histograms
-        self.hist = np.zeros((0, ost.NBINS), dtype=np.int64)
-        self.sums: np.ndarray = np.zeros(n_leaf)
-        self.timeouts: np.ndarray = np.zeros(n_leaf, dtype=np.int64)
-        self.measured: np.ndarray = np.zeros(n_leaf, dtype=np.int64)
-        self.windows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.connect: list[tuple[np.ndarray, np.ndarray]] = []  # (leaf, handshake µs)
-        self.rows = 0
-        self.rep: int | None = None
+
+@dataclass
+class _Trial:
+    """One trial file's round matrices (see the module docstring), filled row group by row group."""
+
+    mat: np.ndarray  # (senders, peers, rounds): RTT (ns); the sentinels where no row or no reply
+    sends: np.ndarray  # (senders, rounds): each round's first send (µs), _NO_SEND where none
+    rows: np.ndarray  # (senders · peers,): measured rows
+    timeouts: np.ndarray  # (senders · peers,): measured rows flagged timeout
+    reps: set[int] = field(default_factory=set)
+    connect: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (leaf, handshake µs)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # row groups in threads: the sums above
+
+
+@dataclass
+class _Leaves:
+    """Counts per leaf — (repetition, sender, peer) — summed over the run's files."""
+
+    hist: np.ndarray
+    sums: np.ndarray
+    timeouts: np.ndarray
+    measured: np.ndarray
+    connect: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (leaf, handshake µs)
+
+
+@dataclass
+class _Sender:
+    """What one sender's matrix gives (merged by the scan in sender order)."""
+
+    hist: dict[int, np.ndarray] = field(default_factory=dict)  # leaf -> histogram
+    sums: dict[int, float] = field(default_factory=dict)  # leaf -> sum of RTTs (µs)
+    windows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    quorums: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # (quorum, k) -> k-th per round
+    events: dict[tuple[str, str], list[Event]] = field(default_factory=dict)
 
 
 class _Scan:
@@ -216,8 +279,8 @@ class _Scan:
         self.n_keys = NG + R * NG + H * H
         self.families = [np.where(grp >= 0, grp, -1), np.where(grp >= 0, NG + rp * NG + grp, -1),
                          NG + R * NG + src * H + dst]
-        self.leaf = _Part(self.n_leaf)
-        self.leaf.hist = np.zeros((self.n_leaf, ost.NBINS), dtype=np.int64)
+        self.leaf = _Leaves(np.zeros((self.n_leaf, ost.NBINS), dtype=np.int64), np.zeros(self.n_leaf),
+                            np.zeros(self.n_leaf, dtype=np.int64), np.zeros(self.n_leaf, dtype=np.int64))
         self.hist = np.zeros((0, ost.NBINS), dtype=np.int64)
         self.sums = np.zeros(0)
         self.timeouts = self.measured = np.zeros(0, dtype=np.int64)
@@ -227,7 +290,6 @@ class _Scan:
         self.events: list[dict[str, Any]] = []
         self.round_interval_s = round_interval_s
         self.kept: list[tuple[int, np.ndarray]] | None = []  # (repetition position, round matrices)
-        self.clamped = False  # an RTT above what a matrix cell holds: pass 2 reads the files
         self.win_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (file, leaf, w) key, sum, count
         self.rows = 0
 
@@ -251,146 +313,169 @@ class _Scan:
         H = self.H
         with ThreadPoolExecutor(self.threads) as pool:
             for fi, f in enumerate(self.files):
-                rounds = max(f.max_round + 1, 0)
-                if f.max_round == -2:  # no statistics: find the last round first
-                    rounds = max((int(_np(_read(f, g, ["round"]).column("round"), np.int64).max(initial=-1))
-                                  for g in range(f.row_groups)), default=-1) + 1
-                # each sender's RTT to each peer, per round (4 B a cell), and each round's window
-                mat = np.full((H, H, rounds), _MISSING, dtype=np.uint32)
-                sends = np.full((H, rounds), -1, dtype=np.int64)  # each round's send time (µs)
-                reps: set[int] = set()
-                rows = 0
-                # parts are merged as they arrive, so memory holds a few row groups' counts
-                for p in pool.map(lambda g, f=f, fi=fi, mat=mat, sends=sends: self._pass1_group(f, fi, g, mat, sends),
-                                  range(f.row_groups)):
-                    if p.rep is not None:
-                        reps.add(p.rep)
-                    self.leaf.hist[p.present] += p.hist
-                    self.leaf.sums += p.sums
-                    self.leaf.timeouts += p.timeouts
-                    self.leaf.measured += p.measured
-                    self.win_parts.extend(p.windows)
-                    self.leaf.connect.extend(p.connect)
-                    rows += p.rows
-                if len(reps) > 1:
-                    raise ResultError(str(f.path), f"holds rows of repetitions {sorted(reps)}; one file is one trial")
-                self.rows += rows
-                rep = reps.pop() if reps else self.reps[0]
+                tr = self._trial(f)
+                self.rows += sum(pool.map(lambda g, f=f, tr=tr: self._fill(f, g, tr), range(f.row_groups)))
+                if len(tr.reps) > 1:
+                    raise ResultError(str(f.path),
+                                      f"holds rows of repetitions {sorted(tr.reps)}; one file is one trial")
+                rep = tr.reps.pop() if tr.reps else self.reps[0]
+                rp = self.rep_pos[rep]
                 self.file_reps.append(rep)
-                if rows:
-                    self._finish_file(f, rep, mat, sends)
-                    self._keep(rep, mat)
+                self.leaf.measured[rp * H * H:(rp + 1) * H * H] += tr.rows
+                self.leaf.timeouts[rp * H * H:(rp + 1) * H * H] += tr.timeouts
+                self.leaf.connect.extend(tr.connect)
+                if not tr.rows.any():
+                    continue
+                # senders in threads, each one's pairs in turn: events hold one pair's arrays per thread
+                senders = list(pool.map(lambda s, f=f, fi=fi, rep=rep, tr=tr: self._sender(f, fi, rep, tr, s),
+                                        range(H)))
+                self._merge(f, rep, senders)
+                self._keep(rep, tr.mat)
 
-    def _pass1_group(self, f: _File, fi: int, group: int, mat: np.ndarray, sends: np.ndarray) -> _Part:
-        part = _Part(self.n_leaf)
-        t = _read(f, group, (*COLUMNS, "connect_ns") if f.has_connect else COLUMNS)
-        part.rows = n = t.num_rows
+    def _trial(self, f: _File) -> _Trial:
+        """Empty round matrices for a file, sized by its footer (or by reading its rounds)."""
+        rounds = f.max_round + 1
+        if f.max_round == -2:  # no statistics: find the last round first
+            rounds = max((int(_np(_read(f, g, ["round"]).column("round"), np.int64).max(initial=-1))
+                          for g in range(f.row_groups)), default=-1) + 1
+        H = self.H
+        dtype = np.dtype(np.uint32 if f.max_rtt is not None and f.max_rtt <= _U32_LAST else np.uint64)
+        return _Trial(np.full((H, H, rounds), _sentinels(dtype)[0], dtype=dtype),
+                      np.full((H, rounds), _NO_SEND, dtype=np.int64),
+                      np.zeros(H * H, dtype=np.int64), np.zeros(H * H, dtype=np.int64))
+
+    def _fill(self, f: _File, group: int, tr: _Trial) -> int:
+        """Scatter one row group into the trial's matrices; its number of rows."""
+        const = f.constant[group]
+        t = _read(f, group, ("round", "dst", "send_us", "rtt_ns", "timeout",
+                             *(c for c in CONSTANT_COLUMNS if c not in const and (c != "connect_ns" or f.has_connect))))
+        n = int(t.num_rows)
         if not n:
-            return part
-        leaf, src, dst, rp = self._keyed(t, f)
-        part.rep = self.reps[int(rp[0])]
-        if (rp != rp[0]).any():
-            raise ResultError(str(f.path), "holds rows of several repetitions; one file is one trial")
-        rtt_col = t.column("rtt_ns")
-        has_rtt = ~_np(rtt_col.is_null(), bool)
-        rtt = _np(rtt_col.fill_null(0), np.int64)
-        timeout = _np(t.column("timeout"), bool)
-        measured = ~_np(t.column("warmup"), bool)
+            return 0
+        H = self.H
+        if "repetition" in const:
+            rp = int(self._rep_pos(np.array([const["repetition"]], dtype=np.int64), f.path)[0])
+        else:
+            rps = self._rep_pos(_np(t.column("repetition"), np.int64), f.path)
+            rp = int(rps[0])
+            if (rps != rp).any():
+                raise ResultError(str(f.path), "holds rows of several repetitions; one file is one trial")
+        src: np.ndarray | int
+        if "src" in const:
+            if str(const["src"]) not in self.host_index:
+                raise ResultError(str(f.path), "names hosts that the manifest does not list")
+            src = self.host_index[str(const["src"])]
+        else:
+            src = _host_index(t.column("src"), self.host_index, f.path)
+        dst = _host_index(t.column("dst"), self.host_index, f.path)
         rnd = _np(t.column("round"), np.int64)
         send = _np(t.column("send_us"), np.int64)
-        valid = measured & has_rtt
-        if f.has_connect:  # handshake times of per-round connections (µs), per leaf
-            cc = t.column("connect_ns")
-            has_c = measured & ~_np(cc.is_null(), bool)
-            if has_c.any():
-                part.connect.append((leaf[has_c], _np(cc.fill_null(0), np.int64)[has_c] / 1000.0))
-        lv, rv = leaf[valid], rtt[valid]
-        if len(rv) and int(rv.max()) > _MAX_RTT:
-            self.clamped = True
-        rv_us = rv / 1000.0
-        part.present, part.hist = _hist(lv, ost.value_bins(rv), self.n_leaf)
-        part.sums = np.bincount(lv, weights=rv_us, minlength=self.n_leaf)
-        part.timeouts = np.bincount(leaf[measured & timeout], minlength=self.n_leaf)
-        part.measured = np.bincount(leaf[measured], minlength=self.n_leaf)
-        # windowed sums per leaf: dense over the windows this row group spans
-        w = send[valid] // self.window_us
-        if len(w):
-            w0, span = int(w.min()), int(w.max() - w.min()) + 1
-            idx = lv * span + (w - w0)
-            cnt = np.bincount(idx, minlength=self.n_leaf * span)
-            nz = np.flatnonzero(cnt)
-            sm = np.bincount(idx, weights=rv_us, minlength=self.n_leaf * span)
-            key = (fi * self.n_leaf + nz // span) * (1 << 32) + (nz % span + w0)
-            part.windows.append((key, sm[nz], cnt[nz]))
-        # per sender: RTT (or timeout) per (peer, round), and the window of each round
-        rounds = mat.shape[2]
-        if len(rnd) and int(rnd.max()) >= rounds:
+        timeout = _np(t.column("timeout"), bool)
+        rtt_col = t.column("rtt_ns")
+        no_rtt = _np(rtt_col.is_null(), bool) if rtt_col.null_count else None
+        rtt = _np(rtt_col.fill_null(0) if rtt_col.null_count else rtt_col, np.int64)
+        cc = t.column("connect_ns") if "connect_ns" in t.column_names else None
+        if const.get("warmup") is True:  # a row group of warm-up only
+            return n
+        if "warmup" not in const:
+            m = ~_np(t.column("warmup"), bool)
+            if not m.all():
+                if isinstance(src, np.ndarray):
+                    src = src[m]
+                dst, rnd, send, timeout, rtt = dst[m], rnd[m], send[m], timeout[m], rtt[m]
+                no_rtt = no_rtt[m] if no_rtt is not None else None
+                cc = cc.filter(pa.array(m)) if cc is not None else None
+        rounds = tr.mat.shape[2]
+        if len(rnd) and (int(rnd.min()) < 0 or int(rnd.max()) >= rounds):
             raise ResultError(str(f.path), "holds a round beyond its footer's statistics")
-        m = measured
-        val = np.where(timeout[m] | ~has_rtt[m], _TIMEOUT, np.minimum(rtt[m], _MAX_RTT)).astype(np.uint32)
-        mat.reshape(-1)[(src[m] * self.H + dst[m]) * rounds + rnd[m]] = val
-        sends.reshape(-1)[src[m] * rounds + rnd[m]] = send[m]
-        return part
+        cell = src * H + dst
+        val = rtt.astype(tr.mat.dtype)
+        if no_rtt is not None:
+            val[no_rtt] = _sentinels(tr.mat.dtype)[1]
+        tr.mat.reshape(-1)[cell * rounds + rnd] = val  # distinct cells: row groups write in parallel
+        rows = np.bincount(cell, minlength=H * H)
+        timeouts = np.bincount(cell[timeout], minlength=H * H) if timeout.any() else None
+        connect = None
+        if cc is not None and cc.null_count < len(cc):  # handshake times of per-round connections (µs)
+            has = ~_np(cc.is_null(), bool)
+            connect = (rp * H * H + cell[has], _np(cc.fill_null(0), np.int64)[has] / 1000.0)
+        with tr.lock:
+            np.minimum.at(tr.sends.reshape(-1), src * rounds + rnd, send)
+            tr.rows += rows
+            if timeouts is not None:
+                tr.timeouts += timeouts
+            tr.reps.add(self.reps[rp])
+            if connect is not None:
+                tr.connect.append(connect)
+        return n
 
-    def _detect(self, jobs: list[tuple[tuple[str, str], np.ndarray, np.ndarray, np.ndarray]],
-                by_pair: dict[tuple[str, str], list[Event]]) -> None:
-        """Spikes and steps of each pair's raw RTTs, pairs in parallel (scipy and numpy release the GIL)."""
-        if not jobs or not self.round_interval_s:
-            return
-        interval = self.round_interval_s
-        with ThreadPoolExecutor(self.threads) as pool:
-            found = pool.map(lambda j: detect_pair_events(j[1], j[2], interval, self.window_s, round_index=j[3]),
-                             jobs)
-            by_pair.update({j[0]: evs for j, evs in zip(jobs, found, strict=True)})
+    def _sender(self, f: _File, fi: int, rep: int, tr: _Trial, s: int) -> _Sender:
+        """Histograms, sums, windows (count, sum, median), quorum latencies and, when asked,
+        events of one sender's pairs, from its matrix."""
+        H, rp = self.H, self.rep_pos[rep]
+        out = _Sender()
+        missing, no_rtt = _sentinels(tr.mat.dtype)
+        snd = tr.sends[s]
+        wins = np.where(snd != _NO_SEND, snd // self.window_us, -1)
+        for d in range(H):
+            rows = int(tr.rows[s * H + d])
+            if not rows:
+                continue
+            col = tr.mat[s, d]
+            cells = int(np.count_nonzero(col != missing))
+            if cells != rows:
+                raise ResultError(str(f.path), f"holds {rows - cells} row(s) of {self.hosts[s]}→{self.hosts[d]} "
+                                  "for a round that already has one (one row per round and peer)")
+            valid = col < no_rtt
+            v = col[valid]
+            if not len(v):
+                continue
+            leaf = (rp * H + s) * H + d
+            out.hist[leaf] = np.bincount(ost.value_bins(v), minlength=ost.NBINS)
+            ids, counts, sums, med = ost.window_stats(v, wins[valid])
+            out.sums[leaf] = int(sums.sum()) / 1000.0
+            out.windows.append(((fi * self.n_leaf + leaf) * (1 << 32) + ids, sums / 1000.0, counts))
+            if d == s:
+                continue
+            g = int(self.group_lut[rp, s, d])
+            out.series.append((rep, f.trial, f"{self.hosts[s]}>{self.hosts[d]}",
+                               GROUP_ORDER[g].value if g >= 0 else "", ids * self.window_s, med / 1000.0))
+            if self.round_interval_s:
+                out.events[(self.hosts[s], self.hosts[d])] = detect_pair_events(
+                    snd[valid] / 1e6, v / 1000.0, self.round_interval_s, self.window_s,
+                    round_index=np.flatnonzero(valid))
+        for qi, (_, idx, ks, _) in enumerate(self.quorums):
+            if s not in idx:
+                continue
+            if max(ks) > len(idx):
+                raise ResultError(str(f.path), f"quorum k={max(ks)} exceeds its {len(idx)} members")
+            sub = tr.mat[s][np.array(idx, dtype=np.int64)]  # members × rounds
+            present = (sub != missing).any(axis=0)
+            if not present.any():
+                continue
+            part = np.partition(sub[:, present], sorted({k - 1 for k in ks}), axis=0)
+            for k in ks:
+                kth = part[k - 1]
+                out.quorums[(qi, k)] = np.where(kth >= no_rtt, np.inf, kth / 1000.0)
+        return out
 
-    def _keep(self, rep: int, mat: np.ndarray) -> None:
-        """Keep a trial's round matrices for pass 2 while they fit in :data:`KEEP_BYTES`."""
-        if self.kept is None:
-            return
-        if self.clamped or sum(m.nbytes for _, m in self.kept) + mat.nbytes > KEEP_BYTES:
-            self.kept = None  # pass 2 reads the files again
-            return
-        self.kept.append((self.rep_pos[rep], mat))
-
-    def _finish_file(self, f: _File, rep: int, mat: np.ndarray, sends: np.ndarray) -> None:
-        """Quorum latencies, per-pair window medians and per-pair events of one trial file."""
+    def _merge(self, f: _File, rep: int, senders: list[_Sender]) -> None:
+        """Fold one file's senders into the scan (in sender order, quorums in member order)."""
+        by_pair: dict[tuple[str, str], list[Event]] = {}
+        for o in senders:
+            for leaf, h in o.hist.items():
+                self.leaf.hist[leaf] += h
+            for leaf, sm in o.sums.items():
+                self.leaf.sums[leaf] += sm
+            self.win_parts.extend(o.windows)
+            self.pair_series.extend(o.series)
+            by_pair.update(o.events)
         rp = self.rep_pos[rep]
         for qi, (_, idx, ks, _) in enumerate(self.quorums):
-            cols = np.array(idx, dtype=np.int64)
             for s in idx:
-                sub = mat[s][cols]  # members × rounds
-                present = (sub != _MISSING).any(axis=0)
-                if not present.any():
-                    continue
-                sub = sub[:, present]
-                us = np.where(sub >= _TIMEOUT, np.inf, sub.astype(np.float64) / 1000.0)
                 for k in ks:
-                    if k > len(idx):
-                        raise ResultError(str(f.path), f"quorum k={k} exceeds its {len(idx)} members")
-                    kth = np.partition(us, k - 1, axis=0)[k - 1]
-                    self.quorum_values.setdefault((qi, k, rp), []).append(kth)
-        by_pair: dict[tuple[str, str], list[Event]] = {}
-        jobs: list[tuple[tuple[str, str], np.ndarray, np.ndarray, np.ndarray]] = []
-        for s in range(self.H):
-            wins = np.where(sends[s] >= 0, sends[s] // self.window_us, -1)
-            for d in range(self.H):
-                if d == s:
-                    continue
-                col = mat[s, d]
-                valid = col < _TIMEOUT
-                if not valid.any():
-                    continue
-                rtt_us = col.astype(np.float64) / 1000.0
-                ids, med = ost.window_medians(rtt_us, valid, wins)
-                g = int(self.group_lut[rp, s, d])
-                self.pair_series.append((rep, f.trial, f"{self.hosts[s]}>{self.hosts[d]}",
-                                         GROUP_ORDER[g].value if g >= 0 else "",
-                                         ids * self.window_s, med))
-                if self.round_interval_s:
-                    jobs.append(((self.hosts[s], self.hosts[d]), sends[s][valid] / 1e6, rtt_us[valid],
-                                 np.flatnonzero(valid)))
-            self._detect(jobs, by_pair)  # one sender's pairs at a time: memory holds only those
-            jobs = []
+                    if (qi, k) in senders[s].quorums:
+                        self.quorum_values.setdefault((qi, k, rp), []).append(senders[s].quorums[(qi, k)])
         if self.round_interval_s:
             labelled = label_host_events(by_pair, self.round_interval_s, self.window_s)
             for (src, dst), evs in sorted(labelled.items()):
@@ -399,6 +484,15 @@ class _Scan:
                     row = e.to_row(repetition=rep, trial=f.trial, series=f"{src}>{dst}")
                     row["time_utc"] = utc_of(t0, float(row["time_s"]))
                     self.events.append(row)
+
+    def _keep(self, rep: int, mat: np.ndarray) -> None:
+        """Keep a trial's round matrices for pass 2 while they fit in :data:`KEEP_BYTES`."""
+        if self.kept is None:
+            return
+        if sum(m.nbytes for _, m in self.kept) + mat.nbytes > KEEP_BYTES:
+            self.kept = None  # pass 2 reads the files again
+            return
+        self.kept.append((self.rep_pos[rep], mat))
 
     def distribution(self, key: int, stats: dict[int, dict[int, int]]) -> dict[str, float | int]:
         """count, timeouts, mean, Table-1 percentiles and max (µs) of one key (after :meth:`pass2`)."""
@@ -440,8 +534,7 @@ class _Scan:
             ok = fam >= 0
             need_leaf[ok] |= targets.need[fam[ok]]
         with ThreadPoolExecutor(self.threads) as pool:
-            if self._kept_complete():
-                assert self.kept is not None
+            if self.kept is not None:
                 H = self.H
                 cells = [(rp, m, s, d) for rp, m in self.kept for s in range(H) for d in range(H)
                          if need_leaf[(rp * H + s) * H + d].any()]
@@ -462,25 +555,14 @@ class _Scan:
             kvals.append(vals[ok])
         return ost.select(targets, _cat(keys), _cat(kbins), _cat(kvals))
 
-    def _kept_complete(self) -> bool:
-        """The kept matrices hold every valid RTT exactly once (no clamped value, no duplicate row)."""
-        if self.kept is None or self.clamped:
-            return False
-        counts = np.zeros(self.n_leaf, dtype=np.int64)
-        H = self.H
-        for rp, m in self.kept:
-            per = np.count_nonzero(m < _TIMEOUT, axis=2).reshape(-1)
-            counts[rp * H * H:(rp + 1) * H * H] += per
-        return bool(np.array_equal(counts, self.leaf.hist.sum(axis=1)))
-
     def _pass2_cell(self, rp: int, mat: np.ndarray, s: int, d: int, need_leaf: np.ndarray) -> tuple[np.ndarray, ...]:
         """Pass 2 from a kept matrix: the values of one (sender, peer) in the needed bins."""
         col = mat[s, d]
-        v = col[col < _TIMEOUT].astype(np.int64)
+        v = col[col < _sentinels(mat.dtype)[1]]
         leaf = (rp * self.H + s) * self.H + d
         bins = ost.value_bins(v)
         keep = need_leaf[leaf, bins]
-        return np.full(int(keep.sum()), leaf, dtype=np.int64), bins[keep], v[keep]
+        return np.full(int(keep.sum()), leaf, dtype=np.int64), bins[keep], v[keep].astype(np.int64)
 
     def _pass2_group(self, f: _File, group: int, need_leaf: np.ndarray) -> tuple[np.ndarray, ...]:
         t = _read(f, group, ("repetition", "src", "dst", "rtt_ns", "warmup"))
@@ -493,16 +575,6 @@ class _Scan:
         bins = ost.value_bins(rtt)
         keep = need_leaf[leaf, bins]
         return leaf[keep], bins[keep], rtt[keep]
-
-
-def _hist(keys: np.ndarray, bins: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
-    """(keys present, their histograms): counts of every (key, bin), for the keys present only."""
-    present = np.flatnonzero(np.bincount(keys, minlength=n_keys))
-    if not len(keys):
-        return present, np.zeros((0, ost.NBINS), dtype=np.int64)
-    local = np.searchsorted(present, keys) if len(present) > 1 else np.zeros(len(keys), dtype=np.int64)
-    counts = np.bincount(local * ost.NBINS + bins, minlength=len(present) * ost.NBINS)
-    return present, counts.reshape(len(present), ost.NBINS)
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:
@@ -545,18 +617,19 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
     windows, pair_windows = _windows(scan)
     quorums_all: list[dict[str, Any]] = []
     quorums_rep: dict[int, list[dict[str, Any]]] = {r: [] for r in scan.reps}
+    quorum_values: dict[str, np.ndarray] = {}
     for qi, (name, _, ks, n_members) in enumerate(scan.quorums):
         for k in ks:
-            per_rep = {r: np.concatenate(scan.quorum_values.get((qi, k, rp), [np.empty(0)]))
-                       for r, rp in scan.rep_pos.items()}
+            per_rep = {r: np.concatenate(parts) for r, rp in scan.rep_pos.items()
+                       if (parts := scan.quorum_values.get((qi, k, rp)))}
             label = {"quorum": f"Q{k}/{n_members}", "group": name}
-            quorums_all.append({**label, **_quorum_row(np.concatenate([np.empty(0), *per_rep.values()]))})
-            for r, q in per_rep.items():
-                if len(q):
-                    quorums_rep[r].append({**label, **_quorum_row(q)})
-    quorum_values = {f"Q{k}/{n_members} {name}": np.concatenate(
-        [np.empty(0), *(v for rp in scan.rep_pos.values() for v in scan.quorum_values.get((qi, k, rp), []))])
-        for qi, (name, _, ks, n_members) in enumerate(scan.quorums) for k in ks}
+            rows = {r: {**label, **_quorum_row(q)} for r, q in per_rep.items() if len(q)}
+            for r, row in rows.items():
+                quorums_rep[r].append(row)
+            values = np.concatenate([np.empty(0), *per_rep.values()])
+            quorum_values[f"Q{k}/{n_members} {name}"] = values
+            # a single repetition's row is the overall one: its order statistics are not selected twice
+            quorums_all.append(dict(*rows.values()) if len(rows) == 1 else {**label, **_quorum_row(values)})
     group_hists = {g.value: scan.hist[gi] for gi, g in enumerate(GROUP_ORDER) if scan.hist[gi].any()}
     connect: list[dict[str, Any]] = []
     if scan.leaf.connect:
@@ -610,8 +683,13 @@ def _windows(scan: _Scan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     rep_of = np.array(scan.file_reps, dtype=np.int64)
     grp = scan.group_lut[rp, src, dst]
     t0 = [_t0_utc(f) for f in scan.files]
+
+    @functools.cache
+    def start_utc(a: int, wi: int) -> str | None:  # a window's start, formatted once for all its pairs
+        return utc_of(t0[a], wi * scan.window_s)
+
     pair_rows = [{"repetition": int(rep_of[a]), "trial": scan.files[a].trial, "window": int(wi),
-                  "start_s": float(wi * scan.window_s), "start_utc": utc_of(t0[a], wi * scan.window_s),
+                  "start_s": float(wi * scan.window_s), "start_utc": start_utc(int(a), int(wi)),
                   "src": scan.hosts[s], "dst": scan.hosts[d], "group": GROUP_ORDER[g].value,
                   "count": int(c), "mean": float(sm / c)}
                  for a, wi, s, d, g, sm, c in zip(fi, w, src, dst, grp, sums, counts, strict=True)]
@@ -624,7 +702,7 @@ def _windows(scan: _Scan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         g = int(key % NG)
         a, wi = int((key // NG) >> 32), int((key // NG) & 0xFFFFFFFF)
         rows.append({"repetition": int(rep_of[a]), "trial": scan.files[a].trial, "window": wi,
-                     "start_s": float(wi * scan.window_s), "start_utc": utc_of(t0[a], wi * scan.window_s),
+                     "start_s": float(wi * scan.window_s), "start_utc": start_utc(a, wi),
                      "group": GROUP_ORDER[g].value, "count": int(c), "mean": float(sm / c)})
     order = {g.value: i for i, g in enumerate(GROUP_ORDER)}
     rows.sort(key=lambda r: (r["repetition"], r["trial"], r["window"], order[r["group"]]))

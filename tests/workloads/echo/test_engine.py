@@ -195,3 +195,101 @@ def test_windows_shifts_and_events_carry_utc_times(tmp_path: Path) -> None:
     # the fixture's hosts started round 0 at 1_795_000_000 s UTC: the step at round 2500 is 25 s later
     when = datetime.fromisoformat(shifts[0]["time_utc"].replace("Z", "+00:00")).timestamp()
     assert abs(when - (1_795_000_000 + 25.0)) <= float(params["window"]), (when, t0)
+
+
+def _rewrite(run: Any, edit: Any, **write: Any) -> None:
+    """Each echo file of ``run`` read, changed by ``edit`` (a pyarrow Table -> Table) and written again."""
+    import pyarrow.parquet as pq
+
+    for path in (run.path / "echo").glob("*.parquet"):
+        t = pq.read_table(path)
+        pq.write_table(edit(t).replace_schema_metadata(t.schema.metadata), path, **write)
+
+
+def test_rtts_beyond_four_seconds_and_mixed_row_groups_equal_numpy(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """RTTs too large for a 4-byte cell take 8-byte matrices; row groups holding several senders,
+    warm-up and measured rows (nothing constant to skip) read the same."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    run = write_echo_run(tmp_path / "c", seed=6, repetitions=1, rounds=900)
+
+    def slow(t: Any) -> Any:
+        rtt = t.column("rtt_ns").to_numpy(zero_copy_only=False)
+        big = np.zeros(len(rtt), dtype=bool)
+        big[[4000, 9000, 12000]] = True  # measured rows (past the warm-up) of three pairs
+        ok = ~np.isnan(rtt) & big
+        new = pc.if_else(pa.array(ok), pa.scalar(7_000_000_123, pa.int64()), t.column("rtt_ns"))
+        return t.set_column(t.schema.get_field_index("rtt_ns"), "rtt_ns", new)
+
+    _rewrite(run, slow, row_group_size=12_000)  # about 4,600 rows per sender: 2-3 senders a row group
+    manifest = run.manifest()
+    quorums = spec_quorums(manifest, manifest.workloads()[0])
+    d = ref.load_echo(run, manifest, "echo")
+    assert (d.rtt_us > 4.3e6).sum() >= 2
+    dtypes = []
+    original = data._Scan._trial
+
+    def spy(self: Any, f: Any) -> Any:
+        assert f.row_groups > 1 and not any("src" in c or "warmup" in c for c in f.constant)
+        tr = original(self, f)
+        dtypes.append(tr.mat.dtype)
+        return tr
+
+    monkeypatch.setattr(data._Scan, "_trial", spy)
+    agg = aggregate_echo(run, manifest, "echo", 2.0, quorums)
+    assert dtypes == [np.dtype(np.uint64)]
+    _same_rows(agg.groups, ref.group_table(d), "groups")
+    _same_rows(agg.pairs, ref.pair_table(d), "pairs")
+    _same_rows(agg.quorums, ref.quorum_table(d, quorums), "quorums")
+    _same_rows(agg.windows, ref.windowed_means(d, 2.0), "windows")
+    _same_rows(agg.tails, ref.group_tails(d), "tails")
+    assert max(g["max"] for g in agg.groups) == 7_000_000.123
+
+
+def test_a_round_recorded_twice_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from cloudbench.errors import ResultError
+
+    run = write_echo_run(tmp_path / "c", seed=2, repetitions=1, rounds=300)
+    _rewrite(run, lambda t: pa.concat_tables([t, t.slice(len(t) - 1, 1)]))
+    manifest = run.manifest()
+    with pytest.raises(ResultError, match="already has one") as e:
+        aggregate_echo(run, manifest, "echo", 2.0)
+    assert "r000-t00-echo.parquet" in str(e.value)
+
+
+def test_a_round_straddling_a_window_boundary_stays_in_its_first_sends_window(tmp_path: Path) -> None:
+    """The rows of one round share a window (the round's first send's), for means as for medians:
+    a send 1 µs past the boundary does not move its row out of its round's window."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    run = write_echo_run(tmp_path / "c", seed=8, repetitions=1, rounds=400, warmup_rounds=0, step=None)
+    manifest = run.manifest()
+    before = aggregate_echo(run, manifest, "echo", 2.0)
+
+    def late(t: Any) -> Any:  # a-1's echo to c-1 in round 199 (sent about 1.99 s in) sent at 2.000001 s
+        hit = pc.and_(pc.and_(pc.equal(t.column("src").cast(pa.string()), "a-1"),
+                              pc.equal(t.column("dst").cast(pa.string()), "c-1")), pc.equal(t.column("round"), 199))
+        assert pc.sum(hit).as_py() == 1
+        new = pc.if_else(hit, pa.scalar(2_000_001, pa.int64()), t.column("send_us"))
+        return t.set_column(t.schema.get_field_index("send_us"), "send_us", new)
+
+    _rewrite(run, late)
+    after = aggregate_echo(run, manifest, "echo", 2.0)
+
+    def counts(agg: Any) -> dict[int, int]:
+        return {w["window"]: w["count"] for w in agg.pair_windows if (w["src"], w["dst"]) == ("a-1", "c-1")}
+
+    assert counts(after) == counts(before) and counts(before)[0] > 0
+    _same_rows(after.windows, before.windows, "windows")
+    for a, b in zip(after.pair_series, before.pair_series, strict=True):
+        assert a[:4] == b[:4] and np.array_equal(a[4], b[4]) and np.array_equal(a[5], b[5])
+    # by each row's own send time the row would have moved to window 1
+    d = ref.load_echo(run, manifest, "echo")
+    by_row = {w["window"]: w["count"] for w in ref.pair_windowed_means(d, 2.0)
+              if (w["src"], w["dst"]) == ("a-1", "c-1")}
+    assert by_row[0] == counts(after)[0] - 1
