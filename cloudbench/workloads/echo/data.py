@@ -186,7 +186,7 @@ def _host_index(col: pa.ChunkedArray, index: dict[str, int], where: Path) -> np.
         lut = np.array([index.get(str(s), -1) for s in chunk.dictionary.to_pylist()], dtype=np.int64)
         parts.append(lut[chunk.indices.to_numpy(zero_copy_only=False)] if len(lut)
                      else np.empty(0, dtype=np.int64))
-    idx = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    idx = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
     if (idx < 0).any():
         raise ResultError(str(where), "names hosts that the manifest does not list")
     return idx
@@ -270,7 +270,8 @@ class _Scan:
         self.window_s = window_s
         self.quorums = [(name, [self.host_index[h] for h in members if h in self.host_index], ks,
                          len(members)) for name, members, ks in quorums]
-        self.threads = threads or min(4, os.cpu_count() or 1)
+        # one thread more than cores: a thread holding the GIL in glue code leaves no core idle
+        self.threads = threads or min(4, (os.cpu_count() or 1) + 1)
         # leaves and the key families above them: [overall groups | groups per repetition | pairs]
         self.n_leaf = R * H * H
         leaf = np.arange(self.n_leaf)
