@@ -59,8 +59,6 @@ from cloudbench.store.manifest import Manifest
 from cloudbench.store.parquet import check_parquet
 from cloudbench.store.rundir import RunDir, iter_observation_files
 
-COLUMNS = ("repetition", "round", "src", "dst", "send_us", "rtt_ns", "timeout", "warmup")
-BATCH_ROWS = 1 << 20
 T0_UTC_KEY = b"cloudbench.t0_utc_us"
 """File metadata (schema 2): JSON {host: CLOCK_REALTIME µs of that host's round 0}."""
 
@@ -119,7 +117,7 @@ class _File:
     has_connect: bool = False  # written by echo worker 3 or later (connect_ns column)
     max_rtt: int | None = 0  # the largest RTT (ns) the footer shows; None: unknown
     constant: list[dict[str, Any]] = field(default_factory=list)
-    """Per row group: each column of :data:`CONSTANT_COLUMNS` with a single value (None: only nulls)."""
+    """Per row group: each column of :data:`CONSTANT_COLUMNS` with a single value (see :func:`_constants`)."""
     footer: Any = None  # the file's parsed footer (pq.FileMetaData): each read skips parsing it again
 
 
@@ -303,12 +301,13 @@ class _Scan:
             raise ResultError(str(where), "holds a repetition that the manifest does not list")
         return pos
 
-    def _keyed(self, t: pa.Table, f: _File) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(leaf, src, dst, rep_pos) of every row."""
+    def _leaves(self, t: pa.Table, f: _File) -> np.ndarray:
+        """The leaf — (repetition, src, dst) — of every row."""
         src = _host_index(t.column("src"), self.host_index, f.path)
         dst = _host_index(t.column("dst"), self.host_index, f.path)
         rp = self._rep_pos(_np(t.column("repetition"), np.int64), f.path)
-        return (rp * self.H + src) * self.H + dst, src, dst, rp
+        out: np.ndarray = (rp * self.H + src) * self.H + dst
+        return out
 
     def pass1(self) -> None:
         H = self.H
@@ -348,19 +347,18 @@ class _Scan:
     def _fill(self, f: _File, group: int, tr: _Trial) -> int:
         """Scatter one row group into the trial's matrices; its number of rows."""
         const = f.constant[group]
-        t = _read(f, group, ("round", "dst", "send_us", "rtt_ns", "timeout",
-                             *(c for c in CONSTANT_COLUMNS if c not in const and (c != "connect_ns" or f.has_connect))))
-        n = int(t.num_rows)
+        n = int(f.footer.row_group(group).num_rows)
         if not n:
             return 0
+        if const.get("warmup") is True:  # warm-up only: its repetition is all it tells
+            rp = self._group_rep(f, group, const, None)
+            with tr.lock:
+                tr.reps.add(self.reps[rp])
+            return n
+        t = _read(f, group, ("round", "dst", "send_us", "rtt_ns", "timeout",
+                             *(c for c in CONSTANT_COLUMNS if c not in const and (c != "connect_ns" or f.has_connect))))
         H = self.H
-        if "repetition" in const:
-            rp = int(self._rep_pos(np.array([const["repetition"]], dtype=np.int64), f.path)[0])
-        else:
-            rps = self._rep_pos(_np(t.column("repetition"), np.int64), f.path)
-            rp = int(rps[0])
-            if (rps != rp).any():
-                raise ResultError(str(f.path), "holds rows of several repetitions; one file is one trial")
+        rp = self._group_rep(f, group, const, t)
         src: np.ndarray | int
         if "src" in const:
             if str(const["src"]) not in self.host_index:
@@ -376,8 +374,6 @@ class _Scan:
         no_rtt = _np(rtt_col.is_null(), bool) if rtt_col.null_count else None
         rtt = _np(rtt_col.fill_null(0) if rtt_col.null_count else rtt_col, np.int64)
         cc = t.column("connect_ns") if "connect_ns" in t.column_names else None
-        if const.get("warmup") is True:  # a row group of warm-up only
-            return n
         if "warmup" not in const:
             m = ~_np(t.column("warmup"), bool)
             if not m.all():
@@ -409,6 +405,17 @@ class _Scan:
             if connect is not None:
                 tr.connect.append(connect)
         return n
+
+    def _group_rep(self, f: _File, group: int, const: dict[str, Any], t: pa.Table | None) -> int:
+        """The repetition (position) of a row group's rows, from its footer or its column (read
+        here when ``t`` is None); rows of several repetitions are an error."""
+        if "repetition" in const:
+            return int(self._rep_pos(np.array([const["repetition"]], dtype=np.int64), f.path)[0])
+        col = (t if t is not None else _read(f, group, ["repetition"])).column("repetition")
+        rps = self._rep_pos(_np(col, np.int64), f.path)
+        if len(rps) and (rps != rps[0]).any():
+            raise ResultError(str(f.path), "holds rows of several repetitions; one file is one trial")
+        return int(rps[0]) if len(rps) else 0
 
     def _sender(self, f: _File, fi: int, rep: int, tr: _Trial, s: int) -> _Sender:
         """Histograms, sums, windows (count, sum, median), quorum latencies and, when asked,
@@ -569,7 +576,7 @@ class _Scan:
         t = _read(f, group, ("repetition", "src", "dst", "rtt_ns", "warmup"))
         if not t.num_rows:
             return (np.empty(0, dtype=np.int64),) * 3
-        leaf, _, _, _ = self._keyed(t, f)
+        leaf = self._leaves(t, f)
         rtt_col = t.column("rtt_ns")
         valid = ~_np(rtt_col.is_null(), bool) & ~_np(t.column("warmup"), bool)
         leaf, rtt = leaf[valid], _np(rtt_col.fill_null(0), np.int64)[valid]

@@ -293,3 +293,33 @@ def test_a_round_straddling_a_window_boundary_stays_in_its_first_sends_window(tm
     by_row = {w["window"]: w["count"] for w in ref.pair_windowed_means(d, 2.0)
               if (w["src"], w["dst"]) == ("a-1", "c-1")}
     assert by_row[0] == counts(after)[0] - 1
+
+
+def test_row_groups_of_warm_up_only_are_counted_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    run = write_echo_run(tmp_path / "c", seed=9, repetitions=2, rounds=600)
+    path = next((run.path / "echo").glob("r001-*.parquet"))
+    t = pq.read_table(path)
+    t = t.take(pc.sort_indices(t, [("warmup", "descending")]))
+    warm = pc.sum(t.column("warmup")).as_py()
+    pq.write_table(t, path, row_group_size=warm)
+    manifest = run.manifest()
+    quorums = spec_quorums(manifest, manifest.workloads()[0])
+    seen = []
+    original = data._Scan._trial
+
+    def spy(self: Any, f: Any) -> Any:
+        seen.append(f.constant[0].get("warmup"))
+        return original(self, f)
+
+    monkeypatch.setattr(data._Scan, "_trial", spy)
+    agg = aggregate_echo(run, manifest, "echo", 2.0, quorums)
+    assert seen == [None, True]  # rep 0's first row group mixes warm-up and measured rows, rep 1's is warm-up
+    d = ref.load_echo(run, manifest, "echo")
+    assert agg.rows == len(d)
+    _same_rows(agg.groups, ref.group_table(d), "groups")
+    for r in (0, 1):
+        _same_rows(agg.groups_by_rep[r], ref.group_table(d, d.repetition == r), f"groups of repetition {r}")
+    _same_rows(agg.quorums, ref.quorum_table(d, quorums), "quorums")
