@@ -20,7 +20,8 @@ A round's observations share the window of the round's first send, for the
 windowed means as for the window medians and the quorums.
 
 Memory: the histograms, the windows and one trial's matrices (8 senders × 8
-peers × 2.16 M rounds × 4 B = 553 MB for StormCloud's 6-hour trial). Time: one
+peers × 2.16 M rounds × 4 B = 553 MB for StormCloud's 6-hour trial; twice that
+when the footer shows an RTT above 4.29 s or has no RTT statistics). Time: one
 read of the files. bench/bench_scale.py measures both against DuckDB's exact
 ``quantile_cont`` on the same files.
 """
@@ -66,8 +67,8 @@ _U32_LAST = 0xFFFFFFFD  # the largest RTT (ns) a 4-byte matrix cell holds; above
 _NO_SEND = np.iinfo(np.int64).max  # a round this sender has no row of
 NG = len(GROUP_ORDER)
 KEEP_BYTES = 1 << 30
-"""Round matrices (4 B per cell) kept in memory for pass 2 up to this size (268 M cells);
-larger runs are read a second time instead."""
+"""Round matrices (4 B a cell, 8 B in files with larger RTTs) kept in memory for pass 2 up to
+this size (268 M 4-byte cells); larger runs are read a second time instead."""
 CONSTANT_COLUMNS = ("repetition", "src", "warmup", "connect_ns")
 """Columns not read from a row group whose footer statistics show one value (or only nulls)."""
 
@@ -210,7 +211,7 @@ class _Trial:
     rows: np.ndarray  # (senders · peers,): measured rows
     timeouts: np.ndarray  # (senders · peers,): measured rows flagged timeout
     reps: set[int] = field(default_factory=set)
-    connect: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (leaf, handshake µs)
+    connect: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # row group -> (leaf, µs)
     lock: threading.Lock = field(default_factory=threading.Lock)  # row groups in threads: the sums above
 
 
@@ -323,7 +324,7 @@ class _Scan:
                 self.file_reps.append(rep)
                 self.leaf.measured[rp * H * H:(rp + 1) * H * H] += tr.rows
                 self.leaf.timeouts[rp * H * H:(rp + 1) * H * H] += tr.timeouts
-                self.leaf.connect.extend(tr.connect)
+                self.leaf.connect.extend(tr.connect[g] for g in sorted(tr.connect))  # file order, any threads
                 if not tr.rows.any():
                     continue
                 # senders in threads, each one's pairs in turn: events hold one pair's arrays per thread
@@ -350,15 +351,10 @@ class _Scan:
         n = int(f.footer.row_group(group).num_rows)
         if not n:
             return 0
-        if const.get("warmup") is True:  # warm-up only: its repetition is all it tells
-            rp = self._group_rep(f, group, const, None)
-            with tr.lock:
-                tr.reps.add(self.reps[rp])
-            return n
         t = _read(f, group, ("round", "dst", "send_us", "rtt_ns", "timeout",
                              *(c for c in CONSTANT_COLUMNS if c not in const and (c != "connect_ns" or f.has_connect))))
         H = self.H
-        rp = self._group_rep(f, group, const, t)
+        rp = self._group_rep(f, const, t)
         src: np.ndarray | int
         if "src" in const:
             if str(const["src"]) not in self.host_index:
@@ -374,17 +370,22 @@ class _Scan:
         no_rtt = _np(rtt_col.is_null(), bool) if rtt_col.null_count else None
         rtt = _np(rtt_col.fill_null(0) if rtt_col.null_count else rtt_col, np.int64)
         cc = t.column("connect_ns") if "connect_ns" in t.column_names else None
-        if "warmup" not in const:
-            m = ~_np(t.column("warmup"), bool)
+        warmup = const.get("warmup")
+        if warmup is not False:  # some rows (or all: the footer says) are warm-up
+            m = ~_np(t.column("warmup"), bool) if warmup is None else np.zeros(n, dtype=bool)
             if not m.all():
                 if isinstance(src, np.ndarray):
                     src = src[m]
                 dst, rnd, send, timeout, rtt = dst[m], rnd[m], send[m], timeout[m], rtt[m]
                 no_rtt = no_rtt[m] if no_rtt is not None else None
                 cc = cc.filter(pa.array(m)) if cc is not None else None
+        if timeout.any() and (no_rtt is None or (timeout & ~no_rtt).any()):
+            raise ResultError(str(f.path), "holds rows flagged timeout that carry an RTT "
+                              "(cloudbench writes a timeout's rtt_ns as null)")
         rounds = tr.mat.shape[2]
         if len(rnd) and (int(rnd.min()) < 0 or int(rnd.max()) >= rounds):
-            raise ResultError(str(f.path), "holds a round beyond its footer's statistics")
+            raise ResultError(str(f.path), f"holds a round outside 0..{rounds - 1}, the rounds its footer's "
+                              "statistics give")
         cell = src * H + dst
         val = rtt.astype(tr.mat.dtype)
         if no_rtt is not None:
@@ -392,30 +393,26 @@ class _Scan:
         tr.mat.reshape(-1)[cell * rounds + rnd] = val  # distinct cells: row groups write in parallel
         rows = np.bincount(cell, minlength=H * H)
         timeouts = np.bincount(cell[timeout], minlength=H * H) if timeout.any() else None
-        connect = None
-        if cc is not None and cc.null_count < len(cc):  # handshake times of per-round connections (µs)
-            has = ~_np(cc.is_null(), bool)
-            connect = (rp * H * H + cell[has], _np(cc.fill_null(0), np.int64)[has] / 1000.0)
         with tr.lock:
             np.minimum.at(tr.sends.reshape(-1), src * rounds + rnd, send)
             tr.rows += rows
             if timeouts is not None:
                 tr.timeouts += timeouts
             tr.reps.add(self.reps[rp])
-            if connect is not None:
-                tr.connect.append(connect)
+        if cc is not None and cc.null_count < len(cc):  # handshake times of per-round connections (µs)
+            has = ~_np(cc.is_null(), bool)
+            tr.connect[group] = (rp * H * H + cell[has], _np(cc.fill_null(0), np.int64)[has] / 1000.0)
         return n
 
-    def _group_rep(self, f: _File, group: int, const: dict[str, Any], t: pa.Table | None) -> int:
-        """The repetition (position) of a row group's rows, from its footer or its column (read
-        here when ``t`` is None); rows of several repetitions are an error."""
+    def _group_rep(self, f: _File, const: dict[str, Any], t: pa.Table) -> int:
+        """The repetition (position) of a row group's rows, from its footer or its column; rows of
+        several repetitions are an error."""
         if "repetition" in const:
             return int(self._rep_pos(np.array([const["repetition"]], dtype=np.int64), f.path)[0])
-        col = (t if t is not None else _read(f, group, ["repetition"])).column("repetition")
-        rps = self._rep_pos(_np(col, np.int64), f.path)
-        if len(rps) and (rps != rps[0]).any():
+        rps = self._rep_pos(_np(t.column("repetition"), np.int64), f.path)
+        if (rps != rps[0]).any():
             raise ResultError(str(f.path), "holds rows of several repetitions; one file is one trial")
-        return int(rps[0]) if len(rps) else 0
+        return int(rps[0])
 
     def _sender(self, f: _File, fi: int, rep: int, tr: _Trial, s: int) -> _Sender:
         """Histograms, sums, windows (count, sum, median), quorum latencies and, when asked,

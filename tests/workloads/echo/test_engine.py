@@ -295,9 +295,13 @@ def test_a_round_straddling_a_window_boundary_stays_in_its_first_sends_window(tm
     assert by_row[0] == counts(after)[0] - 1
 
 
-def test_row_groups_of_warm_up_only_are_counted_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_warm_up_only_row_groups_read_the_same_and_name_only_known_hosts(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+
+    from cloudbench.errors import ResultError
 
     run = write_echo_run(tmp_path / "c", seed=9, repetitions=2, rounds=600)
     path = next((run.path / "echo").glob("r001-*.parquet"))
@@ -323,3 +327,37 @@ def test_row_groups_of_warm_up_only_are_counted_not_read(tmp_path: Path, monkeyp
     for r in (0, 1):
         _same_rows(agg.groups_by_rep[r], ref.group_table(d, d.repetition == r), f"groups of repetition {r}")
     _same_rows(agg.quorums, ref.quorum_table(d, quorums), "quorums")
+    # a host the manifest does not list is refused in warm-up rows too
+    dst = t.column("dst").combine_chunks()
+    names = dst.dictionary.to_pylist()
+    idx = dst.indices.to_numpy().copy()
+    idx[:warm][idx[:warm] == idx[0]] = len(names)  # the warm-up rows' first peer renamed
+    bad = t.set_column(t.schema.get_field_index("dst"), "dst",
+                       pa.DictionaryArray.from_arrays(pa.array(idx), pa.array([*names, "zz-9"], pa.string())))
+    assert "zz-9" not in bad.slice(warm).column("dst").cast(pa.string()).to_pylist()
+    pq.write_table(bad, path, row_group_size=warm)
+    with pytest.raises(ResultError, match="does not list"):
+        aggregate_echo(run, manifest, "echo", 2.0, quorums)
+
+
+def test_a_timeout_that_carries_an_rtt_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    """cloudbench writes a timeout's RTT as null; a file that says both would be read as a reply
+    by the quorums and as a timeout by the counts, so it is refused."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cloudbench.errors import ResultError
+
+    run = write_echo_run(tmp_path / "c", seed=2, repetitions=1, rounds=300)
+
+    def flagged(t: Any) -> Any:
+        hit = np.zeros(len(t), dtype=bool)
+        hit[len(t) // 2] = True
+        assert t.column("rtt_ns")[len(t) // 2].is_valid
+        new = pc.or_(t.column("timeout"), pa.array(hit))
+        return t.set_column(t.schema.get_field_index("timeout"), "timeout", new)
+
+    _rewrite(run, flagged)
+    with pytest.raises(ResultError, match="flagged timeout that carry an RTT") as e:
+        aggregate_echo(run, run.manifest(), "echo", 2.0)
+    assert "r000-t00-echo.parquet" in str(e.value)
