@@ -3,10 +3,12 @@
 # Imported for their commands, in the order `cloudbench --help` lists them.
 from cloudbench.cli import spec, run, confirm, campaign, gc, doctor  # noqa: I001
 from cloudbench.cli.app import app
+from cloudbench.engine import keep_freed_memory
 
 __all__ = ["app", "campaign", "confirm", "doctor", "gc", "main", "run", "spec"]
 
 
 def main() -> None:
     """Entry point of the ``cloudbench`` script."""
+    keep_freed_memory()  # the command's process scans large files (see there)
     app()
