@@ -82,20 +82,17 @@ def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
     f = np.full(n + 1, np.inf)
     f[0] = -penalty
     last = np.zeros(n + 1, dtype=np.int64)
-    cands = np.array([0], dtype=np.int64)
+    cands = np.array([0], dtype=np.int64)  # ascending: appended in order, pruned in place
     for t in range(1, n + 1):
-        okm = t - cands >= min_segment
-        ok = cands[okm]
-        if len(ok):
+        k = int(np.searchsorted(cands, t - min_segment, side="right"))  # the starts a segment can end at t
+        if k:
+            ok = cands[:k]
             seg = cs[t] - cs[ok]
-            cost = (cs2[t] - cs2[ok]) - seg * seg / (t - ok)
-            total = f[ok] + cost + penalty
-            j = int(np.argmin(total))
-            f[t], last[t] = total[j], ok[j]
+            fc = f[ok] + ((cs2[t] - cs2[ok]) - seg * seg / (t - ok))  # start's cost + segment's
+            j = int(np.argmin(fc))
+            f[t], last[t] = fc[j] + penalty, ok[j]
             # PELT pruning: a start that is already worse by the penalty never wins later
-            keep = ~okm
-            keep[okm] = f[ok] + cost <= f[t]
-            cands = cands[keep]
+            cands = np.concatenate((ok[fc <= f[t]], cands[k:]))
         if t <= n - min_segment:
             cands = np.append(cands, t)
     cps: list[int] = []
