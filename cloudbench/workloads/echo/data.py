@@ -64,7 +64,9 @@ T0_UTC_KEY = b"cloudbench.t0_utc_us"
 """File metadata (schema 2): JSON {host: CLOCK_REALTIME µs of that host's round 0}."""
 
 _U32_LAST = 0xFFFFFFFD  # the largest RTT (ns) a 4-byte matrix cell holds; above it cells take 8 bytes
-_NO_SEND = np.iinfo(np.int64).max  # a round this sender has no row of
+_SEND_BASE = 1 << 62
+"""Send times are stored as _SEND_BASE - µs (the first send is the largest; 0: no row), so new
+matrices are zero pages that only the cells rows land in ever touch."""
 NG = len(GROUP_ORDER)
 KEEP_BYTES = 1 << 30
 """Round matrices (4 B a cell, 8 B in files with larger RTTs) kept in memory for pass 2 up to
@@ -196,18 +198,26 @@ def _np(col: pa.ChunkedArray, dtype: Any) -> np.ndarray:
     return out
 
 
+def _decoded(cells: np.ndarray) -> np.ndarray:
+    """Matrix cells as stored (0: no row, 1: no reply, else RTT + 2; a new matrix is all zero
+    pages, touched only where rows land) as RTTs in ns, no row and no reply wrapping round to
+    the two largest values of the type (:func:`_sentinels`), above every RTT."""
+    out: np.ndarray = cells - cells.dtype.type(2)
+    return out
+
+
 def _sentinels(dtype: np.dtype[Any]) -> tuple[int, int]:
-    """(no row, no reply) cell values of a round matrix: the two largest of its type."""
+    """(no row, no reply) in :func:`_decoded` cells: the two largest values of the type."""
     top = int(np.iinfo(dtype).max)
-    return top, top - 1
+    return top - 1, top
 
 
 @dataclass
 class _Trial:
     """One trial file's round matrices (see the module docstring), filled row group by row group."""
 
-    mat: np.ndarray  # (senders, peers, rounds): RTT (ns); the sentinels where no row or no reply
-    sends: np.ndarray  # (senders, rounds): each round's first send (µs), _NO_SEND where none
+    mat: np.ndarray  # (senders, peers, rounds): cells as _decoded reads them
+    sends: np.ndarray  # (senders, rounds): _SEND_BASE - each round's first send (µs); 0 where none
     rows: np.ndarray  # (senders · peers,): measured rows
     timeouts: np.ndarray  # (senders · peers,): measured rows flagged timeout
     reps: set[int] = field(default_factory=set)
@@ -341,8 +351,7 @@ class _Scan:
                           for g in range(f.row_groups)), default=-1) + 1
         H = self.H
         dtype = np.dtype(np.uint32 if f.max_rtt is not None and f.max_rtt <= _U32_LAST else np.uint64)
-        return _Trial(np.full((H, H, rounds), _sentinels(dtype)[0], dtype=dtype),
-                      np.full((H, rounds), _NO_SEND, dtype=np.int64),
+        return _Trial(np.zeros((H, H, rounds), dtype=dtype), np.zeros((H, rounds), dtype=np.int64),
                       np.zeros(H * H, dtype=np.int64), np.zeros(H * H, dtype=np.int64))
 
     def _fill(self, f: _File, group: int, tr: _Trial) -> int:
@@ -388,13 +397,14 @@ class _Scan:
                               "statistics give")
         cell = src * H + dst
         val = rtt.astype(tr.mat.dtype)
+        val += 2  # see _decoded
         if no_rtt is not None:
-            val[no_rtt] = _sentinels(tr.mat.dtype)[1]
+            val[no_rtt] = 1
         tr.mat.reshape(-1)[cell * rounds + rnd] = val  # distinct cells: row groups write in parallel
         rows = np.bincount(cell, minlength=H * H)
         timeouts = np.bincount(cell[timeout], minlength=H * H) if timeout.any() else None
         with tr.lock:
-            np.minimum.at(tr.sends.reshape(-1), src * rounds + rnd, send)
+            np.maximum.at(tr.sends.reshape(-1), src * rounds + rnd, _SEND_BASE - send)  # the first send
             tr.rows += rows
             if timeouts is not None:
                 tr.timeouts += timeouts
@@ -419,19 +429,20 @@ class _Scan:
         events of one sender's pairs, from its matrix."""
         H, rp = self.H, self.rep_pos[rep]
         out = _Sender()
-        missing, no_rtt = _sentinels(tr.mat.dtype)
-        snd = tr.sends[s]
-        wins = np.where(snd != _NO_SEND, snd // self.window_us, -1)
+        missing, _ = _sentinels(tr.mat.dtype)
+        stored = tr.sends[s]
+        snd = _SEND_BASE - stored
+        wins = np.where(stored != 0, snd // self.window_us, -1)
         for d in range(H):
             rows = int(tr.rows[s * H + d])
             if not rows:
                 continue
-            col = tr.mat[s, d]
+            col = _decoded(tr.mat[s, d])
             cells = int(np.count_nonzero(col != missing))
             if cells != rows:
                 raise ResultError(str(f.path), f"holds {rows - cells} row(s) of {self.hosts[s]}→{self.hosts[d]} "
                                   "for a round that already has one (one row per round and peer)")
-            valid = col < no_rtt
+            valid = col < missing
             v = col[valid]
             if not len(v):
                 continue
@@ -454,14 +465,14 @@ class _Scan:
                 continue
             if max(ks) > len(idx):
                 raise ResultError(str(f.path), f"quorum k={max(ks)} exceeds its {len(idx)} members")
-            sub = tr.mat[s][np.array(idx, dtype=np.int64)]  # members × rounds
+            sub = _decoded(tr.mat[s][np.array(idx, dtype=np.int64)])  # members × rounds
             present = (sub != missing).any(axis=0)
             if not present.any():
                 continue
             part = np.partition(sub[:, present], sorted({k - 1 for k in ks}), axis=0)
             for k in ks:
                 kth = part[k - 1]
-                out.quorums[(qi, k)] = np.where(kth >= no_rtt, np.inf, kth / 1000.0)
+                out.quorums[(qi, k)] = np.where(kth >= missing, np.inf, kth / 1000.0)
         return out
 
     def _merge(self, f: _File, rep: int, senders: list[_Sender]) -> None:
@@ -562,8 +573,8 @@ class _Scan:
 
     def _pass2_cell(self, rp: int, mat: np.ndarray, s: int, d: int, need_leaf: np.ndarray) -> tuple[np.ndarray, ...]:
         """Pass 2 from a kept matrix: the values of one (sender, peer) in the needed bins."""
-        col = mat[s, d]
-        v = col[col < _sentinels(mat.dtype)[1]]
+        col = _decoded(mat[s, d])
+        v = col[col < _sentinels(mat.dtype)[0]]
         leaf = (rp * self.H + s) * self.H + d
         bins = ost.value_bins(v)
         keep = need_leaf[leaf, bins]

@@ -206,10 +206,12 @@ def _rewrite(run: Any, edit: Any, **write: Any) -> None:
         pq.write_table(edit(t).replace_schema_metadata(t.schema.metadata), path, **write)
 
 
-def test_rtts_beyond_four_seconds_and_mixed_row_groups_equal_numpy(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """RTTs too large for a 4-byte cell take 8-byte matrices; row groups holding several senders,
-    warm-up and measured rows (nothing constant to skip) read the same."""
+@pytest.mark.parametrize(("big", "cell"), [(7_000_000_123, np.uint64), (0xFFFFFFFD, np.uint32)])
+def test_rtts_beyond_four_seconds_and_mixed_row_groups_equal_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    big: int, cell: Any) -> None:
+    """RTTs too large for a 4-byte cell take 8-byte matrices (the largest that fits keeps 4);
+    row groups holding several senders, warm-up and measured rows (nothing constant to skip)
+    read the same."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -217,17 +219,17 @@ def test_rtts_beyond_four_seconds_and_mixed_row_groups_equal_numpy(tmp_path: Pat
 
     def slow(t: Any) -> Any:
         rtt = t.column("rtt_ns").to_numpy(zero_copy_only=False)
-        big = np.zeros(len(rtt), dtype=bool)
-        big[[4000, 9000, 12000]] = True  # measured rows (past the warm-up) of three pairs
-        ok = ~np.isnan(rtt) & big
-        new = pc.if_else(pa.array(ok), pa.scalar(7_000_000_123, pa.int64()), t.column("rtt_ns"))
+        pick = np.zeros(len(rtt), dtype=bool)
+        pick[[4000, 9000, 12000]] = True  # measured rows (past the warm-up) of three pairs
+        ok = ~np.isnan(rtt) & pick
+        new = pc.if_else(pa.array(ok), pa.scalar(big, pa.int64()), t.column("rtt_ns"))
         return t.set_column(t.schema.get_field_index("rtt_ns"), "rtt_ns", new)
 
     _rewrite(run, slow, row_group_size=12_000)  # about 4,600 rows per sender: 2-3 senders a row group
     manifest = run.manifest()
     quorums = spec_quorums(manifest, manifest.workloads()[0])
     d = ref.load_echo(run, manifest, "echo")
-    assert (d.rtt_us > 4.3e6).sum() >= 2
+    assert (d.rtt_us >= big / 1000.0).sum() >= 2
     dtypes = []
     original = data._Scan._trial
 
@@ -239,13 +241,13 @@ def test_rtts_beyond_four_seconds_and_mixed_row_groups_equal_numpy(tmp_path: Pat
 
     monkeypatch.setattr(data._Scan, "_trial", spy)
     agg = aggregate_echo(run, manifest, "echo", 2.0, quorums)
-    assert dtypes == [np.dtype(np.uint64)]
+    assert dtypes == [np.dtype(cell)]
     _same_rows(agg.groups, ref.group_table(d), "groups")
     _same_rows(agg.pairs, ref.pair_table(d), "pairs")
     _same_rows(agg.quorums, ref.quorum_table(d, quorums), "quorums")
     _same_rows(agg.windows, ref.windowed_means(d, 2.0), "windows")
     _same_rows(agg.tails, ref.group_tails(d), "tails")
-    assert max(g["max"] for g in agg.groups) == 7_000_000.123
+    assert max(g["max"] for g in agg.groups) == big / 1000.0
 
 
 def test_a_round_recorded_twice_is_an_error_naming_the_file(tmp_path: Path) -> None:
