@@ -151,19 +151,28 @@ def window_stats(values: np.ndarray, window: np.ndarray) -> tuple[np.ndarray, np
     if not len(v):
         return (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.zeros(0, dtype=v.dtype),
                 np.empty(0))
-    step = np.diff(w)
-    if (step < 0).any():
+    if (w[1:] < w[:-1]).any():
         order = np.argsort(w, kind="stable")
         w, v = w[order], v[order]
-        step = np.diff(w)
-    starts = np.concatenate([[0], np.flatnonzero(step) + 1])
-    lengths = np.diff(np.append(starts, len(v)))
+    lo_id, hi_id = int(w[0]), int(w[-1])
+    if hi_id - lo_id < len(w):  # few ids (windows of many values): find each by binary search
+        ids = np.arange(lo_id, hi_id + 1, dtype=w.dtype)
+        starts, ends = np.searchsorted(w, ids, side="left"), np.searchsorted(w, ids, side="right")
+        present = ends > starts
+        starts = starts[present]
+        lengths = ends[present] - starts
+    else:
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(w)) + 1])
+        lengths = np.diff(np.append(starts, len(v)))
     sums = np.add.reduceat(v, starts, dtype=np.int64 if v.dtype.kind in "iu" else np.float64)
     med = np.empty(len(starts))
     for n in np.unique(lengths):
         rows = np.flatnonzero(lengths == n)
         block = v[starts[rows, None] + np.arange(n)[None, :]]
-        lo, hi = (n - 1) // 2, n // 2
-        part = np.partition(block, sorted({lo, hi}), axis=1)
-        med[rows] = (part[:, lo].astype(np.float64) + part[:, hi]) / 2.0
+        hi = n // 2
+        block.partition(hi, axis=1)  # in place: the gathered block is a copy already
+        upper = block[:, hi]
+        # n even: the lower middle is the largest value left of the upper one (no second selection)
+        lower = block[:, :hi].max(axis=1) if n % 2 == 0 else upper
+        med[rows] = (lower.astype(np.float64) + upper) / 2.0
     return w[starts].astype(np.int64), lengths.astype(np.int64), sums, med

@@ -114,6 +114,24 @@ def test_window_medians_equal_numpy() -> None:
     assert set(ids) == set(w[valid])
 
 
+@pytest.mark.parametrize("spread", [40, 10**12])  # ids close together (binary search), far apart (a diff)
+@pytest.mark.parametrize("ordered", [True, False])
+def test_window_stats_equal_numpy(spread: int, ordered: bool) -> None:
+    """Counts, exact integer sums and medians (odd and even windows, one-value windows) per
+    window id, ids ascending, on 4-byte RTTs as the round matrices hold them."""
+    rng = np.random.default_rng(spread + ordered)
+    w = rng.choice(rng.integers(0, spread, 60), 3000)
+    w = np.sort(w) if ordered else w
+    v = rng.integers(20_000, 4_000_000_000, 3000, dtype=np.uint32)
+    ids, counts, sums, med = ost.window_stats(v, w)
+    assert list(ids) == sorted(set(w.tolist()))
+    assert {int(n) % 2 for n in counts} == {0, 1}
+    for i, n, sm, m in zip(ids, counts, sums, med, strict=True):
+        xs = v[w == i]
+        assert n == len(xs) and sm == int(xs.astype(np.int64).sum())
+        assert m == np.median(xs.astype(np.float64))
+
+
 def test_pass_2_reading_the_files_again_equals_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pass 2 from the files (a run too big to keep its round matrices), on files whose footers
     have no statistics (pass 1 finds each trial's last round by reading it): the same tables."""
