@@ -466,12 +466,12 @@ class _Scan:
             if max(ks) > len(idx):
                 raise ResultError(str(f.path), f"quorum k={max(ks)} exceeds its {len(idx)} members")
             sub = _decoded(tr.mat[s][np.array(idx, dtype=np.int64)])  # members × rounds
-            present = (sub != missing).any(axis=0)
+            kths = ost.column_order_stats(sub, sorted({1, *ks, len(idx)}))
+            present = (kths[1] != missing) | (kths[len(idx)] != missing)  # sorted: a value other than no row
             if not present.any():
                 continue
-            part = np.partition(sub[:, present], sorted({k - 1 for k in ks}), axis=0)
             for k in ks:
-                kth = part[k - 1]
+                kth = kths[k][present]
                 out.quorums[(qi, k)] = np.where(kth >= missing, np.inf, kth / 1000.0)
         return out
 

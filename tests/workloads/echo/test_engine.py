@@ -132,6 +132,24 @@ def test_window_stats_equal_numpy(spread: int, ordered: bool) -> None:
         assert m == np.median(xs.astype(np.float64))
 
 
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 16, 17])
+def test_column_order_stats_equal_partition(m: int) -> None:
+    """The k-th smallest of every column, for every k: the sorting network (up to 16 rows) and the
+    partition beyond it, with ties and the two sentinels at the top of the type."""
+    rng = np.random.default_rng(m)
+    top = np.iinfo(np.uint32).max
+    rows = rng.choice(np.array([5, 7, 7, 9, 1_000, top - 1, top], dtype=np.uint32), size=(m, 4000))
+    rows[:, :50] = rng.integers(0, top, size=(m, 50), dtype=np.uint32)
+    before = rows.copy()
+    got = ost.column_order_stats(rows, range(1, m + 1))
+    want = np.sort(rows, axis=0)
+    for k in range(1, m + 1):
+        assert got[k].dtype == rows.dtype and np.array_equal(got[k], want[k - 1])
+    assert np.array_equal(rows, before)  # the input is left as it was
+    with pytest.raises(ValueError, match="k must lie"):
+        ost.column_order_stats(rows, [m + 1])
+
+
 def test_pass_2_reading_the_files_again_equals_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pass 2 from the files (a run too big to keep its round matrices), on files whose footers
     have no statistics (pass 1 finds each trial's last round by reading it): the same tables."""
@@ -381,3 +399,34 @@ def test_a_timeout_that_carries_an_rtt_is_an_error_naming_the_file(tmp_path: Pat
     with pytest.raises(ResultError, match="flagged timeout that carry an RTT") as e:
         aggregate_echo(run, run.manifest(), "echo", 2.0)
     assert "r000-t00-echo.parquet" in str(e.value)
+
+
+def test_a_round_without_a_reply_from_any_quorum_member_is_a_quorum_timeout(tmp_path: Path) -> None:
+    """A sender's round in which every quorum member's reply timed out has rows but no RTT: it
+    counts as a timeout of each of that sender's quorum latencies, as numpy counts it, also
+    when some members' rows of that round are missing."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    run = write_echo_run(tmp_path / "c", seed=4, repetitions=1, rounds=400)
+    manifest = run.manifest()
+    quorums = spec_quorums(manifest, manifest.workloads()[0])
+    _, members, _ = quorums[0]
+
+    def all_lost(t: Any) -> Any:
+        src = np.array(t.column("src").to_pylist())
+        dst = np.array(t.column("dst").to_pylist())
+        rnd = t.column("round").to_numpy()
+        hit = (src == members[0]) & np.isin(dst, members) & np.isin(rnd, [300, 301])
+        assert hit.sum() == 2 * len(members)
+        t = t.set_column(t.schema.get_field_index("timeout"), "timeout", pc.or_(t.column("timeout"), pa.array(hit)))
+        rtt = pc.if_else(pa.array(hit), pa.scalar(None, pa.int64()), t.column("rtt_ns"))
+        t = t.set_column(t.schema.get_field_index("rtt_ns"), "rtt_ns", rtt)
+        gone = (src == members[0]) & np.isin(dst, members[:2]) & (rnd == 301)
+        return t.filter(pa.array(~gone))
+
+    _rewrite(run, all_lost)
+    d = ref.load_echo(run, manifest, "echo")
+    want = ref.quorum_table(d, quorums)
+    assert all(r["timeouts"] >= 2 for r in want)
+    _same_rows(aggregate_echo(run, manifest, "echo", 2.0, quorums).quorums, want, "quorums")
