@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cloudbench.analysis.orderstats import order_statistics
 from cloudbench.core.topology import PairGroup
 
 PERCENTILES: tuple[float, ...] = (5, 25, 50, 90, 95, 99, 99.9, 99.99, 99.999)
@@ -41,7 +42,8 @@ def distribution_row(rtt_us: np.ndarray, timeouts: int) -> dict[str, float | int
     """count, timeouts, mean, Table-1 percentiles and max of RTTs in µs.
 
     Linear time: only the order statistics the percentiles use are selected
-    (``np.partition``), the same values a full sort would give.
+    (:func:`~cloudbench.analysis.orderstats.order_statistics`), the same values a full
+    sort would give.
     """
     xs = rtt_us[~np.isnan(rtt_us)]
     n = len(xs)
@@ -50,9 +52,10 @@ def distribution_row(rtt_us: np.ndarray, timeouts: int) -> dict[str, float | int
     if n:
         h = (n - 1) * (np.asarray(PERCENTILES) / 100.0)
         lo, hi = np.floor(h).astype(np.int64), np.ceil(h).astype(np.int64)
-        part = np.partition(xs, sorted({*lo.tolist(), *hi.tolist(), n - 1}))
-        qs = part[lo] + (part[hi] - part[lo]) * (h - lo)
-        mx = float(part[n - 1])
+        stats = order_statistics(xs, [*lo.tolist(), *hi.tolist(), n - 1])
+        a, b = (np.array([stats[i] for i in ix.tolist()]) for ix in (lo, hi))
+        qs = a + (b - a) * (h - lo)
+        mx = float(stats[n - 1])
     else:
         qs, mx = np.full(len(PERCENTILES), np.nan), float("nan")
     for p, v in zip(PERCENTILES, qs, strict=True):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -128,6 +129,40 @@ def percentiles_from(stats: dict[int, int], n: int, ps: Sequence[float], divisor
         a, b = stats[lo] / divisor, stats[hi] / divisor
         out.append(float(a + (b - a) * (h - lo)))
     return out
+
+
+HISTOGRAM_FROM = 1 << 16
+"""From this many values :func:`order_statistics` selects through the histogram."""
+
+
+def order_statistics(values: np.ndarray, indices: Sequence[int]) -> dict[int, Any]:
+    """The values at positions ``indices`` of ``values`` sorted (no NaN), as a full sort gives them.
+
+    Large arrays are selected as the two passes of the echo scan select: the
+    histogram of :func:`value_bins` names the bin of each wanted position, and only
+    the values in those bins are partitioned (their order among themselves is their
+    order in the whole, the bins being monotone in the value); small arrays are
+    partitioned whole.
+    """
+    idx = sorted(set(indices))
+    n = len(values)
+    if idx and not 0 <= idx[0] <= idx[-1] < n:
+        raise ValueError(f"positions must lie in 0..{n - 1}")
+    if n < HISTOGRAM_FROM:
+        part = np.partition(values, idx) if idx else values
+        return {i: part[i] for i in idx}
+    bins = value_bins(values)
+    hist = np.bincount(bins, minlength=NBINS)
+    cum = np.cumsum(hist)
+    at = np.searchsorted(cum, idx, side="right")  # the bin of each wanted position
+    need = np.zeros(NBINS, dtype=bool)
+    need[at] = True
+    kept = values[need[bins]]
+    # position among the kept values: the kept values of lower bins, then the rank in its bin
+    below = np.concatenate([[0], np.cumsum(np.where(need, hist, 0))])
+    pos = [int(below[b] + i - (cum[b - 1] if b else 0)) for i, b in zip(idx, at, strict=True)]
+    part = np.partition(kept, sorted(set(pos)))
+    return {i: part[p] for i, p in zip(idx, pos, strict=True)}
 
 
 NETWORK_ROWS = 16

@@ -150,6 +150,32 @@ def test_column_order_stats_equal_partition(m: int) -> None:
         ost.column_order_stats(rows, [m + 1])
 
 
+@pytest.mark.parametrize("kind", ["lognormal µs", "ties", "one value", "below one and negative", "ns integers"])
+def test_order_statistics_equal_a_sort(kind: str) -> None:
+    """Positions of the sorted array, through the histogram (large arrays) and by partition
+    (small ones): the same values a sort gives, whatever the values' spread."""
+    rng = np.random.default_rng(len(kind))
+    n = ost.HISTOGRAM_FROM + 12_345
+    xs: np.ndarray = {
+        "lognormal µs": lambda: rng.lognormal(6, 1.5, n),
+        "ties": lambda: rng.choice([40.0, 41.5, 1e6, np.inf], n),
+        "one value": lambda: np.full(n, 123.456),
+        "below one and negative": lambda: rng.normal(0.2, 1.0, n),
+        "ns integers": lambda: rng.integers(10_000, 2**40, n),
+    }[kind]()
+    want = np.sort(xs)
+    for values in (xs, xs[:1000]):
+        m = len(values)
+        srt = want if m == n else np.sort(values)
+        pos = [0, 1, m // 2, m - 2, m - 1, int(m * 0.99999), *rng.integers(0, m, 20).tolist()]
+        got = ost.order_statistics(values, pos)
+        assert set(got) == set(pos)
+        for i in pos:
+            assert got[i] == srt[i], (kind, m, i)
+    with pytest.raises(ValueError, match="positions must lie"):
+        ost.order_statistics(xs, [n])
+
+
 def test_pass_2_reading_the_files_again_equals_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pass 2 from the files (a run too big to keep its round matrices), on files whose footers
     have no statistics (pass 1 finds each trial's last round by reading it): the same tables."""
