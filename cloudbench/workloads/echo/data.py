@@ -71,7 +71,7 @@ NG = len(GROUP_ORDER)
 KEEP_BYTES = 1 << 30
 """Round matrices (4 B a cell, 8 B in files with larger RTTs) kept in memory for pass 2 up to
 this size (268 M 4-byte cells); larger runs are read a second time instead."""
-CONSTANT_COLUMNS = ("repetition", "src", "warmup", "connect_ns")
+CONSTANT_COLUMNS = ("repetition", "src", "dst", "warmup", "connect_ns")
 """Columns not read from a row group whose footer statistics show one value (or only nulls)."""
 
 Quorum = tuple[str, list[str], list[int]]
@@ -360,18 +360,11 @@ class _Scan:
         n = int(f.footer.row_group(group).num_rows)
         if not n:
             return 0
-        t = _read(f, group, ("round", "dst", "send_us", "rtt_ns", "timeout",
+        t = _read(f, group, ("round", "send_us", "rtt_ns", "timeout",
                              *(c for c in CONSTANT_COLUMNS if c not in const and (c != "connect_ns" or f.has_connect))))
         H = self.H
         rp = self._group_rep(f, const, t)
-        src: np.ndarray | int
-        if "src" in const:
-            if str(const["src"]) not in self.host_index:
-                raise ResultError(str(f.path), "names hosts that the manifest does not list")
-            src = self.host_index[str(const["src"])]
-        else:
-            src = _host_index(t.column("src"), self.host_index, f.path)
-        dst = _host_index(t.column("dst"), self.host_index, f.path)
+        src, dst = self._hosts(f, const, t, "src"), self._hosts(f, const, t, "dst")
         rnd = _np(t.column("round"), np.int64)
         send = _np(t.column("send_us"), np.int64)
         timeout = _np(t.column("timeout"), bool)
@@ -383,9 +376,9 @@ class _Scan:
         if warmup is not False:  # some rows (or all: the footer says) are warm-up
             m = ~_np(t.column("warmup"), bool) if warmup is None else np.zeros(n, dtype=bool)
             if not m.all():
-                if isinstance(src, np.ndarray):
-                    src = src[m]
-                dst, rnd, send, timeout, rtt = dst[m], rnd[m], send[m], timeout[m], rtt[m]
+                src = src[m] if isinstance(src, np.ndarray) else src
+                dst = dst[m] if isinstance(dst, np.ndarray) else dst
+                rnd, send, timeout, rtt = rnd[m], send[m], timeout[m], rtt[m]
                 no_rtt = no_rtt[m] if no_rtt is not None else None
                 cc = cc.filter(pa.array(m)) if cc is not None else None
         if timeout.any() and (no_rtt is None or (timeout & ~no_rtt).any()):
@@ -401,8 +394,15 @@ class _Scan:
         if no_rtt is not None:
             val[no_rtt] = 1
         tr.mat.reshape(-1)[cell * rounds + rnd] = val  # distinct cells: row groups write in parallel
-        rows = np.bincount(cell, minlength=H * H)
-        timeouts = np.bincount(cell[timeout], minlength=H * H) if timeout.any() else None
+        if isinstance(cell, np.ndarray):
+            rows = np.bincount(cell, minlength=H * H)
+            timeouts = np.bincount(cell[timeout], minlength=H * H) if timeout.any() else None
+        else:  # one pair in the whole row group
+            rows, timeouts = np.zeros(H * H, dtype=np.int64), None
+            rows[cell] = len(rnd)
+            if timeout.any():
+                timeouts = np.zeros(H * H, dtype=np.int64)
+                timeouts[cell] = int(np.count_nonzero(timeout))
         with tr.lock:
             np.maximum.at(tr.sends.reshape(-1), src * rounds + rnd, _SEND_BASE - send)  # the first send
             tr.rows += rows
@@ -411,8 +411,17 @@ class _Scan:
             tr.reps.add(self.reps[rp])
         if cc is not None and cc.null_count < len(cc):  # handshake times of per-round connections (µs)
             has = ~_np(cc.is_null(), bool)
-            tr.connect[group] = (rp * H * H + cell[has], _np(cc.fill_null(0), np.int64)[has] / 1000.0)
+            tr.connect[group] = (rp * H * H + np.broadcast_to(cell, has.shape)[has],
+                                 _np(cc.fill_null(0), np.int64)[has] / 1000.0)
         return n
+
+    def _hosts(self, f: _File, const: dict[str, Any], t: pa.Table, column: str) -> np.ndarray | int:
+        """Host indices of a row group's ``src`` or ``dst``: the one index its footer shows, or its column's."""
+        if column not in const:
+            return _host_index(t.column(column), self.host_index, f.path)
+        if str(const[column]) not in self.host_index:
+            raise ResultError(str(f.path), "names hosts that the manifest does not list")
+        return self.host_index[str(const[column])]
 
     def _group_rep(self, f: _File, const: dict[str, Any], t: pa.Table) -> int:
         """The repetition (position) of a row group's rows, from its footer or its column; rows of

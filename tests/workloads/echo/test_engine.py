@@ -456,3 +456,53 @@ def test_a_round_without_a_reply_from_any_quorum_member_is_a_quorum_timeout(tmp_
     want = ref.quorum_table(d, quorums)
     assert all(r["timeouts"] >= 2 for r in want)
     _same_rows(aggregate_echo(run, manifest, "echo", 2.0, quorums).quorums, want, "quorums")
+
+
+def test_row_groups_of_one_pair_skip_the_host_columns_and_read_the_same(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows in the ingest's order (sender, peer, round) in small row groups: most hold one pair,
+    whose sender and peer the footer gives, and no host column is read for them; the tables equal
+    numpy's. A peer the manifest does not list, given by the footer alone, is still an error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cloudbench.errors import ResultError
+
+    run = write_echo_run(tmp_path / "c", seed=12, repetitions=1, rounds=500)
+
+    def by_pair(t: Any) -> Any:
+        hosts = [np.array(t.column(c).to_pylist()) for c in ("src", "dst")]
+        return t.take(pa.array(np.lexsort((t.column("round").to_numpy(), hosts[1], hosts[0]))))
+
+    _rewrite(run, by_pair, row_group_size=230)
+    manifest = run.manifest()
+    quorums = spec_quorums(manifest, manifest.workloads()[0])
+    reads: list[tuple[str, ...]] = []
+    original = data._read
+
+    def spy(f: Any, group: int, columns: Any) -> Any:
+        reads.append(tuple(columns))
+        return original(f, group, columns)
+
+    monkeypatch.setattr(data, "_read", spy)
+    agg = aggregate_echo(run, manifest, "echo", 2.0, quorums)
+    assert sum("dst" not in c and "src" not in c for c in reads) > len(reads) // 2
+    d = ref.load_echo(run, manifest, "echo")
+    _same_rows(agg.groups, ref.group_table(d), "groups")
+    _same_rows(agg.pairs, ref.pair_table(d), "pairs")
+    _same_rows(agg.quorums, ref.quorum_table(d, quorums), "quorums")
+    _same_rows(agg.windows, ref.windowed_means(d, 2.0), "windows")
+    _same_rows(agg.pair_windows, ref.pair_windowed_means(d, 2.0), "pair windows", time_tolerance_s=0.0)
+
+    path = next((run.path / "echo").glob("*.parquet"))
+    t = pq.read_table(path)
+    dst = np.array(t.column("dst").to_pylist())
+    tail = np.arange(len(t)) >= (len(t) - 1) // 230 * 230  # the last row group, of one pair
+    assert len(set(dst[tail])) == 1
+    renamed = pa.array(np.where(tail, "zz-9", dst)).dictionary_encode()
+    pq.write_table(t.set_column(t.schema.get_field_index("dst"), "dst", renamed), path, row_group_size=230)
+    assert pq.ParquetFile(path).metadata.row_group(len(t) // 230).column(t.schema.get_field_index("dst")) \
+        .statistics.max == "zz-9"
+    with pytest.raises(ResultError, match="names hosts that the manifest does not list") as e:
+        aggregate_echo(run, manifest, "echo", 2.0, quorums)
+    assert path.name in str(e.value)
