@@ -19,7 +19,8 @@ Method:
   values (:func:`bounded_sample`), or a sample drawn from a histogram
   (:func:`sample_from_histogram`, uniform within each bin).
 * **Modes**: the local maxima of a Gaussian kernel density estimate of the log
-  sample (``scipy.stats.gaussian_kde``, Silverman's bandwidth; halved up to
+  sample (Silverman's bandwidth from ``scipy.stats.gaussian_kde``, the density
+  summed in numpy, :func:`_density`; the bandwidth halved up to
   four times while the dip test says multimodal and the density shows one
   peak). Each mode owns the values between the density minima (antimodes) on
   either side; a mode with less than ``min_share`` of the observations is
@@ -199,7 +200,7 @@ def _kde_modes(logs: FloatArray, several: bool) -> tuple[FloatArray, FloatArray]
     grid = np.linspace(lo - pad, hi + pad, GRID)
     factor = float(kde.factor)
     for _ in range(5):
-        dens = kde(grid)
+        dens = _density(logs, grid, float(np.sqrt(kde.covariance[0, 0])))
         inner = dens[1:-1]
         peaks = np.flatnonzero((inner > dens[:-2]) & (inner >= dens[2:])) + 1
         if len(peaks) > 1 or not several:
@@ -208,6 +209,26 @@ def _kde_modes(logs: FloatArray, several: bool) -> tuple[FloatArray, FloatArray]
         kde.set_bandwidth(factor)
     cuts = np.array([grid[a + int(np.argmin(dens[a : b + 1]))] for a, b in itertools.pairwise(peaks)])
     return grid[peaks], cuts
+
+
+def _density(xs: FloatArray, grid: FloatArray, bw: float, chunk: int = 4) -> FloatArray:
+    """The Gaussian KDE of ``xs`` with bandwidth ``bw`` on ``grid``: what ``gaussian_kde``
+    evaluates, to about 1e-14 of the peak, in numpy, a few grid points at a time.
+
+    scipy's evaluation holds the GIL and takes the slow path of ``exp`` where the
+    kernel underflows (most of a wide log-RTT range): about 130 ms against 45 ms
+    here for 20 000 values on 512 points, and this one runs beside other work.
+    """
+    out = np.empty(len(grid))
+    scale = -0.5 / (bw * bw)
+    for i in range(0, len(grid), chunk):
+        d = grid[i : i + chunk, None] - xs[None, :]
+        d *= d
+        d *= scale
+        np.exp(d, out=d)
+        out[i : i + chunk] = d.sum(axis=1)
+    out /= len(xs) * bw * np.sqrt(2 * np.pi)
+    return out
 
 
 def _merge_small(

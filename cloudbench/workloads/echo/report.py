@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rich.console import Console
@@ -46,6 +47,10 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
     * ``window_s``: the window length in seconds.
     """
     name = params["name"]
+    with ThreadPoolExecutor(1) as pool:  # the modes' densities (numpy) beside the level shifts (Python)
+        more = pool.submit(views.section, run, manifest, params, agg)  # issue 17: modes, handshakes, sweeps
+        shifts = level_shift_rows(agg.pair_series, agg.windows)
+        extra = more.result()
     return {
         "kind": "echo",
         "unit": "us",
@@ -55,7 +60,7 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
         "windows": agg.windows,
         "pairs": agg.pairs,
         "level_shifts": [{**r, "time_utc": utc_of(agg.trial_t0_utc_us.get(r["trial"]), float(r["time_s"]))}
-                         for r in level_shift_rows(agg.pair_series, agg.windows)],
+                         for r in shifts],
         "events": agg.events,
         "workers": echo_worker_health(manifest, name),
         "window_s": float(params.get("window", 30.0)),
@@ -64,7 +69,7 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
         "pair_windows": agg.pair_windows,
         "hosts": list(agg.hosts),
         "trial_utc": {t.id: t.started_utc for t in manifest.trials if t.workload == name},
-        **views.section(run, manifest, params, agg),  # issue 17: modes, handshakes, connection modes, sweeps
+        **extra,
     }
 
 
