@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cloudbench.analysis import orderstats as ost
@@ -71,7 +72,7 @@ NG = len(GROUP_ORDER)
 KEEP_BYTES = 1 << 30
 """Round matrices (4 B a cell, 8 B in files with larger RTTs) kept in memory for pass 2 up to
 this size (268 M 4-byte cells); larger runs are read a second time instead."""
-CONSTANT_COLUMNS = ("repetition", "src", "dst", "warmup", "connect_ns")
+CONSTANT_COLUMNS = ("repetition", "src", "warmup", "connect_ns")
 """Columns not read from a row group whose footer statistics show one value (or only nulls)."""
 
 Quorum = tuple[str, list[str], list[int]]
@@ -179,22 +180,70 @@ def _read(f: _File, group: int, columns: Sequence[str]) -> pa.Table:
 
 def _host_index(col: pa.ChunkedArray, index: dict[str, int], where: Path) -> np.ndarray:
     """Host indices of a dictionary column, through its (small) dictionaries."""
-    parts = []
+    codes, lut = _host_codes(col, index)
+    return _known(lut[codes], where)
+
+
+def _host_codes(col: pa.ChunkedArray, index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """A host column's codes and the host index of each code (-1: a name the manifest does not
+    list): a dictionary column's own codes, on which runs of one host are found cheaply; the
+    host indices themselves for a column in several chunks."""
+    luts, parts = [], []
     for chunk in col.chunks:
         if not pa.types.is_dictionary(chunk.type):
             chunk = chunk.dictionary_encode()
         assert isinstance(chunk, pa.DictionaryArray)
-        lut = np.array([index.get(str(s), -1) for s in chunk.dictionary.to_pylist()], dtype=np.int64)
-        parts.append(lut[chunk.indices.to_numpy(zero_copy_only=False)] if len(lut)
-                     else np.empty(0, dtype=np.int64))
-    idx = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-    if (idx < 0).any():
+        luts.append(np.array([index.get(str(s), -1) for s in chunk.dictionary.to_pylist()], dtype=np.int64))
+        parts.append(chunk.indices.to_numpy(zero_copy_only=False))
+    if len(parts) == 1:
+        return parts[0], luts[0]
+    hosts = np.concatenate([lut[c] for lut, c in zip(luts, parts, strict=True)]) if parts else \
+        np.empty(0, dtype=np.int64)
+    return np.where(hosts < 0, len(index), hosts), np.append(np.arange(len(index), dtype=np.int64), -1)
+
+
+def _known(hosts: np.ndarray, where: Path) -> np.ndarray:
+    """``hosts`` (indices), or an error naming the file when one is a name the manifest does not list."""
+    if (hosts < 0).any():
         raise ResultError(str(where), "names hosts that the manifest does not list")
-    return idx
+    return hosts
+
+
+MAX_RUNS = 256
+"""A row group in at most this many runs of one peer and consecutive rounds is written by slices."""
+
+
+def _runs(dst: np.ndarray, rnd: np.ndarray) -> np.ndarray | None:
+    """Bounds (first row of each run, then the row count) of the runs of one peer and consecutive
+    rounds; None beyond :data:`MAX_RUNS` runs."""
+    if not len(rnd):
+        return None
+    cut = np.flatnonzero((np.diff(rnd) != 1) | (dst[1:] != dst[:-1]))
+    if len(cut) >= MAX_RUNS:
+        return None
+    return np.concatenate([[0], cut + 1, [len(rnd)]])
 
 
 def _np(col: pa.ChunkedArray, dtype: Any) -> np.ndarray:
     out: np.ndarray = col.to_numpy().astype(dtype, copy=False)
+    return out
+
+
+def _ints_and_nulls(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column's values as int64 (anything at a null) and the positions of its nulls,
+    from Arrow's buffers: no filled copy and no conversion through float."""
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if not arr.null_count:
+        return _np(col, np.int64), np.empty(0, dtype=np.int64)
+    if arr.type != pa.int64():
+        return _np(arr.fill_null(0), np.int64), _true_at(arr.is_null())
+    vals = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=len(arr), offset=arr.offset * 8)
+    return vals, _true_at(arr.is_null())
+
+
+def _true_at(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Positions of the true values of a boolean column (nulls are not true)."""
+    out: np.ndarray = pc.indices_nonzero(col).to_numpy().astype(np.int64) if len(col) else np.empty(0, np.int64)
     return out
 
 
@@ -360,68 +409,76 @@ class _Scan:
         n = int(f.footer.row_group(group).num_rows)
         if not n:
             return 0
-        t = _read(f, group, ("round", "send_us", "rtt_ns", "timeout",
+        t = _read(f, group, ("round", "dst", "send_us", "rtt_ns", "timeout",
                              *(c for c in CONSTANT_COLUMNS if c not in const and (c != "connect_ns" or f.has_connect))))
         H = self.H
         rp = self._group_rep(f, const, t)
-        src, dst = self._hosts(f, const, t, "src"), self._hosts(f, const, t, "dst")
+        src = self._src(f, const, t)
+        dst, lut = _host_codes(t.column("dst"), self.host_index)  # host index = lut[dst]
+        if (lut < 0).any():  # a name the manifest does not list: an error if any row (warm-up too) has it
+            _known(lut[dst], f.path)
         rnd = _np(t.column("round"), np.int64)
         send = _np(t.column("send_us"), np.int64)
-        timeout = _np(t.column("timeout"), bool)
-        rtt_col = t.column("rtt_ns")
-        no_rtt = _np(rtt_col.is_null(), bool) if rtt_col.null_count else None
-        rtt = _np(rtt_col.fill_null(0) if rtt_col.null_count else rtt_col, np.int64)
+        rtt, no_rtt = _ints_and_nulls(t.column("rtt_ns"))  # no_rtt and timeout: positions (few)
+        timeout = _true_at(t.column("timeout"))
         cc = t.column("connect_ns") if "connect_ns" in t.column_names else None
         warmup = const.get("warmup")
         if warmup is not False:  # some rows (or all: the footer says) are warm-up
             m = ~_np(t.column("warmup"), bool) if warmup is None else np.zeros(n, dtype=bool)
             if not m.all():
                 src = src[m] if isinstance(src, np.ndarray) else src
-                dst = dst[m] if isinstance(dst, np.ndarray) else dst
-                rnd, send, timeout, rtt = rnd[m], send[m], timeout[m], rtt[m]
-                no_rtt = no_rtt[m] if no_rtt is not None else None
+                dst, rnd, send, rtt = dst[m], rnd[m], send[m], rtt[m]
+                at = np.cumsum(m) - 1  # a kept row's new position
+                no_rtt, timeout = at[no_rtt[m[no_rtt]]], at[timeout[m[timeout]]]
                 cc = cc.filter(pa.array(m)) if cc is not None else None
-        if timeout.any() and (no_rtt is None or (timeout & ~no_rtt).any()):
+        if len(timeout) and not np.isin(timeout, no_rtt).all():
             raise ResultError(str(f.path), "holds rows flagged timeout that carry an RTT "
                               "(cloudbench writes a timeout's rtt_ns as null)")
         rounds = tr.mat.shape[2]
         if len(rnd) and (int(rnd.min()) < 0 or int(rnd.max()) >= rounds):
             raise ResultError(str(f.path), f"holds a round outside 0..{rounds - 1}, the rounds its footer's "
                               "statistics give")
-        cell = src * H + dst
         val = rtt.astype(tr.mat.dtype)
         val += 2  # see _decoded
-        if no_rtt is not None:
-            val[no_rtt] = 1
-        tr.mat.reshape(-1)[cell * rounds + rnd] = val  # distinct cells: row groups write in parallel
-        if isinstance(cell, np.ndarray):
+        val[no_rtt] = 1
+        first = _SEND_BASE - send
+        runs = _runs(dst, rnd) if isinstance(src, int) else None
+        if runs is not None:  # a few runs of one peer and consecutive rounds (the ingest's order): slices
+            peers = lut[dst[runs[:-1]]]
+            for a, b, d in zip(runs[:-1].tolist(), runs[1:].tolist(), peers.tolist(), strict=True):
+                tr.mat[src, d, int(rnd[a]):int(rnd[a]) + b - a] = val[a:b]
+            rows = np.bincount(src * H + peers, weights=np.diff(runs), minlength=H * H).astype(np.int64)
+            cells = src * H + lut[dst[timeout]]  # of the timeouts only
+        else:
+            cell = src * H + lut[dst]
+            tr.mat.reshape(-1)[cell * rounds + rnd] = val  # distinct cells: row groups write in parallel
             rows = np.bincount(cell, minlength=H * H)
-            timeouts = np.bincount(cell[timeout], minlength=H * H) if timeout.any() else None
-        else:  # one pair in the whole row group
-            rows, timeouts = np.zeros(H * H, dtype=np.int64), None
-            rows[cell] = len(rnd)
-            if timeout.any():
-                timeouts = np.zeros(H * H, dtype=np.int64)
-                timeouts[cell] = int(np.count_nonzero(timeout))
-        with tr.lock:
-            np.maximum.at(tr.sends.reshape(-1), src * rounds + rnd, _SEND_BASE - send)  # the first send
+            cells = cell[timeout]
+        timeouts = np.bincount(cells, minlength=H * H) if len(timeout) else None
+        with tr.lock:  # the first send of each round
+            if runs is not None:
+                for a, b in zip(runs[:-1].tolist(), runs[1:].tolist(), strict=True):
+                    sends = tr.sends[src, int(rnd[a]):int(rnd[a]) + b - a]
+                    np.maximum(sends, first[a:b], out=sends)
+            else:
+                np.maximum.at(tr.sends.reshape(-1), src * rounds + rnd, first)
             tr.rows += rows
             if timeouts is not None:
                 tr.timeouts += timeouts
             tr.reps.add(self.reps[rp])
         if cc is not None and cc.null_count < len(cc):  # handshake times of per-round connections (µs)
             has = ~_np(cc.is_null(), bool)
-            tr.connect[group] = (rp * H * H + np.broadcast_to(cell, has.shape)[has],
-                                 _np(cc.fill_null(0), np.int64)[has] / 1000.0)
+            cell_of = src * H + lut[dst[has]] if runs is not None else cell[has]
+            tr.connect[group] = (rp * H * H + cell_of, _np(cc.fill_null(0), np.int64)[has] / 1000.0)
         return n
 
-    def _hosts(self, f: _File, const: dict[str, Any], t: pa.Table, column: str) -> np.ndarray | int:
-        """Host indices of a row group's ``src`` or ``dst``: the one index its footer shows, or its column's."""
-        if column not in const:
-            return _host_index(t.column(column), self.host_index, f.path)
-        if str(const[column]) not in self.host_index:
+    def _src(self, f: _File, const: dict[str, Any], t: pa.Table) -> np.ndarray | int:
+        """Host indices of a row group's senders: the one index its footer shows, or its column's."""
+        if "src" not in const:
+            return _host_index(t.column("src"), self.host_index, f.path)
+        if str(const["src"]) not in self.host_index:
             raise ResultError(str(f.path), "names hosts that the manifest does not list")
-        return self.host_index[str(const[column])]
+        return self.host_index[str(const["src"])]
 
     def _group_rep(self, f: _File, const: dict[str, Any], t: pa.Table) -> int:
         """The repetition (position) of a row group's rows, from its footer or its column; rows of

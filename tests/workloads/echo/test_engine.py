@@ -458,11 +458,13 @@ def test_a_round_without_a_reply_from_any_quorum_member_is_a_quorum_timeout(tmp_
     _same_rows(aggregate_echo(run, manifest, "echo", 2.0, quorums).quorums, want, "quorums")
 
 
-def test_row_groups_of_one_pair_skip_the_host_columns_and_read_the_same(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows in the ingest's order (sender, peer, round) in small row groups: most hold one pair,
-    whose sender and peer the footer gives, and no host column is read for them; the tables equal
-    numpy's. A peer the manifest does not list, given by the footer alone, is still an error."""
+@pytest.mark.parametrize("group_rows", [230, 2_000])
+def test_row_groups_in_runs_of_one_peer_are_written_by_slices_and_read_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group_rows: int) -> None:
+    """Rows in the ingest's order (sender, peer, round) in row groups of one pair or of several
+    peers: each run of one peer and consecutive rounds is written as a slice; the tables equal
+    numpy's, also where a lost row leaves a gap in a run's rounds. A peer the manifest does not
+    list is still an error."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -470,23 +472,25 @@ def test_row_groups_of_one_pair_skip_the_host_columns_and_read_the_same(tmp_path
 
     run = write_echo_run(tmp_path / "c", seed=12, repetitions=1, rounds=500)
 
-    def by_pair(t: Any) -> Any:
+    def by_pair(t: Any) -> Any:  # and one row lost mid-trial: a one-pair row group with a gap in its rounds
         hosts = [np.array(t.column(c).to_pylist()) for c in ("src", "dst")]
-        return t.take(pa.array(np.lexsort((t.column("round").to_numpy(), hosts[1], hosts[0]))))
+        order = np.lexsort((t.column("round").to_numpy(), hosts[1], hosts[0]))
+        return t.take(pa.array(np.delete(order, 1000)))
 
-    _rewrite(run, by_pair, row_group_size=230)
+    _rewrite(run, by_pair, row_group_size=group_rows)
     manifest = run.manifest()
     quorums = spec_quorums(manifest, manifest.workloads()[0])
-    reads: list[tuple[str, ...]] = []
-    original = data._read
+    found: list[int] = []
+    original = data._runs
 
-    def spy(f: Any, group: int, columns: Any) -> Any:
-        reads.append(tuple(columns))
-        return original(f, group, columns)
+    def spy(dst: Any, rnd: Any) -> Any:
+        out = original(dst, rnd)
+        found.append(-1 if out is None else len(out) - 1)
+        return out
 
-    monkeypatch.setattr(data, "_read", spy)
+    monkeypatch.setattr(data, "_runs", spy)
     agg = aggregate_echo(run, manifest, "echo", 2.0, quorums)
-    assert sum("dst" not in c and "src" not in c for c in reads) > len(reads) // 2
+    assert -1 not in found and max(found) >= (3 if group_rows > 1000 else 2)
     d = ref.load_echo(run, manifest, "echo")
     _same_rows(agg.groups, ref.group_table(d), "groups")
     _same_rows(agg.pairs, ref.pair_table(d), "pairs")
@@ -497,12 +501,9 @@ def test_row_groups_of_one_pair_skip_the_host_columns_and_read_the_same(tmp_path
     path = next((run.path / "echo").glob("*.parquet"))
     t = pq.read_table(path)
     dst = np.array(t.column("dst").to_pylist())
-    tail = np.arange(len(t)) >= (len(t) - 1) // 230 * 230  # the last row group, of one pair
-    assert len(set(dst[tail])) == 1
+    tail = np.arange(len(t)) >= len(t) - 100  # part of the last run
     renamed = pa.array(np.where(tail, "zz-9", dst)).dictionary_encode()
-    pq.write_table(t.set_column(t.schema.get_field_index("dst"), "dst", renamed), path, row_group_size=230)
-    assert pq.ParquetFile(path).metadata.row_group(len(t) // 230).column(t.schema.get_field_index("dst")) \
-        .statistics.max == "zz-9"
+    pq.write_table(t.set_column(t.schema.get_field_index("dst"), "dst", renamed), path, row_group_size=group_rows)
     with pytest.raises(ResultError, match="names hosts that the manifest does not list") as e:
         aggregate_echo(run, manifest, "echo", 2.0, quorums)
     assert path.name in str(e.value)
