@@ -99,21 +99,26 @@ def select(targets: Targets, keys: np.ndarray, bins: np.ndarray, values: np.ndar
     """Pass 2's answer: for each key, order statistic index -> value.
 
     ``keys``, ``bins``, ``values``: every value pass 2 kept (those in a needed bin of
-    its key), in any order.
+    its key), in any order. The values are grouped by key (a radix sort of the small
+    key numbers) and each key's wanted ranks are selected by partition: the bins
+    being monotone in the value, a statistic in bin b is the value at (the key's kept
+    values in lower bins + its rank in b) of the key's kept values in order.
     """
     out: dict[int, dict[int, int]] = {}
-    if len(values):
-        order = np.lexsort((values, bins, keys))
-        keys, bins, values = keys[order], bins[order], values[order]
+    if not targets.wanted:
+        return out
+    small = bool(len(keys)) and int(keys.min()) >= 0 and int(keys.max()) < 1 << 16
+    order = np.argsort(keys.astype(np.uint16) if small else keys, kind="stable")
+    sorted_keys = keys[order]
     for key, rows in targets.wanted.items():
-        lo = np.searchsorted(keys, key, side="left")
-        hi = np.searchsorted(keys, key, side="right")
-        kb = bins[lo:hi]
-        got: dict[int, int] = {}
-        for i, b, r in rows:
-            start = lo + int(np.searchsorted(kb, b, side="left"))
-            got[i] = int(values[start + r])
-        out[key] = got
+        lo = int(np.searchsorted(sorted_keys, key, side="left"))
+        hi = int(np.searchsorted(sorted_keys, key, side="right"))
+        mine = order[lo:hi]
+        kv = values[mine]
+        below = np.concatenate([[0], np.cumsum(np.bincount(bins[mine], minlength=max(b for _, b, _ in rows) + 1))])
+        pos = [int(below[b]) + r for _, b, r in rows]
+        kv.partition(sorted(set(pos)))
+        out[key] = {i: int(kv[p]) for (i, _, _), p in zip(rows, pos, strict=True)}
     return out
 
 
