@@ -11,9 +11,6 @@ table, :func:`render` the rest.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +54,14 @@ def section(run: RunDir, manifest: Manifest, params: dict[str, Any], agg: EchoAg
 def mode_rows(agg: EchoAggregates) -> list[dict[str, Any]]:
     """One row per mode of each distribution (a unimodal one has one row): every latency
     group's RTTs (from its histogram, so it scales to any run) and every quorum's latencies."""
+    tests: list[tuple[str, ModeTest]] = []
     edges = bin_edges(1000.0)
-    jobs: list[tuple[str, Callable[[], ModeTest]]] = [
-        (group, functools.partial(find_modes_histogram, edges, counts)) for group, counts in agg.group_hists.items()]
+    for group, counts in agg.group_hists.items():
+        tests.append((group, find_modes_histogram(edges, counts)))
     for qname, q in agg.quorum_values.items():
         finite = q[np.isfinite(q)]
         if len(finite):
-            jobs.append((qname, functools.partial(find_modes, finite)))
-    with ThreadPoolExecutor(2) as pool:  # the densities are numpy, which lets threads run side by side
-        tests = list(zip([name for name, _ in jobs], pool.map(lambda job: job[1](), jobs), strict=True))
+            tests.append((qname, find_modes(finite)))
     rows = []
     for name, t in tests:
         unstable = " ".join(pct_label(p) for p in t.unstable_percentiles(PERCENTILES))
