@@ -45,7 +45,8 @@ def distribution_row(rtt_us: np.ndarray, timeouts: int) -> dict[str, float | int
     (:func:`~cloudbench.analysis.orderstats.order_statistics`), the same values a full
     sort would give.
     """
-    xs = rtt_us[~np.isnan(rtt_us)]
+    nan = np.isnan(rtt_us)
+    xs = rtt_us[~nan] if nan.any() else rtt_us
     n = len(xs)
     row: dict[str, float | int] = {"count": int(n + timeouts), "timeouts": int(timeouts)}
     row["mean"] = float(xs.mean()) if n else float("nan")

@@ -696,22 +696,10 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
                           "group": GROUP_ORDER[grp].value if grp >= 0 else "",
                           "count": int(scan.measured[key]), "timeouts": d["timeouts"],
                           "mean": d["mean"], "p50": d["p50"], "p99": d["p99"], "max": d["max"]})
-    windows, pair_windows = _windows(scan)
-    quorums_all: list[dict[str, Any]] = []
-    quorums_rep: dict[int, list[dict[str, Any]]] = {r: [] for r in scan.reps}
-    quorum_values: dict[str, np.ndarray] = {}
-    for qi, (name, _, ks, n_members) in enumerate(scan.quorums):
-        for k in ks:
-            per_rep = {r: np.concatenate(parts) for r, rp in scan.rep_pos.items()
-                       if (parts := scan.quorum_values.get((qi, k, rp)))}
-            label = {"quorum": f"Q{k}/{n_members}", "group": name}
-            rows = {r: {**label, **_quorum_row(q)} for r, q in per_rep.items() if len(q)}
-            for r, row in rows.items():
-                quorums_rep[r].append(row)
-            values = np.concatenate([np.empty(0), *per_rep.values()])
-            quorum_values[f"Q{k}/{n_members} {name}"] = values
-            # a single repetition's row is the overall one: its order statistics are not selected twice
-            quorums_all.append(dict(*rows.values()) if len(rows) == 1 else {**label, **_quorum_row(values)})
+    with ThreadPoolExecutor(1) as pool:  # the quorums' selections (numpy) beside the windows' rows (Python)
+        quorum_job = pool.submit(_quorum_tables, scan)
+        windows, pair_windows = _windows(scan)
+        quorums_all, quorums_rep, quorum_values = quorum_job.result()
     group_hists = {g.value: scan.hist[gi] for gi, g in enumerate(GROUP_ORDER) if scan.hist[gi].any()}
     connect: list[dict[str, Any]] = []
     if scan.leaf.connect:
@@ -745,6 +733,26 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
                           groups=groups, groups_by_rep=by_rep, pairs=pairs, windows=windows,
                           pair_windows=pair_windows, quorums=quorums_all, quorums_by_rep=quorums_rep,
                           pair_series=scan.pair_series, rows=scan.rows)
+
+
+def _quorum_tables(scan: _Scan) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]], dict[str, np.ndarray]]:
+    """Quorum rows overall and per repetition, and each quorum's latencies (µs, inf: too few replies)."""
+    quorums_all: list[dict[str, Any]] = []
+    quorums_rep: dict[int, list[dict[str, Any]]] = {r: [] for r in scan.reps}
+    quorum_values: dict[str, np.ndarray] = {}
+    for qi, (name, _, ks, n_members) in enumerate(scan.quorums):
+        for k in ks:
+            per_rep = {r: _cat(parts) for r, rp in scan.rep_pos.items()
+                       if (parts := scan.quorum_values.get((qi, k, rp)))}
+            label = {"quorum": f"Q{k}/{n_members}", "group": name}
+            rows = {r: {**label, **_quorum_row(q)} for r, q in per_rep.items() if len(q)}
+            for r, row in rows.items():
+                quorums_rep[r].append(row)
+            values = _cat([np.empty(0), *per_rep.values()]) if len(per_rep) != 1 else next(iter(per_rep.values()))
+            quorum_values[f"Q{k}/{n_members} {name}"] = values
+            # a single repetition's row is the overall one: its order statistics are not selected twice
+            quorums_all.append(dict(*rows.values()) if len(rows) == 1 else {**label, **_quorum_row(values)})
+    return quorums_all, quorums_rep, quorum_values
 
 
 def _quorum_row(q: np.ndarray) -> dict[str, float | int]:
