@@ -6,7 +6,7 @@ naive CONFIRM-style loop (one ``rng.choice`` + sort per subset) runs in the
 same process on one metric, its time for ten metrics is extrapolated and both
 curves are compared.
 
-Run: ``python bench/bench_confirm.py [--reps 1000] [--metrics 10] [--trials 200]``.
+Run: ``.venv/bin/python bench/bench_confirm.py [--reps 1000] [--metrics 10] [--trials 200]``.
 Exits 1 when the vectorised convergence misses the budget.
 """
 

@@ -30,7 +30,7 @@ the receiving side's TCP processing (softirq) in the sender's context, so this
 counts the kernel's network work for the host's traffic too. Target <= 5 % of one
 core per host.
 
-Usage: python3 bench/bench_echo.py [--seconds N] [--mps N] [--blocks N]
+Usage: .venv/bin/python bench/bench_echo.py [--seconds N] [--mps N] [--blocks N]
                                     [--filler idle|none] [--only fidelity|cost]
 Prints a table and, last, one JSON line with every figure.
 """

@@ -20,7 +20,7 @@ process so its time and peak RSS are its own:
 Targets (issue "StormCloud's headline run"): ingest ≤ 120 s, ≤ 1 GB peak RSS,
 ≤ 4 B per observation; report ≤ 2.5 × the reference's time and ≤ 3 GB peak RSS.
 
-Usage: python3 bench/bench_scale.py [--hours 6] [--levels 12] [--alternations 2] [--dir DIR]
+Usage: .venv/bin/python bench/bench_scale.py [--hours 6] [--levels 12] [--alternations 2] [--dir DIR]
 """
 
 from __future__ import annotations

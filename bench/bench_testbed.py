@@ -6,7 +6,7 @@ storage: <= 4 bytes per echo observation on disk, against StormCloud's CSV rows
 (node, round, peer, start_us, end_us) written from the same observations, raw
 and gzipped.
 
-Usage: python3 bench/bench_testbed.py [--rounds N] [--seconds S]
+Usage: .venv/bin/python bench/bench_testbed.py [--rounds N] [--seconds S]
 """
 
 from __future__ import annotations

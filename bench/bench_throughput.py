@@ -37,7 +37,7 @@ The ratio of the overall medians is printed too. An unshaped transfer is CPU-bou
 and swings by ±15 % from one second to the next on a 2-vCPU VM, so the default of
 8 blocks (16 runs each way) is what keeps that interval near ±5 %.
 
-Usage: python3 bench/bench_throughput.py [--blocks N] [--seconds S] [--pin C,S|none]
+Usage: .venv/bin/python bench/bench_throughput.py [--blocks N] [--seconds S] [--pin C,S|none]
 Prints a table and one JSON line.
 """
 

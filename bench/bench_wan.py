@@ -7,7 +7,7 @@ over the testbed without ``wan:`` (core router). Added RTT = RTT − reference
 median − 2·delay, reported as p50 and p99. Throughput: iperf3 TCP (one flow,
 5 s) and UDP (1 Gbit/s offered, 5 s) through a link of 0, 2 and 30 ms.
 
-Usage: python3 bench/bench_wan.py [--probes N] [--forwarder c|python] [--realtime]
+Usage: .venv/bin/python bench/bench_wan.py [--probes N] [--forwarder c|python] [--realtime]
 Prints a table and one JSON line.
 """
 

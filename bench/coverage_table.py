@@ -1,7 +1,7 @@
 """Print the README's table of achieved coverage (issue 16): every interval the report
 prints, simulated over ≥ 1,000 data sets with a known truth (cloudbench.testing.coverage).
 
-Run: ``python bench/coverage_table.py`` (no root, about 20 s). ``--markdown`` prints
+Run: ``.venv/bin/python bench/coverage_table.py`` (no root, about 20 s). ``--markdown`` prints
 the table as Markdown. Exits 1 when an interval misses its level by more than three
 binomial standard errors.
 """

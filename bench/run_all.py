@@ -1,6 +1,6 @@
 """Run every benchmark in bench/ in turn, printing their figures (needs root).
 
-Usage: python3 bench/run_all.py [NAME ...]   e.g. `python3 bench/run_all.py testbed echo`
+Usage: .venv/bin/python bench/run_all.py [NAME ...]   e.g. `.venv/bin/python bench/run_all.py testbed echo`
 """
 
 from __future__ import annotations
