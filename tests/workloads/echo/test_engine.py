@@ -82,7 +82,7 @@ def test_the_fixture_has_what_the_comparison_needs(run: Any) -> None:
     assert any(s["series"] == "a-1>c-1" and s["kind"] == "step" for s in shifts)
 
 
-@pytest.mark.parametrize("offset", [0, 70_000])  # key numbers radix-sorted (16 bits) and not
+@pytest.mark.parametrize("offset", [0, 65_534])  # keys radix-sorted (16 bits), and keys straddling 2**16
 @pytest.mark.parametrize("seed", range(5))
 def test_two_pass_selection_equals_numpy_percentiles(seed: int, offset: int) -> None:
     rng = np.random.default_rng(seed)
@@ -124,12 +124,12 @@ def test_window_stats_equal_numpy(spread: int, ordered: bool) -> None:
     """Counts, exact integer sums and medians (odd and even windows, one-value windows) per
     window id, ids ascending, on 4-byte RTTs as the round matrices hold them."""
     rng = np.random.default_rng(spread + ordered)
-    w = rng.choice(rng.integers(0, spread, 60), 3000)
+    w = np.concatenate([rng.choice(rng.integers(0, spread, 60), 3000), [spread + 1, spread + 2, spread + 2]])
     w = np.sort(w) if ordered else w
-    v = rng.integers(20_000, 4_000_000_000, 3000, dtype=np.uint32)
+    v = rng.integers(20_000, 4_000_000_000, len(w), dtype=np.uint32)
     ids, counts, sums, med = ost.window_stats(v, w)
     assert list(ids) == sorted(set(w.tolist()))
-    assert {int(n) % 2 for n in counts} == {0, 1}
+    assert {int(n) % 2 for n in counts} == {0, 1} and {1, 2} <= set(counts.tolist())  # one- and two-value windows
     for i, n, sm, m in zip(ids, counts, sums, med, strict=True):
         xs = v[w == i]
         assert n == len(xs) and sm == int(xs.astype(np.int64).sum())
@@ -316,13 +316,24 @@ def test_rtts_beyond_four_seconds_and_mixed_row_groups_equal_numpy(tmp_path: Pat
     assert max(g["max"] for g in agg.groups) == big / 1000.0
 
 
-def test_a_round_recorded_twice_is_an_error_naming_the_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("slices", [False, True])
+def test_a_round_recorded_twice_is_an_error_naming_the_file(tmp_path: Path, slices: bool) -> None:
+    """Also when the rows are in the ingest's order and the repeated row lands in the same run
+    of one peer as the original (written as a slice)."""
     import pyarrow as pa
 
     from cloudbench.errors import ResultError
 
     run = write_echo_run(tmp_path / "c", seed=2, repetitions=1, rounds=300)
-    _rewrite(run, lambda t: pa.concat_tables([t, t.slice(len(t) - 1, 1)]))
+    if slices:
+        def twice(t: Any) -> Any:
+            order = np.lexsort((t.column("round").to_numpy(), np.array(t.column("dst").to_pylist()),
+                                np.array(t.column("src").to_pylist())))
+            return t.take(pa.array(np.insert(order, len(order) - 5, order[-6])))  # round r, then r again
+
+        _rewrite(run, twice, row_group_size=230)
+    else:
+        _rewrite(run, lambda t: pa.concat_tables([t, t.slice(len(t) - 1, 1)]))
     manifest = run.manifest()
     with pytest.raises(ResultError, match="already has one") as e:
         aggregate_echo(run, manifest, "echo", 2.0)
@@ -476,10 +487,17 @@ def test_row_groups_in_runs_of_one_peer_are_written_by_slices_and_read_the_same(
 
     run = write_echo_run(tmp_path / "c", seed=12, repetitions=1, rounds=500)
 
-    def by_pair(t: Any) -> Any:  # and one row lost mid-trial: a one-pair row group with a gap in its rounds
+    lost: list[int] = []
+
+    def by_pair(t: Any) -> Any:  # and one measured row lost mid-run: a gap in a run's rounds
         hosts = [np.array(t.column(c).to_pylist()) for c in ("src", "dst")]
         order = np.lexsort((t.column("round").to_numpy(), hosts[1], hosts[0]))
-        return t.take(pa.array(np.delete(order, 1000)))
+        measured = np.flatnonzero(~t.column("warmup").to_numpy(zero_copy_only=False)[order])
+        at = int(measured[len(measured) // 3])
+        rnd = t.column("round").to_numpy()[order]
+        assert rnd[at + 1] == rnd[at] + 1 == rnd[at - 1] + 2  # inside a run of consecutive rounds
+        lost.append(int(rnd[at]))
+        return t.take(pa.array(np.delete(order, at)))
 
     _rewrite(run, by_pair, row_group_size=group_rows)
     manifest = run.manifest()
@@ -495,6 +513,7 @@ def test_row_groups_in_runs_of_one_peer_are_written_by_slices_and_read_the_same(
     monkeypatch.setattr(data, "_runs", spy)
     agg = aggregate_echo(run, manifest, "echo", 2.0, quorums)
     assert -1 not in found and max(found) >= (3 if group_rows > 1000 else 2)
+    assert lost
     d = ref.load_echo(run, manifest, "echo")
     _same_rows(agg.groups, ref.group_table(d), "groups")
     _same_rows(agg.pairs, ref.pair_table(d), "pairs")
