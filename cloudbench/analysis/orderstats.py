@@ -223,7 +223,7 @@ def window_stats(values: np.ndarray, window: np.ndarray) -> tuple[np.ndarray, np
         order = np.argsort(w, kind="stable")
         w, v = w[order], v[order]
     lo_id, hi_id = int(w[0]), int(w[-1])
-    if hi_id - lo_id < len(w):  # few ids (windows of many values): find each by binary search
+    if (hi_id - lo_id) * 16 < len(w):  # few ids (windows of many values): find each by binary search
         ids = np.arange(lo_id, hi_id + 1, dtype=w.dtype)
         starts, ends = np.searchsorted(w, ids, side="left"), np.searchsorted(w, ids, side="right")
         present = ends > starts

@@ -185,21 +185,21 @@ def _host_index(col: pa.ChunkedArray, index: dict[str, int], where: Path) -> np.
 
 
 def _host_codes(col: pa.ChunkedArray, index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """A host column's codes and the host index of each code (-1: a name the manifest does not
-    list): a dictionary column's own codes, on which runs of one host are found cheaply; the
-    host indices themselves for a column in several chunks."""
-    luts, parts = [], []
+    """A host column's dictionary codes and the host index of each code (-1: a name the manifest
+    does not list); the codes of a column in several chunks are offset to be distinct. Runs of
+    one host are found on the small codes, without mapping every row."""
+    luts, parts, offset = [], [], 0
     for chunk in col.chunks:
         if not pa.types.is_dictionary(chunk.type):
             chunk = chunk.dictionary_encode()
         assert isinstance(chunk, pa.DictionaryArray)
+        codes = chunk.indices.to_numpy(zero_copy_only=False)
+        parts.append(codes.astype(np.int64) + offset if offset else codes)
         luts.append(np.array([index.get(str(s), -1) for s in chunk.dictionary.to_pylist()], dtype=np.int64))
-        parts.append(chunk.indices.to_numpy(zero_copy_only=False))
+        offset += len(luts[-1])
     if len(parts) == 1:
         return parts[0], luts[0]
-    hosts = np.concatenate([lut[c] for lut, c in zip(luts, parts, strict=True)]) if parts else \
-        np.empty(0, dtype=np.int64)
-    return np.where(hosts < 0, len(index), hosts), np.append(np.arange(len(index), dtype=np.int64), -1)
+    return _cat(parts), _cat(luts)
 
 
 def _known(hosts: np.ndarray, where: Path) -> np.ndarray:

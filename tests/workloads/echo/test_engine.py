@@ -530,3 +530,23 @@ def test_row_groups_in_runs_of_one_peer_are_written_by_slices_and_read_the_same(
     with pytest.raises(ResultError, match="names hosts that the manifest does not list") as e:
         aggregate_echo(run, manifest, "echo", 2.0, quorums)
     assert path.name in str(e.value)
+
+
+def test_host_codes_of_a_column_in_chunks_with_their_own_dictionaries() -> None:
+    """Each chunk's codes are offset past the earlier chunks' dictionaries, so one lookup maps
+    every row; a name the manifest does not list maps to -1 and is an error naming the file."""
+    import pyarrow as pa
+
+    from cloudbench.errors import ResultError
+
+    index = {"a-1": 0, "b-1": 1, "c-1": 2}
+    col = pa.chunked_array([pa.array(["a-1", "b-1", "a-1"]).dictionary_encode(),
+                            pa.array(["c-1", "zz-9", "b-1"]).dictionary_encode(),
+                            pa.array(["b-1"]).dictionary_encode()])
+    codes, lut = data._host_codes(col, index)
+    assert lut[codes].tolist() == [0, 1, 0, 2, -1, 1, 1]
+    with pytest.raises(ResultError, match="does not list") as e:
+        data._host_index(col, index, Path("r000-t00-echo.parquet"))
+    assert "r000-t00-echo.parquet" in str(e.value)
+    known = pa.chunked_array([col.chunk(0), col.chunk(2)])
+    assert data._host_index(known, index, Path("x")).tolist() == [0, 1, 0, 1]
