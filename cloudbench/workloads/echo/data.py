@@ -651,9 +651,10 @@ class _Scan:
         if not t.num_rows:
             return (np.empty(0, dtype=np.int64),) * 3
         leaf = self._leaves(t, f)
-        rtt_col = t.column("rtt_ns")
-        valid = ~_np(rtt_col.is_null(), bool) & ~_np(t.column("warmup"), bool)
-        leaf, rtt = leaf[valid], _np(rtt_col.fill_null(0), np.int64)[valid]
+        rtt, no_rtt = _ints_and_nulls(t.column("rtt_ns"))
+        valid = ~_np(t.column("warmup"), bool)
+        valid[no_rtt] = False
+        leaf, rtt = leaf[valid], rtt[valid]
         bins = ost.value_bins(rtt)
         keep = need_leaf[leaf, bins]
         return leaf[keep], bins[keep], rtt[keep]
