@@ -16,7 +16,7 @@ Everything here is pure: arrays in, numbers out. The scans are the caller's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,18 +85,21 @@ def plan_selection(hist: np.ndarray, ps: Sequence[float], with_max: bool = True,
             stats.update((int(np.floor(h)), int(np.ceil(h))))
         if with_max:
             stats.add(n - 1)
-        rows = []
-        for i in sorted(stats):
-            b = int(np.searchsorted(cum[key], i, side="right"))
-            before = int(cum[key, b - 1]) if b else 0
-            rows.append((i, b, i - before))
-            need[key, b] = True
-        wanted[key] = rows
+        wanted[key] = _ranks(cum[key], stats)
+        need[key, [b for _, b, _ in wanted[key]]] = True
     return Targets(need, wanted)
 
 
-def select(targets: Targets, keys: np.ndarray, bins: np.ndarray, values: np.ndarray) -> dict[int, dict[int, int]]:
-    """Pass 2's answer: for each key, order statistic index -> value.
+def _ranks(cum: np.ndarray, stats: Iterable[int]) -> list[tuple[int, int, int]]:
+    """(order statistic, bin, rank inside the bin) of each statistic, from one key's cumulative
+    bin counts."""
+    idx = sorted(stats)
+    at = np.searchsorted(cum, idx, side="right")
+    return [(i, int(b), i - (int(cum[b - 1]) if b else 0)) for i, b in zip(idx, at.tolist(), strict=True)]
+
+
+def select(targets: Targets, keys: np.ndarray, bins: np.ndarray, values: np.ndarray) -> dict[int, dict[int, Any]]:
+    """Pass 2's answer: for each key, order statistic index -> value (a Python int or float).
 
     ``keys``, ``bins``, ``values``: every value pass 2 kept (those in a needed bin of
     its key), in any order. The values are grouped by key (a radix sort of the small
@@ -118,7 +121,7 @@ def select(targets: Targets, keys: np.ndarray, bins: np.ndarray, values: np.ndar
         below = np.concatenate([[0], np.cumsum(np.bincount(bins[mine], minlength=max(b for _, b, _ in rows) + 1))])
         pos = [int(below[b]) + r for _, b, r in rows]
         kv.partition(sorted(set(pos)))
-        out[key] = {i: int(kv[p]) for (i, _, _), p in zip(rows, pos, strict=True)}
+        out[key] = {i: kv[p].item() for (i, _, _), p in zip(rows, pos, strict=True)}
     return out
 
 
@@ -143,31 +146,27 @@ HISTOGRAM_FROM = 1 << 16
 def order_statistics(values: np.ndarray, indices: Sequence[int]) -> dict[int, Any]:
     """The values at positions ``indices`` of ``values`` sorted (no NaN), as a full sort gives them.
 
-    Large arrays are selected as the two passes of the echo scan select: the
-    histogram of :func:`value_bins` names the bin of each wanted position, and only
-    the values in those bins are partitioned (their order among themselves is their
-    order in the whole, the bins being monotone in the value); small arrays are
+    Large arrays are selected as the echo scan's two passes select (one key):
+    :func:`value_bins`' histogram names the bin of each wanted position and
+    :func:`select` partitions only the values in those bins; small arrays are
     partitioned whole.
     """
     idx = sorted(set(indices))
     n = len(values)
     if idx and not 0 <= idx[0] <= idx[-1] < n:
         raise ValueError(f"positions must lie in 0..{n - 1}")
+    if not idx:
+        return {}
     if n < HISTOGRAM_FROM:
-        part = np.partition(values, idx) if idx else values
-        return {i: part[i] for i in idx}
+        part = np.partition(values, idx)
+        return {i: part[i].item() for i in idx}
     bins = value_bins(values)
-    hist = np.bincount(bins, minlength=NBINS)
-    cum = np.cumsum(hist)
-    at = np.searchsorted(cum, idx, side="right")  # the bin of each wanted position
-    need = np.zeros(NBINS, dtype=bool)
-    need[at] = True
-    kept = values[need[bins]]
-    # position among the kept values: the kept values of lower bins, then the rank in its bin
-    below = np.concatenate([[0], np.cumsum(np.where(need, hist, 0))])
-    pos = [int(below[b] + i - (cum[b - 1] if b else 0)) for i, b in zip(idx, at, strict=True)]
-    part = np.partition(kept, sorted(set(pos)))
-    return {i: part[p] for i, p in zip(idx, pos, strict=True)}
+    rows = _ranks(np.cumsum(np.bincount(bins, minlength=NBINS)), idx)
+    need = np.zeros((1, NBINS), dtype=bool)
+    need[0, [b for _, b, _ in rows]] = True
+    keep = need[0, bins]
+    return select(Targets(need, {0: rows}), np.zeros(int(keep.sum()), dtype=np.int64), bins[keep],
+                  values[keep])[0]
 
 
 NETWORK_ROWS = 16
