@@ -443,22 +443,27 @@ class _Scan:
         val[no_rtt] = 1
         first = _SEND_BASE - send
         runs = _runs(dst, rnd) if isinstance(src, int) else None
+
+        def cells(pos: np.ndarray | slice) -> np.ndarray:  # the (sender, peer) cell of some rows
+            out: np.ndarray = (src[pos] if isinstance(src, np.ndarray) else src) * H + lut[dst[pos]]
+            return out
+
         if runs is not None:  # a few runs of one peer and consecutive rounds (the ingest's order): slices
             peers = lut[dst[runs[:-1]]]
-            for a, b, d in zip(runs[:-1].tolist(), runs[1:].tolist(), peers.tolist(), strict=True):
-                tr.mat[src, d, int(rnd[a]):int(rnd[a]) + b - a] = val[a:b]
+            spans = [(d, int(rnd[a]), a, b) for a, b, d in zip(runs[:-1].tolist(), runs[1:].tolist(),
+                                                                peers.tolist(), strict=True)]
+            for d, r0, a, b in spans:
+                tr.mat[src, d, r0:r0 + b - a] = val[a:b]
             rows = np.bincount(src * H + peers, weights=np.diff(runs), minlength=H * H).astype(np.int64)
-            cells = src * H + lut[dst[timeout]]  # of the timeouts only
         else:
-            cell = src * H + lut[dst]
+            cell = cells(slice(None))
             tr.mat.reshape(-1)[cell * rounds + rnd] = val  # distinct cells: row groups write in parallel
             rows = np.bincount(cell, minlength=H * H)
-            cells = cell[timeout]
-        timeouts = np.bincount(cells, minlength=H * H) if len(timeout) else None
+        timeouts = np.bincount(cells(timeout), minlength=H * H) if len(timeout) else None
         with tr.lock:  # the first send of each round
             if runs is not None:
-                for a, b in zip(runs[:-1].tolist(), runs[1:].tolist(), strict=True):
-                    sends = tr.sends[src, int(rnd[a]):int(rnd[a]) + b - a]
+                for _, r0, a, b in spans:
+                    sends = tr.sends[src, r0:r0 + b - a]
                     np.maximum(sends, first[a:b], out=sends)
             else:
                 np.maximum.at(tr.sends.reshape(-1), src * rounds + rnd, first)
@@ -468,17 +473,14 @@ class _Scan:
             tr.reps.add(self.reps[rp])
         if cc is not None and cc.null_count < len(cc):  # handshake times of per-round connections (µs)
             has = ~_np(cc.is_null(), bool)
-            cell_of = src * H + lut[dst[has]] if runs is not None else cell[has]
-            tr.connect[group] = (rp * H * H + cell_of, _np(cc.fill_null(0), np.int64)[has] / 1000.0)
+            tr.connect[group] = (rp * H * H + cells(has), _np(cc.fill_null(0), np.int64)[has] / 1000.0)
         return n
 
     def _src(self, f: _File, const: dict[str, Any], t: pa.Table) -> np.ndarray | int:
         """Host indices of a row group's senders: the one index its footer shows, or its column's."""
         if "src" not in const:
             return _host_index(t.column("src"), self.host_index, f.path)
-        if str(const["src"]) not in self.host_index:
-            raise ResultError(str(f.path), "names hosts that the manifest does not list")
-        return self.host_index[str(const["src"])]
+        return int(_known(np.array([self.host_index.get(str(const["src"]), -1)]), f.path)[0])
 
     def _group_rep(self, f: _File, const: dict[str, Any], t: pa.Table) -> int:
         """The repetition (position) of a row group's rows, from its footer or its column; rows of
