@@ -56,7 +56,8 @@ class VmTypeModel(Model):
         description="bucket of the high rate; must hold a GSO packet (64 KiB) or the high rate "
         "is not reached",
     )
-    latency: Duration = Field(0.05, gt=0, description="queue bound of the shaper (tc `latency`)")
+    latency: Duration = Field(0.05, gt=0, description="queue bound of the shaper (tc `latency`: "
+                              "this long at the rate plus the bucket, for tbf and htb alike)")
     description: str = ""
 
     @model_validator(mode="after")

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from cloudbench.core.topology import Topology
 from cloudbench.errors import SpecError
-from cloudbench.providers.netns.shaping import cap_burst, tc_commands
+from cloudbench.providers.netns.shaping import acks_first_commands, cap_burst, tc_commands
 from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES, VmTypeModel, expected_goodput, goodput_fraction, resolve_vm_type
 from cloudbench.workloads import parse_spec
 
@@ -73,24 +73,40 @@ def test_units_are_bits_and_bytes_not_tc_units() -> None:
 
 
 def test_tc_commands_tbf_token_bucket_spell_out_bits_and_bytes() -> None:
-    (cmd,) = tc_commands(BUILTIN_VM_TYPES["local.tb-small"])
-    assert cmd == ["qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", "50000000bit",
-                   "burst", str(75 * 2**20), "peakrate", "200000000bit", "mtu", "65536",
-                   "latency", "50ms"]
+    cmd, *queue = tc_commands(BUILTIN_VM_TYPES["local.tb-small"])
+    assert cmd == ["qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "tbf",
+                   "rate", "50000000bit", "burst", str(75 * 2**20), "peakrate", "200000000bit",
+                   "mtu", "65536", "latency", "50ms"]
+    # tc's limit for TBF: min(low * latency + budget, high * latency + peak bucket)
+    assert queue == acks_first_commands("eth0", "1:1", 200_000_000 // 8 // 20 + 65536)
 
 
 def test_tc_commands_cap_and_htb() -> None:
-    (cap,) = tc_commands(BUILTIN_VM_TYPES["local.1g"])
-    assert cap[5:] == ["tbf", "rate", "1000000000bit", "burst", str(cap_burst(1e9)), "latency",
+    cap, *queue = tc_commands(BUILTIN_VM_TYPES["local.1g"])
+    assert cap[7:] == ["tbf", "rate", "1000000000bit", "burst", str(cap_burst(1e9)), "latency",
                        "50ms"]
+    assert queue == acks_first_commands("eth0", "1:1", 10**9 // 8 // 20 + 250_000)
     assert cap_burst(1e9) == 250_000 and cap_burst(10e6) == 128 * 1024
     htb = VmTypeModel.model_validate({"shaping": "token_bucket", "high_rate": "200mbit",
                                       "low_rate": "50mbit", "budget": "10MiB", "qdisc": "htb"})
-    q, c = tc_commands(htb, dev="eth1")
+    q, c, *queue = tc_commands(htb, dev="eth1")
     assert q == ["qdisc", "replace", "dev", "eth1", "root", "handle", "1:", "htb", "default", "1"]
     assert c[-8:] == ["rate", "50000000bit", "ceil", "200000000bit", "burst", str(10 * 2**20),
                       "cburst", "65536"]
+    assert queue == acks_first_commands("eth1", "1:1", 200_000_000 // 8 // 20 + 65536)
     assert tc_commands(BUILTIN_VM_TYPES["local"]) == []
+
+
+def test_acks_first_queue_matches_only_pure_acks() -> None:
+    q, ack, rest, fifo, flt = acks_first_commands("eth0", "1:1", 700_000)
+    assert q[4:] == ["parent", "1:1", "handle", "10:", "htb", "default", "20"]
+    assert (ack[ack.index("classid") + 1], ack[-1], rest[rest.index("classid") + 1], rest[-1]) \
+        == ("10:10", "0", "10:20", "1")
+    assert fifo == ["qdisc", "replace", "dev", "eth0", "parent", "10:20", "bfifo", "limit", "700000"]
+    matches = " ".join(flt[flt.index("u32") + 1:])
+    # TCP, IHL 5, total length < 128, flags == ACK only (PSH|ACK data, e.g. echo messages, are not)
+    assert matches == ("match ip protocol 6 0xff match u8 0x05 0x0f at 0 "
+                       "match u16 0x0000 0xff80 at 2 match u8 0x10 0xff at 33 flowid 10:10")
 
 
 def test_goodput_fraction_matches_frame_arithmetic() -> None:

@@ -1,0 +1,117 @@
+"""A host that saturates its own shaper still returns the ACKs of what it receives at once.
+
+a and b are capped at 20 Mbit/s (a queue of 50 ms at that rate plus the bucket:
+about 100 ms). a sends to b at full speed, which fills a's queue; b sends to a
+at half its cap, so b's own queue stays empty and the RTT of b's connection is
+the time a's ACKs take to leave a. With the ACKs served first
+(:func:`cloudbench.providers.netns.shaping.acks_first_commands`) an ACK waits at
+most for the packet the shaper holds at its head, up to a 64 KiB GSO packet
+(26 ms at 20 Mbit/s): b's RTTs were 9-16 ms. With one FIFO, as before, they
+were the depth of a's queue: 34-68 ms.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cloudbench.core.cluster import Cluster
+from cloudbench.providers.netns import NetnsProvider
+from cloudbench.spec.vmtypes import goodput_fraction
+from cloudbench.workloads import parse_spec
+
+from .conftest import assert_gone, in_ns, sshd_pids
+
+pytestmark = pytest.mark.integration
+
+SPEC = """\
+name: acks
+vm_types:
+  c20: {shaping: cap, rate: 20mbit}
+providers:
+  netns:
+    regions:
+      r1:
+        zones:
+          r1-a:
+            subnets:
+              s1: {hosts: [a, b], vm_type: c20}
+workloads:
+  - kind: echo
+    duration: 1s
+"""
+PORT = 5400
+SECONDS = 6
+PACED = 10  # Mbit/s of b's flow
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    provider = NetnsProvider()
+    c = provider.provision(parse_spec(SPEC).topology(), tmp_path)
+    pids = sshd_pids(c)
+    try:
+        yield c
+    finally:
+        provider.destroy(c)
+        assert_gone(c.stack, pids)
+
+
+def _ns(cluster: Cluster, name: str) -> str:
+    return str(cluster.host(name).netns)
+
+
+def _rtts_ms(ns: str, dst: str) -> list[float]:
+    """Smoothed RTTs of the connections from namespace ``ns`` to ``dst``'s data port."""
+    text = in_ns(ns, "ss", "-tin", "dst", f"{dst}:{PORT + 1}").stdout
+    return [float(m) for m in re.findall(r"\brtt:([0-9.]+)/", text)]
+
+
+def test_a_busy_sender_returns_acks_first(cluster: Cluster) -> None:
+    a, b = cluster.host("a"), cluster.host("b")
+    servers = [subprocess.Popen(["ip", "netns", "exec", _ns(cluster, n), "nuttcp", "-S",
+                                 "--nofork", f"-P{PORT}", f"-p{PORT + 1}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for n in ("a", "b")]
+    clients: list[subprocess.Popen[str]] = []
+    try:
+        for n in ("a", "b"):
+            deadline = time.monotonic() + 5
+            while f":{PORT} " not in in_ns(_ns(cluster, n), "ss", "-ltn").stdout:
+                assert time.monotonic() < deadline, f"nuttcp server on {n} does not listen"
+                time.sleep(0.02)
+        clients = [subprocess.Popen(["ip", "netns", "exec", _ns(cluster, s), "nuttcp",
+                                     f"-P{PORT}", f"-p{PORT + 1}", f"-T{SECONDS}", *opts,
+                                     "-fparse", cluster.host(d).address],
+                                    stdout=subprocess.PIPE, text=True)
+                   for s, d, opts in (("a", "b", ["-N2"]), ("b", "a", [f"-R{PACED}m", "-l8192"]))]
+        rtts: list[float] = []
+        for _ in range(8):  # sampled through the middle of the transfer
+            time.sleep(SECONDS / 12)
+            rtts += _rtts_ms(_ns(cluster, "b"), a.address)
+        rates = []
+        for client in clients:
+            out, _ = client.communicate(timeout=SECONDS + 20)
+            line = [x for x in out.splitlines() if "rate_Mbps=" in x][-1]
+            rates.append(float(line.split("rate_Mbps=")[1].split()[0]))
+        stats = in_ns(_ns(cluster, "a"), "tc", "-s", "class", "show", "dev", "eth0").stdout
+    finally:
+        for proc in (*clients, *servers):
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=10)
+    acked = re.search(r"class htb 10:10 .*?Sent (\d+) bytes (\d+) pkt", stats, re.S)
+    print(f"\na->b {rates[0]:.1f}, b->a {rates[1]:.1f} Mbit/s; b's RTTs to a (ms): "
+          f"{sorted(rtts)}; a's ACK class: {acked.group(2) if acked else None} packets")
+    assert len(rtts) >= 4 and statistics.median(rtts) < 25, \
+        "b's flow waits for ACKs behind a's own data"
+    assert acked is not None and int(acked.group(2)) > 0
+    assert rates[0] == pytest.approx(20 * goodput_fraction("tcp"), rel=0.05)
+    assert rates[1] == pytest.approx(PACED, rel=0.05)
+    assert b.facts["shaping"]["commands"][-1].endswith("flowid 10:10")
