@@ -56,8 +56,10 @@ class VmTypeModel(Model):
         description="bucket of the high rate; must hold a GSO packet (64 KiB) or the high rate "
         "is not reached",
     )
-    latency: Duration = Field(0.05, gt=0, description="queue bound of the shaper (tc `latency`: "
-                              "this long at the rate plus the bucket, for tbf and htb alike)")
+    latency: Duration = Field(0.05, gt=0, description="queue bound of the shaper, as tc computes it "
+                              "for TBF's `latency` (this long at the rate plus the bucket; for a "
+                              "token bucket at most this long at the peak rate plus the peak "
+                              "bucket), for tbf and htb alike")
     description: str = ""
 
     @model_validator(mode="after")

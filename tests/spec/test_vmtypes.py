@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
 from cloudbench.core.topology import Topology
 from cloudbench.errors import SpecError
-from cloudbench.providers.netns.shaping import acks_first_commands, cap_burst, tc_commands
+from cloudbench.providers.netns.shaping import acks_first_commands, cap_burst, queue_limit, tc_commands
 from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES, VmTypeModel, expected_goodput, goodput_fraction, resolve_vm_type
 from cloudbench.workloads import parse_spec
 
@@ -78,14 +82,14 @@ def test_tc_commands_tbf_token_bucket_spell_out_bits_and_bytes() -> None:
                    "rate", "50000000bit", "burst", str(75 * 2**20), "peakrate", "200000000bit",
                    "mtu", "65536", "latency", "50ms"]
     # tc's limit for TBF: min(low * latency + budget, high * latency + peak bucket)
-    assert queue == acks_first_commands("eth0", "1:1", 200_000_000 // 8 // 20 + 65536)
+    assert queue == acks_first_commands("eth0", "1:1", 200_000_000 // 8 // 20 + 65536, 50e6, 200e6)
 
 
 def test_tc_commands_cap_and_htb() -> None:
     cap, *queue = tc_commands(BUILTIN_VM_TYPES["local.1g"])
     assert cap[7:] == ["tbf", "rate", "1000000000bit", "burst", str(cap_burst(1e9)), "latency",
                        "50ms"]
-    assert queue == acks_first_commands("eth0", "1:1", 10**9 // 8 // 20 + 250_000)
+    assert queue == acks_first_commands("eth0", "1:1", 10**9 // 8 // 20 + 250_000, 1e9, 1e9)
     assert cap_burst(1e9) == 250_000 and cap_burst(10e6) == 128 * 1024
     htb = VmTypeModel.model_validate({"shaping": "token_bucket", "high_rate": "200mbit",
                                       "low_rate": "50mbit", "budget": "10MiB", "qdisc": "htb"})
@@ -93,20 +97,81 @@ def test_tc_commands_cap_and_htb() -> None:
     assert q == ["qdisc", "replace", "dev", "eth1", "root", "handle", "1:", "htb", "default", "1"]
     assert c[-8:] == ["rate", "50000000bit", "ceil", "200000000bit", "burst", str(10 * 2**20),
                       "cburst", "65536"]
-    assert queue == acks_first_commands("eth1", "1:1", 200_000_000 // 8 // 20 + 65536)
+    assert queue == acks_first_commands("eth1", "1:1", 200_000_000 // 8 // 20 + 65536, 50e6, 200e6)
     assert tc_commands(BUILTIN_VM_TYPES["local"]) == []
 
 
-def test_acks_first_queue_matches_only_pure_acks() -> None:
-    q, ack, rest, fifo, flt = acks_first_commands("eth0", "1:1", 700_000)
+@pytest.mark.parametrize(("fields", "limit"), [
+    ({"shaping": "cap", "rate": "20mbit"}, 20_000_000 // 8 // 20 + 128 * 1024),
+    ({"shaping": "cap", "rate": "20mbit", "latency": "0.0104s"}, 20_000_000 // 8 // 100 + 128 * 1024),
+    # the bucket term wins when the budget is small: low * latency + budget
+    ({"shaping": "token_bucket", "high_rate": "1gbit", "low_rate": "10mbit", "budget": 100_000},
+     10_000_000 // 8 // 20 + 100_000),
+])
+def test_queue_limit_is_what_tc_computes_for_latency(fields: dict[str, Any], limit: int) -> None:
+    assert queue_limit(VmTypeModel.model_validate(fields)) == limit
+
+
+def _ip_packet(*, flags: int = 0x10, tcp_options: int = 12, payload: int = 0, proto: int = 6,
+               ihl: int = 5, ack: int = 1, fill: int = 0) -> bytes:
+    """An IPv4 packet's first bytes: TCP (flags, options, payload) or, for proto 17, UDP."""
+    l4 = (struct.pack("!HHIIBBHHH", 40000, 5001, 1, ack, (20 + tcp_options) // 4 << 4, flags, 512, 0, 0)
+          + bytes(tcp_options) if proto == 6 else struct.pack("!HHHH", 40000, 5001, 8 + payload, 0))
+    opts = bytes(4 * (ihl - 5))
+    total = 4 * ihl + len(l4) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x40 | ihl, 0, total, 0, 0x4000, 64, proto, 0,
+                     bytes([198, 18, 0, 1]), bytes([198, 18, 0, 2]))
+    return ip + opts + l4 + bytes([fill]) * payload
+
+
+def _u32_matches(cmd: list[str]) -> Callable[[bytes], bool]:
+    """A function: does tc's ``u32 match uN value mask at off`` list in ``cmd`` match a packet."""
+    sizes = {"u8": 1, "u16": 2, "u32": 4}
+    tests = [(sizes[cmd[i + 1]], int(cmd[i + 2], 16), int(cmd[i + 3], 16), int(cmd[i + 5]))
+             for i, w in enumerate(cmd) if w == "match"]
+    assert tests and all(cmd[i + 4] == "at" for i, w in enumerate(cmd) if w == "match")
+    return lambda pkt: all(int.from_bytes(pkt[at:at + n], "big") & mask == value
+                           for n, value, mask, at in tests)
+
+
+@pytest.mark.parametrize(("packet", "first"), [
+    ({"tcp_options": 0}, True),                      # a bare ACK (40 bytes)
+    ({}, True),                                      # with timestamps (52)
+    ({"tcp_options": 40}, True),                     # timestamps and 3 SACK blocks (80)
+    ({"payload": 75}, True),                         # 127 bytes, ACK only: counted as an ACK
+    ({"payload": 76}, False),                        # 128 bytes
+    ({"flags": 0x18, "payload": 64}, False),         # PSH|ACK: an echo message
+    ({"flags": 0x18, "payload": 1448}, False),       # bulk data
+    ({"flags": 0x10, "payload": 1448}, False),       # bulk data without PSH
+    ({"flags": 0x11}, False),                        # FIN|ACK
+    ({"flags": 0x12}, False),                        # SYN|ACK
+    ({"flags": 0x50}, False),                        # ECE|ACK
+    ({"ihl": 6, "ack": 0x100000}, False),            # IP options: byte 33 is 0x10 but no flag
+    ({"proto": 17, "payload": 20, "fill": 0x10}, False),  # UDP, 0x10 at byte 33
+])
+def test_the_acks_first_filter_matches_pure_acks_only(packet: dict[str, int], first: bool) -> None:
+    *_, flt = acks_first_commands("eth0", "1:1", 700_000, 20e6, 20e6)
+    assert flt[flt.index("flowid") + 1] == "10:10"
+    assert _u32_matches(flt)(_ip_packet(**packet)) is first
+
+
+def test_acks_first_classes_only_order_packets() -> None:
+    q, top, ack, rest, ackq, fifo, _ = acks_first_commands("eth0", "1:1", 700_000, 20e6, 30e6)
     assert q[4:] == ["parent", "1:1", "handle", "10:", "htb", "default", "20"]
-    assert (ack[ack.index("classid") + 1], ack[-1], rest[rest.index("classid") + 1], rest[-1]) \
-        == ("10:10", "0", "10:20", "1")
     assert fifo == ["qdisc", "replace", "dev", "eth0", "parent", "10:20", "bfifo", "limit", "700000"]
-    matches = " ".join(flt[flt.index("u32") + 1:])
-    # TCP, IHL 5, total length < 128, flags == ACK only (PSH|ACK data, e.g. echo messages, are not)
-    assert matches == ("match ip protocol 6 0xff match u8 0x05 0x0f at 0 "
-                       "match u16 0x0000 0xff80 at 2 match u8 0x10 0xff at 33 flowid 10:10")
+    assert ackq[5:8] == ["10:10", "pfifo", "limit"]
+
+    def arg(cmd: list[str], key: str) -> str:
+        return cmd[cmd.index(key) + 1]
+
+    assert arg(top, "rate") == "100000000000bit"
+    assert [arg(c, "classid") for c in (ack, rest)] == ["10:10", "10:20"]
+    assert [arg(c, "prio") for c in (ack, rest)] == ["0", "1"]
+    # ACKs guaranteed 2 % of the sustained rate, data the rest; both may borrow up to the top
+    assert [arg(c, "rate") for c in (ack, rest)] == ["400000bit", "19600000bit"]
+    assert {arg(c, "ceil") for c in (ack, rest)} == {arg(top, "rate")}
+    huge = acks_first_commands("eth0", "1:1", 700_000, 40e9, 40e9)[1]
+    assert arg(huge, "rate") == "400000000000bit"  # 10 x the peak when that is above 100 Gbit/s
 
 
 def test_goodput_fraction_matches_frame_arithmetic() -> None:

@@ -10,18 +10,27 @@ else. Two implementations are known to work on these kernels (TESTBED-NOTES):
 * HTB: one root class, ``rate``/``burst`` the bucket, ``ceil``/``cburst`` the peak.
 
 Behind either one, the host's queue serves pure TCP ACKs first
-(:func:`acks_first_commands`): an inner HTB that never limits, with a class for
-packets under 128 bytes that carry only the ACK flag and a bounded byte FIFO
-(``latency`` at the shaper's rate, what TBF's own ``latency`` means) for the
-rest. A guest's fq or fq_codel qdisc does this as a matter of course (an ACK
-flow is a sparse flow), but these kernels have neither. Without it, a host that
-saturates its own egress holds the ACKs of every flow it *receives* behind up
-to 60 ms of its own data, and those senders (BBR sizes its window from the
-minimum RTT) fell 10-17 % under their cap when every host sent and received at
-once (the colocation audit's full-load probe). An ACK still waits for the packet
-the shaper holds at its head (up to a 64 KiB GSO packet: 26 ms at 20 Mbit/s,
-6.5 ms at 80). The FIFO bounds HTB's queue too, which before was the device's
-1000 packets (up to 64 MiB of GSO packets).
+(:func:`acks_first_commands`): an inner HTB whose classes only order packets,
+one for pure ACKs (:data:`PURE_ACK`: IPv4 without options, TCP, under 128
+bytes, flags exactly ACK) and a byte FIFO for the rest, as long as the queue
+tc gives TBF for ``latency`` (:func:`queue_limit`: ``latency`` at the rate plus
+the bucket; for a token bucket at most ``latency`` at the peak rate plus the
+peak bucket: 102 ms at a 20 Mbit/s cap, 63 ms at 80). ACKs are guaranteed
+ACK_SHARE of the sustained rate and data the rest, and beyond that both borrow,
+ACKs first (like the shared NIC's classes below): a flood of ACKs cannot starve
+the host's own data.
+
+Why: a host that saturates its own egress otherwise holds the ACKs of every
+flow it *receives* behind its whole queue. Those senders (BBR sizes its window
+from the minimum RTT) fell 10-17 % under their cap when every host sent and
+received at once (the colocation audit's full-load probe). A guest's fq or
+fq_codel qdisc, which these kernels lack, would have sent those ACKs early as a
+sparse flow. The emulation is narrower than fq: only pure ACKs go first (not
+echo messages, SYNs or small UDP), and they may overtake their own
+connection's data, which TCP ignores. An ACK still waits for the packet the
+shaper holds at its head (up to a 64 KiB GSO packet: 26 ms at 20 Mbit/s, 6.5 ms
+at 80). The FIFO bounds HTB's queue too, which before was the device's 1000
+packets (up to 64 MiB of GSO packets).
 
 Colocation (``physical_host:``): the hosts placed on one physical host share its
 NIC's egress (:func:`physical_host_commands`). Each member's veth peer in the
@@ -64,6 +73,13 @@ ACK_SHARE = 0.02  # of a shared NIC's rate guaranteed to small packets (ACKs) fi
 # The inner queue that serves pure ACKs first (acks_first_commands)
 ACKS_FIRST_RATE = 100e9
 ACKS_FIRST_QUANTUM = 65536
+ACKS_QUEUE_PACKETS = 1000
+PURE_ACK = (  # (size, value, mask, offset) in the IP header
+    (1, 0x45, 0xFF, 0),    # IPv4, a 20-byte header
+    (1, 6, 0xFF, 9),       # TCP
+    (2, 0, 0xFF80, 2),     # total length under 128 bytes
+    (1, 0x10, 0xFF, 33),   # TCP flags (byte 13 of the TCP header): ACK and nothing else
+)
 
 
 def _bit(v: float) -> str:
@@ -106,7 +122,7 @@ def tc_commands(profile: VmTypeModel, dev: str = DEVICE) -> list[list[str]]:
             ["class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
              "rate", _bit(rate), "ceil", _bit(ceil), "burst", str(burst), "cburst", str(cburst)],
         ]
-    return shaper + acks_first_commands(dev, "1:1", queue_limit(profile))
+    return shaper + acks_first_commands(dev, "1:1", queue_limit(profile), rate, ceil)
 
 
 def queue_limit(profile: VmTypeModel) -> int:
@@ -121,23 +137,39 @@ def queue_limit(profile: VmTypeModel) -> int:
                          profile.high_rate / 8 * latency + profile.peak_burst))
 
 
-def acks_first_commands(dev: str, parent: str, limit: int) -> list[list[str]]:
-    """The queue behind a host's shaper (class ``parent``): pure ACKs first, the rest in a
-    FIFO of ``limit`` bytes (see the module doc). The inner HTB's classes run at
-    ACKS_FIRST_RATE, far above any shaper here, so they only order packets."""
-    fast = _bit(ACKS_FIRST_RATE)
+def _u32(matches: tuple[tuple[int, int, int, int], ...]) -> list[str]:
+    """tc u32 ``match`` arguments of (size in bytes, value, mask, offset in the IP header)."""
+    words = {1: "u8", 2: "u16", 4: "u32"}
+    return [a for size, value, mask, at in matches
+            for a in ("match", words[size], f"0x{value:0{2 * size}x}", f"0x{mask:0{2 * size}x}",
+                      "at", str(at))]
+
+
+def acks_first_commands(dev: str, parent: str, limit: int, rate: float, peak: float) -> list[list[str]]:
+    """The queue behind a host's shaper (class ``parent``, sustained ``rate``, at most ``peak``):
+    pure ACKs first, the rest in a FIFO of ``limit`` bytes (see the module doc).
+
+    Under an inner class that never limits (ACKS_FIRST_RATE, or 10 x ``peak`` if that is
+    more), ACKs are guaranteed ACK_SHARE of ``rate`` and the data the rest; beyond their
+    guarantee both borrow, ACKs first.
+    """
+    top = _bit(max(ACKS_FIRST_RATE, 10 * peak))
+    quantum = str(ACKS_FIRST_QUANTUM)
+    burst = str(cap_burst(peak))  # a guarantee holds a GSO packet
     return [
         ["qdisc", "replace", "dev", dev, "parent", parent, "handle", "10:", "htb", "default", "20"],
-        ["class", "replace", "dev", dev, "parent", "10:", "classid", "10:10", "htb",
-         "rate", fast, "quantum", str(ACKS_FIRST_QUANTUM), "prio", "0"],
-        ["class", "replace", "dev", dev, "parent", "10:", "classid", "10:20", "htb",
-         "rate", fast, "quantum", str(ACKS_FIRST_QUANTUM), "prio", "1"],
+        ["class", "replace", "dev", dev, "parent", "10:", "classid", "10:1", "htb", "rate", top,
+         "quantum", quantum],
+        ["class", "replace", "dev", dev, "parent", "10:1", "classid", "10:10", "htb",
+         "rate", _bit(rate * ACK_SHARE), "ceil", top, "burst", burst, "cburst", burst,
+         "quantum", quantum, "prio", "0"],
+        ["class", "replace", "dev", dev, "parent", "10:1", "classid", "10:20", "htb",
+         "rate", _bit(rate * (1 - ACK_SHARE)), "ceil", top, "burst", burst, "cburst", burst,
+         "quantum", quantum, "prio", "1"],
+        ["qdisc", "replace", "dev", dev, "parent", "10:10", "pfifo", "limit", str(ACKS_QUEUE_PACKETS)],
         ["qdisc", "replace", "dev", dev, "parent", "10:20", "bfifo", "limit", str(limit)],
-        # IPv4 with a 20-byte header, TCP, under 128 bytes, flags exactly ACK (byte 33)
         ["filter", "add", "dev", dev, "parent", "10:", "protocol", "ip", "prio", "1", "u32",
-         "match", "ip", "protocol", "6", "0xff", "match", "u8", "0x05", "0x0f", "at", "0",
-         "match", "u16", "0x0000", "0xff80", "at", "2", "match", "u8", "0x10", "0xff", "at", "33",
-         "flowid", "10:10"],
+         *_u32(PURE_ACK), "flowid", "10:10"],
     ]
 
 
