@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from cloudbench.core.cluster import Cluster
 from cloudbench.core.netns import list_netns
 from cloudbench.core.processes import pid_alive
+from cloudbench.core.topology import Topology
 from cloudbench.providers.netns import NetnsProvider
 from cloudbench.workloads import load_spec
 
@@ -44,15 +47,31 @@ def provider() -> NetnsProvider:
     return NetnsProvider()
 
 
-@pytest.fixture
-def quickstart_cluster(provider: NetnsProvider, tmp_path: Path) -> Iterator[Cluster]:
-    cluster = provider.provision(load_spec(QUICKSTART).topology(), tmp_path)
+@contextmanager
+def provisioned(topology: Topology, where: Path, provider: NetnsProvider | None = None) -> Iterator[Cluster]:
+    """A provisioned testbed, destroyed on the way out; its namespaces and sshds must be gone."""
+    provider = provider or NetnsProvider()
+    cluster = provider.provision(topology, where)
     pids = sshd_pids(cluster)
     try:
         yield cluster
     finally:
         provider.destroy(cluster)
         assert_gone(cluster.stack, pids)
+
+
+def wait_listening(ns: str, port: int, seconds: float = 5) -> None:
+    """Until a TCP socket listens on ``port`` in namespace ``ns``."""
+    deadline = time.monotonic() + seconds
+    while f":{port} " not in in_ns(ns, "ss", "-ltn").stdout:
+        assert time.monotonic() < deadline, f"nothing listens on port {port} in {ns}"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def quickstart_cluster(provider: NetnsProvider, tmp_path: Path) -> Iterator[Cluster]:
+    with provisioned(load_spec(QUICKSTART).topology(), tmp_path, provider) as cluster:
+        yield cluster
 
 
 def in_ns(ns: str, *cmd: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:

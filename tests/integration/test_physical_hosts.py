@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 
 from cloudbench.core.cluster import Cluster
-from cloudbench.providers.netns import NetnsProvider
 from cloudbench.spec.vmtypes import goodput_fraction
 from cloudbench.workloads import parse_spec
 
-from .conftest import assert_gone, in_ns, sshd_pids
+from .conftest import in_ns, provisioned, wait_listening
 
 pytestmark = pytest.mark.integration
 
@@ -48,14 +47,8 @@ PORT = 5300
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    provider = NetnsProvider()
-    c = provider.provision(parse_spec(SPEC).topology(), tmp_path)
-    pids = sshd_pids(c)
-    try:
+    with provisioned(parse_spec(SPEC).topology(), tmp_path) as c:
         yield c
-    finally:
-        provider.destroy(c)
-        assert_gone(c.stack, pids)
 
 
 def blast(cluster: Cluster, flows: dict[str, str], seconds: int = 4) -> dict[str, float]:
@@ -83,11 +76,8 @@ def test_hosts_on_one_physical_host_share_its_nic(cluster: Cluster) -> None:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                for n in ("r1", "r2", "r3")]
     try:
-        for n in ("r1", "r2", "r3"):  # wait for the servers to listen
-            for _ in range(200):
-                if f":{PORT} " in in_ns(str(cluster.host(n).netns), "ss", "-ltn").stdout:
-                    break
-                subprocess.run(["sleep", "0.02"], check=True)
+        for n in ("r1", "r2", "r3"):
+            wait_listening(str(cluster.host(n).netns), PORT)
         alone = blast(cluster, {"p1": "r1"})
         together = blast(cluster, {"p1": "r1", "p2": "r2", "q": "r3"})
     finally:

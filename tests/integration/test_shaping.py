@@ -23,11 +23,10 @@ from pathlib import Path
 import pytest
 
 from cloudbench.core.cluster import Cluster
-from cloudbench.providers.netns import NetnsProvider
 from cloudbench.spec.vmtypes import goodput_fraction
 from cloudbench.workloads import parse_spec
 
-from .conftest import assert_gone, in_ns, sshd_pids
+from .conftest import in_ns, provisioned, wait_listening
 
 pytestmark = pytest.mark.integration
 
@@ -54,14 +53,8 @@ PACED = 10  # Mbit/s of b's flow
 
 @pytest.fixture(params=["tbf", "htb"])
 def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    provider = NetnsProvider()
-    c = provider.provision(parse_spec(SPEC.replace("QDISC", request.param)).topology(), tmp_path)
-    pids = sshd_pids(c)
-    try:
+    with provisioned(parse_spec(SPEC.replace("QDISC", request.param)).topology(), tmp_path) as c:
         yield c
-    finally:
-        provider.destroy(c)
-        assert_gone(c.stack, pids)
 
 
 def _ns(cluster: Cluster, name: str) -> str:
@@ -87,10 +80,7 @@ def test_a_busy_sender_returns_acks_first(cluster: Cluster) -> None:
     clients: list[subprocess.Popen[str]] = []
     try:
         for n in ("a", "b"):
-            deadline = time.monotonic() + 5
-            while f":{PORT} " not in in_ns(_ns(cluster, n), "ss", "-ltn").stdout:
-                assert time.monotonic() < deadline, f"nuttcp server on {n} does not listen"
-                time.sleep(0.02)
+            wait_listening(_ns(cluster, n), PORT)
         clients = [subprocess.Popen(["ip", "netns", "exec", _ns(cluster, s), "nuttcp",
                                      f"-P{PORT}", f"-p{PORT + 1}", f"-T{SECONDS}", *opts,
                                      "-fparse", cluster.host(d).address],

@@ -23,7 +23,6 @@ import pytest
 from cloudbench.core.cluster import Cluster
 from cloudbench.core.netns import list_netns, netns_pids
 from cloudbench.core.processes import pid_cmdline
-from cloudbench.providers.netns import NetnsProvider
 from cloudbench.remote import Remote
 from cloudbench.runner import CampaignRunner, worker_bundle
 from cloudbench.spec.model import Spec
@@ -34,7 +33,7 @@ from cloudbench.store.summaries import read_summaries
 from cloudbench.workloads import parse_spec, workload_kind
 from cloudbench.workloads.base import Trial, TrialContext, TrialOutcome
 
-from .conftest import assert_gone, sshd_pids
+from .conftest import provisioned
 
 
 def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any]:
@@ -174,14 +173,8 @@ def test_token_bucket_ground_truth(tmp_path: Path, qdisc: str) -> None:
 @pytest.fixture
 def capped(tmp_path: Path) -> Iterator[tuple[Spec, Cluster]]:
     spec = parse_spec(CAP_SPEC, "cap.yaml")
-    provider = NetnsProvider()
-    cluster = provider.provision(spec.topology(), tmp_path)
-    pids = sshd_pids(cluster)
-    try:
+    with provisioned(spec.topology(), tmp_path) as cluster:
         yield spec, cluster
-    finally:
-        provider.destroy(cluster)
-        assert_gone(cluster.stack, pids)
 
 
 async def _run_trials(spec: Spec, cluster: Cluster, run: RunDir) -> dict[str, TrialOutcome]:
