@@ -107,7 +107,7 @@ def select(targets: Targets, keys: np.ndarray, bins: np.ndarray, values: np.ndar
     being monotone in the value, a statistic in bin b is the value at (the key's kept
     values in lower bins + its rank in b) of the key's kept values in order.
     """
-    out: dict[int, dict[int, int]] = {}
+    out: dict[int, dict[int, Any]] = {}
     if not targets.wanted:
         return out
     small = bool(len(keys)) and int(keys.min()) >= 0 and int(keys.max()) < 1 << 16
@@ -117,12 +117,17 @@ def select(targets: Targets, keys: np.ndarray, bins: np.ndarray, values: np.ndar
         lo = int(np.searchsorted(sorted_keys, key, side="left"))
         hi = int(np.searchsorted(sorted_keys, key, side="right"))
         mine = order[lo:hi]
-        kv = values[mine]
-        below = np.concatenate([[0], np.cumsum(np.bincount(bins[mine], minlength=max(b for _, b, _ in rows) + 1))])
-        pos = [int(below[b]) + r for _, b, r in rows]
-        kv.partition(sorted(set(pos)))
-        out[key] = {i: kv[p].item() for (i, _, _), p in zip(rows, pos, strict=True)}
+        out[key] = _select_ranks(rows, bins[mine], values[mine])
     return out
+
+
+def _select_ranks(rows: list[tuple[int, int, int]], bins: np.ndarray, kept: np.ndarray) -> dict[int, Any]:
+    """One key's statistics (rows of :func:`_ranks`) from its kept values and their bins, in any
+    order; ``kept`` is partitioned in place."""
+    below = np.concatenate([[0], np.cumsum(np.bincount(bins, minlength=max(b for _, b, _ in rows) + 1))])
+    pos = [int(below[b]) + r for _, b, r in rows]
+    kept.partition(sorted(set(pos)))
+    return {i: kept[p].item() for (i, _, _), p in zip(rows, pos, strict=True)}
 
 
 def percentiles_from(stats: dict[int, int], n: int, ps: Sequence[float], divisor: float = 1.0) -> list[float]:
@@ -146,10 +151,10 @@ HISTOGRAM_FROM = 1 << 16
 def order_statistics(values: np.ndarray, indices: Sequence[int]) -> dict[int, Any]:
     """The values at positions ``indices`` of ``values`` sorted (no NaN), as a full sort gives them.
 
-    Large arrays are selected as the echo scan's two passes select (one key):
-    :func:`value_bins`' histogram names the bin of each wanted position and
-    :func:`select` partitions only the values in those bins; small arrays are
-    partitioned whole.
+    Large arrays are selected as the echo scan's two passes select one key:
+    :func:`value_bins`' histogram names the bin of each wanted position and only
+    the values in those bins are partitioned (:func:`_select_ranks`); small arrays
+    are partitioned whole.
     """
     idx = sorted(set(indices))
     n = len(values)
@@ -162,11 +167,10 @@ def order_statistics(values: np.ndarray, indices: Sequence[int]) -> dict[int, An
         return {i: part[i].item() for i in idx}
     bins = value_bins(values)
     rows = _ranks(np.cumsum(np.bincount(bins, minlength=NBINS)), idx)
-    need = np.zeros((1, NBINS), dtype=bool)
-    need[0, [b for _, b, _ in rows]] = True
-    keep = need[0, bins]
-    return select(Targets(need, {0: rows}), np.zeros(int(keep.sum()), dtype=np.int64), bins[keep],
-                  values[keep])[0]
+    need = np.zeros(NBINS, dtype=bool)
+    need[[b for _, b, _ in rows]] = True
+    keep = need[bins]
+    return _select_ranks(rows, bins[keep], values[keep])
 
 
 NETWORK_ROWS = 16
