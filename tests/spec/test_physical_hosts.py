@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cloudbench.errors import SpecError, SpecErrors
-from cloudbench.providers.netns.shaping import NicMember, cap_burst, physical_host_commands
+from cloudbench.providers.netns.shaping import NicMember, acks_first_commands, cap_burst, physical_host_commands
 from cloudbench.workloads import parse_spec
 
 SPEC = """\
@@ -107,8 +107,10 @@ def test_shared_nic_commands() -> None:
     assert (f"tc class replace dev nic0 parent 1: classid 1:1 htb rate 200000000bit ceil "
             f"200000000bit burst {b} cburst {b}") in cmds
     # one guaranteed fair share per member, borrowing up to the NIC
-    assert ("tc filter add dev nic0 parent 1: protocol ip prio 1 u32 match u16 0x0000 0xff80 "
-            "at 2 flowid 1:2") in cmds
+    # the ACKs of what the members receive first, by the host queues' pure-ACK rule
+    host_rule = " ".join(acks_first_commands("eth0", "1:1", 1, 1e6, 1e6)[-1])
+    rule = host_rule[host_rule.index(" u32 "):host_rule.index(" flowid")]
+    assert f"tc filter add dev nic0 parent 1: protocol ip prio 1{rule} flowid 1:2" in cmds
     for cls, addr, peer in (("1:a", "198.18.1.10", "h0"), ("1:b", "198.18.1.11", "h1")):
         assert (f"tc class replace dev nic0 parent 1:1 classid {cls} htb rate 98000000bit "
                 f"ceil 200000000bit burst {b} cburst {b} prio 1") in cmds

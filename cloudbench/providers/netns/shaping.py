@@ -37,7 +37,7 @@ NIC's egress (:func:`physical_host_commands`). Each member's veth peer in the
 zone router redirects what the host sends (its ingress there) to one IFB device
 per physical host, and an HTB on that IFB caps the sum at the NIC's rate: a
 parent class of ``nic``, one child per member guaranteed ``nic / k`` (less 2 %
-kept for packets under 128 bytes, the ACKs of what the members receive, served
+kept for pure ACKs (:data:`PURE_ACK`), those of what the members receive, served
 first) and allowed to borrow up to ``nic``. A member sending alone gets min(its vm_type, nic); k
 members at full speed get nic / k each (the VM-fair share). Traffic between
 two members counts too (it leaves through the same NIC on the testbed). This
@@ -69,7 +69,7 @@ CAP_BURST_SECONDS = 0.002
 # A shared NIC's queue per member (physical_host_commands)
 NIC_QUEUE_SECONDS = 0.05
 NIC_QUEUE_MIN = 4 * 64 * 1024
-ACK_SHARE = 0.02  # of a shared NIC's rate guaranteed to small packets (ACKs) first
+ACK_SHARE = 0.02  # of a shaper's rate guaranteed to pure ACKs, served first
 # The inner queue that serves pure ACKs first (acks_first_commands)
 ACKS_FIRST_RATE = 100e9
 ACKS_FIRST_QUANTUM = 65536
@@ -248,14 +248,14 @@ def physical_host_commands(nic_bps: float, members: list[NicMember], ifb: str) -
         ["tc", "qdisc", "replace", "dev", ifb, "root", "handle", "1:", "htb"],
         ["tc", "class", "replace", "dev", ifb, "parent", "1:", "classid", "1:1", "htb",
          "rate", _bit(nic_bps), "ceil", _bit(nic_bps), "burst", burst, "cburst", burst],
-        # Packets under 128 bytes (pure ACKs) first, within the NIC's cap: a NIC of tens of
+        # Pure ACKs first, within the NIC's cap: a NIC of tens of
         # Gbit/s queues for microseconds, this emulated one for milliseconds, and ACKs that
         # wait behind a member's data throttle the flows it receives
         ["tc", "class", "replace", "dev", ifb, "parent", "1:1", "classid", "1:2", "htb",
          "rate", _bit(nic_bps * ACK_SHARE), "ceil", _bit(nic_bps), "burst", burst,
          "cburst", burst, "prio", "0"],
         ["tc", "filter", "add", "dev", ifb, "parent", "1:", "protocol", "ip", "prio", "1",
-         "u32", "match", "u16", "0x0000", "0xff80", "at", "2", "flowid", "1:2"],
+         "u32", *_u32(PURE_ACK), "flowid", "1:2"],
     ]
     for i, m in enumerate(members):
         cls = f"1:{10 + i:x}"
