@@ -65,10 +65,13 @@ def robust_sigma(y: np.ndarray) -> float:
 
 
 def running_median(y: np.ndarray, width: int) -> np.ndarray:
-    """Median of each value and the ``width // 2`` either side, the ends padded with the
-    edge values (``y`` finite; scipy's median filter: no n × width copy)."""
-    half = width // 2
-    return np.asarray(ndimage.median_filter(np.asarray(y, dtype=float), size=2 * half + 1, mode="nearest"))
+    """Median of each value and the ``width // 2`` either side, the ends mirrored
+    (``c b | a b c …``: padding with the edge value would pin the level at the first
+    and last value); the width is cut to the series' (``y`` finite; scipy's median
+    filter: no n × width copy)."""
+    y = np.asarray(y, dtype=float)
+    half = max(0, min(width // 2, (len(y) - 1) // 2))
+    return np.asarray(ndimage.median_filter(y, size=2 * half + 1, mode="mirror"))
 
 
 def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
