@@ -174,8 +174,8 @@ def median_interval(x: FloatArray, level: float) -> tuple[float, float, float]:
     return float(np.min(x)), float(np.max(x)), rank_coverage(n, 0.5, 1, n)
 
 
-def spike_size_interval(inside: FloatArray, around: FloatArray | None = None,
-                        level: float = LEVEL) -> tuple[float, float, float]:
+def spike_interval(inside: FloatArray, around: FloatArray | None = None,
+                   level: float = LEVEL) -> tuple[float, float, float]:
     """Interval of a spike's size, ``median(inside) − median(around)``, and its coverage.
 
     Each median's exact order-statistic CI at √level (:func:`median_interval`;
@@ -192,6 +192,13 @@ def spike_size_interval(inside: FloatArray, around: FloatArray | None = None,
         return math.nan, math.nan, math.nan
     cov = level if a_cov == b_cov == math.sqrt(level) else a_cov * b_cov
     return a_lo - b_hi, a_hi - b_lo, cov
+
+
+def spike_size_interval(inside: FloatArray, around: FloatArray | None = None,
+                        level: float = LEVEL) -> tuple[float, float]:
+    """The bounds of :func:`spike_interval` (NaN when there is none)."""
+    lo, hi, _ = spike_interval(inside, around, level)
+    return lo, hi
 
 
 def step_windows_needed(alpha: float) -> int:
@@ -311,9 +318,9 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
             continue
         spike_mask[a:b] = True
         if len(around):
-            lo, hi, cov = spike_size_interval(y[a:b], around)
+            lo, hi, cov = spike_interval(y[a:b], around)
         else:
-            lo, hi, cov = spike_size_interval(resid[a:b])
+            lo, hi, cov = spike_interval(resid[a:b])
         # The echoes whose outbound crossing fell in the spike span its duration: they
         # start with the first that took it both ways (full size; the echoes before it
         # met the spike only on their way back) and end with the last of the run (the

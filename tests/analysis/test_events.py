@@ -136,8 +136,9 @@ def test_a_short_spike_has_its_min_max_interval_with_its_coverage() -> None:
 
 
 def test_spike_size_interval_is_na_not_nan_without_a_side() -> None:
-    from cloudbench.analysis.events import median_interval, spike_size_interval
+    from cloudbench.analysis.events import median_interval, spike_interval, spike_size_interval
 
+    assert all(np.isnan(spike_interval(np.array([5.0]), np.arange(100.0))))
     assert all(np.isnan(spike_size_interval(np.array([5.0]), np.arange(100.0))))
     lo, hi, cov = median_interval(np.array([3.0, 1.0, 2.0]), 0.95)
     assert (lo, hi) == (1.0, 3.0) and cov == pytest.approx(0.75)
