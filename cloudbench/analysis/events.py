@@ -91,7 +91,7 @@ from numpy.typing import NDArray
 from scipy import ndimage
 from scipy import stats as sps
 
-from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt, running_median
+from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt, running_median, step_windows_needed
 from cloudbench.analysis.orderstats import window_medians
 from cloudbench.analysis.stats import quantile_ci, rank_coverage
 
@@ -199,21 +199,6 @@ def spike_size_interval(inside: FloatArray, around: FloatArray | None = None,
     """The bounds of :func:`spike_interval` (NaN when there is none)."""
     lo, hi, _ = spike_interval(inside, around, level)
     return lo, hi
-
-
-def step_windows_needed(alpha: float) -> int:
-    """Fewest windows with which the step test (two-sided Mann–Whitney U between the window
-    medians before and after) can reach ``alpha`` at all: its smallest p-value, two
-    fully separated halves (scipy's exact distribution)."""
-    n = 4
-    while n < 200:
-        k = n // 2
-        p = float(sps.mannwhitneyu(np.arange(k), np.arange(k, n), alternative="two-sided",
-                                   method="exact").pvalue)
-        if p < alpha:
-            return n
-        n += 1
-    return n
 
 
 def step_size_interval(before: FloatArray, after: FloatArray, q: float = STEP_Q,
@@ -374,7 +359,7 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
            late: NDArray[np.bool_] | None) -> list[Event]:
     starts, med, win = _window_medians(t, y, window_s)
     nw = len(med)
-    if nw < 4:
+    if nw < max(4, step_windows_needed(p.alpha)):  # no split could reach alpha
         return []
     d = np.diff(med)
     sigma_w = max(MAD_TO_SIGMA * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0), 1e-12)

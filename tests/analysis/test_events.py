@@ -181,7 +181,7 @@ def test_markov_run_p_matches_the_chain() -> None:
 def test_steps_need_fourteen_windows_at_alpha_1e3() -> None:
     from math import comb
 
-    from cloudbench.analysis.events import step_windows_needed
+    from cloudbench.analysis.levelshift import step_windows_needed
 
     assert step_windows_needed(1e-3) == 14
     assert 2 / comb(14, 7) < 1e-3 <= 2 / comb(13, 6)

@@ -105,3 +105,17 @@ def test_group_shifts_run_on_the_pairs_window_medians() -> None:
     assert all(row["statistic"] == GROUP_STATISTIC for row in groups)
     assert [(row["repetition"], row["kind"], row["time_s"]) for row in groups] == [(0, "step", 150.0)]
     assert groups[0]["size"] == pytest.approx(50.0, abs=5.0)
+
+
+def test_a_step_needs_the_windows_its_test_can_reach_alpha_with() -> None:
+    """A clear step on 12 windows cannot be significant at 1e-3 (Mann–Whitney's smallest
+    p-value there is 2/C(12, 6) = 0.0022): none is reported; on 16 windows it is, with its p."""
+    from cloudbench.analysis.levelshift import step_windows_needed
+
+    rng = np.random.default_rng(2)
+    for n, found in ((12, False), (16, True)):
+        y = np.r_[np.full(n // 2, 100.0), np.full(n - n // 2, 130.0)] + rng.normal(0, 1.0, n)
+        steps = [s for s in detect(np.arange(float(n)), y) if s.kind == "step"]
+        assert bool(steps) == found, (n, steps)
+        assert (n >= step_windows_needed(1e-3)) == found
+    assert steps[0].p_value < 1e-3 and steps[0].to_row()["p_value"] == steps[0].p_value

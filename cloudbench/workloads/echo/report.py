@@ -10,9 +10,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from cloudbench.analysis.events import EventParams, step_windows_needed
+from cloudbench.analysis.events import EventParams
 from cloudbench.analysis.latency import PERCENTILES, pct_label
-from cloudbench.analysis.levelshift import level_shift_rows
+from cloudbench.analysis.levelshift import level_shift_rows, step_windows_needed
 from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir

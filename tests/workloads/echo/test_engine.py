@@ -41,7 +41,8 @@ def _same_rows(new: list[dict[str, Any]], old: list[dict[str, Any]], what: str,
 
 @pytest.fixture(scope="module", params=[0, 1])
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return write_echo_run(tmp_path_factory.mktemp("echo"), seed=request.param,
+    # 0.5 s windows: 30-40 per trial, enough for the step test (14 at least, issue 23)
+    return write_echo_run(tmp_path_factory.mktemp("echo"), seed=request.param, window=0.5,
                           repetitions=1 + request.param, rounds=1500 + 500 * request.param)
 
 
@@ -79,7 +80,7 @@ def test_the_fixture_has_what_the_comparison_needs(run: Any) -> None:
     d = ref.load_echo(run, run.manifest(), "echo")
     assert d.timeout.sum() > 10 and d.warmup.sum() > 100
     assert len({g for g in d.group.tolist()}) >= 5
-    shifts = ref.echo_level_shifts(d, 2.0)
+    shifts = ref.echo_level_shifts(d, 0.5)
     assert any(s["series"] == "a-1>c-1" and s["kind"] == "step" for s in shifts)
 
 
