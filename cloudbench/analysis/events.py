@@ -19,25 +19,32 @@ events and labels those the measuring host caused.
 
 Method
 ------
-1. **Level**: a running median of the raw RTTs over ``2·max_spike_s`` (so a
-   spike up to ``max_spike_s`` long does not move it; a step does, at its edge).
-   **Jitter**: the residuals from the level; the noise scale ``σ`` is their MAD
-   (× 1.4826), taken after leaving out the gross departures of a first pass;
-   the *p99 jitter* is the 99th percentile of ``|residual|`` outside the
-   reported spikes (bursts of host noise included: they are jitter).
-2. **Spikes**: runs of consecutive echoes (one quiet echo tolerated inside)
-   whose residual exceeds ``thr = max(spike_k·σ, jitter_k·p99)``, at least
-   ``min_samples`` long and at most ``max_spike_s``, with a median residual of at
-   least ``size_k`` × the p99 jitter of the rest of the series (largest run
-   first; each accepted spike leaves the rest). Significance — a *run test*:
-   with ``q`` the share of echoes above ``thr`` in the rest, a run of ``m`` of ``n``
-   echoes happens by chance with probability at most ``n·q^m`` (independent
-   echoes, Bonferroni over the ``n`` positions); reported when under ``alpha``.
-   Size: the median of the run's echoes minus the median of the echoes
-   around it (robust to the half-size echoes at its edges, which crossed the
-   link only one way during the spike); time: the first echo with at least
-   ``FULL_SHARE`` of the size (it went out during the spike); duration: from
-   it to the last echo of the run, plus one round.
+1. **Level**: a running median of the raw RTTs over ``2·max_spike + 1`` echoes
+   (``max_spike`` the echoes of ``max_spike_s``, so a spike up to that long does not
+   move it; a step does, at its edge), never wider than half the series, its ends
+   mirrored (edge padding pinned the level at the first echo). **Jitter**: the
+   residuals from the level; the noise scale ``σ`` is their MAD (× 1.4826), taken
+   after leaving out the gross departures of a first pass; the *p99 jitter* is the
+   99th percentile of ``|residual|`` outside the reported spikes (bursts of host
+   noise included: they are jitter).
+2. **Spikes** are one-sided (RTT up: a queue or a detour adds delay; an RTT cannot
+   fall far below the path's own): runs of consecutive echoes (one quiet echo
+   tolerated inside) whose residual exceeds ``thr = max(spike_k·σ, jitter_k·p99)``,
+   at least ``min_samples`` long and at most ``max_spike_s``. The size reported —
+   the median of the run's echoes minus the median of the ``max_spike`` echoes
+   either side (robust to the half-size echoes at its edges, which crossed the
+   link only one way during the spike) — is the size tested: it must be at least
+   ``size_k`` × the p99 jitter of the rest of the series (largest first; each
+   accepted spike leaves the rest). Significance — a *Markov run test*: neighbouring
+   echoes are not independent (AR(1) jitter, a TCP retransmission holding the
+   echoes behind it), so the exceedances of the rest of the series are fitted with
+   a two-state Markov chain (``P(above)``, ``P(above | above)``,
+   ``P(above | below)``, each with half a count added), and the run's pattern of
+   above/below echoes gets its probability under that chain, times the ``n``
+   positions it could start at and the ways its quiet echoes could sit inside it
+   (Bonferroni). Reported when under ``alpha``. Time: the first echo with at least
+   ``FULL_SHARE`` of the size (it went out during the spike); duration: from it to
+   the last echo of the run, plus one round.
 3. **Steps**: the spikes replaced by the level, PELT on the window medians
    (:func:`cloudbench.analysis.levelshift.pelt`, penalty ``penalty_k·σ_w²·ln n``),
    each change point then placed on the raw echoes (within the window before
@@ -45,19 +52,31 @@ Method
    the mid-level). Size: the 10th percentile (``STEP_Q``) of the raw echoes
    after minus before, each side up to the next change point (queueing and CPU
    contention only add delay: a low quantile follows the path). Significance:
-   Mann–Whitney U (scipy, two-sided) between the window medians of the two segments — window medians,
-   not raw echoes, since consecutive echoes are not independent; reported when
-   under ``alpha`` and at least ``step_k·σ_w`` and ``min_rel`` of the level.
-4. **Intervals** (95 %) of a spike's size (median of its echoes minus the
-   median of the ``max_spike_s`` around it) and of a step's: the difference
-   of the two sides' exact CIs of the median (spike) or 10th percentile
-   (step), each at √0.95 (:func:`step_size_interval`). Both treat echoes as
-   independent.
+   Mann–Whitney U (scipy, two-sided, exact for small samples) between the window
+   medians of the two segments — window medians, not raw echoes, since consecutive
+   echoes are not independent; reported when under ``alpha`` and at least
+   ``step_k·σ_w`` and ``min_rel`` of the level. With fewer than
+   :func:`step_windows_needed` windows no split can reach ``alpha`` (the report
+   says "steps not testable: N windows, needs M").
+4. **Intervals** of a spike's size (median of its echoes minus the median of
+   the echoes around it) and of a step's: the difference of the two sides'
+   exact order-statistic CIs of the median (spike) or 10th percentile (step),
+   each at √0.95, so 95 % together. A spike too short for an exact 95 % CI of
+   its median (fewer than 8 echoes) gets the widest interval it can have, its
+   echoes' min–max, with that interval's own coverage (1 − 2·0.5^m for m echoes)
+   reported beside it (``size_level``); a side with no interval at all gives
+   none (``n/a``), never NaN. Both treat the echoes of one side as independent:
+   they under-cover when neighbouring echoes are strongly dependent.
 5. **Host events** (:func:`label_host_events`): an event is the host's, not the
    link's, when every pair measured from its source host (at least two) has an
    event of the same kind at the same time, when one of its hosts has one with
    two or more other hosts at once, or when most of its echoes were sent in
    late rounds (the worker was short of CPU).
+
+False alarms: with the defaults, at most 0.01 link events per series-hour
+(the 95 % upper bound measured by ``bench/bench_events.py`` on simulated quiet
+pairs with AR(1) jitter, heavy tails and retransmission-timeout outliers; see
+the README's "Events on quiet links").
 """
 
 from __future__ import annotations
@@ -72,9 +91,9 @@ from numpy.typing import NDArray
 from scipy import ndimage
 from scipy import stats as sps
 
-from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt, running_median
+from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt, running_median, step_windows_needed
 from cloudbench.analysis.orderstats import window_medians
-from cloudbench.analysis.stats import quantile_ci
+from cloudbench.analysis.stats import quantile_ci, rank_coverage
 
 FloatArray = NDArray[np.float64]
 # Step sizes compare this quantile of the echoes on each side: queueing and CPU
@@ -83,7 +102,8 @@ STEP_Q = 0.1
 # A spike's time and duration count the echoes with at least this share of its size.
 FULL_SHARE = 0.75
 
-SPIKE_TEST = "run test: a run of m echoes above the threshold, P ≤ n·q^m (Bonferroni over n)"
+SPIKE_TEST = ("run test: the run's above/below pattern under a Markov chain of the rest's "
+              "exceedances, × n positions (Bonferroni)")
 STEP_TEST = "PELT on window medians; Mann–Whitney U between the segments' window medians"
 
 
@@ -120,30 +140,65 @@ class Event:
     late_share: float = math.nan  # share of the event's echoes sent in late rounds
     origin: Literal["link", "host"] = "link"
     reason: str = ""
-    size_low: float = math.nan  # 95 % interval of the size (see size_interval)
+    size_low: float = math.nan  # interval of the size (see spike_size_interval); NaN: none
     size_high: float = math.nan
+    size_level: float = math.nan  # the interval's coverage (0.95, or less for short spikes)
 
     def to_row(self, **labels: Any) -> dict[str, Any]:
         return {**labels, "kind": self.kind, "time_s": self.time_s, "duration_s": self.duration_s,
                 "size": self.size, "before": self.before, "after": self.after,
                 "samples": self.samples, "p_value": self.p_value, "test": self.test,
                 "jitter_p99": self.jitter_p99, "origin": self.origin, "reason": self.reason,
-                "size_ci_low": self.size_low, "size_ci_high": self.size_high}
+                "size_ci_low": _or_none(self.size_low), "size_ci_high": _or_none(self.size_high),
+                "size_ci_level": _or_none(self.size_level)}
+
+
+def _or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 LEVEL = 0.95
 
 
+def median_interval(x: FloatArray, level: float) -> tuple[float, float, float]:
+    """``(lower, upper, coverage)`` for the median of ``x``: the exact order-statistic
+    CI at ``level`` when ``x`` has enough values, else the widest one it has,
+    ``[min, max]``, with its own coverage ``1 − 2·0.5^n`` (Le Boudec, Thm. 2.1);
+    NaNs with fewer than two values (no interval)."""
+    ci = quantile_ci(x, 0.5, level)
+    if ci.lower is not None and ci.upper is not None:
+        return ci.lower, ci.upper, level
+    n = len(x)
+    if n < 2:
+        return math.nan, math.nan, math.nan
+    return float(np.min(x)), float(np.max(x)), rank_coverage(n, 0.5, 1, n)
+
+
+def spike_interval(inside: FloatArray, around: FloatArray | None = None,
+                   level: float = LEVEL) -> tuple[float, float, float]:
+    """Interval of a spike's size, ``median(inside) − median(around)``, and its coverage.
+
+    Each median's exact order-statistic CI at √level (:func:`median_interval`;
+    a short spike's min–max with its smaller coverage), differenced: both hold
+    at once with probability ≥ the product of their coverages (independent
+    sides), which is returned. Without ``around`` (the level taken as known),
+    the interval of ``median(inside)`` at ``level``. NaNs when a side has no
+    interval."""
+    if around is None:
+        return median_interval(np.asarray(inside, dtype=np.float64), level)
+    a_lo, a_hi, a_cov = median_interval(np.asarray(inside, dtype=np.float64), math.sqrt(level))
+    b_lo, b_hi, b_cov = median_interval(np.asarray(around, dtype=np.float64), math.sqrt(level))
+    if not (math.isfinite(a_cov) and math.isfinite(b_cov)):
+        return math.nan, math.nan, math.nan
+    cov = level if a_cov == b_cov == math.sqrt(level) else a_cov * b_cov
+    return a_lo - b_hi, a_hi - b_lo, cov
+
+
 def spike_size_interval(inside: FloatArray, around: FloatArray | None = None,
                         level: float = LEVEL) -> tuple[float, float]:
-    """CI of a spike's size, ``median(inside) − median(around)``: each median's
-    exact order-statistic CI at √level, differenced (as :func:`step_size_interval`).
-    Without ``around`` (the level taken as known), the CI of ``median(inside)``.
-    NaN when too few echoes."""
-    if around is None:
-        ci = quantile_ci(inside, 0.5, level)
-        return (ci.lower, ci.upper) if ci.lower is not None and ci.upper is not None else (math.nan, math.nan)
-    return step_size_interval(around, inside, 0.5, level)
+    """The bounds of :func:`spike_interval` (NaN when there is none)."""
+    lo, hi, _ = spike_interval(inside, around, level)
+    return lo, hi
 
 
 def step_size_interval(before: FloatArray, after: FloatArray, q: float = STEP_Q,
@@ -208,7 +263,8 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     if n < 4 * p.min_samples:
         return []
     max_spike_s = p.max_spike_s if p.max_spike_s is not None else window_s
-    max_spike = max(p.min_samples, round(max_spike_s / round_interval_s))
+    # the level's filter spans at most half the series: wider, it is one median of everything
+    max_spike = min(max(p.min_samples, round(max_spike_s / round_interval_s)), (n - 1) // 4)
     level = running_median(y, 2 * max_spike + 1)
     resid = y - level
     # first pass: leave out gross departures before measuring the jitter
@@ -218,7 +274,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     base = resid[quiet] if quiet.sum() >= 10 else resid
     sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(base - np.median(base)))), 1e-12)
     thr = max(p.spike_k * sigma, p.jitter_k * max(float(np.percentile(np.abs(base), 99)), sigma))
-    above = np.abs(resid) > thr
+    above = resid > thr  # one-sided: delay is added, never taken away
     events: list[Event] = []
     spike_mask = np.zeros(n, dtype=bool)
     runs = []
@@ -226,46 +282,69 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         dur = float(t[b - 1] - t[a]) + round_interval_s
         # longer than a spike: a step pair, left to the step search
         if b - a >= p.min_samples and dur <= max_spike_s + round_interval_s:
-            runs.append((a, b, dur, float(np.median(resid[a:b]))))
+            around = np.concatenate([y[max(0, a - max_spike):a], y[b:b + max_spike]])
+            if len(around) >= p.min_samples:
+                lvl = float(np.median(around))
+            else:
+                lvl, around = float(np.median(level[a:b])), np.empty(0)
+            # the size against the level around the run (the running median inside it
+            # is pulled up by the spike's own echoes): the size reported and tested
+            runs.append((a, b, float(np.median(y[a:b])) - lvl, lvl, around))
     # largest first; each is measured against the jitter of everything but itself and
     # the spikes already accepted (bursts of host noise are jitter, not events)
-    for a, b, _dur, size in sorted(runs, key=lambda r: -abs(r[3])):
+    for a, b, size, lvl, around in sorted(runs, key=lambda r: -r[2]):
         rest = ~spike_mask
         rest[a:b] = False
         p99_rest = max(float(np.percentile(np.abs(resid[rest]), 99)), sigma)
-        if abs(size) < p.size_k * p99_rest:
+        if size < p.size_k * p99_rest:
             continue
-        q = (float(above[rest].sum()) + 1.0) / (float(rest.sum()) + 1.0)
-        m = int(above[a:b].sum())
-        pval = min(1.0, math.exp(math.log(n) + m * math.log(q)))
+        pval = markov_run_p(above[a:b], above, rest)
         if pval >= p.alpha:
             continue
         spike_mask[a:b] = True
-        # the size against the level around the run (the running median inside it
-        # is pulled up by the spike's own echoes)
-        around = np.concatenate([y[max(0, a - max_spike):a], y[b:b + max_spike]])
-        if len(around) >= p.min_samples:
-            lvl = float(np.median(around))
-            size = float(np.median(y[a:b])) - lvl
-            lo, hi = spike_size_interval(y[a:b], around)
+        if len(around):
+            lo, hi, cov = spike_interval(y[a:b], around)
         else:
-            lvl = float(np.median(level[a:b]))
-            lo, hi = spike_size_interval(resid[a:b])
+            lo, hi, cov = spike_interval(resid[a:b])
         # The echoes whose outbound crossing fell in the spike span its duration: they
         # start with the first that took it both ways (full size; the echoes before it
         # met the spike only on their way back) and end with the last of the run (the
         # last ones out in the spike come back after it: half size, still in the run).
-        full = a + np.flatnonzero(np.abs(y[a:b] - lvl) >= FULL_SHARE * abs(size))
+        full = a + np.flatnonzero(y[a:b] - lvl >= FULL_SHARE * size)
         t_first = float(t[full[0]]) if len(full) else float(t[a])
         t_last = float(t[b - 1])
         events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
                             b - a, pval, SPIKE_TEST, p99_rest, _share(late, a, b),
-                            size_low=lo, size_high=hi))
+                            size_low=lo, size_high=hi, size_level=cov))
     p99 = max(float(np.percentile(np.abs(resid[~spike_mask]), 99)), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
     clean = np.where(spike_mask, level, y)
     events += _steps(t, clean, window_s, p, p99, late)
     return sorted(events, key=lambda e: (e.time_s, e.kind))
+
+
+def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray[np.bool_]) -> float:
+    """P-value of a run of echoes above the threshold (``run``: its above/below pattern,
+    first and last above) under a two-state Markov chain of the exceedances
+    (``above``) of the ``rest`` of the series: the pattern's probability times the
+    ``n`` positions where it could start and the ways its below echoes could sit
+    inside it (Bonferroni; see the module docstring)."""
+    n = len(above)
+    both = rest[:-1] & rest[1:]  # transitions inside the rest
+    prev_up, next_up = above[:-1][both], above[1:][both]
+    n_up, n_rest = float(above[rest].sum()), float(rest.sum())
+    q = (n_up + 0.5) / (n_rest + 1.0)
+    q_uu = (float((prev_up & next_up).sum()) + 0.5) / (float(prev_up.sum()) + 1.0)
+    q_du = (float((~prev_up & next_up).sum()) + 0.5) / (float((~prev_up).sum()) + 1.0)
+    r = np.asarray(run, dtype=bool)
+    prev, nxt = r[:-1], r[1:]
+    logp = (math.log(q) + float((prev & nxt).sum()) * math.log(q_uu)
+            + float((prev & ~nxt).sum()) * math.log1p(-q_uu)
+            + float((~prev & nxt).sum()) * math.log(q_du)
+            + float((~prev & ~nxt).sum()) * math.log1p(-q_du))
+    gaps = int((~r).sum())
+    ways = math.log(math.comb(max(len(r) - 2, 0), gaps)) if gaps else 0.0
+    return min(1.0, math.exp(math.log(n) + ways + logp))
 
 
 def _dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:
@@ -280,7 +359,7 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
            late: NDArray[np.bool_] | None) -> list[Event]:
     starts, med, win = _window_medians(t, y, window_s)
     nw = len(med)
-    if nw < 4:
+    if nw < max(4, step_windows_needed(p.alpha)):  # no split could reach alpha
         return []
     d = np.diff(med)
     sigma_w = max(MAD_TO_SIGMA * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0), 1e-12)
@@ -332,7 +411,7 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         lo, hi = step_size_interval(before, after, STEP_Q)
         out.append(Event("step", ts, 0.0, a_med - b_med, b_med, a_med, len(after), pv, STEP_TEST,
                          p99, _share(late, split, min(j, split + max(1, len(after)) // 4 + 1)),
-                         size_low=lo, size_high=hi))
+                         size_low=lo, size_high=hi, size_level=LEVEL if math.isfinite(lo) else math.nan))
     return out
 
 

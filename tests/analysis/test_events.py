@@ -85,6 +85,104 @@ def test_window_medians_and_level_match_numpy_per_window() -> None:
     assert (keys[win] == w).all()
     for width in (3, 4, 51):
         half = width // 2
-        padded = np.concatenate([[y[0]] * half, y, [y[-1]] * half])
+        # mirrored ends (c b | a b c ...), not the edge value repeated
+        padded = np.concatenate([y[half:0:-1], y, y[-2:-half - 2:-1]])
         assert running_median(y, width).tolist() == [float(np.median(padded[i:i + 2 * half + 1]))
                                                      for i in range(len(y))]
+    # wider than the series: cut to it (one median of everything, not a filter padded past its ends)
+    short = y[:9]
+    assert running_median(short, 6001).tolist() == running_median(short, 9).tolist()
+
+
+def lan(seed: int, seconds: float = 20.0, dt: float = 0.01, phi: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """A quiet LAN pair in µs (the quickstart's: 100 rounds/s, RTT ≈ 60 µs), its jitter AR(1)
+    on a log scale with coefficient ``phi``, values rounded to 1 µs; the first echoes of a
+    connection a little slower (cold caches)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(0.0, seconds, dt)
+    e = rng.normal(0.0, 0.25, len(t))
+    for i in range(1, len(t)):
+        e[i] += phi * e[i - 1]
+    y = np.round(45.0 + 15.0 * np.exp(e * np.sqrt(1 - phi**2)))
+    y[:3] += 40.0
+    return t, y
+
+
+def test_a_quickstart_trial_shorter_than_its_window_has_no_events() -> None:
+    """Issue 23: 20 s at 100 rounds/s with the old 30 s window (a filter of 6,001 echoes over
+    2,000, pinned to the first echo) reported spikes of a few µs with NaN intervals."""
+    found = [(s, e.kind, round(e.size, 1)) for s in range(40) for e in detect_pair_events(*lan(s), 0.01, 30.0)]
+    assert found == []
+
+
+def test_spikes_are_one_sided_a_dip_is_not_an_event() -> None:
+    t, y = pair(4)
+    y[(t >= 12.3) & (t < 12.7)] -= 6000.0  # far below the path's own RTT: not a spike
+    assert [e for e in detect_pair_events(t, y, DT, 1.0) if e.kind == "spike"] == []
+
+
+def test_a_short_spike_has_its_min_max_interval_with_its_coverage() -> None:
+    t, y = pair(5, 60.0)
+    at = np.flatnonzero(t >= 30.0)[:5]  # five echoes: too few for an exact 95 % CI of their median
+    y[at] += 30000.0 + np.arange(5) * 100.0
+    (e,) = detect_pair_events(t, y, DT, 1.0)
+    assert e.kind == "spike" and e.samples == 5 and e.p_value < 1e-3
+    # min − upper bound of the level's median .. max − its lower bound, at (1 − 2·0.5⁵)·√0.95
+    assert e.size_level == pytest.approx((1 - 2 * 0.5**5) * np.sqrt(0.95))
+    assert e.size_low <= e.size <= e.size_high
+    assert e.size_low == pytest.approx(30000.0, abs=600) and e.size_high == pytest.approx(30400.0, abs=600)
+    row = e.to_row()
+    assert row["size_ci_low"] is not None and row["size_ci_level"] == pytest.approx(e.size_level)
+
+
+def test_spike_size_interval_is_na_not_nan_without_a_side() -> None:
+    from cloudbench.analysis.events import median_interval, spike_interval, spike_size_interval
+
+    assert all(np.isnan(spike_interval(np.array([5.0]), np.arange(100.0))))
+    assert all(np.isnan(spike_size_interval(np.array([5.0]), np.arange(100.0))))
+    lo, hi, cov = median_interval(np.array([3.0, 1.0, 2.0]), 0.95)
+    assert (lo, hi) == (1.0, 3.0) and cov == pytest.approx(0.75)
+    lo, hi, cov = median_interval(np.arange(100.0), 0.95)
+    assert cov == 0.95 and lo < 49.5 < hi
+    e = Event("spike", 1.0, 0.1, 5.0, 1.0, 1.0, 1, 1e-9, "t", 1.0)
+    assert e.to_row()["size_ci_low"] is None and e.to_row()["size_ci_level"] is None
+
+
+def test_dependent_jitter_does_not_make_spikes() -> None:
+    """AR(1) jitter (φ = 0.9) makes runs of high echoes: the Markov run test counts them
+    as the rest of the series has them, an independent-echo test would not."""
+    found = [(s, e.kind) for s in range(20)
+             for e in detect_pair_events(*lan(s, 60.0, phi=0.9), 0.01, 2.0) if e.kind == "spike"]
+    assert found == []
+
+
+def test_markov_run_p_matches_the_chain() -> None:
+    from cloudbench.analysis.events import markov_run_p
+
+    above = np.zeros(1000, dtype=bool)
+    above[[100, 101, 300, 500, 501, 502]] = True
+    rest = np.ones(1000, dtype=bool)
+    rest[700:704] = False
+    above[700:704] = True
+    run = above[700:704]
+    # counts of the rest: 6 above in 996; transitions among rest-neighbours
+    q = 6.5 / 997.0
+    q_uu = (3 + 0.5) / (6 + 1.0)  # up->up: 100>101, 500>501, 501>502
+    assert markov_run_p(run, above, rest) == pytest.approx(1000 * q * q_uu**3)
+    gap = np.array([True, True, False, True])
+    q_du = (3 + 0.5) / ((995 - 3 - 6) + 1.0)  # rest transitions from below: all but those from above
+    both = rest[:-1] & rest[1:]
+    n_down = float((~above[:-1][both]).sum())
+    q_du = (float((~above[:-1][both] & above[1:][both]).sum()) + 0.5) / (n_down + 1.0)
+    expect = 1000 * 2 * q * q_uu * (1 - q_uu) * q_du
+    assert markov_run_p(gap, above, rest) == pytest.approx(expect)
+
+
+def test_steps_need_fourteen_windows_at_alpha_1e3() -> None:
+    from math import comb
+
+    from cloudbench.analysis.levelshift import step_windows_needed
+
+    assert step_windows_needed(1e-3) == 14
+    assert 2 / comb(14, 7) < 1e-3 <= 2 / comb(13, 6)
+    assert step_windows_needed(0.05) == 8  # 2/C(8,4) = 0.029; 2/C(7,3) = 0.057

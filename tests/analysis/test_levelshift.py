@@ -65,3 +65,57 @@ def test_robust_sigma_ignores_steps() -> None:
     rng = np.random.default_rng(5)
     y = np.r_[np.zeros(200), np.full(200, 50.0)] + rng.normal(0, 1.0, 400)
     assert robust_sigma(y) == pytest.approx(1.0, rel=0.15)
+
+
+def lan_windows(rng: np.random.Generator, seconds: int, rate: int = 100) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A quiet LAN pair (RTT ≈ 100 µs) where 1 echo in 10,000 waits for a 200 ms
+    retransmission timeout: 1 s window starts, means and medians."""
+    y = 80.0 + rng.gamma(4.0, 5.0, seconds * rate)
+    y[rng.random(len(y)) < 1e-4] += 200_000.0
+    w = y.reshape(seconds, rate)
+    return np.arange(seconds, dtype=float), w.mean(axis=1), np.median(w, axis=1)
+
+
+def test_retransmission_timeouts_make_shifts_in_window_means_not_medians() -> None:
+    """Issue 23: 200 quiet 5-minute series, 1 s windows: on means most series show shifts
+    (191 of 200 here), on medians none."""
+    rng = np.random.default_rng(23)
+    on_means = on_medians = 0
+    for _ in range(200):
+        t, mean, med = lan_windows(rng, 300)
+        on_means += bool(detect(t, mean))
+        on_medians += bool(detect(t, med))
+    assert on_means >= 150 and on_medians <= 2, (on_means, on_medians)
+
+
+def test_group_shifts_run_on_the_pairs_window_medians() -> None:
+    """The group series is the median of its pairs' window medians: quiet LAN groups with
+    retransmission timeouts give no group shift; a step of the whole group is found."""
+    from cloudbench.analysis.levelshift import GROUP_STATISTIC, level_shift_rows
+
+    rng = np.random.default_rng(5)
+    series = []
+    for r in range(40):
+        for pair in ("a>b", "b>a", "a>c"):
+            t, _, med = lan_windows(rng, 300)
+            if r == 0:
+                med = med + np.where(t >= 150.0, 50.0, 0.0)  # the whole group, +50 µs at 150 s
+            series.append((r, f"t{r}", pair, "cross-subnet", t, med))
+    groups = [row for row in level_shift_rows(series) if row["series"].startswith("group:")]
+    assert all(row["statistic"] == GROUP_STATISTIC for row in groups)
+    assert [(row["repetition"], row["kind"], row["time_s"]) for row in groups] == [(0, "step", 150.0)]
+    assert groups[0]["size"] == pytest.approx(50.0, abs=5.0)
+
+
+def test_a_step_needs_the_windows_its_test_can_reach_alpha_with() -> None:
+    """A clear step on 12 windows cannot be significant at 1e-3 (Mann–Whitney's smallest
+    p-value there is 2/C(12, 6) = 0.0022): none is reported; on 16 windows it is, with its p."""
+    from cloudbench.analysis.levelshift import step_windows_needed
+
+    rng = np.random.default_rng(2)
+    for n, found in ((12, False), (16, True)):
+        y = np.r_[np.full(n // 2, 100.0), np.full(n - n // 2, 130.0)] + rng.normal(0, 1.0, n)
+        steps = [s for s in detect(np.arange(float(n)), y) if s.kind == "step"]
+        assert bool(steps) == found, (n, steps)
+        assert (n >= step_windows_needed(1e-3)) == found
+    assert steps[0].p_value < 1e-3 and steps[0].to_row()["p_value"] == steps[0].p_value

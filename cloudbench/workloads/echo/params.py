@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag
 
@@ -19,6 +20,24 @@ MAX_PER_ROUND_CONNECTS = 2000  # new connections a host opens per second at most
 Rate = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
 Payload = Annotated[Size, Field(ge=16, le=MAX_PAYLOAD)]
 SWEPT = ("payload", "rate")  # fields that take a list: one trial per value
+# The default window: a trial has at least this many (a 20 s trial 2 s windows), and
+# a long one windows of at most MAX_DEFAULT_WINDOW_S.
+WINDOWS_PER_TRIAL = 10
+MAX_DEFAULT_WINDOW_S = 30.0
+
+
+def window_of(params: Mapping[str, Any]) -> float:
+    """The window in seconds of an echo workload's entry (as the manifest holds it): its
+    ``window``, or by default ``duration / WINDOWS_PER_TRIAL``, at most
+    ``MAX_DEFAULT_WINDOW_S`` (entries of manifests from before the default adapted
+    carry ``window: 30``, and keep it)."""
+    w = params.get("window")
+    if w is not None:
+        return float(w)
+    duration = params.get("duration")
+    if duration is None:
+        return MAX_DEFAULT_WINDOW_S
+    return min(MAX_DEFAULT_WINDOW_S, float(duration) / WINDOWS_PER_TRIAL)
 
 
 def _one_or_list(scalar: str) -> Discriminator:
@@ -67,7 +86,9 @@ class EchoWorkload(WorkloadModel):
     rx_timestamp: Literal["kernel", "user"] = Field(
         "kernel", description="an echo's receive time: `kernel` (when its bytes arrived, "
         "SO_TIMESTAMPNS, as ping does) or `user` (when the worker read it)")
-    window: Duration = Field(30.0, gt=0, description="window of the windowed means")
+    window: Duration | None = Field(None, gt=0, allow_inf_nan=False, description=(
+        "window of the windowed means and medians; default: the trial's duration / "
+        f"{WINDOWS_PER_TRIAL}, at most {MAX_DEFAULT_WINDOW_S:g} s"))
     port: int = Field(7100, ge=1024, le=65535)
     quorums: list[QuorumModel] = Field(default_factory=list)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -9,13 +10,15 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from cloudbench.analysis.events import EventParams
 from cloudbench.analysis.latency import PERCENTILES, pct_label
-from cloudbench.analysis.levelshift import level_shift_rows
+from cloudbench.analysis.levelshift import level_shift_rows, step_windows_needed
 from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo import views
 from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo, utc_of
+from cloudbench.workloads.echo.params import window_of
 from cloudbench.workloads.echo.summaries import spec_quorums
 
 TABLES = ("groups", "quorums", "windows", "pairs", "level_shifts", "events")
@@ -25,7 +28,7 @@ def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str
     """The report section of one echo workload (``params``: its spec entry)."""
     rate = params.get("rate", 100.0)
     interval = 1.0 / float(rate) if isinstance(rate, int | float) and rate else None
-    return section_of(aggregate_echo(run, manifest, params["name"], float(params.get("window", 30.0)),
+    return section_of(aggregate_echo(run, manifest, params["name"], window_of(params),
                                      spec_quorums(manifest, params), round_interval_s=interval), manifest, params, run)
 
 
@@ -44,12 +47,15 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
       per group; both carry ``start_utc`` when the workers recorded their clock;
     * ``hosts``: every host of the run (the src × dst grid shows a pair not in ``pairs`` as missing);
     * ``trial_utc``: trial id -> UTC time it started;
-    * ``window_s``: the window length in seconds.
+    * ``window_s``: the window length in seconds;
+    * ``step_windows``: ``{"windows": N, "needs": M}``, the most windows a pair's series
+      has and the fewest with which the step test can reach its alpha
+      (:func:`~cloudbench.analysis.events.step_windows_needed`).
     """
     name = params["name"]
     with ThreadPoolExecutor(1) as pool:  # the modes' densities (numpy) beside the level shifts (Python)
         more = pool.submit(views.section, run, manifest, params, agg)  # issue 17: modes, handshakes, sweeps
-        shifts = level_shift_rows(agg.pair_series, agg.windows)
+        shifts = level_shift_rows(agg.pair_series)
         extra = more.result()
     return {
         "kind": "echo",
@@ -63,7 +69,9 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
                          for r in shifts],
         "events": agg.events,
         "workers": echo_worker_health(manifest, name),
-        "window_s": float(params.get("window", 30.0)),
+        "window_s": window_of(params),
+        "step_windows": {"windows": max((len(s[4]) for s in agg.pair_series), default=0),
+                         "needs": step_windows_needed(EventParams().alpha)},
         "boxes": agg.boxes,
         "tails": agg.tails,
         "pair_windows": agg.pair_windows,
@@ -103,6 +111,11 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
             pt.add_row(*[fmt_number(r[c]) for c in pair_cols])
         console.print(pt)
     events = w.get("events")
+    steps = w.get("step_windows")
+    if events is not None and steps and steps["windows"] < steps["needs"]:
+        console.print(f"{escape(wname)}: steps not testable: {steps['windows']} windows, needs "
+                      f"{steps['needs']} (the step test's smallest p-value is above its alpha; "
+                      "a longer trial or a shorter `window` has more)", highlight=False)
     if events:
         et = titled_table(f"{wname}: spikes and steps per pair, on raw RTTs (µs, s; origin host = "
                           "the measuring host, not the link)",
@@ -111,8 +124,7 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         for r in events:
             et.add_row(str(r["repetition"]), str(r["series"]), str(r["kind"]), str(r["origin"]),
                        f"{r['time_s']:.2f}", f"{r['duration_s']:.2f}" if r["kind"] == "spike" else "",
-                       f"{r['size']:.0f}", f"{r['size_ci_low']:.0f}..{r['size_ci_high']:.0f}",
-                       f"{r['p_value']:.0e}")
+                       f"{r['size']:.0f}", size_ci(r), f"{r['p_value']:.0e}")
         console.print(et)
     # per pair, the events table above (raw RTTs, significance, host labels) replaces the
     # window-median shifts, which have neither; the group series keep theirs
@@ -126,6 +138,18 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
             st.add_row(*[fmt_number(r.get(c, ""), 2) for c in shift_cols])
         console.print(st)
     views.render(wname, w, console)  # handshakes, connection modes side by side, sweeps
+
+
+def size_ci(row: Mapping[str, Any]) -> str:
+    """An event's size interval: ``lo..hi``, its coverage beside it when under 95 % (a short
+    spike's min–max), ``n/a`` when there is none (rows of old reports: NaN)."""
+    lo, hi, level = row.get("size_ci_low"), row.get("size_ci_high"), row.get("size_ci_level")
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return "n/a"
+    text = f"{lo:.0f}..{hi:.0f}"
+    if level is not None and math.isfinite(level) and level < 0.95 - 1e-9:
+        text += f" ({level:.0%})"
+    return text
 
 
 def echo_worker_health(manifest: Manifest, workload: str) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow, sweep_group
 from cloudbench.workloads.base import sweep_label
 from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
+from cloudbench.workloads.echo.params import window_of
 from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
 
 TABLES = ("sweep",)
@@ -56,7 +57,7 @@ def _sort_key(sweeps: list[dict[str, Any]], label: str) -> tuple[float, ...]:
 
 
 def _aggregate(run: RunDir, manifest: Manifest, params: dict[str, Any], trials: set[str] | None) -> EchoAggregates:
-    return aggregate_echo(run, manifest, params["name"], float(params.get("window", 30.0)),
+    return aggregate_echo(run, manifest, params["name"], window_of(params),
                           spec_quorums(manifest, params), trials=trials)
 
 

@@ -26,6 +26,7 @@ from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo import connections, sweeps
 from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
+from cloudbench.workloads.echo.params import window_of
 
 TABLES = ("modes", *connections.TABLES, *sweeps.TABLES)
 
@@ -45,7 +46,7 @@ def section(run: RunDir, manifest: Manifest, params: dict[str, Any], agg: EchoAg
         rows: list[dict[str, Any]] = []
         for w in connections.echo_workloads(manifest):
             wagg = agg if w["name"] == name else aggregate_echo(run, manifest, w["name"],
-                                                                 float(w.get("window", 30.0)))
+                                                                 window_of(w))
             rows += connections.mode_rows(w["name"], w, wagg)
         out["connection_modes"] = connections.sort_modes(rows)
     return out

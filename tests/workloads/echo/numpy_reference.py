@@ -168,10 +168,11 @@ def pair_window_medians(d: EchoData, window_s: float) -> list[tuple[tuple[int, i
     return [(k, np.array(ts), np.array(vs)) for k, (ts, vs) in sorted(series.items())]
 
 
-def echo_level_shifts(d: EchoData, window_s: float, windows: list[dict[str, Any]] | None = None,
-                      **params: Any) -> list[dict[str, Any]]:
-    """Level shifts of every pair's window medians and of every group's windowed means."""
+def echo_level_shifts(d: EchoData, window_s: float, **params: Any) -> list[dict[str, Any]]:
+    """Level shifts of every pair's window medians and of every group's series: per window,
+    the median of its pairs' window medians."""
     rows: list[dict[str, Any]] = []
+    by_group: dict[tuple[int, str, str], dict[float, list[float]]] = {}
     for (r, tr, a, b), ts, vs in pair_window_medians(d, window_s):
         if a == b:
             continue
@@ -182,18 +183,16 @@ def echo_level_shifts(d: EchoData, window_s: float, windows: list[dict[str, Any]
         for s in detect(ts, vs, **params):
             rows.append(s.to_row(repetition=r, trial=d.trials[tr], series=f"{d.hosts[a]}>{d.hosts[b]}",
                                  group=group, statistic="window median"))
-    by_series: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
-    for wrow in windows or []:
-        by_series.setdefault((wrow["repetition"], wrow["trial"], wrow["group"]), []).append(
-            (wrow["start_s"], wrow["mean"]))
-    for (r, tr_name, g), pts in sorted(by_series.items()):
-        if g == "self":
-            continue
-        pts.sort()
-        for s in detect(np.array([p[0] for p in pts]), np.array([p[1] for p in pts]), **params):
+        if group not in ("", "self"):
+            for t, v in zip(ts, vs, strict=True):
+                by_group.setdefault((r, d.trials[tr], group), {}).setdefault(float(t), []).append(float(v))
+    for (r, tr_name, g), wins in sorted(by_group.items()):
+        starts = sorted(wins)
+        for s in detect(np.array(starts), np.array([np.median(wins[t]) for t in starts]), **params):
             rows.append(s.to_row(repetition=r, trial=tr_name, series=f"group:{g}", group=g,
-                                 statistic="window mean"))
+                                 statistic="median of the pairs' window medians"))
     return rows
+
 
 def load_echo(run: RunDir, manifest: Manifest, workload: str = "echo") -> EchoData:
     """Read a run's echo Parquet files and label every row with its latency group."""

@@ -14,6 +14,7 @@ from cloudbench.analysis.latency import PERCENTILES
 from cloudbench.testing.fake_results import write_echo_run
 from cloudbench.workloads.echo import data, report
 from cloudbench.workloads.echo.data import aggregate_echo
+from cloudbench.workloads.echo.params import window_of
 from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
 from tests.workloads.echo import numpy_reference as ref
 
@@ -40,14 +41,15 @@ def _same_rows(new: list[dict[str, Any]], old: list[dict[str, Any]], what: str,
 
 @pytest.fixture(scope="module", params=[0, 1])
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return write_echo_run(tmp_path_factory.mktemp("echo"), seed=request.param,
+    # 0.5 s windows: 30-40 per trial, enough for the step test (14 at least, issue 23)
+    return write_echo_run(tmp_path_factory.mktemp("echo"), seed=request.param, window=0.5,
                           repetitions=1 + request.param, rounds=1500 + 500 * request.param)
 
 
 def test_engine_equals_numpy_on_every_table(run: Any) -> None:
     manifest = run.manifest()
     params = manifest.workloads()[0]
-    window = float(params["window"])
+    window = window_of(params)
     quorums = spec_quorums(manifest, params)
     d = ref.load_echo(run, manifest, "echo")
     interval = 1.0 / float(params["rate"])
@@ -64,7 +66,7 @@ def test_engine_equals_numpy_on_every_table(run: Any) -> None:
     new_pw = sorted(agg.pair_windows, key=lambda r: (r["trial"], r["src"], r["dst"], r["window"]))
     _same_rows(new_pw, old_pw, "pair_windows")
     section = report.section_of(agg, manifest, params, run)
-    _same_rows(section["level_shifts"], ref.echo_level_shifts(d, window, old_windows), "level_shifts")
+    _same_rows(section["level_shifts"], ref.echo_level_shifts(d, window), "level_shifts")
     # the engine times an echo by its round's send (a round's sends leave µs apart)
     _same_rows(section["events"], ref.pair_events(d, window, interval), "events", time_tolerance_s=1e-4)
     new_s = echo_summaries(run, agg, "echo")
@@ -78,7 +80,7 @@ def test_the_fixture_has_what_the_comparison_needs(run: Any) -> None:
     d = ref.load_echo(run, run.manifest(), "echo")
     assert d.timeout.sum() > 10 and d.warmup.sum() > 100
     assert len({g for g in d.group.tolist()}) >= 5
-    shifts = ref.echo_level_shifts(d, 2.0, ref.windowed_means(d, 2.0))
+    shifts = ref.echo_level_shifts(d, 0.5)
     assert any(s["series"] == "a-1>c-1" and s["kind"] == "step" for s in shifts)
 
 
@@ -192,7 +194,7 @@ def test_pass_2_reading_the_files_again_equals_numpy(tmp_path: Path, monkeypatch
         assert pq.ParquetFile(path).metadata.row_group(0).column(0).statistics is None
     manifest = run.manifest()
     params = manifest.workloads()[0]
-    window = float(params["window"])
+    window = window_of(params)
     quorums = spec_quorums(manifest, params)
     d = ref.load_echo(run, manifest, "echo")
     from_files = []
@@ -260,7 +262,7 @@ def test_windows_shifts_and_events_carry_utc_times(tmp_path: Path) -> None:
     assert shifts and all(s["time_utc"] for s in shifts)
     # the fixture's hosts started round 0 at 1_795_000_000 s UTC: the step at round 2500 is 25 s later
     when = datetime.fromisoformat(shifts[0]["time_utc"].replace("Z", "+00:00")).timestamp()
-    assert abs(when - (1_795_000_000 + 25.0)) <= float(params["window"]), (when, t0)
+    assert abs(when - (1_795_000_000 + 25.0)) <= window_of(params), (when, t0)
 
 
 def _rewrite(run: Any, edit: Any, **write: Any) -> None:

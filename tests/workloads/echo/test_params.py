@@ -126,3 +126,16 @@ def test_bad_modes_and_sweeps_name_line_and_field(workload: str, needle: str, fi
     e = errs[0]
     assert e.field == f"workloads[0].{field}" and message in e.message, e
     assert e.line == line_of(text, needle) and e.path == "s.yaml"
+
+
+def test_the_default_window_gives_a_trial_ten_windows_at_most_30_s() -> None:
+    """Issue 23: the quickstart's 20 s trials had one 30 s window (its time figure one point
+    per repetition); the default is now duration / 10, at most 30 s; a set window stays."""
+    from cloudbench.workloads.echo.params import window_of
+
+    one = spec("  - {kind: echo, duration: 20s}\n")
+    (w,) = parse_spec(one, path="s.yaml").model_dump(mode="json")["workloads"]
+    assert w["window"] is None and window_of(w) == 2.0
+    assert window_of({"duration": 3600.0, "window": None}) == 30.0
+    assert window_of({"duration": 3600.0, "window": 5.0}) == 5.0
+    assert window_of({"duration": 20.0, "window": 30.0}) == 30.0  # an old manifest's explicit 30 s
