@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+import diptest
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
@@ -32,6 +33,7 @@ MIN_N_NORMALITY = 3
 MIN_N_INDEPENDENCE = 10
 MIN_N_STATIONARITY = 20
 MIN_N_TREND = 8
+MIN_N_MODES = 10  # the dip test's p-value table starts at n = 4; a KDE needs more
 # Theil–Sen takes all n(n-1)/2 pairwise slopes; past this size (0.5 s, 16 MB)
 # the drift is measured by least squares instead. The test itself is Kendall's.
 THEIL_SEN_MAX_N = 2000
@@ -189,11 +191,35 @@ def check_trend(x: NDArray[np.float64], alpha: float = 0.05) -> CheckResult:
     return CheckResult(name, method, "ok", f"no trend (Kendall tau={tau:+.2f}, p={p:.3g})", vals)
 
 
+def check_modes(x: NDArray[np.float64], alpha: float = 0.05) -> CheckResult:
+    """Hartigan's dip test of unimodality (``diptest`` package) on the values.
+
+    Two regimes (half the repetitions at one level, half at another) put the
+    median in the gap between them, where its CI cannot shrink like 1/√n.
+    The values themselves are tested (not their logs: a summary can be <= 0).
+    """
+    name, method = "modes", "Hartigan dip test"
+    n = len(x)
+    if n < MIN_N_MODES:
+        return _skip(name, method, f"needs n >= {MIN_N_MODES}")
+    dip, p = (float(v) for v in diptest.diptest(x))
+    vals = {"dip": dip, "p": p}
+    if p < alpha:
+        return CheckResult(
+            name, method, "warning",
+            f"more than one mode (dip={dip:.3f}, p={p:.3g}): the repetitions look like a mix "
+            "of regimes; a quantile between them converges slowly or not at all",
+            vals,
+        )
+    return CheckResult(name, method, "ok", f"one mode (dip test p={p:.3g})", vals)
+
+
 CHECKS: tuple[Callable[[NDArray[np.float64], float], CheckResult], ...] = (
     check_normality,
     check_independence,
     check_stationarity,
     check_trend,
+    check_modes,
 )
 
 
@@ -203,7 +229,7 @@ def run_checks(values: NDArray[np.floating] | list[float], alpha: float = 0.05) 
     if len(x) >= 2 and np.ptp(x) == 0:
         return [
             _skip(name, "-", f"all {len(x)} values are equal; nothing to test")
-            for name in ("normality", "independence", "stationarity", "trend")
+            for name in ("normality", "independence", "stationarity", "trend", "modes")
         ]
     return [check(x, alpha) for check in CHECKS]
 

@@ -18,9 +18,15 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
-from cloudbench.analysis.confirm import convergence, evaluate_target, slope_bootstrap
+from cloudbench.analysis.confirm import (
+    SLOPE_BOOT_SIZES,
+    SLOPE_LEVEL,
+    convergence,
+    evaluate_target,
+    slope_bootstrap,
+)
 from cloudbench.analysis.events import detect_pair_events, spike_size_interval, step_size_interval
-from cloudbench.analysis.stats import quantile_ci_ranks
+from cloudbench.analysis.stats import fit_sqrt_law, quantile_ci_ranks
 from cloudbench.analysis.throughput import capacity_lower_bound_95
 from cloudbench.analysis.tokenbucket import estimate_drain, estimate_refill
 
@@ -261,5 +267,42 @@ def confirm_predictions(datasets: int = 1000, seed: int = 5, n: int = 40,
     return _timed(run)
 
 
+def confirm_slope_intervals(datasets: int = 1000, seed: int = 6, n: int = 60, n_boot: int = 50,
+                            trials: int = 40) -> list[Coverage]:
+    """The slope interval that decides a confirm prediction's ``reliable`` label (issue 23).
+
+    Truth: the mean free slope of the convergence curve over ``4 * datasets``
+    independent i.i.d. normal samples of ``n`` (10 % CV), i.e. the value the
+    slope of one sample estimates. Interval: :func:`slope_bootstrap`'s
+    moving-block percentile interval at :data:`SLOPE_LEVEL` (here with
+    ``n_boot`` resamples and ``trials`` subsets per size; ``confirm`` uses 200 and
+    100). The note gives the interval's median width.
+    """
+
+    def slopes_of(data: FloatArray, rep_seed: int) -> FloatArray:
+        curves = convergence(np.sort(data, axis=1), 0.5, 0.95, trials=trials, seed=rep_seed,
+                             max_sizes=SLOPE_BOOT_SIZES)
+        fits = [fit_sqrt_law(c.sizes, c.relative_half_width) for c in curves]
+        return np.array([f.slope if f else math.nan for f in fits])
+
+    def run() -> list[Coverage]:
+        rng = np.random.default_rng(seed)
+        truth = float(np.nanmean(slopes_of(100.0 * (1 + 0.1 * rng.standard_normal((4 * datasets, n))),
+                                           seed)))
+        hit = 0
+        widths = []
+        for i in range(datasets):
+            x = 100.0 * (1 + 0.1 * rng.standard_normal(n))
+            lo, hi = slope_bootstrap(x, 0.5, 0.95, n_boot=n_boot, trials=trials, seed=i,
+                                     max_sizes=SLOPE_BOOT_SIZES).slope_interval()
+            hit += lo <= truth <= hi
+            widths.append(hi - lo)
+        return [Coverage(f"confirm slope interval (n={n}, slope {truth:.3f})", SLOPE_LEVEL, hit,
+                         datasets, note=f"median width {float(np.nanmedian(widths)):.3f}")]
+
+    return _timed(run)
+
+
 ALL: tuple[Callable[[], list[Coverage]], ...] = (
-    quantile_cis, drains, event_sizes, event_size_intervals, capacity, confirm_predictions)
+    quantile_cis, drains, event_sizes, event_size_intervals, capacity, confirm_predictions,
+    confirm_slope_intervals)

@@ -50,9 +50,19 @@ def test_iid_data_rarely_warn() -> None:
             assert r.status in ("ok", "warning")
             counts[r.name] = counts.get(r.name, 0) + r.warned
     # Nominal false-alarm rates are 5-10 %; 20 % leaves room for chance.
-    assert set(counts) == {"normality", "independence", "stationarity", "trend"}
+    assert set(counts) == {"normality", "independence", "stationarity", "trend", "modes"}
     for name, c in counts.items():
         assert c / samples <= 0.2, (name, c)
+
+
+def test_two_regimes_are_flagged_by_the_modes_check() -> None:
+    rng = np.random.default_rng(4)
+    level = np.repeat([100.0, 130.0], 15)
+    r = by_name(run_checks(rng.permutation(level * (1 + 0.02 * rng.standard_normal(30)))))["modes"]
+    assert r.warned and "more than one mode" in r.message and r.values["p"] < 0.05
+    one = by_name(run_checks(100 * (1 + 0.02 * rng.standard_normal(30))))["modes"]
+    assert one.status == "ok"
+    assert by_name(run_checks(level[:9]))["modes"].status == "skipped"
 
 
 def test_autocorrelation_is_flagged() -> None:

@@ -25,7 +25,7 @@ def check(results: list[cv.Coverage], min_datasets: int = 1000) -> None:
 
 
 @pytest.mark.parametrize("fn", [cv.quantile_cis, cv.drains, cv.event_sizes, cv.event_size_intervals,
-                                cv.capacity, cv.confirm_predictions],
+                                cv.capacity, cv.confirm_predictions, cv.confirm_slope_intervals],
                          ids=lambda f: f.__name__)
 def test_interval_covers_at_its_nominal_level(fn: Callable[[], list[cv.Coverage]]) -> None:
     check(fn())
