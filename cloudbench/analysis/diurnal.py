@@ -247,7 +247,7 @@ def _weekday_weekend(t: FloatArray, off: FloatArray, y: FloatArray, day: float, 
     why = None
     if len(means) < WEEKDAY_TEST_DAYS:
         why = (f"not testable: {len(means)} whole days ({a.size} weekdays, {b.size} weekend days); "
-               f"weekday vs weekend compares whole days and needs two weeks ({WEEKDAY_TEST_DAYS} days)")
+               f"the test compares whole days and needs two weeks of them ({WEEKDAY_TEST_DAYS})")
     elif not a.size or not b.size or 2.0 / math.comb(a.size + b.size, b.size) >= alpha:
         why = (f"not testable: {a.size} weekdays against {b.size} weekend days cannot reach "
                f"p < {alpha:g}")

@@ -86,7 +86,7 @@ def test_diurnal_refuses_a_period_longer_than_the_runs_and_defaults_to_the_compr
     r = runner.invoke(app, ["diurnal", str(c), "--period", "3d"])
     assert r.exit_code == ExitCode.USAGE and "longer than the 29.2h its 30 runs cover" in r.output, r.output
     assert "Traceback" not in r.output
-    r = runner.invoke(app, ["diurnal", str(c)])
+    r = runner.invoke(app, ["diurnal", str(c)], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert "period 4.0h" in r.output and "30 (60)" in r.output and "e+" not in r.output
     assert "weekday vs weekend not testable: 7 whole days" in r.output
