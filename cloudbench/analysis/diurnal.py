@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, stats
 
 HOURS = 24
@@ -110,35 +110,36 @@ class DiurnalSeries:
         return asdict(self)
 
 
-def phase_bins(t: FloatArray, offset: FloatArray, period: float, bins: int = HOURS) -> NDArray[np.int64]:
+def phase_bins(t: ArrayLike, offset: ArrayLike, period: float, bins: int = HOURS) -> NDArray[np.int64]:
     """The hour (of ``bins``) of the cycle of each time, local offsets applied."""
-    pos = np.mod(t + offset, period)
+    pos = np.mod(np.asarray(t, dtype=np.float64) + np.asarray(offset, dtype=np.float64), period)
     return np.minimum((pos // (period / bins)).astype(np.int64), bins - 1)
 
 
-def day_index(t: FloatArray, offset: FloatArray, day: float) -> NDArray[np.int64]:
+def day_index(t: ArrayLike, offset: ArrayLike, day: float) -> NDArray[np.int64]:
     """The day (of ``day`` seconds, local offsets applied) of each time, counted from the epoch."""
-    return np.floor((t + offset) / day).astype(np.int64)
+    local = np.asarray(t, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
+    return np.floor(local / day).astype(np.int64)
 
 
-def weekdays(t: FloatArray, offset: FloatArray, day: float = 86400.0) -> NDArray[np.int64]:
+def weekdays(t: ArrayLike, offset: ArrayLike, day: float = 86400.0) -> NDArray[np.int64]:
     """Weekday (0 = Monday) of each time, days of length ``day`` (86400 s, or a compressed
     campaign's ``schedule.day``) counted from the UTC epoch."""
     return np.mod(day_index(t, offset, day) + 3, 7)  # 1970-01-01 was a Thursday
 
 
-def run_values(t: FloatArray, values: FloatArray, run: NDArray[Any],
-               offset: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
+def run_values(t: ArrayLike, values: ArrayLike, run: ArrayLike,
+               offset: ArrayLike | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
     """One value per run: the median of its values, at the mean of their times, with the local
     offset of its first value (0 without ``offset``); (times, values, offsets), in time order."""
-    t = np.asarray(t, dtype=np.float64)
+    tv = np.asarray(t, dtype=np.float64)
     y = np.asarray(values, dtype=np.float64)
-    off = np.zeros_like(t) if offset is None else np.asarray(offset, dtype=np.float64)
-    if t.size == 0:
-        return t, y, off
+    off = np.zeros_like(tv) if offset is None else np.asarray(offset, dtype=np.float64)
+    if tv.size == 0:
+        return tv, y, off
     _, first, inv = np.unique(np.asarray(run), return_index=True, return_inverse=True)
     k = first.size
-    tr = np.bincount(inv, weights=t, minlength=k) / np.bincount(inv, minlength=k)
+    tr = np.bincount(inv, weights=tv, minlength=k) / np.bincount(inv, minlength=k)
     order = np.argsort(inv, kind="stable")
     bounds = np.searchsorted(inv[order], np.arange(k + 1))
     ys = y[order]
@@ -147,8 +148,8 @@ def run_values(t: FloatArray, values: FloatArray, run: NDArray[Any],
     return tr[s], yr[s], off[first][s]
 
 
-def diurnal_series(t: FloatArray, values: FloatArray, period: float, offset: FloatArray | float = 0.0,
-                   alpha: float = 0.05, power: float = 0.8, *, run: NDArray[Any] | None = None,
+def diurnal_series(t: ArrayLike, values: ArrayLike, period: float, offset: ArrayLike = 0.0,
+                   alpha: float = 0.05, power: float = 0.8, *, run: ArrayLike | None = None,
                    day: float = 86400.0) -> DiurnalSeries:
     """The analysis of one series; ``t`` in UTC epoch seconds, ``period`` and ``day`` in seconds.
 
@@ -156,13 +157,13 @@ def diurnal_series(t: FloatArray, values: FloatArray, period: float, offset: Flo
     each value already is one run's value. ``offset`` is per value or one number."""
     if period <= 0 or day <= 0:
         raise ValueError("period and day must be positive")
-    t = np.asarray(t, dtype=np.float64)
-    y = np.asarray(values, dtype=np.float64)
-    off_all = np.broadcast_to(np.asarray(offset, dtype=np.float64), t.shape)
-    labels = np.arange(t.size) if run is None else np.asarray(run)
-    ok = np.isfinite(t) & np.isfinite(y)
+    t_all = np.asarray(t, dtype=np.float64)
+    y_all = np.asarray(values, dtype=np.float64)
+    off_all = np.broadcast_to(np.asarray(offset, dtype=np.float64), t_all.shape)
+    labels = np.arange(t_all.size) if run is None else np.asarray(run)
+    ok = np.isfinite(t_all) & np.isfinite(y_all)
     n_values = int(ok.sum())
-    t, y, off = run_values(t[ok], y[ok], labels[ok], off_all[ok])
+    t, y, off = run_values(t_all[ok], y_all[ok], labels[ok], off_all[ok])
     n = int(t.size)
     notes: list[str] = []
     hours = phase_bins(t, off, period)
