@@ -205,7 +205,11 @@ def diurnal_series(t: ArrayLike, values: ArrayLike, period: float, offset: Array
         gls = _gls_sinusoid(t, y, period)
         p_at, rho, amp_p, amp_p_se, phase_p, resid_sd, coef_se = gls
         mde_amp = _mde_amplitude(coef_se, n, alpha, power)
-        if p_at < alpha:
+        if not math.isfinite(p_at):  # no residual left (a perfect fit of as many runs as parameters)
+            notes.append("the sinusoid test is undefined: the runs leave no residual")
+            p_at = None
+            fit_note = "no residual to judge a fit by"
+        elif p_at < alpha:
             fit, fit_note = _free_period_fit(t, y, period, rho, span)
             if fit is not None and phase_p is not None:
                 # counted from the epoch a free period's phase drifts by the period's error times
