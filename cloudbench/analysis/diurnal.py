@@ -1,26 +1,45 @@
-"""Time-of-day effects in one series of per-run values (pure: arrays in, numbers out).
+"""Time-of-day effects in one series of a scheduled campaign (pure: arrays in, numbers out).
 
-:func:`diurnal_series` takes the runs' times (UTC epoch seconds), their local
-offsets (seconds east of UTC, 0 for a compressed day) and one value per run, and
-the period of the cycle ``P`` (86400 s for the day, 604800 s for the week, or a
-compressed day). It reports
+**The run is the unit.** The repetitions of one run share its hour and whatever
+the cloud did in it (a per-run effect), so they are not independent draws at that
+hour. :func:`diurnal_series` takes every value with the run it belongs to and
+first reduces each run to one value (the median of its repetitions, at the mean
+of their times); every test, fit and minimum detectable effect below sees one
+value per run, and its n is the number of runs. Weekday vs weekend goes one step
+further: a day's runs share that day's conditions, so the unit is the day.
 
-* the values by hour of the cycle (``P/24`` wide bins) and by weekday × hour;
-* **Kruskal–Wallis** across the hours (scipy.stats.kruskal), with the effect size
-  ε² = H / (n − 1) (Tomczak & Tomczak 2014);
-* **Mann–Whitney U** weekday vs weekend (scipy.stats.mannwhitneyu), with the
-  rank-biserial correlation r = 2U/(n₁n₂) − 1;
-* a **Lomb–Scargle** periodogram of the irregularly timed values
-  (astropy.timeseries.LombScargle): the peak over periods from P/3 to 1.5 × the
-  span, its false-alarm probability (Baluev 2008), and the p-value of the power at
-  P itself (the single-frequency test, the primary test here);
-* the **period and amplitude** of a least-squares sinusoid started at the peak
-  (scipy.optimize.curve_fit), with their standard errors from its covariance;
-* the **minimum detectable effect**: the smallest amplitude at P that the
-  F-test of a sinusoid at a known period (2 and n − 3 degrees of freedom; the
-  noncentrality n·A²/(2σ²) for phases spread over the cycle) detects with
-  probability ``power`` at ``alpha`` (scipy.stats.ncf), and the smallest Cohen's f
-  across the hours for a one-way ANOVA with ``power`` (statsmodels FTestAnovaPower).
+Given the runs' times (UTC epoch seconds), their local offsets (seconds east of
+UTC, 0 for a compressed day), the period of the cycle ``P`` (86400 s, 604800 s
+or a compressed day) and the length of a day (86400 s, or ``schedule.day`` of a
+compressed campaign: the weekday of a value comes from its day, never from
+``P``), it reports
+
+* the run values by hour of the cycle (``P/24`` wide bins) and by weekday × hour
+  of the day;
+* the **primary test**: a sinusoid at ``P`` (regression on sin, cos) with AR(1)
+  errors across consecutive runs, fitted by iterated Cochrane–Orcutt GLS
+  (statsmodels ``GLSAR``), and the F-test of both coefficients. Consecutive runs
+  are correlated (a slow afternoon lasts more than an hour); ordinary least
+  squares or a Lomb–Scargle power would read that red noise as a cycle;
+* **Kruskal–Wallis** of the run values across the hours (scipy.stats.kruskal),
+  with the effect size ε² = H / (n − 1) (Tomczak & Tomczak 2014);
+* **Mann–Whitney U** weekday vs weekend on the means of whole days (exact;
+  scipy.stats.mannwhitneyu), with the rank-biserial correlation; only with two
+  weeks of whole days or more (one week has 5 weekdays and 2 weekend days: the
+  smallest two-sided p-value Mann–Whitney can give is 2/21 = 0.095, above any
+  usual α), otherwise "not testable" and why;
+* the **period and amplitude** of a sinusoid with a free period (nonlinear least
+  squares on the AR(1)-prewhitened residuals, scipy.optimize.least_squares),
+  fitted only when the primary test rejects, and reported only when identified
+  (a finite standard error under a fifth of the period, within the span);
+  otherwise a note says why, and the amplitude at ``P`` (from the GLS fit) stands;
+* the **minimum detectable amplitude** at ``P``: the amplitude the primary F-test
+  (2 and n − 3 degrees of freedom, n runs) detects with probability ``power`` at
+  ``alpha`` (noncentral F, scipy.stats.ncf), from the standard errors of the GLS
+  coefficients; and the smallest Cohen's f across the hours for a one-way ANOVA
+  of n runs (statsmodels FTestAnovaPower).
+
+The p-values here are per series; the caller adjusts them over series.
 """
 
 from __future__ import annotations
@@ -31,46 +50,55 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, stats
 
 HOURS = 24
 WEEKEND = (5, 6)  # Saturday, Sunday (weekday 0 = Monday)
+WEEKDAY_TEST_DAYS = 14  # two weeks of whole days: 10 weekdays against 4 weekend days
+MAX_PERIOD_SE = 0.2  # a free-period fit whose SE is above this fraction of its period is not identified
+
+FloatArray = NDArray[np.float64]
 
 
 @dataclass
 class Fit:
-    """A least-squares sinusoid: ``mean + amplitude·sin(2π(t − phase)/period)``."""
+    """A sinusoid with a free period: ``mean + amplitude·sin(2π(t − phase)/period)``."""
 
     period_s: float
     period_se_s: float
     amplitude: float
     amplitude_se: float
-    phase_s: float  # at the analysis period, counted from the UTC epoch
+    phase_s: float  # at the analysis period, counted from the UTC epoch, in [0, period)
     mean: float
 
 
 @dataclass
 class DiurnalSeries:
-    """The time-of-day analysis of one series (every p-value is two-sided)."""
+    """The time-of-day analysis of one series (every p-value two-sided, per series)."""
 
-    n: int
+    n: int  # runs: the unit of every test below
+    n_values: int  # repetitions' values the runs were reduced from
     period_s: float
+    day_s: float
     by_hour: list[dict[str, float]]
-    heatmap: list[list[float | None]]  # weekday (Mon..Sun) × hour: median, None when empty
+    heatmap: list[list[float | None]]  # weekday (Mon..Sun) × hour of the day: median run value
+    p_at_period: float | None  # the primary test: a sinusoid at the period, AR(1) errors
+    ar1_rho: float | None  # the AR(1) coefficient between consecutive runs it estimated
+    amplitude_at_period: float | None
+    amplitude_at_period_se: float | None
+    phase_at_period_s: float | None
     kruskal_h: float | None
     kruskal_p: float | None
     kruskal_epsilon2: float | None
     mw_u: float | None
     mw_p: float | None
     mw_rank_biserial: float | None
-    n_weekday: int
-    n_weekend: int
-    ls_best_period_s: float | None
-    ls_best_fap: float | None
-    ls_power_at_period: float | None
-    p_at_period: float | None  # the primary test: the Lomb-Scargle power at the period
+    weekday_days: int  # whole days on weekdays / weekend days (the units of Mann-Whitney)
+    weekend_days: int
+    weekday_not_testable: str | None
     fit: Fit | None
+    fit_note: str | None  # why there is no free-period fit
     residual_sd: float | None
     mde_amplitude: float | None
     mde_cohens_f: float | None
@@ -82,160 +110,245 @@ class DiurnalSeries:
         return asdict(self)
 
 
-def phase_bins(t: NDArray[np.float64], offset: NDArray[np.float64], period: float,
-               bins: int = HOURS) -> NDArray[np.int64]:
+def phase_bins(t: ArrayLike, offset: ArrayLike, period: float, bins: int = HOURS) -> NDArray[np.int64]:
     """The hour (of ``bins``) of the cycle of each time, local offsets applied."""
-    pos = np.mod(t + offset, period)
+    pos = np.mod(np.asarray(t, dtype=np.float64) + np.asarray(offset, dtype=np.float64), period)
     return np.minimum((pos // (period / bins)).astype(np.int64), bins - 1)
 
 
-def weekdays(t: NDArray[np.float64], offset: NDArray[np.float64], period: float) -> NDArray[np.int64]:
-    """Weekday (0 = Monday) of each time, days of length ``period`` counted from the UTC epoch."""
-    day = np.floor((t + offset) / period).astype(np.int64)
-    return np.mod(day + 3, 7)  # 1970-01-01 was a Thursday
+def day_index(t: ArrayLike, offset: ArrayLike, day: float) -> NDArray[np.int64]:
+    """The day (of ``day`` seconds, local offsets applied) of each time, counted from the epoch."""
+    local = np.asarray(t, dtype=np.float64) + np.asarray(offset, dtype=np.float64)
+    return np.floor(local / day).astype(np.int64)
 
 
-def diurnal_series(t: NDArray[np.float64], values: NDArray[np.float64], period: float,
-                   offset: NDArray[np.float64] | float = 0.0, alpha: float = 0.05,
-                   power: float = 0.8) -> DiurnalSeries:
-    """The analysis of one series; ``t`` in UTC epoch seconds, ``period`` in seconds."""
-    t = np.asarray(t, dtype=np.float64)
+def weekdays(t: ArrayLike, offset: ArrayLike, day: float = 86400.0) -> NDArray[np.int64]:
+    """Weekday (0 = Monday) of each time, days of length ``day`` (86400 s, or a compressed
+    campaign's ``schedule.day``) counted from the UTC epoch."""
+    return np.mod(day_index(t, offset, day) + 3, 7)  # 1970-01-01 was a Thursday
+
+
+def run_values(t: ArrayLike, values: ArrayLike, run: ArrayLike,
+               offset: ArrayLike | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """One value per run: the median of its values, at the mean of their times, with the local
+    offset of its first value (0 without ``offset``); (times, values, offsets), in time order."""
+    tv = np.asarray(t, dtype=np.float64)
     y = np.asarray(values, dtype=np.float64)
-    off = np.broadcast_to(np.asarray(offset, dtype=np.float64), t.shape)
-    ok = np.isfinite(t) & np.isfinite(y)
-    t, y, off = t[ok], y[ok], off[ok]
+    off = np.zeros_like(tv) if offset is None else np.asarray(offset, dtype=np.float64)
+    if tv.size == 0:
+        return tv, y, off
+    _, first, inv = np.unique(np.asarray(run), return_index=True, return_inverse=True)
+    k = first.size
+    tr = np.bincount(inv, weights=tv, minlength=k) / np.bincount(inv, minlength=k)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(k + 1))
+    ys = y[order]
+    yr = np.array([np.median(ys[bounds[i]:bounds[i + 1]]) for i in range(k)])
+    s = np.argsort(tr, kind="stable")
+    return tr[s], yr[s], off[first][s]
+
+
+def diurnal_series(t: ArrayLike, values: ArrayLike, period: float, offset: ArrayLike = 0.0,
+                   alpha: float = 0.05, power: float = 0.8, *, run: ArrayLike | None = None,
+                   day: float = 86400.0) -> DiurnalSeries:
+    """The analysis of one series; ``t`` in UTC epoch seconds, ``period`` and ``day`` in seconds.
+
+    ``run`` labels the run of each value (its repetitions share one label); None means
+    each value already is one run's value. ``offset`` is per value or one number."""
+    if period <= 0 or day <= 0:
+        raise ValueError("period and day must be positive")
+    t_all = np.asarray(t, dtype=np.float64)
+    y_all = np.asarray(values, dtype=np.float64)
+    off_all = np.broadcast_to(np.asarray(offset, dtype=np.float64), t_all.shape)
+    labels = np.arange(t_all.size) if run is None else np.asarray(run)
+    ok = np.isfinite(t_all) & np.isfinite(y_all)
+    n_values = int(ok.sum())
+    t, y, off = run_values(t_all[ok], y_all[ok], labels[ok], off_all[ok])
     n = int(t.size)
-    if period <= 0:
-        raise ValueError("period must be positive")
     notes: list[str] = []
     hours = phase_bins(t, off, period)
-    wd = weekdays(t, off, period)
+    day_hours = phase_bins(t, off, day)
+    wd = weekdays(t, off, day)
     by_hour = [{"hour": int(h), "n": int((hours == h).sum()), "median": float(np.median(y[hours == h])),
                 "mean": float(np.mean(y[hours == h]))} for h in range(HOURS) if (hours == h).any()]
     heat: list[list[float | None]] = [[None] * HOURS for _ in range(7)]
     for d in range(7):
         for h in range(HOURS):
-            sel = (wd == d) & (hours == h)
+            sel = (wd == d) & (day_hours == h)
             if sel.any():
                 heat[d][h] = float(np.median(y[sel]))
 
     groups = [y[hours == h] for h in range(HOURS) if (hours == h).any()]
     kw_h = kw_p = eps2 = None
     if len(groups) >= 2 and n > len(groups):
-        try:
-            with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-                warnings.simplefilter("ignore", RuntimeWarning)  # all values tied: H is nan, handled below
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # all values tied: H is nan, handled below
+            try:
                 res = stats.kruskal(*groups)
-            kw_h, kw_p = float(res.statistic), float(res.pvalue)
-        except ValueError:  # every value equal: no difference at all
-            kw_h, kw_p = 0.0, 1.0
+                kw_h, kw_p = float(res.statistic), float(res.pvalue)
+            except ValueError:  # every value equal: no difference at all
+                kw_h, kw_p = 0.0, 1.0
         if not math.isfinite(kw_h):
             kw_h, kw_p = 0.0, 1.0
         eps2 = kw_h / (n - 1)
     else:
-        notes.append(f"Kruskal-Wallis needs values in 2 or more hours and more values than hours "
-                     f"({n} values in {len(groups)} hours)")
+        notes.append(f"Kruskal-Wallis needs runs in 2 or more hours and more runs than hours "
+                     f"({n} runs in {len(groups)} hours)")
 
-    weekend = np.isin(wd, WEEKEND)
-    a, b = y[~weekend], y[weekend]
-    mw_u = mw_p = rb = None
-    if a.size and b.size:
-        res2 = stats.mannwhitneyu(a, b, alternative="two-sided")
-        mw_u, mw_p = float(res2.statistic), float(res2.pvalue)
-        rb = 2.0 * mw_u / (a.size * b.size) - 1.0
-    else:
-        notes.append("no weekday vs weekend comparison: the runs fall on "
-                     + ("weekdays only" if a.size else "weekend days only"))
+    wk = _weekday_weekend(t, off, y, day, alpha)
 
-    best_period = best_fap = power_at = p_at = None
+    p_at = rho = amp_p = amp_p_se = phase_p = resid_sd = mde_amp = None
     fit: Fit | None = None
-    resid_sd = mde_amp = None
+    fit_note: str | None = None
     span = float(t.max() - t.min()) if n else 0.0
-    if n >= 5 and np.ptp(y) > 0:
-        from astropy.timeseries import LombScargle
-
-        t0 = float(t.min())
-        ls = LombScargle(t - t0, y)
-        fmin, fmax = 1.0 / (1.5 * max(span, period)), 3.0 / period
-        freq, pw = ls.autopower(minimum_frequency=fmin, maximum_frequency=fmax, samples_per_peak=20)
-        i = int(np.argmax(pw))
-        best_period = float(1.0 / freq[i])
-        best_fap = float(ls.false_alarm_probability(pw[i], minimum_frequency=fmin, maximum_frequency=fmax,
-                                                    method="baluev"))
-        power_at = float(ls.power(1.0 / period))
-        p_at = float(ls.false_alarm_probability(power_at, method="single"))
-        fit = _fit(t - t0, y, best_period if best_fap < alpha else period)
-        resid_sd, mde_amp, phase = _mde_sinusoid(t, y, period, alpha, power)
-        if fit is not None and phase is not None:
-            fit.phase_s = phase
-    elif n >= 5:
-        notes.append("every value is the same: no periodicity to look for")
+    if n >= 6 and np.ptp(y) > 0:
+        gls = _gls_sinusoid(t, y, period)
+        p_at, rho, amp_p, amp_p_se, phase_p, resid_sd, coef_se = gls
+        mde_amp = _mde_amplitude(coef_se, n, alpha, power)
+        if not math.isfinite(p_at):  # no residual left (a perfect fit of as many runs as parameters)
+            notes.append("the sinusoid test is undefined: the runs leave no residual")
+            p_at = None
+            fit_note = "no residual to judge a fit by"
+        elif p_at < alpha:
+            fit, fit_note = _free_period_fit(t, y, period, rho, span)
+            if fit is not None and phase_p is not None:
+                # counted from the epoch a free period's phase drifts by the period's error times
+                # the cycles since 1970: the phase at the analysis period is the one to read
+                fit.phase_s = phase_p
+        else:
+            fit_note = f"no sinusoid at the period (p = {p_at:.2g}): no period to fit"
+    elif n >= 6:
+        notes.append("every run has the same value: no periodicity to look for")
         resid_sd = 0.0
+        fit_note = "every run has the same value"
     else:
-        notes.append(f"{n} values: too few for a periodogram (5 or more)")
+        notes.append(f"{n} runs: too few for the sinusoid test (6 or more)")
+        fit_note = f"{n} runs: too few to fit"
     if span < period:
-        notes.append(f"the runs span {span:.0f}s, less than one period ({period:.0f}s): the period is "
-                     "poorly determined")
+        notes.append(f"the runs span {span:.0f}s, less than one period ({period:.0f}s)")
     mde_f = _mde_anova(n, len(groups), alpha, power)
-    return DiurnalSeries(n, period, by_hour, heat, kw_h, kw_p, eps2, mw_u, mw_p, rb, int(a.size), int(b.size),
-                         best_period, best_fap, power_at, p_at, fit, resid_sd, mde_amp, mde_f, alpha, power,
-                         notes)
+    return DiurnalSeries(n, n_values, period, day, by_hour, heat, p_at, rho, amp_p, amp_p_se, phase_p,
+                         kw_h, kw_p, eps2, wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], fit, fit_note, resid_sd,
+                         mde_amp, mde_f, alpha, power, notes)
 
 
-def _fit(t: NDArray[np.float64], y: NDArray[np.float64], period0: float) -> Fit | None:
-    """Least-squares sinusoid with a free period, started at ``period0`` (curve_fit)."""
-    def model(x: NDArray[np.float64], c: float, a: float, b: float, p: float) -> NDArray[np.float64]:
-        w = 2.0 * np.pi * x / p
-        return c + a * np.sin(w) + b * np.cos(w)
+def _weekday_weekend(t: FloatArray, off: FloatArray, y: FloatArray, day: float, alpha: float
+                     ) -> tuple[float | None, float | None, float | None, int, int, str | None]:
+    """Mann-Whitney weekday vs weekend on the means of whole days: (U, p, rank-biserial r,
+    weekday days, weekend days, why not testable)."""
+    local = t + off
+    if local.size < 2:
+        return None, None, None, 0, 0, f"{local.size} runs: no whole day"
+    # a day is whole when the runs cover it but for at most one slot (their usual spacing) at
+    # either end: a run starts anywhere in its slot
+    gap = float(np.median(np.diff(np.sort(local))))
+    start, end = float(local.min()) - gap, float(local.max()) + gap
+    whole = np.arange(math.ceil(start / day), math.floor(end / day))  # [k·day, (k+1)·day) inside
+    dk = np.floor(local / day).astype(np.int64)
+    means = [(int(k), float(np.mean(y[dk == k]))) for k in whole if (dk == k).any()]
+    wd_of = {k: (k + 3) % 7 for k, _ in means}
+    a = np.array([m for k, m in means if wd_of[k] not in WEEKEND])
+    b = np.array([m for k, m in means if wd_of[k] in WEEKEND])
+    why = None
+    if len(means) < WEEKDAY_TEST_DAYS:
+        why = (f"not testable: {len(means)} whole days ({a.size} weekdays, {b.size} weekend days); "
+               f"the test compares whole days and needs two weeks of them ({WEEKDAY_TEST_DAYS})")
+    elif not a.size or not b.size or 2.0 / math.comb(a.size + b.size, b.size) >= alpha:
+        why = (f"not testable: {a.size} weekdays against {b.size} weekend days cannot reach "
+               f"p < {alpha:g}")
+    if why is not None:
+        return None, None, None, int(a.size), int(b.size), why
+    res = stats.mannwhitneyu(a, b, alternative="two-sided")
+    u = float(res.statistic)
+    return u, float(res.pvalue), 2.0 * u / (a.size * b.size) - 1.0, int(a.size), int(b.size), None
 
-    w0 = 2.0 * np.pi * t / period0
-    design = np.column_stack([np.ones_like(t), np.sin(w0), np.cos(w0)])
-    c0, a0, b0 = np.linalg.lstsq(design, y, rcond=None)[0]
-    if t.size < 5:
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optimize.OptimizeWarning)
-            popt, pcov = optimize.curve_fit(model, t, y, p0=[c0, a0, b0, period0], maxfev=20000)
-    except (RuntimeError, ValueError):
-        return None
-    c, a, b, p = (float(x) for x in popt)
+
+def _design(t: FloatArray, period: float) -> FloatArray:
+    w = 2.0 * np.pi * np.mod(t, period) / period  # phase from the epoch, reduced first for precision
+    return np.column_stack([np.ones_like(t), np.sin(w), np.cos(w)])
+
+
+def _gls_sinusoid(t: FloatArray, y: FloatArray, period: float
+                  ) -> tuple[float, float, float, float, float, float, tuple[float, int]]:
+    """The primary test: ``y = c + a·sin + b·cos`` at ``period`` with AR(1) errors in run order
+    (statsmodels GLSAR, iterated Cochrane-Orcutt), F-test of a = b = 0.
+
+    Returns (p, rho, amplitude, its SE (delta method), phase from the epoch, SD of the runs
+    around the sinusoid, (SE of one coefficient, residual degrees of freedom))."""
+    from statsmodels.regression.linear_model import GLSAR  # not statsmodels.api: it imports everything
+
+    x = _design(t, period)
+    model = GLSAR(y, x, rho=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence chatter of the rho iteration
+        res = model.iterative_fit(maxiter=50)
+    p = float(np.asarray(res.f_test(np.eye(3)[1:]).pvalue).item())
+    a, b = float(res.params[1]), float(res.params[2])
+    cov = np.asarray(res.cov_params())[1:3, 1:3]
     amp = math.hypot(a, b)
-    if not np.all(np.isfinite(pcov)) or amp == 0:
+    grad = np.array([a, b]) / amp if amp > 0 else np.array([1.0, 0.0]) / math.sqrt(2)
+    amp_se = math.sqrt(max(float(grad @ cov @ grad), 0.0))
+    phase = float(np.mod(-math.atan2(b, a) * period / (2.0 * np.pi), period))
+    sd = float(np.std(y - x @ np.asarray(res.params), ddof=3))
+    coef_se = math.sqrt(max(float(np.mean(np.diag(cov))), 0.0))
+    return p, float(np.asarray(model.rho).ravel()[0]), amp, amp_se, phase, sd, (coef_se, int(res.df_resid))
+
+
+def _mde_amplitude(coef: tuple[float, int], n: int, alpha: float, power: float) -> float | None:
+    """Smallest amplitude the primary F-test (2, df) detects with ``power``: λ = A²/se² for a
+    coefficient pair of standard error se each, A = se·√λ (noncentral F, scipy)."""
+    se, dfd = coef
+    if dfd < 1 or not math.isfinite(se):
         return None
-    # delta method: d amp / d(a, b) = (a, b) / amp
-    grad = np.array([a / amp, b / amp])
-    amp_var = float(grad @ pcov[1:3, 1:3] @ grad)
-    # a·sin(w) + b·cos(w) = amp·sin(w + φ), φ = atan2(b, a): as sin(2π(t − phase)/p)
-    phase = -math.atan2(b, a) * p / (2.0 * np.pi)
-    return Fit(abs(p), math.sqrt(max(float(pcov[3, 3]), 0.0)), amp, math.sqrt(max(amp_var, 0.0)), phase, c)
-
-
-def _mde_sinusoid(t: NDArray[np.float64], y: NDArray[np.float64], period: float, alpha: float,
-                  power: float) -> tuple[float | None, float | None, float | None]:
-    """(residual SD at the known period, smallest amplitude detected with ``power``, the phase
-    of the sinusoid at the period, counted from the UTC epoch)."""
-    n = t.size
-    if n <= 4:
-        return None, None, None
-    w = 2.0 * np.pi * t / period
-    design = np.column_stack([np.ones_like(t), np.sin(w), np.cos(w)])
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    rss = float(np.sum((y - design @ coef) ** 2))
-    sd = math.sqrt(rss / (n - 3))
-    dfd = n - 3
     crit = float(stats.f.ppf(1 - alpha, 2, dfd))
+    lam = optimize.brentq(lambda x: float(stats.ncf.sf(crit, 2, dfd, x)) - power, 1e-9, 1e5)
+    return se * math.sqrt(lam)
 
-    def gap(lam: float) -> float:
-        return float(stats.ncf.sf(crit, 2, dfd, lam)) - power
 
-    lam = optimize.brentq(gap, 1e-9, 1e4)
-    phase = float(np.mod(-math.atan2(coef[2], coef[1]) * period / (2.0 * np.pi), period))
-    return sd, sd * math.sqrt(2.0 * lam / n), phase
+def _free_period_fit(t: FloatArray, y: FloatArray, period: float, rho: float, span: float
+                     ) -> tuple[Fit | None, str | None]:
+    """A sinusoid with a free period, started at ``period``: nonlinear least squares on the
+    residuals prewhitened with the AR(1) coefficient of the GLS fit (scipy least_squares),
+    standard errors from its Jacobian. (None, why) when the period is not identified."""
+    t0 = float(t.min())
+    tt = t - t0
+    rho = min(max(rho, -0.99), 0.99)
+    c0, a0, b0 = np.linalg.lstsq(_design(tt, period), y, rcond=None)[0]
+
+    def whitened(theta: FloatArray) -> FloatArray:
+        c, a, b, p = theta
+        w = 2.0 * np.pi * tt / p
+        e = y - (c + a * np.sin(w) + b * np.cos(w))
+        return np.concatenate([[math.sqrt(1 - rho * rho) * e[0]], e[1:] - rho * e[:-1]])
+
+    try:
+        sol = optimize.least_squares(whitened, np.array([c0, a0, b0, period]), x_scale="jac",
+                                     bounds=([-np.inf, -np.inf, -np.inf, period / 20],
+                                             [np.inf, np.inf, np.inf, 20 * period]))
+    except (ValueError, np.linalg.LinAlgError):
+        return None, "period not identified: the fit failed"
+    c, a, b, p = (float(v) for v in sol.x)
+    dof = t.size - 4
+    jtj = sol.jac.T @ sol.jac
+    if not sol.success or dof < 1 or not np.all(np.isfinite(jtj)):
+        return None, "period not identified: the fit did not converge"
+    with np.errstate(all="ignore"):
+        cov = np.linalg.pinv(jtj) * float(np.sum(sol.fun ** 2)) / dof
+    p_se = math.sqrt(cov[3, 3]) if cov[3, 3] >= 0 else math.inf
+    amp = math.hypot(a, b)
+    spacing = float(np.median(np.diff(t))) if t.size > 1 else math.inf
+    if not math.isfinite(p_se) or p_se > MAX_PERIOD_SE * p or p > span or p < 2 * spacing or amp == 0:
+        return None, ("period not identified: the runs do not pin a period down (the fit's period is "
+                      "beyond their span or their spacing, or uncertain by more than "
+                      f"{MAX_PERIOD_SE:.0%}); the amplitude at the analysis period stands")
+    grad = np.array([a, b]) / amp
+    amp_se = math.sqrt(max(float(grad @ cov[1:3, 1:3] @ grad), 0.0))
+    phase = float(np.mod(t0 - math.atan2(b, a) * p / (2.0 * np.pi), p))  # the caller's phase replaces it
+    return Fit(p, p_se, amp, amp_se, phase, c), None
 
 
 def _mde_anova(n: int, k: int, alpha: float, power: float) -> float | None:
-    """Smallest Cohen's f across ``k`` hours that a one-way ANOVA of ``n`` values detects."""
+    """Smallest Cohen's f across ``k`` hours that a one-way ANOVA of ``n`` runs detects."""
     if k < 2 or n <= k:
         return None
     from statsmodels.stats.power import FTestAnovaPower

@@ -147,16 +147,19 @@ def systemd(
 @guard
 def diurnal(
     results: Annotated[Path, typer.Argument(help="a campaign directory (its runs)")],
-    period: Annotated[str, typer.Option(help="period of the cycle: 24h (default), 7d, or a compressed "
-                                        "day such as 60s")] = "24h",
+    period: Annotated[str | None, typer.Option(help="period of the cycle (default: the schedule's day, "
+                                               "24h or a compressed day such as 60s; 7d for a week); "
+                                               "at most what the runs cover")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the analysis as JSON")] = False,
 ) -> None:
     """Time-of-day analysis of a campaign's runs: each workload's per-run values by hour.
 
-    Per metric and group: a table by hour, Kruskal-Wallis across hours (with its
-    effect size), Mann-Whitney weekday vs weekend, a Lomb-Scargle periodogram of
-    the run times (false-alarm probability), the fitted period and amplitude with
-    their uncertainty, and for a null result the smallest effect the campaign
+    The run is the unit: each run's repetitions become one value per metric and
+    group. Per series: a sinusoid at the period with AR(1) errors between runs
+    (the verdict's test), Kruskal-Wallis across hours (with its effect size),
+    weekday vs weekend on whole days (from two weeks on), every p-value
+    Holm-adjusted over the series; the fitted period and amplitude when the
+    runs pin them down, and for a null result the smallest amplitude the runs
     could have detected.
     """
     res = cloudbench.diurnal(results, period)

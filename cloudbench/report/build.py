@@ -54,7 +54,7 @@ def build_report(run: RunDir) -> dict[str, Any]:
 def time_of_day_section(run: RunDir) -> dict[str, Any] | None:
     """For a run of a scheduled campaign: the campaign's time-of-day verdict so far (its
     runs beside this one, `cloudbench diurnal` over the schedule's day); None otherwise."""
-    from cloudbench.errors import AnalysisError
+    from cloudbench.errors import AnalysisError, UsageError
     from cloudbench.report.diurnal import MIN_VALUES, diurnal, schedule_of
 
     sched = schedule_of(run.manifest())
@@ -62,7 +62,7 @@ def time_of_day_section(run: RunDir) -> dict[str, Any] | None:
         return None
     try:
         res = diurnal(run.path.parent, sched[1])
-    except (AnalysisError, ResultError):
+    except (AnalysisError, ResultError, UsageError):  # UsageError: the runs cover less than a day so far
         return None
     tested = [s for s in res["series"] if s.get("heatmap") is not None]
     shown = [s for s in tested if s.get("significant")] or sorted(
@@ -70,7 +70,7 @@ def time_of_day_section(run: RunDir) -> dict[str, Any] | None:
     return {"period_s": res["period_s"], "timezone": res["timezone"], "runs": res["runs"],
             "verdict": res["verdict"],
             "significant": [{k: s[k] for k in ("workload", "metric", "group", "p_holm")}
-                            | {"amplitude": s["fit"]["amplitude"] if s.get("fit") else None, "unit": s["unit"]}
+                            | {"amplitude": s.get("amplitude_at_period"), "unit": s["unit"]}
                             for s in res["series"] if s.get("significant")],
             # weekday (Mon..Sun) × hour in the campaign's time zone: the median value of each
             # series shown (its significant ones, else the closest to it), and the runs per cell

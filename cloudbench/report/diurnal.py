@@ -4,11 +4,14 @@ Every workload's per-repetition values (``summaries.parquet``: RTT p50/p99 per
 latency group, throughput per pair, drain parameters, …) become one series per
 (workload, metric, group), each value placed at the middle of its repetition's
 trials of that workload (UTC, from the manifest), in the time zone of the spec's
-``schedule:`` (UTC for a compressed day). Each series goes through
-:func:`cloudbench.analysis.diurnal.diurnal_series`; the primary p-values (the
-Lomb–Scargle power at the period) are adjusted over the series with Holm's method
-(statsmodels ``multipletests``), so a campaign of many series does not find an
-effect by chance.
+``schedule:`` (UTC for a compressed day), labelled with its run. Each series goes
+through :func:`cloudbench.analysis.diurnal.diurnal_series`, which reduces each run
+to one value first (the run is the unit of time), with the schedule's day as the
+day of its weekdays. The period defaults to that day; a period longer than the
+runs cover is refused. Each of the three p-values (the sinusoid at the period,
+Kruskal–Wallis, weekday/weekend) is adjusted over the series with Holm's method
+(statsmodels ``multipletests``); the verdict rests on the sinusoid test alone, so
+a campaign of many series finds an effect by chance in at most α of campaigns.
 """
 
 from __future__ import annotations
@@ -104,36 +107,45 @@ def time_of_day_notes(path: Path, keys: set[tuple[str, str, str]], alpha: float 
         return []
     try:
         res = diurnal(path, scheds[0][1], alpha=alpha)
-    except AnalysisError:
+    except (AnalysisError, UsageError):  # no summaries yet, or less than one day of runs
         return []
     out = []
     for r in res["series"]:
         if r.get("significant") and (r["workload"], r["metric"], r["group"]) in keys:
-            amp = r["fit"]["amplitude"] if r.get("fit") else float("nan")
+            amp = r["amplitude_at_period"]
             out.append(f"time-of-day effect in {r['workload']} {r['metric']} {r['group']} (Holm p = "
                        f"{r['p_holm']:.2g}, amplitude {amp:.3g} {r['unit']}): these runs mix hours of the day; "
                        "`cloudbench diurnal` shows it, `confirm --hour H` pools within one hour")
     return out
 
 
-def diurnal(path: Path, period: str | float = "24h", alpha: float = 0.05, power: float = 0.8) -> dict[str, Any]:
-    """The analysis of every series of the runs under ``path`` (a campaign directory)."""
-    try:
-        period_s = parse_duration(period)
-    except ValueError as e:
-        raise UsageError(f"--period: {e}") from None
-    if period_s <= 0:
-        raise UsageError("--period must be positive")
+def diurnal(path: Path, period: str | float | None = None, alpha: float = 0.05,
+            power: float = 0.8) -> dict[str, Any]:
+    """The analysis of every series of the runs under ``path`` (a campaign directory).
+
+    ``period`` defaults to the schedule's day (``schedule.day``: 24 h, or a compressed day),
+    24 h for runs without a schedule; a period longer than the runs cover is refused
+    (:class:`UsageError`). Each run is one value per series (its repetitions' median)."""
+    if period is not None:
+        try:
+            period_s = parse_duration(period)
+        except ValueError as e:
+            raise UsageError(f"--period: {e}") from None
+        if period_s <= 0:
+            raise UsageError("--period must be positive")
     runs = find_runs(Path(path))
-    series: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
+    series: dict[tuple[str, str, str], list[tuple[float, float, int]]] = defaultdict(list)
     units: dict[tuple[str, str, str], str] = {}
     tzname = "UTC"
+    day: float | None = None
     used = 0
-    for run in runs:
+    first, last = float("inf"), float("-inf")
+    for index, run in enumerate(runs):
         m = run.manifest()
         sched = schedule_of(m)
         if sched is not None:
             tzname = sched[0]
+            day = sched[1] if day is None else day
         times = value_times(m)
         table = read_summaries(run)
         if table.num_rows == 0:
@@ -146,42 +158,71 @@ def diurnal(path: Path, period: str | float = "24h", alpha: float = 0.05, power:
             if at is None:
                 continue
             key = (cols["workload"][i], cols["metric"][i], cols["group"][i])
-            series[key].append((at, float(cols["value"][i])))
+            series[key].append((at, float(cols["value"][i]), index))
             units[key] = cols["unit"][i]
+            first, last = min(first, at), max(last, at)
+        if m.started_utc:
+            first = min(first, _epoch(m.started_utc))
+        if m.ended_utc:
+            last = max(last, _epoch(m.ended_utc))
     if not series:
         raise AnalysisError(f"{path}: no run with summaries and trial times to analyse")
+    day_s = day if day is not None else 86400.0
+    if period is None:
+        period_s = day_s
+    covered = last - first
+    if period_s > covered:
+        src = "--period" if period is not None else ("the schedule's day" if day is not None else
+                                                    "the default period")
+        raise UsageError(f"{path}: {src} is {fmt_duration(period_s)}, longer than the {fmt_duration(covered)} "
+                         f"its {used} runs cover: a time-of-day analysis needs at least one whole period of "
+                         "runs (give a shorter --period, or wait for more runs)")
     out: list[dict[str, Any]] = []
     for key in sorted(series):
         pts = sorted(series[key])
         t = np.array([p[0] for p in pts])
         y = np.array([p[1] for p in pts])
+        r = np.array([p[2] for p in pts])
+        n_runs = int(np.unique(r).size)
         row: dict[str, Any] = {"workload": key[0], "metric": key[1], "group": key[2], "unit": units[key],
-                               "n": len(pts)}
-        if len(pts) < MIN_VALUES:
-            row["skipped"] = f"{len(pts)} values (needs {MIN_VALUES})"
+                               "n": n_runs, "n_values": len(pts)}
+        if n_runs < MIN_VALUES:
+            row["skipped"] = f"{n_runs} runs (needs {MIN_VALUES})"
             out.append(row)
             continue
-        row.update(diurnal_series(t, y, period_s, utc_offsets(t, tzname), alpha, power).to_dict())
+        row.update(diurnal_series(t, y, period_s, utc_offsets(t, tzname), alpha, power, run=r,
+                                  day=day_s).to_dict())
         out.append(row)
-    tested = [r for r in out if r.get("p_at_period") is not None]
-    if tested:
-        from statsmodels.stats.multitest import multipletests
-
-        reject, adj, _, _ = multipletests([r["p_at_period"] for r in tested], alpha=alpha, method="holm")
-        for r, rj, p in zip(tested, reject, adj, strict=True):
-            r["p_holm"] = float(p)
-            r["significant"] = bool(rj)
+    for field, adjusted in (("p_at_period", "p_holm"), ("kruskal_p", "kruskal_p_holm"),
+                            ("mw_p", "mw_p_holm")):
+        _holm(out, field, adjusted, alpha)
+    tested = [r for r in out if r.get("p_holm") is not None]
     sig = [r for r in tested if r["significant"]]
     if sig:
         verdict = (f"time-of-day effect (period {fmt_duration(period_s)}) in {len(sig)} of {len(tested)} series "
-                   f"(Holm-adjusted p < {alpha:g})")
+                   f"(sinusoid test, Holm-adjusted p < {alpha:g})")
     elif tested:
         verdict = (f"no significant time-of-day effect (period {fmt_duration(period_s)}) in {len(tested)} series; "
                    f"each series' smallest detectable amplitude ({power:.0%} power, alpha {alpha:g}) is given")
     else:
-        verdict = "too few values to test for a time-of-day effect"
-    return {"path": str(path), "period_s": period_s, "timezone": tzname, "runs": used, "alpha": alpha,
-            "power": power, "verdict": verdict, "series": out}
+        verdict = "too few runs to test for a time-of-day effect"
+    return {"path": str(path), "period_s": period_s, "day_s": day_s, "timezone": tzname, "runs": used,
+            "covered_s": covered, "alpha": alpha, "power": power, "verdict": verdict, "series": out}
+
+
+def _holm(rows: list[dict[str, Any]], field: str, adjusted: str, alpha: float) -> None:
+    """Holm's adjustment over the series of ``field`` into ``adjusted`` (statsmodels); the
+    primary test's rejections become ``significant``."""
+    from statsmodels.stats.multitest import multipletests
+
+    tested = [r for r in rows if r.get(field) is not None]
+    if not tested:
+        return
+    reject, adj, _, _ = multipletests([r[field] for r in tested], alpha=alpha, method="holm")
+    for r, rj, p in zip(tested, reject, adj, strict=True):
+        r[adjusted] = float(p)
+        if field == "p_at_period":
+            r["significant"] = bool(rj)
 
 
 def _num(x: float | None, unit: str = "") -> str:
@@ -193,23 +234,39 @@ def _num(x: float | None, unit: str = "") -> str:
 def render_diurnal(res: dict[str, Any], console: Console) -> None:
     """The analysis for a person: one line per series, the verdict, heat maps of significant series."""
     t = Table(title=f"time of day, period {fmt_duration(res['period_s'])}, {res['timezone']}, "
-              f"{res['runs']} runs")
-    for c in ("workload", "metric", "group", "n", "KW p (ε²)", "wkday/wkend p", "LS p@P (Holm)",
-              "period", "amplitude", "min. detectable ampl."):
+              f"{res['runs']} runs over {fmt_duration(res['covered_s'])}")
+    for c in ("workload", "metric", "group", "runs (values)", "sine at P: p Holm", "amplitude at P",
+              "fitted period", "KW p Holm (ε²)", "wkday/wkend p Holm", "min. detectable ampl."):
         t.add_column(c, justify="left" if c in ("workload", "metric", "group") else "right")
+    weekday_why: set[str] = set()
     for r in res["series"]:
         if "skipped" in r:
             t.add_row(r["workload"], r["metric"], r["group"], str(r["n"]), "skipped: " + r["skipped"],
                       "", "", "", "", "")
             continue
         fit = r.get("fit")
-        per = f"{fit['period_s']:.4g}±{fit['period_se_s']:.2g}s" if fit else "-"
-        amp = f"{fit['amplitude']:.3g}±{fit['amplitude_se']:.2g} {r['unit']}" if fit else "-"
-        kw = f"{_num(r['kruskal_p'])} ({_num(r['kruskal_epsilon2'])})"
-        ls = f"{_num(r['p_at_period'])} ({_num(r.get('p_holm'))})" + (" *" if r.get("significant") else "")
-        t.add_row(r["workload"], r["metric"], r["group"], str(r["n"]), kw, _num(r["mw_p"]), ls, per, amp,
+        if fit:
+            per = f"{fmt_duration(fit['period_s'])} ± {fmt_duration(fit['period_se_s'])}"
+        else:
+            per = "not identified" if (r.get("fit_note") or "").startswith("period not identified") else "-"
+        amp = (f"{r['amplitude_at_period']:.3g} ± {r['amplitude_at_period_se']:.2g} {r['unit']}"
+               if r.get("amplitude_at_period") is not None else "-")
+        kw = f"{_num(r.get('kruskal_p_holm'))} ({_num(r['kruskal_epsilon2'])})"
+        if r.get("weekday_not_testable"):
+            weekday_why.add(r["weekday_not_testable"])
+            wk = "not testable"
+        else:
+            wk = _num(r.get("mw_p_holm"))
+        ls = _num(r.get("p_holm")) + (" *" if r.get("significant") else "")
+        t.add_row(r["workload"], r["metric"], r["group"], f"{r['n']} ({r['n_values']})", ls, amp, per, kw, wk,
                   _num(r["mde_amplitude"], " " + r["unit"]))
     console.print(t)
+    console.print("Units: a run is one value per series (the median of its repetitions); weekday vs weekend "
+                  "compares whole days. Every p-value is Holm-adjusted over the series; the verdict rests on "
+                  "the sinusoid test at P (AR(1) errors between runs) alone, Kruskal-Wallis and weekday/weekend "
+                  "are shown beside it.", highlight=False)
+    for why in sorted(weekday_why):
+        console.print(f"weekday vs weekend {escape(why)}", highlight=False)
     console.print(escape(res["verdict"]), highlight=False)
     for r in [r for r in res["series"] if r.get("significant")][:3]:
         console.print(f"median by weekday × hour: {escape(r['workload'])} {escape(r['metric'])} "

@@ -75,3 +75,18 @@ def test_diurnal_json(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     assert res["period_s"] == 86400 and res["series"][0]["n"] == 30 and res["series"][0]["significant"]
+
+
+def test_diurnal_refuses_a_period_longer_than_the_runs_and_defaults_to_the_compressed_day(tmp_path: Path) -> None:
+    """Issue 23: a compressed-day campaign (schedule.day 4h here) defaults to its day, never to 24 h
+    (which printed `8.64e+04±7.9e+07s`); a period beyond what the runs cover exits 2."""
+    sched = {"every": 3600.0, "count": 30, "timezone": "UTC", "day": 14400.0}
+    runs = [FakeRun({("rtt_p50_us", "g"): [100.0 + (i % 4), 101.0 + (i % 4)]}, schedule=sched) for i in range(30)]
+    c = make_campaign(tmp_path, "h", runs)
+    r = runner.invoke(app, ["diurnal", str(c), "--period", "3d"])
+    assert r.exit_code == ExitCode.USAGE and "longer than the 29.2h its 30 runs cover" in r.output, r.output
+    assert "Traceback" not in r.output
+    r = runner.invoke(app, ["diurnal", str(c)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "period 4.0h" in r.output and "30 (60)" in r.output and "e+" not in r.output
+    assert "weekday vs weekend not testable: 7 whole days" in r.output

@@ -40,6 +40,52 @@ def test_a_daily_cycle_is_found_and_its_amplitude_measured(tmp_path: Path) -> No
         diurnal(tmp_path / "hourly", "a day")
 
 
+def test_each_run_is_one_value_and_the_period_defaults_to_the_schedule_s_day(tmp_path: Path) -> None:
+    """Three repetitions per run: the series has one value per run (their median), and with no
+    --period the schedule's (compressed, 4 h) day is the period; a longer period is refused."""
+    from cloudbench.analysis.diurnal import diurnal_series, run_values
+    from cloudbench.report.diurnal import utc_offsets, value_times
+    from cloudbench.store.rundir import find_runs
+
+    sched = {**SCHEDULE, "day": 14400.0}
+    rng = np.random.default_rng(5)
+    runs = [FakeRun({KEY: list(1000 + rng.normal(0, 20) + rng.normal(0, 5, 3))}, schedule=sched)
+            for _ in range(30)]
+    path = make_campaign(tmp_path, "reps", runs)
+    res = diurnal(path)
+    (s,) = res["series"]
+    assert (res["period_s"], res["day_s"]) == (14400.0, 14400.0)
+    assert (s["n"], s["n_values"]) == (30, 90)
+    t, y, r = [], [], []
+    for i, run in enumerate(find_runs(path)):
+        times = value_times(run.manifest())
+        for rep, v in enumerate(runs[i].values[KEY]):
+            t.append(times[(rep, "echo")])
+            y.append(v)
+            r.append(i)
+    _, yr, _ = run_values(np.array(t), np.array(y), np.array(r))
+    assert np.allclose(sorted(yr), sorted(np.median(np.array(y).reshape(30, 3), axis=1)))
+    direct = diurnal_series(np.array(t), np.array(y), 14400.0, utc_offsets(np.array(t), "UTC"), run=np.array(r),
+                            day=14400.0)
+    assert s["p_at_period"] == pytest.approx(direct.p_at_period) and s["kruskal_p"] == pytest.approx(direct.kruskal_p)
+    # 30 hourly runs cover 29 h 15 min: a day fits, two days do not
+    assert diurnal(path, "1d")["period_s"] == 86400.0
+    with pytest.raises(UsageError, match=r"--period is 48.0h, longer than the 29.2h its 30 runs cover"):
+        diurnal(path, "2d")
+
+
+def test_a_campaign_shorter_than_its_day_is_refused_and_confirm_and_the_report_carry_on(tmp_path: Path) -> None:
+    runs = [FakeRun({KEY: [1000 + i]}, schedule=SCHEDULE) for i in range(10)]
+    path = make_campaign(tmp_path, "young", runs)
+    with pytest.raises(UsageError, match=r"the schedule's day is 24\.0h, longer than the 9\.\dh its 10 runs cover"):
+        diurnal(path)
+    assert not any("time-of-day" in n for n in confirm(path).dataset.notes)
+    from cloudbench.report.build import time_of_day_section
+    from cloudbench.store.rundir import find_runs
+
+    assert time_of_day_section(find_runs(path)[-1]) is None
+
+
 def test_confirm_warns_about_a_time_of_day_effect_and_pools_within_an_hour(tmp_path: Path) -> None:
     path = campaign(tmp_path, 40.0)
     notes = confirm(path).dataset.notes
