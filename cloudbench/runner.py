@@ -40,6 +40,7 @@ from cloudbench.store.manifest import (
     RepetitionRecord,
     TrialRecord,
     load_manifest,
+    resolve_metadata,
     save_manifest,
 )
 from cloudbench.store.rundir import RunDir, new_run_id
@@ -232,6 +233,8 @@ class CampaignRunner:
             # compared before repetitions are pooled: any change of a worker changes it
             worker_version=",".join(f"{k}={v['version']}:{v['sha256'][:12]}" for k, v in workers.items()),
             workers=workers,
+            # what the pooling guard compares: values, not names (issue 23)
+            resolved=resolve_metadata(self.spec),
             controller={
                 "cloudbench": __version__,
                 "python": platform.python_version(),

@@ -148,8 +148,9 @@ class MetadataMismatch:
     def describe(self) -> str:
         items = list(self.values.items())
         (v1, refs1), (v2, refs2) = items[0], items[1]
-        if self.key == "workloads":
-            text = (f"workload parameters differ ({_json_difference(v1, v2)}): "
+        if self.key in _JSON_KEYS:
+            what, root = _JSON_KEYS[self.key]
+            text = (f"{what} differ ({_json_difference(v1, v2, root)}): "
                     f"{_describe_refs(refs1)} vs {_describe_refs(refs2)}")
         else:
             text = (f"{self.key} differs: {v1!r} in {_describe_refs(refs1)} vs {v2!r} in "
@@ -228,7 +229,16 @@ def _describe_refs(refs: Sequence[RepetitionRef]) -> str:
     return "; ".join(parts)
 
 
-def _json_difference(a: str, b: str) -> str:
+# Pooling keys whose values are JSON documents: (what they are, root of a field's path).
+_JSON_KEYS = {
+    "workloads": ("workload parameters", "workloads"),
+    "vm_type_definitions": ("vm_type definitions", "vm_types"),
+    "wan": ("wan settings", "wan"),
+    "sweeps": ("swept values", "sweeps"),
+}
+
+
+def _json_difference(a: str, b: str, root: str = "workloads") -> str:
     """First differing field of two JSON documents, as ``path: a vs b``."""
     try:
         ja, jb = json.loads(a), json.loads(b)
@@ -259,20 +269,25 @@ def _json_difference(a: str, b: str) -> str:
             return None
         if isinstance(x, dict) and isinstance(y, dict):
             for k in sorted(set(x) | set(y)):
-                found = walk(x.get(k), y.get(k), f"{path}.{k}")
+                if (k in x) != (k in y):
+                    return f"{path}.{k}: {'present' if k in x else 'absent'} vs " \
+                           f"{'present' if k in y else 'absent'}"
+                found = walk(x[k], y[k], f"{path}.{k}")
                 if found:
                     return found
             return None
         return None if x == y else f"{path}: {x!r} vs {y!r}"
 
-    return walk(ja, jb, "workloads") or "workloads differ"
+    return walk(ja, jb, root) or f"{root} differ"
 
 
 def find_mismatches(metas: Mapping[RepetitionRef, Mapping[str, str]]) -> list[MetadataMismatch]:
     """Key metadata values that differ between repetitions (first seen value first).
 
     Keys are reported in the order of the metadata mappings (the store's
-    ``POOLING_METADATA`` order), keys missing from some repetitions last.
+    ``POOLING_METADATA`` order). A key is compared among the repetitions that
+    have it: a repetition without it (a manifest that predates the key) is not
+    evidence of a difference; the caller says so in a note.
     """
     out = []
     refs = sorted(metas)
@@ -280,7 +295,8 @@ def find_mismatches(metas: Mapping[RepetitionRef, Mapping[str, str]]) -> list[Me
     for key in keys:
         groups: dict[str, list[RepetitionRef]] = {}
         for ref in refs:
-            groups.setdefault(metas[ref].get(key, "<missing>"), []).append(ref)
+            if key in metas[ref]:
+                groups.setdefault(metas[ref][key], []).append(ref)
         if len(groups) > 1:
             out.append(MetadataMismatch(key, {v: tuple(r) for v, r in groups.items()}))
     return out
@@ -292,8 +308,9 @@ def check_pooling(path: Path, series_refs: Mapping[SeriesKey, Iterable[Repetitio
     """Pooling guard: raise AnalysisError naming every differing key, unless allowed.
 
     pyperf-style checked metadata (STYLE.md §6): the repetitions pooled into one
-    series are exchangeable only when provider, regions, zones, vm_type, worker
-    version and workload parameters all match. Each series is checked on the
+    series are exchangeable only when every key of the store's
+    ``POOLING_METADATA`` matches (names, the vm_type definitions, ``wan:``
+    settings, workload parameters with defaults, swept values, worker versions). Each series is checked on the
     repetitions it pools, so a run that adds only other metrics does not block it.
     """
     found: dict[SeriesKey, list[MetadataMismatch]] = {}

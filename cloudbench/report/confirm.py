@@ -38,7 +38,7 @@ from cloudbench.core.files import write_json_atomic
 from cloudbench.core.tables import titled_table
 from cloudbench.errors import AnalysisError, ResultError
 from cloudbench.store import formats
-from cloudbench.store.manifest import Manifest, pooling_key
+from cloudbench.store.manifest import RESOLVED_POOLING_METADATA, Manifest, pooling_key
 from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.store.summaries import SUMMARY_SCHEMA, read_summaries
 
@@ -347,6 +347,11 @@ def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str
         status = manifest.status
         if status != "complete":
             notes.append(f"run {run.run_id} has status {status!r}; its repetitions are included")
+        if manifest.resolved is None:
+            notes.append(
+                f"run {run.run_id}: its manifest (schema {manifest.schema_version}) records names, "
+                "not resolved values; its repetitions are pooled on names and workload entries as "
+                f"written ({', '.join(RESOLVED_POOLING_METADATA)} not compared)")
         seen: set[tuple[int, str, str, str]] = set()
         for row in _summary_rows(run):
             rep = int(row["repetition"])

@@ -64,9 +64,13 @@ class Format:
         return v
 
 
-MANIFEST = Format("manifest", 1, {
+MANIFEST = Format("manifest", 2, {
     1: "first version: campaign, run_id, status, spec, plan, workers, repetitions with hosts "
        "and facts, trials with files, failures and stats, files with sha256",
+    2: "adds `resolved`: the vm_type definitions of the hosts, the `wan:` settings and resolved "
+       "links, and every workload parameter with its defaults, as the run measured them (the "
+       "pooling guard compares these, not names). Schema 1 is read as it is: it has no resolved "
+       "values, and its repetitions pool on names with a note",
 })
 PARQUET = Format("parquet file", 2, {
     1: "first version; key `cloudbench.schema` (and `cloudbench.kind`) in the file metadata. "

@@ -3,20 +3,28 @@
 It is written before the first host exists and after every trial, so a run cut
 short still says what it measured. :data:`POOLING_METADATA` names the metadata
 that must match before repetitions are pooled (as pyperf checks its metadata);
-:func:`pooling_key` computes it. Versions are in :mod:`.formats`.
+:func:`pooling_key` computes it from what was measured, not from names: the
+resolved values the runner records (:func:`resolve_metadata`, manifest schema 2).
+Versions are in :mod:`.formats`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from cloudbench.core.files import write_json_atomic
 from cloudbench.errors import ResultError
+from cloudbench.spec.vmtypes import resolve_vm_type
+from cloudbench.spec.wan import resolve_links
 from cloudbench.store import formats
+
+if TYPE_CHECKING:
+    from cloudbench.spec.model import Spec
 
 
 class _Record(BaseModel):
@@ -84,6 +92,44 @@ class TrialRecord(_Record):
         return out
 
 
+class ResolvedMetadata(_Record):
+    """What a run measured, resolved when it ran (manifest schema 2); the pooling guard compares it.
+
+    Names can keep their spelling while what they stand for changes (a vm_type's cap
+    50 -> 200 Mbit/s, a default of cloudbench, a region's location), so the runner
+    records the values themselves.
+    """
+
+    vm_types: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+    """Every vm_type a host has -> its shaping profile with defaults (None: a cloud type,
+    which its name and the provider define)."""
+    wan: dict[str, Any] | None = None
+    """``settings`` (the spec's ``wan:`` with defaults) and ``links`` (every region pair's
+    resolved delay, branches, hops and weather), or None without a ``wan:``."""
+    workloads: list[dict[str, Any]] = Field(default_factory=list)
+    """Every workload entry with every parameter, defaults filled in."""
+
+
+def resolve_metadata(spec: Spec) -> ResolvedMetadata:
+    """The :class:`ResolvedMetadata` of a validated spec, as the runner records it."""
+    topology = spec.topology()
+    vm_types: dict[str, dict[str, Any] | None] = {}
+    for name in sorted({h.vm_type for h in topology.hosts}):
+        profile = resolve_vm_type(name, spec.vm_types)
+        vm_types[name] = None if profile is None else profile.model_dump(mode="json")
+    wan: dict[str, Any] | None = None
+    if spec.wan is not None:
+        regions = sorted({h.region for h in topology.hosts})
+        try:
+            links: list[dict[str, Any]] | None = [
+                dataclasses.asdict(link) for link in resolve_links(spec.wan, regions, topology.region_coords)]
+        except ValueError:  # the spec checks refuse this; a link without a delay has nothing to record
+            links = None
+        wan = {"settings": spec.wan.model_dump(mode="json"), "links": links}
+    return ResolvedMetadata(vm_types=vm_types, wan=wan,
+                            workloads=[w.model_dump(mode="json") for w in spec.workloads])
+
+
 class Manifest(_Record):
     """What a run is: spec, seed, plan, hosts with labels and facts, versions, times, files."""
 
@@ -106,6 +152,15 @@ class Manifest(_Record):
     repetitions: list[RepetitionRecord] = Field(default_factory=list)
     trials: list[TrialRecord] = Field(default_factory=list)
     files: dict[str, str] = Field(default_factory=dict)  # path in the run directory -> sha256
+    resolved: ResolvedMetadata | None = None  # schema >= 2; None in a schema-1 manifest
+
+    @model_serializer(mode="wrap")
+    def _without_missing_resolved(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A schema-1 manifest read and written back stays as it was written.
+        out: dict[str, Any] = handler(self)
+        if out.get("resolved") is None:
+            out.pop("resolved", None)
+        return out
 
     def workloads(self, kind: str | None = None) -> list[dict[str, Any]]:
         """The spec's workload entries (of one ``kind``)."""
@@ -123,13 +178,25 @@ class Manifest(_Record):
         return self.model_dump(mode="json", by_alias=True)
 
 
-POOLING_METADATA: tuple[str, ...] = ("provider", "regions", "zones", "vm_type", "worker_version",
-                                     "workloads")
-"""Metadata of a repetition that must match before it is pooled with others."""
+POOLING_METADATA: tuple[str, ...] = ("provider", "regions", "zones", "vm_type", "vm_type_definitions",
+                                     "wan", "worker_version", "workloads", "sweeps")
+"""Metadata of a repetition that must match before it is pooled with others (the guard of
+``confirm``, and of any command that pools repetitions): names (provider, regions, zones,
+vm_type), what they stood for when the run measured (the vm_type definitions of its hosts,
+the ``wan:`` settings and resolved links, every workload parameter with defaults filled in,
+the swept values its trials ran), and the worker versions (name and sha256 of each worker)."""
+
+RESOLVED_POOLING_METADATA: tuple[str, ...] = ("vm_type_definitions", "wan", "sweeps")
+"""The keys a schema-1 manifest cannot give (it recorded names, not resolved values);
+its ``workloads`` are the entries as its spec was dumped."""
 
 
 def pooling_key(manifest: Manifest, repetition: int, where: str = "manifest") -> dict[str, str]:
-    """The :data:`POOLING_METADATA` of one repetition."""
+    """The :data:`POOLING_METADATA` of one repetition, in that order.
+
+    A manifest without resolved values (schema 1) gives every key but
+    :data:`RESOLVED_POOLING_METADATA`; a comparison skips what a repetition lacks.
+    """
     rep = manifest.repetition(repetition)
     if rep is None:
         raise ResultError(where, f"has no repetition {repetition}")
@@ -138,16 +205,30 @@ def pooling_key(manifest: Manifest, repetition: int, where: str = "manifest") ->
     def labels(key: str) -> str:
         return ",".join(sorted({h.labels[key] for h in hosts}))
 
+    def dump(value: Any) -> str:
+        return json.dumps(value, sort_keys=True)
+
+    res = manifest.resolved
     key = {
         "provider": labels("provider"),
         "regions": labels("region"),
         "zones": labels("zone"),
         "vm_type": labels("vm_type"),
         "worker_version": manifest.worker_version,
-        "workloads": json.dumps(manifest.workloads(), sort_keys=True),
+        "workloads": dump(manifest.workloads() if res is None else res.workloads),
     }
-    assert tuple(key) == POOLING_METADATA
-    return key
+    if res is not None:
+        used = sorted({h.labels["vm_type"] for h in hosts})
+        key["vm_type_definitions"] = dump({n: res.vm_types.get(n, "<not recorded>") for n in used})
+        key["wan"] = dump(res.wan)
+        sweeps: dict[str, list[dict[str, Any]]] = {}
+        for t in manifest.trials:
+            if t.repetition == repetition and t.sweep and t.sweep not in sweeps.setdefault(t.workload, []):
+                sweeps[t.workload].append(t.sweep)
+        key["sweeps"] = dump({w: sorted(v, key=dump) for w, v in sorted(sweeps.items())})
+    ordered = {k: key[k] for k in POOLING_METADATA if k in key}
+    assert set(ordered) == set(key)
+    return ordered
 
 
 def load_manifest(path: Path) -> Manifest:

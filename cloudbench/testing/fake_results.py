@@ -1,4 +1,4 @@
-"""Synthetic result directories: a manifest (schema 1) and ``summaries.parquet`` per run.
+"""Synthetic result directories: a manifest and ``summaries.parquet`` per run.
 
 Tests and benchmarks of the repetition analysis build campaigns with known
 values and known metadata here instead of running workloads::
@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from cloudbench.store.manifest import Manifest, RepetitionRecord, save_manifest
+from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES
+from cloudbench.store import formats
+from cloudbench.store.manifest import (
+    Manifest,
+    RepetitionRecord,
+    ResolvedMetadata,
+    TrialRecord,
+    save_manifest,
+)
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import summary_row, write_summaries
 
@@ -35,6 +43,12 @@ class FakeRun:
     ``None`` in it, leaves those repetitions without a summary row.
     ``rep_labels`` overrides labels of chosen repetitions (index -> labels), to
     build campaigns whose metadata differ between repetitions.
+
+    The manifest has the current schema with the resolved values a runner records:
+    ``vm_type_definition`` (default: the built-in profile of ``vm_type``, None for a
+    name the testbed does not know), ``wan`` and ``workloads`` as given, and one trial
+    per repetition and entry of ``sweeps`` (the swept values it ran). ``schema=1``
+    writes a manifest of schema 1, which records no resolved values.
     """
 
     values: Mapping[tuple[str, str], Sequence[float | None]]
@@ -50,6 +64,10 @@ class FakeRun:
     status: str = "complete"
     run_id: str | None = None
     schedule: Mapping[str, Any] | None = None  # the spec's `schedule:` (a scheduled campaign's run)
+    vm_type_definition: Mapping[str, Any] | None = None
+    wan: Mapping[str, Any] | None = None
+    sweeps: Sequence[Mapping[str, Any]] = ()
+    schema: int = formats.MANIFEST.current
 
     @property
     def repetitions(self) -> int:
@@ -90,7 +108,21 @@ def write_run(campaign_dir: Path, run: FakeRun, index: int = 0, seed: int = 0) -
     ]
     digest = write_summaries(rd, rows)
     rep_minutes = 5
+    resolved = None
+    if run.schema >= 2:
+        builtin = BUILTIN_VM_TYPES.get(run.vm_type)
+        definition = (dict(run.vm_type_definition) if run.vm_type_definition is not None
+                      else None if builtin is None else builtin.model_dump(mode="json"))
+        resolved = ResolvedMetadata(vm_types={run.vm_type: definition},
+                                    wan=None if run.wan is None else dict(run.wan),
+                                    workloads=[dict(w) for w in run.workloads])
+    trials = [TrialRecord(id=f"r{r:03d}-t{i:03d}-{run.workload}", repetition=r, workload=run.workload,
+                          kind=run.workload, status="ok", sweep=dict(sw))
+              for r in range(reps) for i, sw in enumerate(run.sweeps)]
     manifest = Manifest(
+        schema=run.schema,
+        resolved=resolved,
+        trials=trials,
         campaign=Path(campaign_dir).name,
         run_id=run_id,
         status=run.status,

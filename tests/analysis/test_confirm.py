@@ -161,6 +161,98 @@ def test_every_key_is_guarded(tmp_path: Path, change: dict[str, Any], expected: 
         load_values(path)
 
 
+CAP50 = {"shaping": "cap", "rate": 50e6, "qdisc": "tbf", "peak_burst": 65536, "latency": 0.05}
+
+
+def test_a_vm_type_that_kept_its_name_but_changed_its_cap_does_not_pool(tmp_path: Path) -> None:
+    """Issue 23, point 6: `capped` was 50 Mbit/s in one run and 200 Mbit/s in the next.
+    The old guard compared the name only and pooled them (`mixed_metadata: []`)."""
+    path = campaign(tmp_path, FakeRun({P50: normal_values(6, 48, 0.05)}, vm_type="capped",
+                                      vm_type_definition=CAP50),
+                    FakeRun({P50: normal_values(6, 191, 0.05)}, vm_type="capped",
+                            vm_type_definition={**CAP50, "rate": 200e6}))
+    runs = sorted(p.name for p in path.iterdir())
+    with pytest.raises(AnalysisError) as err:
+        load_values(path)
+    msg = str(err.value)
+    assert "vm_type definitions differ (vm_types.capped.rate: 50000000.0 vs 200000000.0)" in msg
+    assert runs[0] in msg and runs[1] in msg
+    ds = load_values(path, allow_mixed=True)
+    assert any("vm_type definitions differ" in m for m in ds.mismatch_descriptions())
+    assert ds.notes == []  # schema-2 manifests: nothing compared by name only
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"wan": {"settings": {"ecmp": 2}, "links": []}},
+         r"wan settings differ \(wan\.settings\.ecmp: 1 vs 2\)"),
+        ({"sweeps": ({"payload": 64}, {"payload": 1024})},
+         r"swept values differ \(sweeps\.echo: 1 vs 2 entries\)"),
+    ],
+)
+def test_wan_settings_and_swept_values_are_guarded(tmp_path: Path, change: dict[str, Any],
+                                                   expected: str) -> None:
+    base: dict[str, Any] = {"wan": {"settings": {"ecmp": 1}, "links": []}, "sweeps": ({"payload": 64},)}
+    path = campaign(tmp_path, FakeRun({P50: normal_values(6, 100, 0.05)}, **base),
+                    FakeRun({P50: normal_values(6, 100, 0.05)}, **{**base, **change}))
+    with pytest.raises(AnalysisError, match=expected):
+        load_values(path)
+
+
+def _spec_text(echo: str, vm_rate: str = "50mbit") -> str:
+    return f"""
+name: pool
+providers:
+  netns:
+    regions:
+      r1:
+        zones:
+          r1-a:
+            subnets:
+              s1: {{hosts: 2, vm_type: capped}}
+vm_types:
+  capped: {{shaping: cap, rate: {vm_rate}}}
+workloads:
+  - {{kind: echo, name: echo, {echo}}}
+"""
+
+
+def test_resolved_values_compare_what_was_measured_not_what_was_written() -> None:
+    """An entry that relies on a default pools with one that spells the same value, not
+    with one that spells another; a vm_type's definition is compared, not its name."""
+    from cloudbench.store.manifest import resolve_metadata
+    from cloudbench.workloads import parse_spec
+
+    def resolved(echo: str, vm_rate: str = "50mbit") -> dict[str, Any]:
+        return resolve_metadata(parse_spec(_spec_text(echo, vm_rate), "s.yaml")).model_dump(mode="json")
+
+    default = resolved("rate: 100")
+    window = default["workloads"][0]["window"]
+    assert resolved(f"rate: 100, window: {window}") == default
+    assert resolved(f"rate: 100, window: {window * 2}") != default
+    capped = default["vm_types"]["capped"]
+    assert {k: capped[k] for k in CAP50} == CAP50  # defaults (qdisc, burst, latency) filled in
+    assert resolved("rate: 100", "200mbit")["vm_types"]["capped"]["rate"] == 200e6
+    assert default["wan"] is None
+
+
+def test_old_manifests_pool_on_names_with_a_note(tmp_path: Path) -> None:
+    """Schema-1 manifests hold no resolved values: their repetitions pool as before (names
+    and workload entries), and the report says what was not compared."""
+    path = campaign(tmp_path, FakeRun({P50: normal_values(6, 48, 0.05)}, vm_type="capped", schema=1),
+                    FakeRun({P50: normal_values(6, 191, 0.05)}, vm_type="capped",
+                            vm_type_definition={**CAP50, "rate": 200e6}))
+    ds = load_values(path)  # the old run cannot show its definition: pooled, with a note
+    assert ds.mismatches == {}
+    (note,) = ds.notes
+    assert "schema 1" in note and "vm_type_definitions, wan, sweeps not compared" in note
+    old = campaign(tmp_path / "b", FakeRun({P50: normal_values(6, 100, 0.05)}, schema=1),
+                   FakeRun({P50: normal_values(6, 100, 0.05)}, schema=1, vm_type="tb-small"))
+    with pytest.raises(AnalysisError, match="vm_type differs"):  # names are still compared
+        load_values(old)
+
+
 # ------------------------------------------------------------------ damaged results
 
 

@@ -108,7 +108,16 @@ def manifest_fixture(path: Path, version: int, tmp: Path) -> None:
     assert (m.campaign, m.status, len(m.repetitions)) == ("wan", "complete", 1)
     assert [(t.kind, t.status) for t in m.trials] == [("traceroute", "ok"), ("echo", "ok")]
     assert set(m.files) >= {f for t in m.trials for f in t.files}
-    assert pooling_key(m, 0)["regions"] == "fra,lon,par"
+    key = pooling_key(m, 0)
+    assert key["regions"] == "fra,lon,par"
+    if version == 1:  # names only: no resolved values to compare
+        assert m.resolved is None and "vm_type_definitions" not in key and "wan" not in key
+    else:
+        assert m.resolved is not None
+        assert json.loads(key["vm_type_definitions"])["local"]["shaping"] == "none"
+        links = json.loads(key["wan"])["links"]
+        assert {(x["a"], x["b"]) for x in links} == {("fra", "lon"), ("fra", "par"), ("lon", "par")}
+        assert [w["name"] for w in json.loads(key["workloads"])] == ["traceroute", "echo"]
     save_manifest(tmp / "manifest.json", m)  # written back by this cloudbench: the same manifest
     assert load_manifest(tmp / "manifest.json") == m
 

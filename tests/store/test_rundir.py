@@ -41,8 +41,8 @@ def test_truncated_parquet_is_a_clear_error(tmp_path: Path) -> None:
 def test_manifest_versions(tmp_path: Path) -> None:
     run = tmp_path / "camp" / "20260101T000000Z-abcd"
     run.mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps({"schema": 2}))
-    with pytest.raises(ResultError, match="manifest schema 2 is unknown"):
+    (run / "manifest.json").write_text(json.dumps({"schema": 3}))
+    with pytest.raises(ResultError, match="manifest schema 3 is unknown"):
         load_manifest(run / "manifest.json")
     (run / "manifest.json").write_text('{"schema": 1, "files"')
     with pytest.raises(ResultError, match="not valid JSON"):
