@@ -8,7 +8,7 @@ Method, written from the algorithm descriptions (no external package):
 2. Noise scale σ: the MAD of first differences / √2, scaled by 1.4826 to a
    standard deviation (consistent for Gaussian noise). Differences cancel the
    level, so the steps being sought barely bias it.
-3. Spikes: runs of at most ``max_spike`` windows farther than ``spike_k``·σ from
+3. Spikes: runs of at most ``max_spike`` windows more than ``spike_k``·σ above
    a running median (width 2·max_spike+3), with the same level on both sides;
    each is reported and replaced by the running median, so steps are sought
    in a series without them.
@@ -159,7 +159,7 @@ def detect(times: np.ndarray, values: np.ndarray, *, penalty_k: float = 4.0, ste
     base = running_median(y, 2 * max_spike + 3)
     resid = y - base
     thr = max(spike_k * sigma, floor)
-    flagged = np.abs(resid) > thr
+    flagged = resid > thr  # one-sided, as the per-pair events: delay is added, never taken away
     clean = y.copy()
     i = 0
     while i < n:

@@ -119,3 +119,11 @@ def test_a_step_needs_the_windows_its_test_can_reach_alpha_with() -> None:
         assert bool(steps) == found, (n, steps)
         assert (n >= step_windows_needed(1e-3)) == found
     assert steps[0].p_value < 1e-3 and steps[0].to_row()["p_value"] == steps[0].p_value
+
+
+def test_a_one_window_dip_is_not_a_spike() -> None:
+    rng = np.random.default_rng(4)
+    y = 20_000.0 + rng.normal(0, 80, 60)
+    y[30] -= 9_000  # an RTT cannot fall far below its path: a dip is no spike
+    y[40] += 9_000
+    assert [(s.kind, s.index) for s in detect(np.arange(60.0), y)] == [("spike", 40)]

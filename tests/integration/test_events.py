@@ -4,11 +4,13 @@
   link a–c and a step of +2 ms one way on b–c: the spike is found on a>c and
   c>a only, at its time (± one round), with its duration (± 2 rounds) and size
   (± 20 %); the step on b>c and c>b within one window, size ± 10 %.
-* Ten runs of flat links: the link events per series-hour stay at or under the
-  rate the README states (:data:`FALSE_ALARMS_PER_SERIES_HOUR`); events the
-  measuring host caused are labelled ``origin: host``, not counted.
+* One minute of flat links (6 pairs, 0.1 series-hours): at most one link event
+  (a smoke check: the stated rate, 0.01 link events per series-hour, needs
+  300 series-hours to show, which ``bench/bench_events.py`` simulates); events
+  the measuring host caused are labelled ``origin: host``, not counted; every
+  event has a finite p-value and an interval or none (never NaN).
 
-Run (root, about 6 minutes)::
+Run (root, about 3 minutes)::
 
     .venv/bin/python -m pytest -m integration tests/integration/test_events.py -s
 """
@@ -28,11 +30,9 @@ from .test_wan import Recorder, campaign
 
 pytestmark = pytest.mark.integration
 
-# The README's stated rate (section "Events on quiet links"); measured: see there.
-FALSE_ALARMS_PER_SERIES_HOUR = 12.0
 RATE = 50  # echo rounds per second
 ROUND = 1.0 / RATE
-WINDOW = 1.0
+WINDOW = 0.5  # 31 windows in 15 s: the step test needs 14, and the step at 11 s leaves 9 after it
 
 THREE = """name: {name}
 seed: 16
@@ -107,8 +107,8 @@ def test_spike_and_step_are_found_on_their_own_pairs(tmp_path: Path) -> None:
     assert quiet == [], quiet
 
 
-def test_false_alarms_on_flat_links_stay_under_the_stated_rate(tmp_path: Path) -> None:
-    reps, seconds = 10, 15.0
+def test_flat_links_have_at_most_one_link_event(tmp_path: Path) -> None:
+    reps, seconds = 1, 60.0
     text = THREE.format(name="flat", reps=reps, spike="", step="", rate=RATE,
                         duration=f"{seconds:g}s", window=WINDOW)
     run, _ = campaign(text, tmp_path)
@@ -118,14 +118,13 @@ def test_false_alarms_on_flat_links_stay_under_the_stated_rate(tmp_path: Path) -
     host = [e for e in events if e["origin"] == "host"]
     for e in events:
         print(e["repetition"], e["series"], e["kind"], e["origin"], round(e["time_s"], 2),
-              round(e["size"]), f"{e['p_value']:.1e}", e["reason"])
-    rate = len(link) / series_hours
+              round(e["size"]), f"{e['p_value']:.1e}", e["size_ci_low"], e["size_ci_high"], e["reason"])
     print(f"\nflat links: {len(link)} link events, {len(host)} host events in "
-          f"{series_hours:.3f} series-hours: {rate:.1f} link events per series-hour "
-          f"(stated: ≤ {FALSE_ALARMS_PER_SERIES_HOUR:g}); host events "
-          f"{len(host) / series_hours:.1f} per series-hour")
+          f"{series_hours:.3f} series-hours")
     assert {e["origin"] for e in events} <= {"link", "host"}
     assert all(e["reason"] for e in host)
-    assert rate <= FALSE_ALARMS_PER_SERIES_HOUR, [
-        (e["repetition"], e["series"], e["kind"], e["time_s"], e["size"]) for e in link]
+    assert len(link) <= 1, [(e["repetition"], e["series"], e["kind"], e["time_s"], e["size"]) for e in link]
     assert np.isfinite([e["p_value"] for e in events]).all()
+    for e in events:  # an interval, or none; never NaN
+        assert (e["size_ci_low"] is None) == (e["size_ci_high"] is None), e
+        assert e["size_ci_low"] is None or np.isfinite([e["size_ci_low"], e["size_ci_high"]]).all(), e
