@@ -236,7 +236,8 @@ def _t_draws(rng: np.random.Generator, mean: float, err: LevelError, n_boot: int
     return np.asarray(mean + err.se * rng.standard_t(err.df, n_boot), dtype=np.float64)
 
 
-def _t_estimate(mean: float, err: LevelError, level: float = LEVEL) -> Estimate:
+def level_interval(mean: float, err: LevelError, level: float = LEVEL) -> Estimate:
+    """The Student-t interval mean ± t(0.5 + level/2, df)·se; no interval without an error."""
     if not math.isfinite(err.se):
         return Estimate(mean)
     half = float(sps.t.ppf(0.5 + level / 2.0, err.df)) * err.se
@@ -336,9 +337,9 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
     if method == "t":
         # a level of one interval has no interval of its own (its error is borrowed
         # from the other level, good enough for the derived quantities' draws only)
-        est.high = _t_estimate(shift.high_bps, he) if shift.n_high > 1 else Estimate(
+        est.high = level_interval(shift.high_bps, he) if shift.n_high > 1 else Estimate(
             shift.high_bps)
-        est.low = _t_estimate(shift.low_bps, le) if shift.n_low > 1 else Estimate(shift.low_bps)
+        est.low = level_interval(shift.low_bps, le) if shift.n_low > 1 else Estimate(shift.low_bps)
     else:
         est.high = _est(shift.high_bps, hb)
         est.low = _est(shift.low_bps, lb)
@@ -350,7 +351,8 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
     est.n_high, est.n_low = shift.n_high, shift.n_low
     est.high_rates, est.low_rates = shift.high_rates, shift.low_rates
     if shift.n_low < 2 or shift.n_high < 2:
-        est.notes.append("a level rests on fewer than two intervals; its spread is unknown")
+        est.notes.append("a level rests on fewer than two intervals: its spread is unknown and "
+                         "it has no interval; sample faster")
     return est
 
 

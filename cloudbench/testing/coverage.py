@@ -13,7 +13,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,7 +23,7 @@ from cloudbench.analysis.confirm import convergence, evaluate_target, slope_boot
 from cloudbench.analysis.events import detect_pair_events, spike_size_interval, step_size_interval
 from cloudbench.analysis.stats import quantile_ci_ranks
 from cloudbench.analysis.throughput import capacity_lower_bound_95
-from cloudbench.analysis.tokenbucket import estimate_drain, estimate_refill
+from cloudbench.analysis.tokenbucket import Method, estimate_drain, estimate_refill
 
 FloatArray = NDArray[np.float64]
 
@@ -40,6 +39,7 @@ class Coverage:
     seconds: float = 0.0
     note: str = ""
     median_width: float = math.nan  # of the interval, relative to the truth (where one applies)
+    old_median_width: float = math.nan  # of the interval it replaced, on the same data
 
     @property
     def achieved(self) -> float:
@@ -138,13 +138,13 @@ def simulate_drain(rng: np.random.Generator, high: float, low: float, tokens: fl
 
 
 def drain_cell(dt: float, noise_kind: str, datasets: int = 1000, seed: int = 1,
-               n_boot: int = 1000, estimate: Callable[..., Any] = estimate_drain,
-               refill: Callable[..., Any] = estimate_refill) -> list[Coverage]:
+               n_boot: int = 1000, method: Method = "t") -> list[Coverage]:
     """High and low rate, time to empty, budget and refill intervals
     (analysis.tokenbucket) against the simulated bucket, at one sampling interval
     ``dt`` and one noise kind. A data set whose drain gives no interval of a quantity
     is left out of the coverage and counted in the note (coverage is that of the
-    intervals printed). ``median_width`` is relative to the truth."""
+    intervals printed). ``median_width`` is relative to the truth. ``method="bootstrap"``
+    runs issue 16's intervals (what they missed)."""
 
     def run() -> list[Coverage]:
         rng = np.random.default_rng([seed, round(dt * 1000), DRAIN_NOISES.index(noise_kind)])
@@ -157,14 +157,14 @@ def drain_cell(dt: float, noise_kind: str, datasets: int = 1000, seed: int = 1,
             tokens = tau * (high - low)
             rest = rng.uniform(0.2, 0.8) * tokens / low
             a = simulate_drain(rng, high, low, tokens, dt, tau + 6.0, noise_kind=noise_kind)
-            first = estimate(a[0], a[1], a[2], window_intervals=max(1, round(2 / dt)),
-                             n_boot=n_boot, seed=i)
+            first = estimate_drain(a[0], a[1], a[2], window_intervals=max(1, round(2 / dt)),
+                                   n_boot=n_boot, seed=i, method=method)
             # the second drain starts after the rest with what the bucket refilled
             start2 = float(a[1][-1]) + rest
             b = simulate_drain(rng, high, low, low * rest, dt, rest * low / (high - low) + 4.0,
                                t_offset=start2, noise_kind=noise_kind)
-            second = refill(first, b[0], b[1], b[2], start2 - float(a[1][-1]), n_boot=n_boot,
-                            seed=i)
+            second = estimate_refill(first, b[0], b[1], b[2], start2 - float(a[1][-1]),
+                                     n_boot=n_boot, seed=i)
             for name, est, truth in (("high rate", first.high, high), ("low rate", first.low, low),
                                      ("time to empty", first.time_to_empty, tau),
                                      ("budget", first.budget, tokens),
@@ -185,10 +185,20 @@ def drain_cell(dt: float, noise_kind: str, datasets: int = 1000, seed: int = 1,
     return _timed(run)
 
 
-def drains(datasets: int = 1000, seed: int = 1, n_boot: int = 1000) -> list[Coverage]:
-    """:func:`drain_cell` at every sampling interval and noise kind."""
-    return [c for dt in DRAIN_INTERVALS_S for kind in DRAIN_NOISES
-            for c in drain_cell(dt, kind, datasets, seed, n_boot)]
+def drains(datasets: int = 1100, seed: int = 1, n_boot: int = 1000) -> list[Coverage]:
+    """:func:`drain_cell` at every sampling interval and noise kind, each row with the
+    median width and coverage of issue 16's intervals on the same data beside it.
+    1,100 data sets a cell, so that at least 1,000 print each interval (up to 4 % of
+    drains sampled every second have a single high interval and print none for it)."""
+    out = []
+    for dt in DRAIN_INTERVALS_S:
+        for kind in DRAIN_NOISES:
+            new = drain_cell(dt, kind, datasets, seed, n_boot)
+            old = drain_cell(dt, kind, datasets, seed, n_boot, method="bootstrap")
+            for c, o in zip(new, old, strict=True):
+                note = f"old: {o.achieved:.1%}" + (f"; {c.note}" if c.note else "")
+                out.append(replace(c, old_median_width=o.median_width, note=note))
+    return out
 
 
 # ------------------------------------------------------------------ event sizes
