@@ -8,6 +8,7 @@ apart, never folded into the RTT distribution.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,6 +17,52 @@ from cloudbench.analysis.orderstats import order_statistics
 from cloudbench.core.topology import PairGroup
 
 PERCENTILES: tuple[float, ...] = (5, 25, 50, 90, 95, 99, 99.9, 99.99, 99.999)
+
+TAIL_K = 1.0
+"""The one rule for which quantiles a sample can estimate (issue 23, point 6): the
+p-th percentile of n values is printed only when n ≥ TAIL_K / min(p, 1 − p) (p as a
+fraction), i.e. when at least TAIL_K value is expected beyond it; otherwise it is the
+largest (or smallest) value read as a tail it never saw. p99 needs 100 values, p99.9
+1,000, p99.999 100,000. Below that, tables print "—" with the n it needs, CCDFs stop
+at 1/n and summaries leave the value out. An exact 95 % CI of it (what ``confirm``
+prints) needs about 3.7 / (1 − p) values (``analysis.stats.min_n_for_ci``)."""
+
+
+def min_n_for_quantile(p: float) -> int:
+    """The fewest values whose p-th percentile (p in (0, 100)) is printed (:data:`TAIL_K`)."""
+    tail = min(p, 100.0 - p) / 100.0
+    if tail <= 0:
+        raise ValueError(f"percentile must be in (0, 100), got {p}")
+    return math.ceil(TAIL_K / tail - 1e-9)
+
+
+def quantile_estimable(n: int, p: float) -> bool:
+    """Whether ``n`` values estimate their p-th percentile (:data:`TAIL_K`)."""
+    return n >= min_n_for_quantile(p)
+
+
+def not_estimable(n: int, percentiles: Sequence[float] = PERCENTILES) -> list[float]:
+    """The percentiles ``n`` values cannot estimate (:func:`quantile_estimable`)."""
+    return [p for p in percentiles if n > 0 and not quantile_estimable(n, p)]
+
+
+def needs_note(ns: Sequence[int], percentiles: Sequence[float] = PERCENTILES, what: str = "values") -> str:
+    """The note under a table whose rows have ``ns`` values: which percentiles print "—"
+    and how many values each needs; empty when every row estimates every percentile."""
+    hidden = sorted({p for n in ns for p in not_estimable(n, percentiles)},
+                    key=lambda p: min_n_for_quantile(p))
+    if not hidden:
+        return ""
+    return "— : too few " + what + " to estimate; " + ", ".join(
+        f"{pct_label(p)} needs {min_n_for_quantile(p):,}" for p in hidden)
+
+
+def mask_unestimable(row: dict[str, float | int], n: int,
+                     percentiles: Sequence[float] = PERCENTILES) -> dict[str, float | int]:
+    """``row`` with NaN for each percentile its ``n`` values cannot estimate."""
+    for p in not_estimable(n, percentiles):
+        row[pct_label(p)] = float("nan")
+    return row
 
 
 def pct_label(p: float) -> str:
@@ -39,7 +86,8 @@ def quantiles_sorted(xs: np.ndarray, ps: Sequence[float]) -> np.ndarray:
 
 
 def distribution_row(rtt_us: np.ndarray, timeouts: int) -> dict[str, float | int]:
-    """count, timeouts, mean, Table-1 percentiles and max of RTTs in µs.
+    """count, timeouts, mean, Table-1 percentiles and max of RTTs in µs; NaN for the
+    percentiles the sample cannot estimate (:data:`TAIL_K`).
 
     Linear time: only the order statistics the percentiles use are selected
     (:func:`~cloudbench.analysis.orderstats.order_statistics`), the same values a full
@@ -62,7 +110,7 @@ def distribution_row(rtt_us: np.ndarray, timeouts: int) -> dict[str, float | int
     for p, v in zip(PERCENTILES, qs, strict=True):
         row[pct_label(p)] = float(v)
     row["max"] = mx
-    return row
+    return mask_unestimable(row, n)
 
 
 BOX_PERCENTILES: tuple[float, ...] = (5, 25, 50, 75, 95)
@@ -103,5 +151,6 @@ def ccdf_levels(n: int, exceedance: Sequence[float] = CCDF_EXCEEDANCE) -> list[f
     return [100.0 * (1.0 - e) for e in exceedance if e >= 1.0 / n] if n else []
 
 
-__all__ = ["BOX_PERCENTILES", "CCDF_EXCEEDANCE", "PERCENTILES", "PairGroup", "box_stats", "ccdf_levels",
-           "ccdf_points", "distribution_row", "pct_label", "quantiles_sorted"]
+__all__ = ["BOX_PERCENTILES", "CCDF_EXCEEDANCE", "PERCENTILES", "TAIL_K", "PairGroup", "box_stats",
+           "ccdf_levels", "ccdf_points", "distribution_row", "mask_unestimable", "min_n_for_quantile",
+           "needs_note", "not_estimable", "pct_label", "quantile_estimable", "quantiles_sorted"]

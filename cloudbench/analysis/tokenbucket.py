@@ -23,37 +23,59 @@ A drain is one series sent at full speed until the rate dropped and stayed down.
   When B₂ reaches 90 % of the first budget, the bucket was full again and the
   refill is only a lower bound (the rest was too long); this is flagged.
 
-Uncertainty (issue 16: an interval must cover the configured truth, not only
-the noise of the levels). Each estimate's 95 % interval is the 2.5–97.5 %
-percentile interval of ``N_BOOT`` seeded draws that combine three sources:
+Uncertainty (issues 16 and 23: an interval must cover the configured truth, not
+only the noise of the levels, and hold at 1 s sampling, where a drain has two or
+three high-rate intervals). Each 95 % interval combines:
 
-1. **Noise of the levels** — a bootstrap over intervals: the clean intervals of
-   each level resampled with replacement and their mean recomputed.
+1. **Noise of the levels** — Student-t, not a bootstrap: a level's mean has the
+   standard error s·√f/√n of its n clean interval rates (SD s) and n_eff − 1
+   degrees of freedom, n_eff = n/f. A percentile bootstrap of two or three
+   intervals covers 50–66 % (its spread is the sample's, without the t
+   quantile); the t interval is exact for independent normal intervals at any n.
+   f = (1 + ρ)/(1 − ρ) is the variance inflation of a mean of AR(1) intervals,
+   ρ their lag-1 autocorrelation corrected for its small-sample bias
+   ((n·ρ̂ + 1)/(n − 4), Kendall), kept in [0, 0.8]; below
+   ``MIN_DEPENDENCE_N`` intervals it cannot be estimated and is 1 (the few
+   degrees of freedom then carry the width). A level of one interval takes the
+   other level's relative standard error and degrees of freedom.
 2. **Model error of the levels** — a level is modelled as constant; its drift
    (half the difference between the means of its first and second halves) is
-   added as a normal error of that SD to every draw of the level.
-3. **Sampling resolution** — the switch is seen through intervals of length
+   added in quadrature to its standard error.
+3. **Noise of the cumulative bytes** — the budget is V(t_b) − low · t_b and V
+   sums every interval before t_b, each as noisy as the level's intervals: V gets
+   a t error of SD r·√(f·Σ b_i²) (r the high level's relative interval SD, b_i
+   the bits of each interval). The refill's second budget likewise.
+4. **Sampling resolution** — the switch is seen through intervals of length
    ``dt``: each draw of the time to empty gets a uniform error on
    ``[−dt/2, dt/2]``; each draw of the rest before a refill (its ends are
    interval boundaries) one on ``[−dt/2, dt/2]`` too.
 
-For the time to empty, the model also has two readings: the switch time
-interpolated inside the straddling interval(s) (when the bucket really
-emptied) and budget / (high − low) (when a sender at the high rate from the
-first instant would have emptied it; the configured truth). They differ by the
-deficit of the first intervals (slow start) over the high level, so the
-interval spans the draws of both; likewise the budget's interval spans
-V(t_b) − low·t_b and (high − low) × the interpolated switch time. The reported ``sd`` is the SD of the draws of
-the estimate itself. Intervals are still treated as independent.
+The derived quantities (time to empty, budget, refill) propagate ``N_BOOT``
+seeded draws of these errors (levels from their t distributions) through their
+formulas; their interval is the 2.5–97.5 % range of the draws. For the time to
+empty, the model also has two readings: the switch time interpolated inside the
+straddling interval(s) (when the bucket really emptied) and budget / (high −
+low) (when a sender at the high rate from the first instant would have emptied
+it; the configured truth). They differ by the deficit of the first intervals
+(slow start) over the high level, so the interval spans the draws of both;
+likewise the budget's interval spans V(t_b) − low·t_b and (high − low) × the
+interpolated switch time. The reported ``sd`` is the standard error of a level
+and the SD of the draws of a derived estimate.
+
+``method="bootstrap"`` keeps issue 16's intervals (percentile bootstrap over
+intervals, V taken as exact) so the coverage suite can show what they missed
+(62 % for the high rate at 1 s sampling); reports use ``"t"``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import stats as sps
 
 from cloudbench.analysis.throughput import (
     TRANSITION_BAND,
@@ -68,6 +90,10 @@ UTA_WINDOW_S = 10.0
 UTA_FACTOR = 0.75
 N_BOOT = 2000
 SATURATED_SHARE = 0.9
+LEVEL = 0.95
+MIN_DEPENDENCE_N = 8  # intervals needed to estimate their lag-1 autocorrelation
+MAX_RHO = 0.8
+Method = Literal["t", "bootstrap"]
 
 
 def adapt_window(n_intervals: int, window_intervals: int) -> int:
@@ -97,7 +123,7 @@ def uta_drained(rates: FloatArray | list[float], window_intervals: int,
 
 @dataclass(frozen=True)
 class Estimate:
-    """A value with its bootstrap SD and 95 % percentile interval."""
+    """A value with its standard error (or SD of its draws) and 95 % interval."""
 
     value: float
     sd: float = math.nan
@@ -135,6 +161,9 @@ class DrainEstimate:
     high_rates: FloatArray = field(default_factory=lambda: np.zeros(0))
     low_rates: FloatArray = field(default_factory=lambda: np.zeros(0))
     interval_s: float = 0.0  # sampling resolution (median interval length)
+    high_error: LevelError | None = None  # Student-t errors of the levels (method "t")
+    low_error: LevelError | None = None
+    method: Method = "t"
 
 
 def _resample(rng: np.random.Generator, x: FloatArray, n_boot: int) -> FloatArray:
@@ -152,8 +181,79 @@ def level_drift(x: FloatArray) -> float:
     return float(abs(np.mean(x[:half]) - np.mean(x[len(x) - half:])) / 2.0)
 
 
+def dependence_factor(*levels: FloatArray) -> float:
+    """Variance inflation (1 + ρ)/(1 − ρ) of the mean of a level read as AR(1), ρ the
+    lag-1 autocorrelation of the intervals of all ``levels`` (each relative to its own
+    mean: the intervals of one series share one dependence), corrected for its bias
+    ((n·ρ̂ + 1)/(n − 4)) and kept in [0, ``MAX_RHO``]; 1 under ``MIN_DEPENDENCE_N``
+    intervals in all (too few to estimate ρ)."""
+    devs = [np.asarray(x, dtype=np.float64) / float(np.mean(x)) - 1.0 for x in levels
+            if len(x) >= 2 and float(np.mean(x)) > 0]
+    n = sum(len(d) for d in devs)
+    den = sum(float(np.sum(d * d)) for d in devs)
+    if n < MIN_DEPENDENCE_N or den <= 0:
+        return 1.0
+    rho_hat = sum(float(np.sum(d[1:] * d[:-1])) for d in devs) / den
+    rho = min(max((n * rho_hat + 1.0) / (n - 4.0), 0.0), MAX_RHO)
+    return (1.0 + rho) / (1.0 - rho)
+
+
+@dataclass(frozen=True)
+class LevelError:
+    """The error of a level's mean: standard error, Student-t degrees of freedom, both
+    relative to the mean, the relative SD of one interval and the dependence factor
+    (method in the module docstring). NaN when nothing measures the level's spread."""
+
+    se: float
+    df: float
+    rel_se: float
+    rel_sd: float
+    factor: float = 1.0
+
+
+NO_ERROR = LevelError(math.nan, math.nan, math.nan, math.nan)
+
+
+def level_error(x: FloatArray, mean: float, factor: float = 1.0,
+                other: LevelError | None = None) -> LevelError:
+    """Student-t error of the mean of the interval rates ``x`` (dependence ``factor``,
+    :func:`dependence_factor`) with its drift as model error; with one interval,
+    ``other``'s relative errors scaled to ``mean``."""
+    n = len(x)
+    if n < 2 or mean <= 0:
+        if other is None or not math.isfinite(other.se) or n == 0 or mean <= 0:
+            return NO_ERROR
+        return LevelError(other.rel_se * mean, other.df, other.rel_se, other.rel_sd, other.factor)
+    f = factor
+    s = float(np.std(x, ddof=1))
+    se = math.sqrt(f * s * s / n + level_drift(x) ** 2)
+    return LevelError(se, max(n / f - 1.0, 1.0), se / mean, s / mean, f)
+
+
+def _t_draws(rng: np.random.Generator, mean: float, err: LevelError, n_boot: int) -> FloatArray:
+    if not math.isfinite(err.se):
+        return np.full(n_boot, math.nan)
+    return np.asarray(mean + err.se * rng.standard_t(err.df, n_boot), dtype=np.float64)
+
+
+def level_interval(mean: float, err: LevelError, level: float = LEVEL) -> Estimate:
+    """The Student-t interval mean ± t(0.5 + level/2, df)·se; no interval without an error."""
+    if not math.isfinite(err.se):
+        return Estimate(mean)
+    half = float(sps.t.ppf(0.5 + level / 2.0, err.df)) * err.se
+    return Estimate(mean, err.se, mean - half, mean + half)
+
+
+def volume_sd(bits: FloatArray, err: LevelError) -> float:
+    """SD of a sum of interval volumes ``bits`` each as noisy (relative SD) as the
+    intervals of the level ``err`` describes, dependence included (point 3 of the
+    module docstring)."""
+    b = np.asarray(bits, dtype=np.float64)
+    return float(err.rel_sd * math.sqrt(err.factor * float(np.sum(b * b))))
+
+
 def _level_draws(rng: np.random.Generator, x: FloatArray, n_boot: int) -> FloatArray:
-    """Bootstrap means of a level plus its drift as a normal model error."""
+    """Issue 16's draws of a level: bootstrap means plus its drift as a normal model error."""
     return _resample(rng, x, n_boot) + rng.normal(0.0, 1.0, n_boot) * level_drift(x)
 
 
@@ -178,7 +278,7 @@ def interval_seconds(t_start: FloatArray, t_end: FloatArray) -> float:
 
 def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
                    window_intervals: int, factor: float = UTA_FACTOR, n_boot: int = N_BOOT,
-                   seed: int = 0) -> DrainEstimate:
+                   seed: int = 0, method: Method = "t") -> DrainEstimate:
     """Drained?, high and low rate, time to empty and budget of one drain series."""
     t0 = np.asarray(t_start, dtype=np.float64)
     t1 = np.asarray(t_end, dtype=np.float64)
@@ -195,27 +295,54 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
             est.notes.append("drained by the rule, but no clean high→low shift to measure")
         return est
     rng = np.random.default_rng(seed)
-    hb = _level_draws(rng, shift.high_rates, n_boot)
-    lb = _level_draws(rng, shift.low_rates, n_boot)
     dt = interval_seconds(t0, t1)
     start = float(t0[0])
+    est.method = method
+    if method == "t":
+        # the largest of each level's own dependence and both levels' pooled one (a
+        # short level's own cannot be estimated; the intervals of one series share
+        # their process, but the levels' noise mixes may differ, so no pooling alone)
+        f = max(dependence_factor(shift.high_rates), dependence_factor(shift.low_rates),
+                dependence_factor(shift.high_rates, shift.low_rates))
+        he0 = level_error(shift.high_rates, shift.high_bps, f)
+        le = level_error(shift.low_rates, shift.low_bps, f, he0)
+        he = level_error(shift.high_rates, shift.high_bps, f, le)
+        est.high_error, est.low_error = he, le
+        hb = _t_draws(rng, shift.high_bps, he, n_boot)
+        lb = _t_draws(rng, shift.low_bps, le, n_boot)
+        # V(t_b) sums every interval before the first clean low one
+        v_sd = volume_sd(8.0 * b[: shift.first_low], he)
+        vb = v_sd * rng.standard_t(he.df, n_boot) if math.isfinite(v_sd) else np.full(n_boot,
+                                                                                        math.nan)
+    else:
+        hb = _level_draws(rng, shift.high_rates, n_boot)
+        lb = _level_draws(rng, shift.low_rates, n_boot)
+        vb = np.zeros(n_boot)
 
-    def derive(h: FloatArray | float, lo: FloatArray | float) -> tuple[FloatArray, FloatArray]:
+    def derive(h: FloatArray | float, lo: FloatArray | float,
+               v: FloatArray | float = 0.0) -> tuple[FloatArray, FloatArray]:
         h_a, l_a = np.atleast_1d(np.asarray(h, dtype=np.float64)), np.atleast_1d(
             np.asarray(lo, dtype=np.float64))
         tau = shift_time(shift.t_a, shift.t_b, shift.bits_a, shift.bits_b, h_a, l_a)
-        budget = shift.bits_b - l_a * (shift.t_b - start)
+        budget = shift.bits_b + v - l_a * (shift.t_b - start)
         return tau - start, budget
 
     tau0, bud0 = derive(shift.high_bps, shift.low_bps)
-    taub, budb = derive(hb, lb)
+    taub, budb = derive(hb, lb, vb)
     # the budget's other reading: the levels times the interpolated switch time
     bud_switch = (hb - lb) * taub
     taub = taub + rng.uniform(-dt / 2.0, dt / 2.0, n_boot)
     with np.errstate(divide="ignore", invalid="ignore"):
         ideal = np.where(hb > lb, budb / (hb - lb), np.nan)
-    est.high = _est(shift.high_bps, hb)
-    est.low = _est(shift.low_bps, lb)
+    if method == "t":
+        # a level of one interval has no interval of its own (its error is borrowed
+        # from the other level, good enough for the derived quantities' draws only)
+        est.high = level_interval(shift.high_bps, he) if shift.n_high > 1 else Estimate(
+            shift.high_bps)
+        est.low = level_interval(shift.low_bps, le) if shift.n_low > 1 else Estimate(shift.low_bps)
+    else:
+        est.high = _est(shift.high_bps, hb)
+        est.low = _est(shift.low_bps, lb)
     est.time_to_empty = _interval(float(tau0[0]), taub, ideal)
     est.budget = _interval(float(bud0[0]), budb, bud_switch)
     est.interval_s = dt
@@ -224,7 +351,8 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
     est.n_high, est.n_low = shift.n_high, shift.n_low
     est.high_rates, est.low_rates = shift.high_rates, shift.low_rates
     if shift.n_low < 2 or shift.n_high < 2:
-        est.notes.append("a level rests on fewer than two intervals; its spread is unknown")
+        est.notes.append("a level rests on fewer than two intervals: its spread is unknown and "
+                         "it has no interval; sample faster")
     return est
 
 
@@ -241,7 +369,8 @@ class RefillEstimate:
 def estimate_refill(first: DrainEstimate, t_start: FloatArray, t_end: FloatArray,
                     nbytes: FloatArray, rest_s: float, n_boot: int = N_BOOT,
                     seed: int = 1) -> RefillEstimate:
-    """Refill rate from a second drain after a rest, with the first drain's levels."""
+    """Refill rate from a second drain after a rest, with the first drain's levels
+    (and its method: the second budget's volume is noisy as the first's)."""
     out = RefillEstimate(rest_s, None, None)
     if first.high is None or first.low is None or first.budget is None:
         out.notes.append("the first drain has no measured levels; no refill estimate")
@@ -274,9 +403,16 @@ def estimate_refill(first: DrainEstimate, t_start: FloatArray, t_end: FloatArray
     t_b = float(t0[j]) - float(t0[0])
     bits_b = float(cum[j])
     rng = np.random.default_rng(seed)
-    lb = _level_draws(rng, first.low_rates, n_boot)
+    if first.method == "t" and first.low_error is not None and first.high_error is not None:
+        lb = _t_draws(rng, lo, first.low_error, n_boot)
+        he = first.high_error
+        v_sd = volume_sd(8.0 * b[:j], he)
+        vb = v_sd * rng.standard_t(he.df, n_boot) if math.isfinite(v_sd) else np.zeros(n_boot)
+    else:
+        lb = _level_draws(rng, first.low_rates, n_boot)
+        vb = np.zeros(n_boot)
     budget = bits_b - lo * t_b
-    boot_budget = bits_b - lb * t_b
+    boot_budget = bits_b + vb - lb * t_b
     dt = first.interval_s or interval_seconds(t0, t1)
     # the rest is measured between interval boundaries: each end is known to ±dt/2
     boot_rest = np.maximum(rest_s + rng.uniform(-dt / 2.0, dt / 2.0, n_boot), dt / 2.0)

@@ -23,6 +23,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from cloudbench.analysis.latency import needs_note
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
 from cloudbench.report.figures import section_figures
@@ -187,16 +188,24 @@ def _distribution_cols(rows: list[dict[str, Any]], labels: list[tuple[str, str]]
     return [*labels, *[(k, k) for k in keys]]
 
 
+def _needs(rows: list[dict[str, Any]]) -> str:
+    """The note under a distribution table: which percentiles (–) its RTTs cannot estimate."""
+    note = needs_note([int(r.get("count") or 0) - int(r.get("timeouts") or 0) for r in rows],
+                      what="RTTs")
+    return f'<p class="note">{esc(note)}</p>' if note else ""
+
+
 def _echo_tables(page: Page, w: dict[str, Any]) -> None:
     groups = w.get("groups") or []
     if groups:
         page.add("<h3>RTT by latency group (µs)</h3>"
-                 + table(groups, _distribution_cols(groups, [("group", "group")]), left=("group",)))
+                 + table(groups, _distribution_cols(groups, [("group", "group")]), left=("group",))
+                 + _needs(groups))
     quorums = w.get("quorums") or []
     if quorums:
         page.add("<h3>Quorum latency (µs; k-th fastest reply per round)</h3>"
                  + table(quorums, _distribution_cols(quorums, [("quorum", "quorum"), ("group", "group")]),
-                         left=("quorum", "group")))
+                         left=("quorum", "group")) + _needs(quorums))
     shifts = w.get("level_shifts") or []
     if shifts:
         page.add("<h3>Level shifts and spikes (µs)</h3>" + table(

@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
+from scipy.signal import lfilter
 
 from cloudbench.analysis.confirm import (
     SLOPE_BOOT_SIZES,
@@ -28,7 +29,7 @@ from cloudbench.analysis.confirm import (
 from cloudbench.analysis.events import detect_pair_events, spike_size_interval, step_size_interval
 from cloudbench.analysis.stats import fit_sqrt_law, quantile_ci_ranks
 from cloudbench.analysis.throughput import capacity_lower_bound_95
-from cloudbench.analysis.tokenbucket import estimate_drain, estimate_refill
+from cloudbench.analysis.tokenbucket import Method, estimate_drain, estimate_refill
 
 FloatArray = NDArray[np.float64]
 
@@ -43,6 +44,8 @@ class Coverage:
     datasets: int
     seconds: float = 0.0
     note: str = ""
+    median_width: float = math.nan  # of the interval, relative to the truth (where one applies)
+    old_median_width: float = math.nan  # of the interval it replaced, on the same data
 
     @property
     def achieved(self) -> float:
@@ -58,7 +61,7 @@ def _timed(fn: Callable[[], list[Coverage]]) -> list[Coverage]:
     t0 = time.perf_counter()
     out = fn()
     dt = (time.perf_counter() - t0) / max(len(out), 1)
-    return [Coverage(c.interval, c.nominal, c.covered, c.datasets, dt, c.note) for c in out]
+    return [replace(c, seconds=dt) for c in out]
 
 
 # ------------------------------------------------------------------ quantile CIs
@@ -86,57 +89,122 @@ def quantile_cis(datasets: int = 2000, seed: int = 0) -> list[Coverage]:
 # ------------------------------------------------------------- token-bucket drains
 
 
+DRAIN_INTERVALS_S: tuple[float, ...] = (0.25, 0.5, 1.0)
+DRAIN_NOISES: tuple[str, ...] = ("iid", "ar1")
+DRAIN_QUANTITIES: tuple[str, ...] = ("high rate", "low rate", "time to empty", "budget", "refill")
+FINE_S = 1e-3  # the fluid simulation's grid
+
+
+def ar1_noise(rng: np.random.Generator, n: int, step: float, sd: float,
+              corr_s: float) -> FloatArray:
+    """A stationary Ornstein–Uhlenbeck process sampled every ``step`` s: SD ``sd``,
+    correlation time ``corr_s`` (lag-k correlation exp(−k·step/corr_s)).
+
+    It lives on the fine grid, not on the sampling intervals, so the correlation of
+    interval means depends on the interval length, as it does for cross traffic or a
+    scheduler: nothing here knows how the estimator cuts or models the series."""
+    phi = math.exp(-step / corr_s)
+    innov = rng.normal(0.0, sd * math.sqrt(1.0 - phi * phi), n)
+    innov[0] = rng.normal(0.0, sd)
+    # x_j = phi x_{j-1} + innov_j, as a linear filter
+    return np.asarray(lfilter([1.0], [1.0, -phi], innov), dtype=np.float64)
+
+
 def simulate_drain(rng: np.random.Generator, high: float, low: float, tokens: float, dt: float,
                    seconds: float, t_offset: float = 0.0, ramp_s: float = 0.3,
-                   noise: float = 0.01) -> tuple[FloatArray, FloatArray, FloatArray, float]:
+                   noise: float = 0.01, noise_kind: str = "iid",
+                   corr_s: float = 0.5) -> tuple[FloatArray, FloatArray, FloatArray, float]:
     """A fluid token bucket on a 1 ms grid: a sender that ramps from half to the
     full high rate over ``ramp_s`` (slow start), the bucket refilling at ``low``;
-    intervals of ``dt`` with multiplicative noise and bytes spilled across
-    interval edges. Returns starts, ends, bytes and the tokens left at the end."""
-    step = 1e-3
-    t = np.arange(0.0, seconds, step)
+    whole intervals of ``dt`` (``seconds`` rounded up to a whole number of them)
+    with noise on the measured bytes and bytes spilled across interval edges.
+
+    ``noise_kind="iid"``: each interval's bytes × N(1, ``noise``). ``"ar1"``: the
+    rate × (1 + an Ornstein–Uhlenbeck process of SD 2 × ``noise`` and correlation
+    time ``corr_s``) on the 1 ms grid, summed into the intervals. Returns starts,
+    ends, bytes and the tokens left at the end."""
+    n = max(1, math.ceil(seconds / dt - 1e-9))
+    per = max(1, round(dt / FINE_S))
+    t = np.arange(n * per) * (dt / per)
+    step = dt / per
     send = high * np.minimum(1.0, 0.5 + 0.5 * t / ramp_s)
     left = tokens + low * t - np.cumsum(send) * step
     rate = np.where(left > 0, send, low)
-    k = np.floor(t / dt).astype(np.int64)
-    fluid = np.asarray(np.bincount(k, weights=rate * step), dtype=np.float64)
-    n = len(fluid)
+    if noise_kind == "ar1":
+        rate = rate * (1.0 + ar1_noise(rng, len(t), step, 2.0 * noise, corr_s))
+        fluid = rate.reshape(n, per).sum(axis=1) * step
+    elif noise_kind == "iid":
+        fluid = rate.reshape(n, per).sum(axis=1) * step * rng.normal(1.0, noise, n)
+    else:
+        raise ValueError(f"noise_kind must be one of {DRAIN_NOISES}, not {noise_kind!r}")
     spill = rng.normal(0.0, noise, n + 1) * low * dt
-    bits = fluid * rng.normal(1.0, noise, n) + spill[1:] - spill[:-1]
+    bits = fluid + spill[1:] - spill[:-1]
     t0 = np.asarray(t_offset + np.arange(n) * dt, dtype=np.float64)
     return t0, t0 + dt, np.asarray(np.maximum(bits, 0.0) / 8.0, dtype=np.float64), max(float(left[-1]), 0.0)
 
 
-def drains(datasets: int = 1000, seed: int = 1, n_boot: int = 1000) -> list[Coverage]:
-    """Time to empty, budget and refill intervals (analysis.tokenbucket) against the bucket."""
+def drain_cell(dt: float, noise_kind: str, datasets: int = 1000, seed: int = 1,
+               n_boot: int = 1000, method: Method = "t") -> list[Coverage]:
+    """High and low rate, time to empty, budget and refill intervals
+    (analysis.tokenbucket) against the simulated bucket, at one sampling interval
+    ``dt`` and one noise kind. A data set whose drain gives no interval of a quantity
+    is left out of the coverage and counted in the note (coverage is that of the
+    intervals printed). ``median_width`` is relative to the truth. ``method="bootstrap"``
+    runs issue 16's intervals (what they missed)."""
 
     def run() -> list[Coverage]:
-        rng = np.random.default_rng(seed)
-        hits = {"time to empty": 0, "budget": 0, "refill": 0}
+        rng = np.random.default_rng([seed, round(dt * 1000), DRAIN_NOISES.index(noise_kind)])
+        hits = dict.fromkeys(DRAIN_QUANTITIES, 0)
+        widths: dict[str, list[float]] = {q: [] for q in DRAIN_QUANTITIES}
         for i in range(datasets):
             high = rng.uniform(100e6, 400e6)
             low = high * rng.uniform(0.1, 0.45)
             tau = rng.uniform(1.5, 6.0)
             tokens = tau * (high - low)
-            dt = float(rng.choice([0.25, 0.5, 1.0]))
             rest = rng.uniform(0.2, 0.8) * tokens / low
-            a = simulate_drain(rng, high, low, tokens, dt, tau + 6.0)
+            a = simulate_drain(rng, high, low, tokens, dt, tau + 6.0, noise_kind=noise_kind)
             first = estimate_drain(a[0], a[1], a[2], window_intervals=max(1, round(2 / dt)),
-                                   n_boot=n_boot, seed=i)
+                                   n_boot=n_boot, seed=i, method=method)
             # the second drain starts after the rest with what the bucket refilled
             start2 = float(a[1][-1]) + rest
             b = simulate_drain(rng, high, low, low * rest, dt, rest * low / (high - low) + 4.0,
-                               t_offset=start2)
-            refill = estimate_refill(first, b[0], b[1], b[2], start2 - float(a[1][-1]),
+                               t_offset=start2, noise_kind=noise_kind)
+            second = estimate_refill(first, b[0], b[1], b[2], start2 - float(a[1][-1]),
                                      n_boot=n_boot, seed=i)
-            for name, est, truth in (("time to empty", first.time_to_empty, tau),
+            for name, est, truth in (("high rate", first.high, high), ("low rate", first.low, low),
+                                     ("time to empty", first.time_to_empty, tau),
                                      ("budget", first.budget, tokens),
-                                     ("refill", refill.refill, low)):
-                if est is not None and est.low <= truth <= est.high:
-                    hits[name] += 1
-        return [Coverage(f"drain: {k}", 0.95, v, datasets) for k, v in hits.items()]
+                                     ("refill", second.refill, low)):
+                if est is not None and math.isfinite(est.high - est.low):
+                    hits[name] += est.low <= truth <= est.high
+                    widths[name].append((est.high - est.low) / truth)
+        out = []
+        for q in DRAIN_QUANTITIES:
+            w = float(np.median(widths[q])) if widths[q] else math.nan
+            missing = datasets - len(widths[q])
+            out.append(Coverage(f"drain: {q}, every {dt:g} s, {noise_kind}", 0.95, hits[q],
+                                len(widths[q]), median_width=w,
+                                note=f"{missing} of {datasets} without an interval" if missing
+                                else ""))
+        return out
 
     return _timed(run)
+
+
+def drains(datasets: int = 1100, seed: int = 1, n_boot: int = 1000) -> list[Coverage]:
+    """:func:`drain_cell` at every sampling interval and noise kind, each row with the
+    median width and coverage of issue 16's intervals on the same data beside it.
+    1,100 data sets a cell, so that at least 1,000 print each interval (up to 4 % of
+    drains sampled every second have a single high interval and print none for it)."""
+    out = []
+    for dt in DRAIN_INTERVALS_S:
+        for kind in DRAIN_NOISES:
+            new = drain_cell(dt, kind, datasets, seed, n_boot)
+            old = drain_cell(dt, kind, datasets, seed, n_boot, method="bootstrap")
+            for c, o in zip(new, old, strict=True):
+                note = f"old: {o.achieved:.1%}" + (f"; {c.note}" if c.note else "")
+                out.append(replace(c, old_median_width=o.median_width, note=note))
+    return out
 
 
 # ------------------------------------------------------------------ event sizes

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from cloudbench.analysis.latency import PERCENTILES, distribution_row, quantiles_sorted
+from cloudbench.analysis.latency import (
+    PERCENTILES,
+    distribution_row,
+    min_n_for_quantile,
+    needs_note,
+    quantile_estimable,
+    quantiles_sorted,
+)
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, PairGroup, classify_pair
 from cloudbench.report.render import render_report as render
 from cloudbench.store.manifest import Manifest
@@ -151,3 +158,19 @@ def test_echo_worker_health_from_the_trials_stats() -> None:
                                    "pairs": [], "workers": old}}}, console)
     text = console.export_text()
     assert "left late, by at most 4.2 ms\n" in text and "stamp" not in text
+
+
+def test_quantiles_are_printed_only_where_the_sample_reaches() -> None:
+    """One rule (TAIL_K = 1): the p-th percentile needs 1 / min(p, 1 − p) values."""
+    assert [min_n_for_quantile(p) for p in (5, 50, 90, 99, 99.9, 99.99, 99.999)] == [
+        20, 2, 10, 100, 1000, 10_000, 100_000]
+    assert quantile_estimable(100, 99) and not quantile_estimable(99, 99)
+    rng = np.random.default_rng(0)
+    small = distribution_row(rng.exponential(100.0, 80), timeouts=3)
+    assert small["count"] == 83 and np.isfinite(small["p95"])
+    assert all(np.isnan(small[k]) for k in ("p99", "p99.9", "p99.99", "p99.999"))
+    big = distribution_row(rng.exponential(100.0, 1000), timeouts=0)
+    assert np.isfinite(big["p99.9"]) and np.isnan(big["p99.99"])
+    assert needs_note([80, 1000]) == ("— : too few values to estimate; p99 needs 100, p99.9 needs 1,000, "
+                                      "p99.99 needs 10,000, p99.999 needs 100,000")
+    assert needs_note([100_000]) == ""

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from cloudbench.analysis.tokenbucket import (
+    MIN_DEPENDENCE_N,
     adapt_window,
+    dependence_factor,
     drained_at,
     estimate_drain,
     estimate_refill,
+    level_error,
+    level_interval,
     uta_drained,
+    volume_sd,
 )
 from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES, expected_goodput
 from cloudbench.workers import tput as tput_worker
@@ -74,7 +80,7 @@ def test_drain_recovers_the_bucket_exactly_without_noise(dt: float, budget_mib: 
     assert est.volume_before_bits == pytest.approx(high * tokens / (high - low))
 
 
-def test_drain_with_noise_and_its_bootstrap_intervals() -> None:
+def test_drain_with_noise_and_its_intervals() -> None:
     high, low, tokens = 1e9, 250e6, 4 * 2**30 * 8  # ≈ 45.8 s at high rate
     covered = {"high": 0, "low": 0}
     for seed in range(20):
@@ -87,8 +93,8 @@ def test_drain_with_noise_and_its_bootstrap_intervals() -> None:
         covered["high"] += est.high.low <= high <= est.high.high
         covered["low"] += est.low.low <= low <= est.low.high
         assert est.high_rate_sd == pytest.approx(0.03 * high, rel=0.4)
-    # percentile bootstrap of a mean: nominal 95 %, somewhat less at n ≈ 45 and 75
-    assert covered["high"] >= 15 and covered["low"] >= 15
+    # Student-t intervals of i.i.d. intervals: 95 %; 17 of 20 has probability 0.98
+    assert covered["high"] >= 17 and covered["low"] >= 17
 
 
 def test_no_drain_under_a_plain_cap() -> None:
@@ -148,3 +154,46 @@ def test_real_drain_behind_tbf_matches_the_configured_bucket() -> None:
     rf = estimate_refill(est, *parts[1], rest_s=rest)
     assert rf.refill is not None
     assert rf.refill.value == pytest.approx(exp["refill_rate"], rel=0.05)
+
+
+def test_level_interval_is_students_t_of_the_interval_rates() -> None:
+    """Three intervals (no drift term under four, no dependence under eight): the
+    interval is scipy's t interval of their mean, far wider than their range."""
+    x = np.array([200e6, 203e6, 198e6])
+    err = level_error(x, float(x.mean()))
+    assert err.df == 2 and err.se == pytest.approx(float(np.std(x, ddof=1)) / np.sqrt(3))
+    est = level_interval(float(x.mean()), err)
+    lo, hi = sps.t.interval(0.95, 2, loc=x.mean(), scale=sps.sem(x))
+    assert (est.low, est.high) == pytest.approx((lo, hi))
+    assert est.high - est.low > 2 * np.ptp(x)  # a percentile bootstrap gives at most the range
+
+
+def test_dependence_factor_reads_ar1_and_not_iid() -> None:
+    rng = np.random.default_rng(4)
+    phi = 0.6
+    e = rng.normal(0.0, 1.0, 4000)
+    ar = np.empty_like(e)
+    ar[0] = e[0]
+    for i in range(1, len(e)):
+        ar[i] = phi * ar[i - 1] + e[i]
+    assert dependence_factor(100.0 + ar) == pytest.approx((1 + phi) / (1 - phi), rel=0.15)
+    assert dependence_factor(100.0 + e) == pytest.approx(1.0, abs=0.15)
+    assert dependence_factor(100.0 + ar[: MIN_DEPENDENCE_N - 1]) == 1.0  # too few to tell
+    # pooled over two levels: each relative to its own mean
+    assert dependence_factor(100.0 + ar[:30], 1000.0 + 10.0 * ar[30:60]) > 1.5
+    # larger intervals scale the relative noise of a sum of volumes
+    err = level_error(100.0 + e[:20], 100.0)
+    assert volume_sd(np.full(4, 100.0), err) == pytest.approx(err.rel_sd * 200.0)
+
+
+def test_a_level_of_one_interval_has_no_interval() -> None:
+    """Emptied 1.5 s into a drain sampled every second: one clean high interval."""
+    high, low = 200e6, 50e6
+    est = estimate_drain(*simulate(high, low, 1.5 * (high - low), 12.0, 1.0, noise=0.02, seed=3),
+                         window_intervals=2)
+    assert est.n_high == 1 and est.high is not None and est.low is not None
+    assert np.isnan(est.high.low) and np.isnan(est.high.high)
+    assert np.isfinite(est.low.low) and any("no interval" in n for n in est.notes)
+    # the budget (V(t_b) − low·t_b) still has its interval
+    assert est.budget is not None and est.budget.low < 1.5 * (high - low) < est.budget.high
+

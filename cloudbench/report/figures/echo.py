@@ -21,13 +21,24 @@ MAX_LINE_POINTS = 400
 """Points per thin pair line (every k-th window beyond it)."""
 
 
+DISTRIBUTIONS = ("groups", "quorums", "pairs", "boxes", "tails")
+"""The section's keys whose rows are per swept value (``sweep``) when a parameter was swept."""
+
+
 def figures(wname: str, sec: dict[str, Any]) -> list[Plot]:
-    """Every echo figure the section has data for, in reading order."""
+    """Every echo figure the section has data for, in reading order. When a parameter was
+    swept, the distribution figures come once per swept value (never pooled over values)."""
+    labels = list(dict.fromkeys(r["sweep"] for k in DISTRIBUTIONS for r in sec.get(k) or []
+                                if r.get("sweep")))
+    views = [(wname, sec)] if not labels else [
+        (f"{wname} ({lb})", {**sec, **{k: [r for r in sec.get(k) or [] if r.get("sweep") == lb]
+                                       for k in DISTRIBUTIONS}}) for lb in labels]
     out: list[Plot] = []
     for draw in (box_plot, tail_plot, time_plot, grid_plot, quorum_plot):
-        p = draw(wname, sec)
-        if p is not None:
-            out.append(p)
+        for name, part in ([(wname, sec)] if draw is time_plot else views):
+            p = draw(name, part)
+            if p is not None:
+                out.append(p)
     return out
 
 
@@ -77,7 +88,9 @@ def box_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
 
 
 def tail_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
-    """CCDF per group on log–log axes, from 1 down to 1e-5 (p99.999)."""
+    """CCDF per group on log–log axes, from 1 down to where the sample ends (1/n, at most
+    1e-5, p99.999): the axis and the percentile marks stop there too, so a group of 80
+    RTTs is not drawn against levels it cannot reach (analysis.latency.TAIL_K)."""
     by: dict[str, list[tuple[float, float]]] = {}
     for r in sec.get("tails") or []:
         if finite(r.get("exceedance")) and finite(r.get("rtt_us")) and r["rtt_us"] > 0:
@@ -93,10 +106,14 @@ def tail_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         ax.plot([p[1] for p in pts], [p[0] for p in pts], color=st.color, linestyle=st.dash, marker=st.marker,
                 markersize=4, markevery=4, linewidth=1.6, label=g)
         parts.append(f"{g} from {_fmt_us(pts[0][1])} to {_fmt_us(pts[-1][1])} at P = {pts[-1][0]:.1g}")
+    # 1/n of the largest group, at most p99.999's level
+    floor = max(min(p[0] for pts in by.values() for p in pts), 1e-5)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_ylim(5e-6, 1.3)
+    ax.set_ylim(floor / 2.0, 1.3)
     for e, name in ((1e-2, "p99"), (1e-3, "p99.9"), (1e-4, "p99.99"), (1e-5, "p99.999")):
+        if e < floor * (1 - 1e-9):
+            break
         ax.axhline(e, color="0.6", linewidth=0.6, linestyle=":")
         ax.annotate(name, (1.0, e), xycoords=("axes fraction", "data"), xytext=(2, 0),
                     textcoords="offset points", va="center", fontsize=7, color="0.35")
@@ -105,8 +122,8 @@ def tail_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     ax.grid(alpha=0.3, which="major")
     ax.set_title(f"{wname}: the tail (complementary CDF)")
     ax.legend(title="latency group", loc="lower left")
-    alt = (f"Complementary CDF of {wname} round-trip times per latency group on log-log axes, down to "
-           "a probability of 1e-5 where enough replies exist: " + "; ".join(parts) + ".")
+    alt = (f"Complementary CDF of {wname} round-trip times per latency group on log-log axes, each "
+           f"down to where its replies end (1/n; the axis to {floor:.1g}): " + "; ".join(parts) + ".")
     return Plot(f"{slug(wname)}-tail", f"{wname}: RTT tail (CCDF)", alt, fig)
 
 

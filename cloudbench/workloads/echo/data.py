@@ -52,6 +52,7 @@ from cloudbench.analysis.latency import (
     PERCENTILES,
     ccdf_levels,
     distribution_row,
+    mask_unestimable,
     pct_label,
 )
 from cloudbench.analysis.levelshift import Series
@@ -579,7 +580,8 @@ class _Scan:
         self.kept.append((self.rep_pos[rep], mat))
 
     def distribution(self, key: int, stats: dict[int, dict[int, int]]) -> dict[str, float | int]:
-        """count, timeouts, mean, Table-1 percentiles and max (µs) of one key (after :meth:`pass2`)."""
+        """count, timeouts, mean, Table-1 percentiles and max (µs) of one key (after :meth:`pass2`);
+        NaN for the percentiles its RTTs cannot estimate (:data:`~cloudbench.analysis.latency.TAIL_K`)."""
         n = int(self.hist[key].sum())
         row: dict[str, float | int] = {"count": n + int(self.timeouts[key]), "timeouts": int(self.timeouts[key])}
         row["mean"] = float(self.sums[key] / n) if n else float("nan")
@@ -591,7 +593,7 @@ class _Scan:
         for p, q in zip(PERCENTILES, qs, strict=True):
             row[pct_label(p)] = q
         row["max"] = mx
-        return row
+        return mask_unestimable(row, n)
 
     def key_stats(self) -> None:
         """:attr:`hist`, :attr:`sums`, :attr:`timeouts` and :attr:`measured` (rows) per key of every

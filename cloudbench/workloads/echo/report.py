@@ -11,12 +11,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from cloudbench.analysis.events import EventParams
-from cloudbench.analysis.latency import PERCENTILES, pct_label
+from cloudbench.analysis.latency import PERCENTILES, needs_note, pct_label, quantile_estimable
 from cloudbench.analysis.levelshift import level_shift_rows, step_windows_needed
 from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
-from cloudbench.workloads.echo import views
+from cloudbench.workloads.echo import sweeps, views
 from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo, utc_of
 from cloudbench.workloads.echo.params import window_of
 from cloudbench.workloads.echo.summaries import spec_quorums
@@ -29,11 +29,19 @@ def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str
     rate = params.get("rate", 100.0)
     interval = 1.0 / float(rate) if isinstance(rate, int | float) and rate else None
     return section_of(aggregate_echo(run, manifest, params["name"], window_of(params),
-                                     spec_quorums(manifest, params), round_interval_s=interval), manifest, params, run)
+                                     spec_quorums(manifest, params), round_interval_s=interval), manifest, params, run,
+                      sweeps.stratum_aggregates(run, manifest, params))
 
 
-def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], run: RunDir) -> dict[str, Any]:
+def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], run: RunDir,
+               parts: list[sweeps.Stratum] | None = None) -> dict[str, Any]:
     """The section from the run's aggregates (:func:`aggregate_echo`).
+
+    When a parameter was swept (``parts``: each value's aggregates,
+    :func:`~cloudbench.workloads.echo.sweeps.stratum_aggregates`), ``groups``, ``quorums``,
+    ``pairs``, ``boxes`` and ``tails`` hold a row per swept value with its ``sweep`` label
+    (``payload=1024``): 64 B and 64 KiB are never pooled into one distribution. Windows,
+    events and level shifts stay per trial (each trial has one value).
 
     Keys the HTML report's figures draw from, besides the tables (all RTTs in µs,
     warm-up rows left out, timeouts not RTTs):
@@ -54,9 +62,10 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
     """
     name = params["name"]
     with ThreadPoolExecutor(1) as pool:  # the modes' densities (numpy) beside the level shifts (Python)
-        more = pool.submit(views.section, run, manifest, params, agg)  # issue 17: modes, handshakes, sweeps
+        more = pool.submit(views.section, run, manifest, params, agg, parts)  # modes, handshakes, sweeps
         shifts = level_shift_rows(agg.pair_series)
         extra = more.result()
+    distributions = sweeps.by_value(parts) if parts else {}
     return {
         "kind": "echo",
         "unit": "us",
@@ -78,17 +87,19 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
         "hosts": list(agg.hosts),
         "trial_utc": {t.id: t.started_utc for t in manifest.trials if t.workload == name},
         **extra,
+        **distributions,
     }
 
 
 def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str, bool]) -> None:
     """The echo section for a person: group and quorum tables, worker health, level shifts."""
-    console.print(_distribution_table(f"{wname}: RTT by latency group (µs)", w["groups"], ["group"]))
+    swept = ["sweep"] if any("sweep" in r for r in w["groups"]) else []
+    console.print(_distribution_table(f"{wname}: RTT by latency group (µs)", w["groups"], ["group", *swept]))
     views.render_modes(wname, w, console)  # beside the percentiles: modes, and which percentiles are unstable
     if w["quorums"]:
         console.print(_distribution_table(
             f"{wname}: quorum latency (µs; k-th fastest reply per round)", w["quorums"],
-            ["quorum", "group"]))
+            ["quorum", "group", *swept]))
     health = w.get("workers")
     if health:
         share = health["late_sends"] / health["rounds"] if health["rounds"] else 0.0
@@ -105,10 +116,13 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
             wt.add_row(*[fmt_number(r[c]) for c in cols])
         console.print(wt)
     if options.get("pairs") and w["pairs"]:
-        pair_cols = ("src", "dst", "group", "count", "timeouts", "mean", "p50", "p99", "max")
-        pt = titled_table(f"{wname}: per pair (µs)", pair_cols, left=("src", "dst", "group"), key=2)
+        pair_cols = ("src", "dst", "group", *swept, "count", "timeouts", "mean", "p50", "p99", "max")
+        note = needs_note([rtt_count(r) for r in w["pairs"]], (50.0, 99.0), what="RTTs")
+        pt = titled_table(f"{wname}: per pair (µs){'; ' + note if note else ''}", pair_cols,
+                          left=("src", "dst", "group", *swept), key=2)
         for r in w["pairs"]:
-            pt.add_row(*[fmt_number(r[c]) for c in pair_cols])
+            pt.add_row(*[pct_cell(r, float(c[1:])) if c in ("p50", "p99") else fmt_number(r[c])
+                         for c in pair_cols])
         console.print(pt)
     events = w.get("events")
     steps = w.get("step_windows")
@@ -196,10 +210,28 @@ def _stamps(health: dict[str, Any]) -> str:
             "not by the kernel")
 
 
+def rtt_count(r: dict[str, Any]) -> int:
+    """The RTTs a distribution row rests on (its count without the timeouts)."""
+    return int(r.get("count") or 0) - int(r.get("timeouts") or 0)
+
+
+def pct_cell(r: dict[str, Any], p: float, n: int | None = None) -> str:
+    """A percentile cell: "—" where the row's RTTs cannot estimate it (latency.TAIL_K)."""
+    n = rtt_count(r) if n is None else n
+    if n > 0 and not quantile_estimable(n, p):
+        return "—"
+    return fmt_number(r.get(pct_label(p), float("nan")))
+
+
 def _distribution_table(title: str, rows: list[dict[str, Any]], labels: list[str]) -> ReportTable:
-    """Table-1 style: one row per group; stacked (groups as columns) when too narrow."""
-    cols = ["count", "timeouts", "mean", *[pct_label(p) for p in PERCENTILES], "max"]
-    t = titled_table(title, [*labels, *cols], left=labels, no_wrap=True, key=len(labels))
+    """Table-1 style: one row per group; stacked (groups as columns) when too narrow. A
+    percentile the row's RTTs cannot estimate prints "—", the title says what it needs."""
+    note = needs_note([rtt_count(r) for r in rows], what="RTTs")
+    cols = ["count", "timeouts", "mean"]
+    t = titled_table(f"{title}{'; ' + note if note else ''}",
+                     [*labels, *cols, *[pct_label(p) for p in PERCENTILES], "max"], left=labels,
+                     no_wrap=True, key=len(labels))
     for r in rows:
-        t.add_row(*[str(r[c]) for c in labels], *[fmt_number(r[c]) for c in cols])
+        t.add_row(*[str(r[c]) for c in labels], *[fmt_number(r[c]) for c in cols],
+                  *[pct_cell(r, p) for p in PERCENTILES], fmt_number(r["max"]))
     return t

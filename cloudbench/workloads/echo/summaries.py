@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from cloudbench.store.manifest import Manifest
@@ -21,17 +22,23 @@ def spec_quorums(manifest: Manifest, params: dict[str, Any]) -> list[Quorum]:
 
 
 def echo_summaries(run: RunDir, agg: EchoAggregates, workload: str) -> list[SummaryRow]:
-    """Per repetition: p50, p99, mean and timeout share per latency group; quorum p50 and p99."""
+    """Per repetition: p50, p99, mean and timeout share per latency group; quorum p50 and p99.
+    A percentile a repetition's RTTs cannot estimate (NaN, analysis.latency.TAIL_K: p99 of
+    fewer than 100) is left out, not summarised as the largest value."""
     rows: list[SummaryRow] = []
     for rep in agg.repetitions:
         for g in agg.groups_by_rep.get(rep, []):
             for metric, key in (("rtt_p50_us", "p50"), ("rtt_p99_us", "p99"), ("rtt_mean_us", "mean")):
-                rows.append(summary_row(run, rep, workload, metric, g["group"], g[key], "us", g["count"]))
+                if math.isfinite(g[key]):
+                    rows.append(summary_row(run, rep, workload, metric, g["group"], g[key], "us",
+                                            g["count"]))
             rows.append(summary_row(run, rep, workload, "timeout_frac", g["group"],
                                     g["timeouts"] / max(g["count"], 1), "1", g["count"]))
         for q in agg.quorums_by_rep.get(rep, []):
             k, n = q["quorum"][1:].split("/")
             for metric, key in ((f"quorum_q{k}of{n}_p50_us", "p50"), (f"quorum_q{k}of{n}_p99_us", "p99")):
+                if not math.isfinite(q[key]):
+                    continue
                 rows.append(summary_row(run, rep, workload, metric, quorum_group(q["group"]), q[key],
                                         "us", q["count"]))
     return rows

@@ -75,12 +75,41 @@ def stratified(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[
     return rows
 
 
-def sweep_table(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[dict[str, Any]]:
+Stratum = tuple[dict[str, Any], EchoAggregates]
+"""One swept value's parameters and the aggregates of its trials alone."""
+
+DISTRIBUTIONS = ("groups", "quorums", "pairs", "boxes", "tails")
+"""The section's keys that hold a distribution of RTTs: per swept value when a parameter was
+swept, never one distribution pooled over values (64 B and 64 KiB are different latencies)."""
+
+
+def stratum_aggregates(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[Stratum]:
+    """The aggregates of each swept value's trials, in increasing order of the values; ``[]``
+    when nothing was swept."""
+    return [(values, _aggregate(run, manifest, params, ids))
+            for values, ids in strata(manifest, params["name"])]
+
+
+def by_value(parts: list[Stratum]) -> dict[str, list[dict[str, Any]]]:
+    """The :data:`DISTRIBUTIONS` of each swept value, each row with its ``sweep`` label
+    (``payload=1024``) after the row's own labels."""
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in DISTRIBUTIONS}
+    for values, agg in parts:
+        label = sweep_label(values)
+        for key in DISTRIBUTIONS:
+            for r in getattr(agg, key):
+                head = {k: r[k] for k in ("quorum", "src", "dst", "group") if k in r}
+                out[key].append({**head, "sweep": label, **r})
+    return out
+
+
+def sweep_table(run: RunDir, manifest: Manifest, params: dict[str, Any],
+                parts: list[Stratum] | None = None) -> list[dict[str, Any]]:
     """Per latency group and swept value: rows, p50 and p99 of all rows, and the median over
-    repetitions of each repetition's p50 and p99 with its CI (µs)."""
+    repetitions of each repetition's p50 and p99 with its CI (µs). ``parts``: the strata's
+    aggregates when the caller has them (:func:`stratum_aggregates`)."""
     out: list[dict[str, Any]] = []
-    for values, ids in strata(manifest, params["name"]):
-        agg = _aggregate(run, manifest, params, ids)
+    for values, agg in (stratum_aggregates(run, manifest, params) if parts is None else parts):
         reps = [r for r in agg.repetitions if agg.groups_by_rep.get(r)]
         per_rep = {rep: {g["group"]: g for g in agg.groups_by_rep[rep]} for rep in reps}
         for g in agg.groups:

@@ -31,15 +31,17 @@ from cloudbench.workloads.echo.params import window_of
 TABLES = ("modes", *connections.TABLES, *sweeps.TABLES)
 
 
-def section(run: RunDir, manifest: Manifest, params: dict[str, Any], agg: EchoAggregates) -> dict[str, Any]:
-    """The keys these views add to one echo workload's section (``agg``: its aggregates)."""
+def section(run: RunDir, manifest: Manifest, params: dict[str, Any], agg: EchoAggregates,
+            parts: list[sweeps.Stratum] | None = None) -> dict[str, Any]:
+    """The keys these views add to one echo workload's section (``agg``: its aggregates;
+    ``parts``: each swept value's, when the caller has them)."""
     name = params["name"]
     per_round = params.get("connection") == "per_round"
     out: dict[str, Any] = {
         "mode": connections.mode_label(params),
         "modes": mode_rows(agg),
         "connect": agg.connect if per_round else [],
-        "sweep": sweeps.sweep_table(run, manifest, params),
+        "sweep": sweeps.sweep_table(run, manifest, params, parts),
         "connection_modes": [],
     }
     if connections.compares(manifest, params):

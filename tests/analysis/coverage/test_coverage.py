@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from cloudbench.analysis.throughput import capacity_lower_bound
@@ -24,7 +25,7 @@ def check(results: list[cv.Coverage], min_datasets: int = 1000) -> None:
         assert c.achieved >= c.nominal - 3 * c.se, c
 
 
-@pytest.mark.parametrize("fn", [cv.quantile_cis, cv.drains, cv.event_sizes, cv.event_size_intervals,
+@pytest.mark.parametrize("fn", [cv.quantile_cis, cv.event_sizes, cv.event_size_intervals,
                                 cv.capacity, cv.confirm_predictions, cv.confirm_slope_intervals],
                          ids=lambda f: f.__name__)
 def test_interval_covers_at_its_nominal_level(fn: Callable[[], list[cv.Coverage]]) -> None:
@@ -39,3 +40,51 @@ def test_the_check_fails_a_bound_that_does_not_hold() -> None:
     print(f"{old.interval}: {old.achieved:.3f}")
     with pytest.raises(AssertionError):
         check([old])
+
+
+DRAIN_CELLS = [(dt, kind) for dt in cv.DRAIN_INTERVALS_S for kind in cv.DRAIN_NOISES]
+DRAIN_DATASETS = 300  # per cell; bench/coverage_table.py runs 1,000
+
+
+@pytest.mark.parametrize(("dt", "kind"), DRAIN_CELLS, ids=[f"{dt:g}s-{k}" for dt, k in DRAIN_CELLS])
+def test_drain_intervals_cover_at_every_sampling_interval(dt: float, kind: str) -> None:
+    """Issue 23, point 5: high and low rate, time to empty, budget and refill at 0.25,
+    0.5 and 1 s sampling with i.i.d. and AR(1) noise. At most 5 % of the data sets
+    (a drain with one high interval at 1 s) print no interval of a quantity."""
+    rows = cv.drain_cell(dt, kind, DRAIN_DATASETS, seed=11)
+    assert [c.interval.split(",")[0] for c in rows] == [f"drain: {q}" for q in cv.DRAIN_QUANTITIES]
+    check(rows, min_datasets=int(0.95 * DRAIN_DATASETS))
+
+
+@pytest.mark.parametrize(("dt", "kind"), [(1.0, "iid"), (1.0, "ar1"), (0.25, "ar1")])
+def test_the_drain_check_fails_issue16_intervals(dt: float, kind: str) -> None:
+    """The percentile bootstrap of two or three intervals and a budget that takes the
+    received bytes as exact: the same check at the same size rejects them."""
+    rows = cv.drain_cell(dt, kind, DRAIN_DATASETS, seed=11, method="bootstrap")
+    for c in rows:
+        print(f"{c.interval}: {c.achieved:.3f}")
+    with pytest.raises(AssertionError):
+        check(rows, min_datasets=int(0.95 * DRAIN_DATASETS))
+
+
+def test_the_simulated_drain_has_whole_intervals_and_its_bucket() -> None:
+    """The simulator's last interval holds a whole interval of data (it held part of
+    one, read as a full one, which lifted the budget's coverage), and without noise the
+    received bits are the bucket's: budget + low × t after it emptied."""
+    rng = np.random.default_rng(0)
+    high, low, tokens, dt = 200e6, 50e6, 300e6, 1.0
+    t0, t1, nbytes, _ = cv.simulate_drain(rng, high, low, tokens, dt, 5.5, noise=0.0)
+    assert len(t0) == 6 and np.allclose(t1 - t0, dt)
+    # within one 1 ms step at the high rate (the fluid grid)
+    assert float(np.sum(nbytes)) * 8.0 == pytest.approx(tokens + low * 6.0, abs=high * 1e-3)
+    # the last interval's rate is the low rate, not a part of it
+    assert nbytes[-1] * 8.0 / dt == pytest.approx(low, rel=1e-6)
+
+
+def test_ar1_noise_has_the_stated_sd_and_correlation() -> None:
+    rng = np.random.default_rng(3)
+    x = cv.ar1_noise(rng, 200_000, 1e-3, 0.02, 0.05)
+    assert float(np.std(x)) == pytest.approx(0.02, rel=0.1)
+    lag = 50  # one correlation time: exp(-1)
+    r = float(np.corrcoef(x[:-lag], x[lag:])[0, 1])
+    assert r == pytest.approx(np.exp(-1.0), abs=0.05)

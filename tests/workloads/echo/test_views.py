@@ -19,6 +19,7 @@ import pytest
 from rich.console import Console
 
 from cloudbench.report.confirm import confirm
+from cloudbench.report.figures.echo import figures
 from cloudbench.store.manifest import Manifest, RepetitionRecord, TrialRecord, save_manifest
 from cloudbench.store.parquet import write_parquet
 from cloudbench.store.rundir import RunDir
@@ -247,3 +248,56 @@ def test_connection_modes_are_compared_side_by_side_in_the_first_workloads_secti
     assert "echo connection modes side by side, same_subnet" in text and "per_round, every 200ms" in text
     assert "connect p50" in text
     assert "TCP handshake of the per-round" in " ".join(rendered(kind, "cold", cold_section).split())
+
+
+def test_swept_values_are_never_pooled_into_one_distribution(tmp_path: Path) -> None:
+    """Issue 23, point 6: payload-sweep's main group table held one distribution of 64 B to
+    64 KiB. Now the groups, pairs, box and tail rows are per swept value, each with the
+    truth's median, and the text table and the figures show each value apart."""
+    w = params(name="sweep", payload=PAYLOADS)
+    run, manifest = write_echo_run(tmp_path, [w], repetitions=2, rounds=200,
+                                   rtts={"sweep": payload_rtts},
+                                   sweeps={"sweep": [{"payload": p} for p in PAYLOADS]})
+    kind = EchoKind()
+    section = kind.report_section(run, manifest, w)
+    groups = [r for r in section["groups"] if r["group"] == "same_subnet"]
+    assert [r["sweep"] for r in groups] == [f"payload={p}" for p in PAYLOADS]
+    for r, p in zip(groups, PAYLOADS, strict=True):
+        # 2 repetitions × 2 ordered pairs × 200 rounds of this value alone (pooled: 4 × more)
+        assert r["count"] == 2 * 2 * 200 and r["p50"] == pytest.approx(100 + p / 64 + 5 * np.log(2), rel=0.05)
+    for key in ("pairs", "boxes", "quorums", "tails"):
+        assert all("sweep" in r for r in section[key]), key
+    assert {r["sweep"] for r in section["boxes"]} == {f"payload={p}" for p in PAYLOADS}
+    text = rendered(kind, "sweep", section)
+    group_table = text[text.index("RTT by latency group"):]
+    assert all(f"payload={p}" in group_table for p in PAYLOADS)
+    plots = figures("sweep", section)
+    titles = [p.title for p in plots]
+    print(titles)
+    for p in PAYLOADS:  # a box plot and a tail per value; one time figure
+        assert f"sweep (payload={p}): RTT per latency group" in titles
+        assert f"sweep (payload={p}): RTT tail (CCDF)" in titles
+    assert sum("windowed" in t or "time" in t for t in titles) <= 1
+
+
+def test_no_quantile_beyond_what_the_sample_can_estimate(tmp_path: Path) -> None:
+    """Issue 23, point 6: the warm workload's groups hold 80 RTTs, yet the report printed
+    p99.99 and p99.999 and drew the CCDF's axis to 1e-5. Now those cells print "—" with
+    the n each needs, the values are NaN (so no summary carries them) and the tail figure
+    stops at 1/n."""
+    w = params(name="warm")
+    run, manifest = write_echo_run(tmp_path, [w], repetitions=1, rounds=40, rtts={"warm": lognormal_rtts(300)})
+    kind = EchoKind()
+    section = kind.report_section(run, manifest, w)
+    g = next(r for r in section["groups"] if r["group"] == "same_subnet")
+    assert g["count"] == 80 and np.isfinite(g["p90"]) and np.isfinite(g["p95"])
+    for key in ("p99", "p99.9", "p99.99", "p99.999"):
+        assert np.isnan(g[key]), key
+    text = rendered(kind, "warm", section)
+    assert "—" in text and "p99.999 needs 100,000" in text and "p99 needs 100" in text
+    assert not any(r.metric == "rtt_p99_us" for r in kind.summarize(run, manifest, w))
+    tail = next(p for p in figures("warm", section) if "CCDF" in p.title)
+    ax = tail.figure.axes[0]
+    assert ax.get_ylim()[0] == pytest.approx(1 / 80 / 2)
+    marks = {t.get_text() for t in ax.texts}
+    assert "p99" not in marks and "p99.999" not in marks  # 1/80 is above the 1e-2 level
