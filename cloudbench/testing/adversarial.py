@@ -170,27 +170,30 @@ MONDAY = 1_704_067_200.0
 def hourly_campaign(rng: np.random.Generator, datasets: int, *, days: int = 7, runs_per_day: int = 24,
                     reps: tuple[int, int] = (2, 3), rep_gap_s: float = 120.0, level: float = 100.0,
                     rep_sd: float = 5.0, run_sd: float = 5.0, day_sd: float = 0.0, amplitude: float = 0.0,
-                    period_s: float = 86400.0, phase: float | None = None) -> Campaign:
+                    period_s: float = 86400.0, phase: float | None = None, start: float = MONDAY,
+                    start_jitter: float = 0.1) -> Campaign:
     """A campaign of ``days`` × ``runs_per_day`` runs, each with 2–3 repetitions ``rep_gap_s``
     apart, and ``datasets`` independent series measured in them.
 
     Value = level + day effect (SD ``day_sd``) + run effect (SD ``run_sd``) +
     repetition noise (SD ``rep_sd``) + ``amplitude``·sin(2π(t − phase)/``period_s``),
     phase uniform per series when not given. With ``amplitude = 0`` there is no
-    time-of-day effect: any test for one is under its null."""
+    time-of-day effect: any test for one is under its null. Runs start at ``start``
+    (UTC epoch s; default a Monday 00:00), one every ``86400/runs_per_day`` s, each up to
+    ``start_jitter`` of that gap late."""
     n_runs = days * runs_per_day
-    start = MONDAY + np.arange(n_runs) * (days * 86400.0 / n_runs)
-    # run start jitter of a scheduler: up to a tenth of the gap between runs
-    start = start + rng.uniform(0.0, 0.1 * 86400.0 / runs_per_day, n_runs)
+    starts = start + np.arange(n_runs) * (days * 86400.0 / n_runs)
+    # a scheduler's start jitter: up to ``start_jitter`` of the gap between runs
+    starts = starts + rng.uniform(0.0, start_jitter * 86400.0 / runs_per_day, n_runs)
     m = reps[1]
-    t = (start[:, None] + rep_gap_s * np.arange(m)[None, :]).ravel()
+    t = (starts[:, None] + rep_gap_s * np.arange(m)[None, :]).ravel()
     run = np.repeat(np.arange(n_runs), m)
-    day = np.floor((t - MONDAY) / 86400.0).astype(np.int64)
+    day = (np.floor(t / 86400.0) - math.floor(start / 86400.0)).astype(np.int64)  # UTC calendar days
     k = rng.integers(reps[0], reps[1] + 1, (datasets, n_runs))
     present = (np.arange(m)[None, None, :] < k[:, :, None]).reshape(datasets, -1)
     ph = rng.uniform(0.0, period_s, (datasets, 1)) if phase is None else np.full((datasets, 1), phase)
     y = (level
-         + day_sd * rng.standard_normal((datasets, days + 1))[:, day]
+         + day_sd * rng.standard_normal((datasets, int(day.max()) + 1))[:, day]
          + run_sd * rng.standard_normal((datasets, n_runs))[:, run]
          + rep_sd * rng.standard_normal((datasets, t.size))
          + amplitude * np.sin(2.0 * np.pi * (t[None, :] - ph) / period_s))
