@@ -5,7 +5,9 @@ assumptions (cloudbench.testing.adversarial_suite), at least 1,000 data sets a r
 Run: ``PYTHONPATH=$PWD .venv/bin/python bench/bench_adversarial.py`` (no root; about 15
 minutes on 2 idle cores, most of it in ``diurnal``). ``--only diurnal,drains`` runs some
 suites, ``--scale 0.2`` smaller sizes, ``--json`` prints the rows as JSON, ``--markdown``
-the README's table. Exits 1 when a row fails its rule (an interval more than 3 Monte
+the README's table. ``--render OLD.json [NEW.json]`` prints the README's table from saved
+``--json`` outputs (one file per suite may be given, comma-separated): the old run's
+achieved value and median width beside the new one's. Exits 1 when a row fails its rule (an interval more than 3 Monte
 Carlo SEs under nominal, a test more than 3 SEs over α, a rate's 95 % upper bound over
 its target).
 """
@@ -40,6 +42,32 @@ def _cells(r: suite.Row) -> list[str]:
 HEAD = ["estimator", "generator", "unit", "nominal", "achieved", "MC SE", "median width", "n", "result", "note"]
 
 
+def _load(paths: str) -> list[suite.Row]:
+    rows = []
+    for path in paths.split(","):
+        with open(path) as f:
+            for d in json.load(f)["rows"]:
+                rows.append(suite.Row(d["estimator"], d["generator"], d["kind"], d["nominal"], d["hits"],
+                                      d["trials"], d["median_width"] if d["median_width"] is not None else math.nan,
+                                      d["unit"], d["note"]))
+    return rows
+
+
+def render(old: list[suite.Row], new: list[suite.Row]) -> str:
+    """The README's table: nominal, achieved and median width of the old run beside the new."""
+    by_key = {r.key: r for r in new}
+    head = ["estimator", "generator", "unit", "nominal", "achieved (old)", "achieved (new)", "MC SE",
+            "median width (old)", "median width (new)", "n", "old", "new", "note"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in old:
+        c = _cells(r)
+        n = by_key.get(r.key)
+        cn = _cells(n) if n is not None else ["—"] * len(c)
+        lines.append("| " + " | ".join([c[0], c[1], c[2], c[3], c[4], cn[4], c[5], c[6], cn[6], c[7], c[8], cn[8],
+                                        c[9]]) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0, help="data sets per row, relative to the full run")
@@ -47,7 +75,13 @@ def main() -> int:
                     + ",".join(s.name for s in suite.SUITES))
     ap.add_argument("--json", action="store_true", help="the rows as JSON")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
+    ap.add_argument("--render", nargs="+", metavar="JSON", help="print the README's table from saved --json "
+                    "outputs: OLD[,OLD...] [NEW[,NEW...]]")
     args = ap.parse_args()
+    if args.render:
+        old = _load(args.render[0])
+        print(render(old, _load(args.render[1]) if len(args.render) > 1 else []))
+        return 0
     only = [s for s in args.only.split(",") if s]
     unknown = set(only) - {s.name for s in suite.SUITES}
     if unknown:
