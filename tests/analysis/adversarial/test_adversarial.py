@@ -1,0 +1,197 @@
+"""Issue 23, point 7: the adversarial coverage suite at reduced sizes.
+
+Every row of :mod:`cloudbench.testing.adversarial_suite` (the full sizes run in
+``bench/bench_adversarial.py``) is one test: an interval fails when its coverage is
+more than 3 Monte Carlo SEs under nominal, a test when its rejection rate is more than
+3 SEs over α. The sizes here are smaller (wider SEs) but still fail every row that
+misses by the margins of issue 23. Rows that fail on today's estimators are marked
+``xfail(strict=True)`` with the reason: when an estimator's fix lands they pass, the
+strict mark turns that into a failure, and the mark is removed.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cloudbench.testing import adversarial_suite as suite
+
+# reduced sizes per suite (the whole folder well under a minute on an idle machine)
+SIZES: dict[str, dict[str, Any]] = {
+    "confirm": {"scale": 0.1}, "checks": {"scale": 0.2}, "throughput": {"scale": 0.2},
+    "drains": {"scale": 0.1}, "levelshift": {"scale": 0.05},
+    # 300 series-hours at 1 round/s (the bench: at 10/s): fewer could not show a bound of 0.01
+    "events": {"scale": 0.05, "quiet_hz": 1.0, "quiet_series_s": 3600.0},
+    # 2 campaigns of 30 series under the null, 1 with the sine (the bench: 20 and 6 of 50)
+    "diurnal": {"scale": 0.05, "series": 30, "day_effects": False},
+}
+
+DIURNAL = "issue 23.1 (diurnal: repetitions counted as independent; runs and days are the units)"
+CONFIRM_CI = "the exact CI assumes i.i.d. repetitions (confirm's checks warn; issue 23.2)"
+RELIABLE = "issue 23.2: a slope bootstrap that resamples repetitions cannot see regimes, drift or AR(1)"
+DRAIN = "issue 23.5: percentile bootstrap on ~2 intervals; budget without the cumulative-byte noise"
+EVENTS = "issue 23.3 (events: false link events, short spikes without an interval)"
+LEVELSHIFT = "issue 23.4: group shifts run on window means (an RTO outlier moves them)"
+TREND = "falling_trend's Kendall test takes successive trials as independent (not in issue 23's list)"
+CAPACITY = ("capacity_lower_bound_95 takes a window's intervals as independent; AR(1) byte noise "
+            "(not in issue 23's list)")
+
+
+# (suite, row key, reason it fails today or None)
+EXPECTED: list[tuple[str, str, str | None]] = [
+    ("checks", "confirm check: independence warning | iid normal, n=20", None),
+    ("checks", "confirm check: normality warning | iid normal, n=20", None),
+    ("checks", "confirm check: stationarity warning | iid normal, n=20", None),
+    ("checks", "confirm check: trend warning | iid normal, n=20", None),
+    ("throughput", "throughput: cap ≥ (95 %) | iid noise, read every 0.5 s", None),
+    ("throughput", "throughput: cap ≥ (95 %) | iid noise, read every 1 s", None),
+    ("throughput", "throughput: cap ≥ (95 %) | ar1 noise, read every 0.5 s", CAPACITY),
+    ("throughput", "throughput: cap ≥ (95 %) | ar1 noise, read every 1 s", None),
+    ("throughput", "throughput: falling-trend warning | 10 trials, no trend, iid", None),
+    ("throughput", "throughput: falling-trend warning | 10 trials, no trend, AR(1) φ=0.7", TREND),
+    ("confirm", "confirm: 95 % CI of the median | iid, n=20", None),
+    ("confirm", "confirm: 95 % CI of the median | heavy, n=20", None),
+    ("confirm", "confirm: 95 % CI of the median | run effects, n=20", None),
+    ("confirm", "confirm: 95 % CI of the median | two regimes, n=20", CONFIRM_CI),
+    ("confirm", "confirm: 95 % CI of the median | AR(1) φ=0.5, n=20", CONFIRM_CI),
+    ("confirm", "confirm: reliable label (wrongly) | halves, n=20", RELIABLE),
+    ("confirm", "confirm: reliable label (wrongly) | two regimes, n=20", RELIABLE),
+    ("confirm", "confirm: reliable label (wrongly) | drift, n=20", RELIABLE),
+    ("confirm", "confirm: reliable label (wrongly) | ar1, n=20", RELIABLE),
+    ("confirm", "confirm: reliable label (rightly) | iid, CV 10 %, n=60", None),
+    *[("drains", f"drain: {q} 95 % interval | {noise} noise, read every {dt} s",
+       DRAIN if (q == "budget" or (noise, q, dt) == ("iid", "high rate", "1")
+                 or (noise == "ar1" and q in ("high rate", "low rate"))) else None)
+      for noise in ("iid", "ar1") for dt in ("0.25", "0.5", "1")
+      for q in ("high rate", "low rate", "time to empty", "budget", "refill")],
+    ("levelshift", "level shifts: group series with a step | quiet 300 x 1 s windows of 1,000 echoes, "
+                   "RTO 1e-4 +200 ms", LEVELSHIFT),
+    ("levelshift", "level shifts: pair series with a step | quiet 300 x 1 s windows of 1,000 echoes, "
+                   "RTO 1e-4 +200 ms", None),
+    ("events", "events: link events per series-hour | quiet, AR(1) t4 jitter + RTO, 1 rounds/s, 30 s window",
+     EVENTS),
+    ("events", "events: link events per quickstart | quiet 20 s at 100 rounds/s, 30 s window", None),
+    ("events", "events: spike size 95 % CI | spike of 30 echoes, AR(1) t4 jitter, 2 s window", None),
+    ("events", "events: spike size 95 % CI | spike of 4 echoes, AR(1) t4 jitter, 2 s window", EVENTS),
+    ("events", "events: step size 95 % CI | step 30-200 µs, AR(1) t4 jitter, 2 s window", None),
+    ("diurnal", "diurnal: Kruskal-Wallis p | 1 week hourly, 2-3 reps, run effects = repetition noise", DIURNAL),
+    # 11.7 % and 13.3 % of 60 series here: under the 13.4 % this size allows (the bench's 500 fail)
+    ("diurnal", "diurnal: Lomb-Scargle p at period | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
+    ("diurnal", "diurnal: weekday vs weekend p | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
+    ("diurnal", "diurnal: best period FAP | 1 week hourly, 2-3 reps, run effects = repetition noise", DIURNAL),
+    ("diurnal", "diurnal: Holm-adjusted p (series) | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
+    ("diurnal", "diurnal: effect found, period ±10 % | 24 h sine, amplitude 7.5 = 1.5x run SD", None),
+    ("diurnal", "diurnal: fit period ± 1.96 SE | 24 h sine, amplitude 7.5 = 1.5x run SD", None),
+    ("diurnal", "diurnal: fit amplitude ± 1.96 SE | 24 h sine, amplitude 7.5 = 1.5x run SD", None),
+]
+
+# Rows that cannot fail at the tests' sizes (bench only): 2 campaigns cannot show a rate over 1 in 10.
+BENCH_ONLY = {
+    "diurnal: verdict 'time-of-day effect' | 1 week hourly, 2-3 reps, run effects = repetition noise, "
+    "30 series/campaign",
+}
+
+
+@functools.cache
+def rows_of(name: str) -> dict[str, suite.Row]:
+    (s,) = [s for s in suite.SUITES if s.name == name]
+    return {r.key: r for r in s.run(**SIZES[name])}
+
+
+def _params() -> list[Any]:
+    out = []
+    for s, key, reason in EXPECTED:
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        out.append(pytest.param(s, key, marks=marks, id=key))
+    return out
+
+
+@pytest.mark.parametrize(("name", "key"), _params())
+def test_row_holds_its_level(name: str, key: str) -> None:
+    rows = rows_of(name)
+    assert key in rows, f"{key!r} not among the rows of {name}: {sorted(rows)}"
+    r = rows[key]
+    print(r.as_dict())
+    assert r.passed, (f"{key}: achieved {r.achieved:.3f} vs nominal {r.nominal} ({r.kind}), MC SE {r.se:.3f}, "
+                      f"n {r.trials:g}, median width {r.width:.4g}; {r.note}")
+
+
+@pytest.mark.parametrize("name", list(SIZES))
+def test_every_row_is_listed(name: str) -> None:
+    """A new row (or a renamed one) must be added to EXPECTED, with its status today."""
+    listed = {k for s, k, _ in EXPECTED if s == name}
+    assert set(rows_of(name)) - BENCH_ONLY == listed
+
+
+# ---------------------------------------------------------- the suite catches breakage
+
+
+def test_a_narrowed_drain_interval_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refill interval holds today (100 data sets); the same interval at a third of its
+    width around its estimate must fail the row's rule at these sizes."""
+    real = suite.adapt_refill
+
+    def narrow(first: Any, d: Any, rest_s: float) -> Any:
+        out = real(first, d, rest_s)
+        e = out.refill
+        if e is not None:
+            half = (e.high - e.low) / 6.0
+            out.refill = type(e)(e.value, e.sd, e.value - half, e.value + half)
+        return out
+
+    rows = {r.key: r for r in suite.drain_rows(scale=0.1)}
+    key = "drain: refill 95 % interval | iid noise, read every 0.25 s"
+    assert rows[key].passed
+    monkeypatch.setattr(suite, "adapt_refill", narrow)
+    broken = {r.key: r for r in suite.drain_rows(scale=0.1)}
+    print(rows[key].achieved, broken[key].achieved)
+    assert not broken[key].passed
+
+
+def test_a_test_that_over_rejects_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A falling-trend warning that fires whenever the last trial is under the first
+    (about half the time under no trend) must fail the rejection-rate rule."""
+    ok = {r.key: r for r in suite.throughput_rows(scale=0.2)}
+    key = "throughput: falling-trend warning | 10 trials, no trend, iid"
+    assert ok[key].passed
+    monkeypatch.setattr(suite, "adapt_falling_trend", lambda v: bool(v[-1] < v[0]))
+    broken = {r.key: r for r in suite.throughput_rows(scale=0.2)}
+    assert not broken[key].passed
+
+
+def test_a_confirm_ci_from_too_few_repetitions_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact CI of the median holds on i.i.d. repetitions; the same CI computed from
+    the first half of the repetitions but shrunk by √2 (a CI that counts each
+    repetition twice) must fail."""
+    real = suite.adapt_confirm
+
+    def doubled(values: Any, p: float = 0.5) -> list[suite.ConfirmOut]:
+        out = []
+        for r, v in zip(real(values, p), values, strict=True):
+            mid = float(np.median(v))
+            out.append(suite.ConfirmOut(mid - (mid - r.ci_low) / 2.0, mid + (r.ci_high - mid) / 2.0,
+                                        r.reliable, r.predicted))
+        return out
+
+    monkeypatch.setattr(suite, "adapt_confirm", doubled)
+    rows = {r.key: r for r in suite.confirm_rows(scale=0.1)}
+    assert not rows["confirm: 95 % CI of the median | iid, n=20"].passed
+
+
+# ----------------------------------------------------------------------- the rules
+
+
+def test_row_rules_at_three_monte_carlo_ses() -> None:
+    se = (0.95 * 0.05 / 1000) ** 0.5  # 0.00689
+    assert suite.Row("x", "g", "interval", 0.95, round(1000 * (0.95 - 2.9 * se)), 1000).passed
+    assert not suite.Row("x", "g", "interval", 0.95, round(1000 * (0.95 - 3.1 * se)), 1000).passed
+    se = (0.05 * 0.95 / 1000) ** 0.5
+    assert suite.Row("x", "g", "test", 0.05, round(1000 * (0.05 + 2.9 * se)), 1000).passed
+    assert not suite.Row("x", "g", "test", 0.05, round(1000 * (0.05 + 3.1 * se)), 1000).passed
+    # rates: 0 events in 300 series-hours is an upper bound of 2.996/300 ≤ 0.01; 1 event is not
+    assert suite.Row("x", "g", "rate", 0.01, 0, 300.0).upper95 == pytest.approx(2.9957 / 300, rel=1e-3)
+    assert suite.Row("x", "g", "rate", 0.01, 0, 300.0).passed
+    assert not suite.Row("x", "g", "rate", 0.01, 1, 300.0).passed
