@@ -272,6 +272,19 @@ _Dumper.add_representer(_Literal, _literal)
 
 HOST_KEY_MODES = ("injected", "generated")
 
+# GCE's guest agent regenerates every SSH host key on an instance's first boot
+# ([InstanceSetup] set_host_keys, true by default), which would replace the key cloud-init
+# installed. Its unit starts After=network-online.target, and cloud-init's network stage (whose
+# modules run write_files, then ssh) is Before=network-online.target; the agent reads this file
+# when it starts, so cloud-init's key stays the only one (both host_keys modes: one key maker).
+GCE_AGENT_CONFIG_PATH = "/etc/default/instance_configs.cfg"
+GCE_AGENT_CONFIG = {
+    "path": GCE_AGENT_CONFIG_PATH,
+    "owner": "root:root",
+    "permissions": "0644",
+    "content": "[InstanceSetup]\nset_host_keys = false\n",
+}
+
 
 def render_cloud_init(settings: CloudSettings, host: HostSpec) -> str:
     """The user-data of one VM: its host key (ours, or made there), our client key, the tools."""
@@ -293,6 +306,7 @@ def render_cloud_init(settings: CloudSettings, host: HostSpec) -> str:
         }}
     doc: dict[str, Any] = {
         **keys,
+        **({"write_files": [GCE_AGENT_CONFIG]} if settings.cloud == "gcp" else {}),
         "ssh_pwauth": False,
         "disable_root": True,
         "ssh_authorized_keys": [settings.client_public_key],
