@@ -43,16 +43,17 @@ class Call:
 
 
 @dataclass
-class StubHttp(BaseAdapter):  # type: ignore[misc]  # requests has no type hints here
+class StubHttp(BaseAdapter):
     rules: Sequence[Rule] = ()
     calls: list[Call] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         super().__init__()
 
-    def send(self, request: requests.PreparedRequest, **_: Any) -> requests.Response:
+    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,  # type: ignore[override]
+             verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
         url = urlsplit(str(request.url))
-        raw = request.body.decode() if isinstance(request.body, bytes) else request.body
+        raw = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -91,7 +92,7 @@ def gcp_client(cls: Callable[..., Any], http: StubHttp) -> Any:
     """A ``google.cloud.compute_v1`` client (REST) whose requests ``http`` answers."""
     from google.auth.credentials import AnonymousCredentials
 
-    client = cls(credentials=AnonymousCredentials())
+    client = cls(credentials=AnonymousCredentials())  # type: ignore[no-untyped-call]
     client._transport._session.mount("https://", http)
     return client
 

@@ -90,7 +90,7 @@ class CloudSettings:
     host_keys: dict[str, HostKeyPair] = field(default_factory=dict)
     placement_group: bool = False
     image: str | None = None
-    project: str | None = None
+    project: str | None = None  # GCP project, or Azure subscription id (as the preflight resolved it)
     # injected: cloudbench makes each VM's host key (its private half passes through the cloud's
     # user data and the encrypted stack state); generated: the VM makes its own and publishes
     # the public half (console output, GCP guest attributes), read before the first connection.
@@ -379,6 +379,8 @@ def stack_config(topology: Topology, settings: CloudSettings,
         cfg["aws:region"] = (topology.regions[0], False)
     if settings.cloud == "gcp" and settings.project:
         cfg["gcp:project"] = (settings.project, False)
+    if settings.cloud == "azure" and settings.project:
+        cfg["azure-native:subscriptionId"] = (settings.project, False)
     return cfg
 
 
