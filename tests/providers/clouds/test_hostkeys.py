@@ -174,3 +174,43 @@ def test_gcp_user_data_tells_the_guest_agent_to_keep_cloud_init_s_host_key(mode:
     # other clouds have no such agent: their user data carries no such file
     aws = settings_for(stormcloud("aws").topology(), "aws")
     assert "write_files" not in yaml.safe_load(cc.render_cloud_init(aws, stormcloud("aws").topology().hosts[0]))
+
+
+def test_aws_fetcher_calls_get_console_output_as_boto3_has_it(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """On moto: a real instance, the real call; moto's console holds no key block, so None (not yet)."""
+    moto = pytest.importorskip("moto")
+    boto3 = pytest.importorskip("boto3")
+    from tests.providers.clouds.test_accounts import no_aws_credentials
+
+    no_aws_credentials(monkeypatch, tmp_path)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+    with moto.mock_aws():
+        session = boto3.session.Session()
+        ec2 = session.client("ec2", region_name="us-east-2")
+        (inst,) = ec2.run_instances(ImageId="ami-12c6146b", InstanceType="m5.large", MinCount=1,
+                                    MaxCount=1)["Instances"]
+        fetch = hk.aws_fetcher(session=session)
+        assert fetch({"id": inst["InstanceId"], "region": "us-east-2"}) is None
+        with pytest.raises(Exception, match="InvalidInstanceID"):
+            fetch({"id": "i-0123456789abcdef0", "region": "us-east-2"})
+
+
+def test_azure_fetcher_reads_boot_diagnostics_through_the_real_client() -> None:
+    pytest.importorskip("azure.mgmt.compute")
+    from azure.mgmt.compute import ComputeManagementClient
+
+    from cloudbench.testing.cloudapis import StubHttp, azure_client
+
+    key = public_key()
+    http = StubHttp([("POST", r"^/subscriptions/s/resourceGroups/rg-eastus-x/providers/Microsoft.Compute/"
+                      r"virtualMachines/vm-a/retrieveBootDiagnosticsData\?", 200,
+                      {"serialConsoleLogBlobUri": "https://blob/serial.log?sas",
+                       "consoleScreenshotBlobUri": "https://blob/shot.bmp?sas"})])
+    got: list[str] = []
+    fetch = hk.azure_fetcher("s", client=azure_client(ComputeManagementClient, http, subscription="s"),
+                             get=lambda url: got.append(url) or console(key))
+    vm_id = "/subscriptions/s/resourceGroups/rg-eastus-x/providers/Microsoft.Compute/virtualMachines/vm-a"
+    assert fetch({"id": vm_id}).startswith(key)  # type: ignore[union-attr]
+    assert got == ["https://blob/serial.log?sas"] and [c.method for c in http.calls] == ["POST"]
