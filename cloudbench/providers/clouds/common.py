@@ -93,7 +93,7 @@ class CloudSettings:
     project: str | None = None  # GCP project, or Azure subscription id (as the preflight resolved it)
     # injected: cloudbench makes each VM's host key (its private half passes through the cloud's
     # user data and the encrypted stack state); generated: the VM makes its own and publishes
-    # the public half (console output, GCP guest attributes), read before the first connection.
+    # the public half (console output; GCP: serial port 1), read before the first connection.
     host_key_mode: str = "injected"
 
     def to_dict(self, secrets: bool = True) -> dict[str, Any]:

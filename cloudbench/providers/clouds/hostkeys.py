@@ -51,7 +51,7 @@ def wait_for_host_keys(cloud: str, stack: str, records: Mapping[str, Mapping[str
         if clock() >= deadline:
             silent = sorted(set(records) - set(keys))
             raise ProvisionError(cloud, stack, f"no host key published after {timeout:.0f} s by "
-                                 f"{', '.join(silent)} (console output / guest attributes); "
+                                 f"{', '.join(silent)} (console output; GCP also guest attributes); "
                                  "use host_keys: injected, or look at the VM's serial console")
         sleep(poll)
 
