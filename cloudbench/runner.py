@@ -27,7 +27,7 @@ from cloudbench.core.cluster import Cluster
 from cloudbench.core.files import sha256_file, utc_now
 from cloudbench.core.version import __version__
 from cloudbench.cost import check_budget, check_leases
-from cloudbench.errors import CloudbenchError, GroupRemoteError, RemoteFailure, ResultError
+from cloudbench.errors import CloudbenchError, GroupRemoteError, ProvisionError, RemoteFailure, ResultError
 from cloudbench.plan import Plan, make_plan
 from cloudbench.providers import get_provider, reap_run
 from cloudbench.providers.base import Provider
@@ -210,6 +210,17 @@ class CampaignRunner:
         m.resumed_utc = [*(getattr(m, "resumed_utc", None) or []), utc_now()]  # type: ignore[attr-defined]
         self._save()
 
+    def _preflight(self, provider: Provider) -> None:
+        findings = provider.preflight(self.spec.topology())
+        for f in findings:
+            if f.status == "warn":
+                self.ui.phase(f"preflight: {f.line()}")
+        refused = [f for f in findings if f.blocks]
+        if refused:
+            raise ProvisionError(provider.name, "-", "preflight: the account would refuse this run "
+                                 "(nothing was created; `cloudbench doctor SPEC` shows every check):\n  "
+                                 + "\n  ".join(f.line() for f in refused))
+
     def _default_provider(self, name: str) -> Provider:
         # Clouds and static hosts read their settings from the spec; cloud state lives
         # under results/<campaign>/, where `cloudbench gc --results` looks for it.
@@ -263,6 +274,7 @@ class CampaignRunner:
         if len(providers) != 1:  # the spec check says so too, with the line
             raise CloudbenchError("a campaign uses one provider for now; split the spec per provider")
         provider = self.provider_factory(providers[0])
+        self._preflight(provider)  # what the account would refuse, before anything exists
         if self.resuming:
             # What the dead run left (testbeds, stacks of a dead controller) goes first.
             for line in reap_run(self.run.path, self.run.path.parent.parent):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cloudbench.errors import ProvisionError, RemoteFailure
+from cloudbench.providers.base import Finding
 from cloudbench.remote import HostResult
 from cloudbench.runner import CampaignRunner, QuietUI
 from cloudbench.testing.fakes import FakeProvider
@@ -52,6 +53,24 @@ def test_hosts_per_campaign_are_made_once(tmp_path: Path) -> None:
     fake = FakeProvider()
     CampaignRunner(spec(3, "campaign"), "q.yaml", tmp_path, provider_factory=lambda _n: fake).execute()
     assert fake.provisioned == ["fake0"] and fake.destroyed == ["fake0"]
+
+
+def test_a_refusing_preflight_stops_the_run_before_anything_exists(tmp_path: Path) -> None:
+    refusal = Finding("aws us-east-1 quota", "fail",
+                      "VPCs per Region (L-F678F1CE): the stack needs 1, 5 of 5 in use")
+    fake = FakeProvider(refuse=[Finding("aws us-east-1 quota", "warn", "cannot read it"), refusal])
+    seen: list[str] = []
+
+    class Seen(QuietUI):
+        def phase(self, text: str) -> None:
+            seen.append(text)
+
+    runner = CampaignRunner(spec(), "q.yaml", tmp_path, provider_factory=lambda _n: fake, ui=Seen())
+    with pytest.raises(ProvisionError, match=r"5 of 5 in use") as e:
+        runner.execute()
+    assert "cannot read it" not in str(e.value)  # warnings are shown, not refused
+    assert any("preflight: aws us-east-1 quota: cannot read it" in line for line in seen)
+    assert fake.provisioned == [] and not runner.run.path.exists()
 
 
 def test_failed_provisioning_is_recorded(tmp_path: Path) -> None:

@@ -25,10 +25,11 @@ def doctor(
                                                 "Pulumi CLI and SDKs are checked", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the findings as JSON")] = False,
 ) -> None:
-    """Check what a cloud run needs: the Pulumi CLI and its version, the cloud SDKs, credentials
-    for each cloud the spec uses (looked for, never printed), the controller CIDR, the leases
-    against the campaign's length, and vCPU counts per region against common default quotas.
-    Prints what to fix; exits 1 when something would stop a run."""
+    """Check what a cloud run needs: the Pulumi CLI and its version, the cloud SDKs, the
+    controller CIDR, the leases against the campaign's length, and the provider's read-only
+    preflight (the one `run` does before `up`): project or subscription, credentials checked live
+    (never printed), each zone's VM types offered, vCPU and network quotas from the cloud's quota
+    APIs. Prints what to fix; exits 1 when something would stop a run."""
     s = cloudbench.load_spec(spec) if spec is not None else None
     findings = cloudbench.diagnose(s)
     if s is not None:

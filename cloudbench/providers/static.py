@@ -20,6 +20,7 @@ import asyncssh
 from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.core.topology import Topology
 from cloudbench.errors import GroupRemoteError, ProvisionError
+from cloudbench.providers.base import Finding
 from cloudbench.providers.clouds.common import slug
 from cloudbench.providers.ready import wait_ready
 from cloudbench.spec.providers import StaticHostModel, StaticProviderModel
@@ -96,6 +97,10 @@ class StaticProvider:
             ha.workdir = results[ha.name].stdout.strip().splitlines()[-1]
         self._dirs[stack] = {ha.name: ha.workdir for ha in hosts}
         return cluster
+
+    def preflight(self, topology: Topology) -> list[Finding]:
+        """Existing hosts: no account to refuse anything (unreachable hosts show at provision)."""
+        return []
 
     def destroy(self, cluster: Cluster) -> None:
         dirs = self._dirs.pop(cluster.stack, None)

@@ -118,12 +118,14 @@ class CloudProviderModel(ProviderModel):
         None, description="instead of the latest Ubuntu 24.04 LTS: an AMI id, a GCE image, "
         "or publisher:offer:sku:version on Azure"
     )
-    project: str | None = Field(None, description="GCP project (default: gcp:project config)")
+    project: str | None = Field(None, description="GCP project (default: as gcloud finds it: "
+                                "$CLOUDSDK_CORE_PROJECT, $GOOGLE_CLOUD_PROJECT, the active gcloud configuration, "
+                                "the application default credentials)")
     host_keys: Literal["injected", "generated"] = Field(
         "injected", description="injected: cloudbench makes each VM's ed25519 host key, so it is pinned "
         "before the first connection, but its private half passes through the cloud's user data "
         "and the (encrypted) stack state; generated: the VM makes its own and publishes the public "
-        "half (console output; GCP guest attributes), which cloudbench reads before connecting")
+        "half (console output; GCP: serial port 1), which cloudbench reads before connecting")
 
 
 class StaticHostModel(Model):

@@ -16,6 +16,7 @@ import asyncssh
 from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.core.topology import Topology
 from cloudbench.errors import ProvisionError
+from cloudbench.providers.base import Finding
 
 
 def _closed_port() -> int:
@@ -33,6 +34,7 @@ class FakeProvider:
     name: str = "fake"
     provisioned: list[str] = field(default_factory=list)
     destroyed: list[str] = field(default_factory=list)
+    refuse: list[Finding] = field(default_factory=list)  # what preflight reports
     _live: set[str] = field(default_factory=set)
 
     @property
@@ -58,6 +60,10 @@ class FakeProvider:
         ]
         self._live.add(stack)
         return Cluster(self.name, stack, topology, hosts, key_path)
+
+    def preflight(self, topology: Topology) -> list[Finding]:
+        """Nothing to refuse; ``refuse`` (findings) stands in for an account that would."""
+        return list(self.refuse)
 
     def destroy(self, cluster: Cluster) -> None:
         self.destroyed.append(cluster.stack)

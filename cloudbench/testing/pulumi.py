@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,9 @@ from cloudbench.core.catalog import CLOUDS
 from cloudbench.core.cluster import Cluster
 from cloudbench.core.topology import Topology
 from cloudbench.errors import ProvisionError
+from cloudbench.providers.base import Finding
 from cloudbench.providers.clouds import common as cc
+from cloudbench.providers.clouds.accounts import Demand
 from cloudbench.providers.clouds.automation import ConfigMap, Output, PulumiProvider, StackRef
 from cloudbench.spec.model import Spec
 
@@ -135,6 +137,28 @@ def program_outputs(program_file: str | Path) -> dict[str, Any]:
     }
 
 
+@dataclass
+class FakeAccount:
+    """An account that refuses nothing (``refuse``: findings it reports for every region)."""
+
+    cloud: str
+    target: str | None = None
+    refuse: list[Finding] = field(default_factory=list)
+
+    def identity(self) -> str:
+        return f"fake {self.cloud} account {self.target or ''}".strip()
+
+    def check(self, demand: Demand) -> list[Finding]:
+        return list(self.refuse)
+
+    def check_global(self, demands: list[Demand]) -> list[Finding]:
+        return []
+
+
+# Where the fake clouds' project and subscription come from (no gcloud or az on the test machine).
+FAKE_ENV = {"GOOGLE_CLOUD_PROJECT": "cloudbench-test", "ARM_SUBSCRIPTION_ID": "00000000-0000-0000-0000-000000000001"}
+
+
 def _no_wait(cluster: Cluster) -> None:
     """The fake VMs are never reachable: skip waiting for them."""
 
@@ -154,7 +178,8 @@ def fake_cloud_provider(auto: FakeAutomation, spec: Spec, results_root: Path, cl
     if cloud not in entries:
         raise ValueError(f"the spec has no {cloud!r} provider (it has {sorted(spec.providers)})")
     return PulumiProvider(cloud, entries[cloud], spec.name, automation=auto,
-                          wait_ready=wait_ready or _no_wait, results_root=results_root)
+                          wait_ready=wait_ready or _no_wait, results_root=results_root,
+                          account=FakeAccount, env=FAKE_ENV, home=results_root)
 
 
 # -- a stand-in `pulumi` executable, for tests of the real Automation API adapter ----------------

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cloudbench.providers.base import Provider
+from cloudbench.providers.base import Finding, Provider
 from cloudbench.testing.fakes import FakeProvider
 from cloudbench.workloads import load_spec
 from tests.paths import QUICKSTART
@@ -16,6 +16,9 @@ from tests.paths import QUICKSTART
 def check_contract(provider: Provider, tmp_path: Path) -> None:
     assert isinstance(provider, Provider)
     topo = load_spec(QUICKSTART).topology()
+    findings = provider.preflight(topo)  # read-only, before anything exists
+    assert isinstance(findings, list) and all(isinstance(f, Finding) for f in findings)
+    assert not any(f.blocks for f in findings), findings
     cluster = provider.provision(topo, tmp_path)
     try:
         assert [h.spec for h in cluster.hosts] == topo.hosts

@@ -33,7 +33,10 @@ import asyncssh
 from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.core.topology import Topology
 from cloudbench.errors import CloudbenchError, ProvisionError, ReapError
+from cloudbench.providers.base import FAIL, OK, Finding
+from cloudbench.providers.clouds import accounts
 from cloudbench.providers.clouds import common as cc
+from cloudbench.providers.clouds.accounts import Account
 from cloudbench.providers.clouds.cli import PulumiCli, find_cli
 from cloudbench.providers.clouds.hostkeys import Fetcher, wait_for_host_keys
 from cloudbench.spec.clouds import controller_cidr_error, normalize_controller_cidr
@@ -357,8 +360,60 @@ class PulumiProvider:
     results_root: Path | None = None
     clock: Callable[[], float] = time.time
     fetch_host_key: Fetcher | None = None  # host_keys: generated (default: the cloud's SDK)
+    # The preflight's view of the account: (cloud, GCP project or Azure subscription) -> Account
+    # on the cloud's SDK (default), and where the project or subscription is looked up.
+    account: Callable[[str, str | None], Account] | None = None
+    env: Mapping[str, str] | None = None  # default os.environ
+    home: Path | None = None  # default the user's home
     _live: dict[str, _Live] = field(default_factory=dict, init=False)
     _count: int = field(default=0, init=False)
+    _target: str | None = field(default=None, init=False)  # the resolved project / subscription
+    _preflown: bool = field(default=False, init=False)
+
+    def preflight(self, topology: Topology) -> list[Finding]:
+        """Before anything exists: the project or subscription (resolved as the cloud's CLI does),
+        the SDK clients the run needs after ``up`` (the host-key fetcher, the account's), live
+        credentials, offers of each (zone, vm type), and the vCPU and network quotas."""
+        topo = topology.for_provider(self.name)
+        env = os.environ if self.env is None else self.env
+        home = Path.home() if self.home is None else self.home
+        out: list[Finding] = []
+        target: str | None = None
+        if self.name == "gcp":
+            target, source = accounts.gcp_project(getattr(self.options, "project", None), env, home)
+            if not target:
+                return [Finding("gcp project", FAIL, "none found (spec, environment, gcloud configuration, "
+                                "application default credentials)", accounts.GCP_PROJECT_FIX)]
+            out.append(Finding("gcp project", OK, f"{target} (from {source})"))
+        elif self.name == "azure":
+            target, source = accounts.azure_subscription(env, home)
+            if not target:
+                return [Finding("azure subscription", FAIL, "none found ($ARM_SUBSCRIPTION_ID, "
+                                "$AZURE_SUBSCRIPTION_ID, the Azure CLI's default)", accounts.AZURE_SUBSCRIPTION_FIX)]
+            out.append(Finding("azure subscription", OK, f"{target} (from {source})"))
+        self._target = target
+        try:
+            if self.options.host_keys == "generated" and self.fetch_host_key is None:
+                self.fetch_host_key = self._host_key_fetcher()  # built now: a missing SDK shows before `up`
+            account = (self.account or accounts.real_account)(self.name, target)
+        except ProvisionError as e:
+            why = str(e).removeprefix(f"{e.backend} [{e.stack}]: ")
+            return [*out, Finding(f"{self.name} SDK", FAIL, why, f"pip install 'cloudbench[{self.name}]'")]
+        except Exception as e:  # the SDK's own errors (e.g. no credentials at all)
+            return [*out, Finding(f"{self.name} credentials", FAIL, f"{type(e).__name__}: {e}",
+                                  accounts.CREDENTIALS_FIX[self.name])]
+        out += accounts.check_account(account, topo)
+        self._preflown = not any(f.blocks for f in out)
+        return out
+
+    def _check_preflight(self, topology: Topology) -> None:
+        """Run the preflight once (the runner may have); refuse with every blocking finding."""
+        if self._preflown:
+            return
+        refused = [f for f in self.preflight(topology) if f.blocks]
+        if refused:
+            raise ProvisionError(self.name, "-", "the account would refuse this topology (nothing was "
+                                 "created):\n  " + "\n  ".join(f.line() for f in refused))
 
     def provision(self, topology: Topology, workdir: Path) -> Cluster:
         topo = topology.for_provider(self.name)
@@ -373,6 +428,7 @@ class PulumiProvider:
             raise ProvisionError(self.name, "-", f"controller_cidr ({source}): {problem}")
         controller = normalize_controller_cidr(controller)
         self.automation.preflight(self.name)  # no or old Pulumi CLI: say so before anything exists
+        self._check_preflight(topo)  # the account: credentials, offers, quotas
         while True:  # a stack name is never reused, even by another provider object
             self._count += 1
             stack = f"{Path(workdir).name}-r{self._count:02d}"
@@ -395,7 +451,7 @@ class PulumiProvider:
                        if self.options.host_keys == "injected" else {}),
             host_key_mode=self.options.host_keys,
             placement_group=bool(self.options.placement_group), image=self.options.image,
-            project=getattr(self.options, "project", None),
+            project=self._target,  # GCP project / Azure subscription, resolved by the preflight
         )
         try:
             cc.check_settings(topo, settings)
@@ -449,8 +505,8 @@ class PulumiProvider:
         if self.name == "aws":
             return hostkeys.aws_fetcher()
         if self.name == "gcp":
-            return hostkeys.gcp_fetcher(self.options.project or os.environ.get("GOOGLE_CLOUD_PROJECT", ""))
-        return hostkeys.azure_fetcher(os.environ.get("ARM_SUBSCRIPTION_ID", ""))
+            return hostkeys.gcp_fetcher(self._target or "")
+        return hostkeys.azure_fetcher(self._target or "")
 
     def destroy(self, cluster: Cluster) -> None:
         self._destroy_stack(cluster.stack)

@@ -90,10 +90,10 @@ class CloudSettings:
     host_keys: dict[str, HostKeyPair] = field(default_factory=dict)
     placement_group: bool = False
     image: str | None = None
-    project: str | None = None
+    project: str | None = None  # GCP project, or Azure subscription id (as the preflight resolved it)
     # injected: cloudbench makes each VM's host key (its private half passes through the cloud's
     # user data and the encrypted stack state); generated: the VM makes its own and publishes
-    # the public half (console output, GCP guest attributes), read before the first connection.
+    # the public half (console output; GCP: serial port 1), read before the first connection.
     host_key_mode: str = "injected"
 
     def to_dict(self, secrets: bool = True) -> dict[str, Any]:
@@ -272,6 +272,19 @@ _Dumper.add_representer(_Literal, _literal)
 
 HOST_KEY_MODES = ("injected", "generated")
 
+# GCE's guest agent regenerates every SSH host key on an instance's first boot
+# ([InstanceSetup] set_host_keys, true by default), which would replace the key cloud-init
+# installed. Its unit starts After=network-online.target, and cloud-init's network stage (whose
+# modules run write_files, then ssh) is Before=network-online.target; the agent reads this file
+# when it starts, so cloud-init's key stays the only one (both host_keys modes: one key maker).
+GCE_AGENT_CONFIG_PATH = "/etc/default/instance_configs.cfg"
+GCE_AGENT_CONFIG = {
+    "path": GCE_AGENT_CONFIG_PATH,
+    "owner": "root:root",
+    "permissions": "0644",
+    "content": "[InstanceSetup]\nset_host_keys = false\n",
+}
+
 
 def render_cloud_init(settings: CloudSettings, host: HostSpec) -> str:
     """The user-data of one VM: its host key (ours, or made there), our client key, the tools."""
@@ -293,6 +306,7 @@ def render_cloud_init(settings: CloudSettings, host: HostSpec) -> str:
         }}
     doc: dict[str, Any] = {
         **keys,
+        **({"write_files": [GCE_AGENT_CONFIG]} if settings.cloud == "gcp" else {}),
         "ssh_pwauth": False,
         "disable_root": True,
         "ssh_authorized_keys": [settings.client_public_key],
@@ -365,6 +379,8 @@ def stack_config(topology: Topology, settings: CloudSettings,
         cfg["aws:region"] = (topology.regions[0], False)
     if settings.cloud == "gcp" and settings.project:
         cfg["gcp:project"] = (settings.project, False)
+    if settings.cloud == "azure" and settings.project:
+        cfg["azure-native:subscriptionId"] = (settings.project, False)
     return cfg
 
 

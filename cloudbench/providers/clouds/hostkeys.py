@@ -1,8 +1,9 @@
 """``host_keys: generated``: read the host key each VM made itself, before connecting to it.
 
 The VM's cloud-init prints its ed25519 public key to the console between
-``-----BEGIN SSH HOST KEY KEYS-----`` lines; GCP's guest agent also publishes it as the
-guest attribute ``hostkeys/ssh-ed25519``. Both come from the cloud's API (over TLS,
+``-----BEGIN SSH HOST KEY KEYS-----`` lines (GCP: serial port 1); GCP's guest agent
+publishes the keys it makes as the guest attribute ``hostkeys/ssh-ed25519``, but
+cloudbench tells it to make none (see :func:`gcp_fetcher`). Both come from the cloud's API (over TLS,
 authenticated), not from the VM's SSH port, so the key is trusted before the first
 connection, as an injected one is. A :data:`Fetcher` returns the key once it is
 published (None until then); :func:`wait_for_host_keys` polls all VMs.
@@ -50,7 +51,7 @@ def wait_for_host_keys(cloud: str, stack: str, records: Mapping[str, Mapping[str
         if clock() >= deadline:
             silent = sorted(set(records) - set(keys))
             raise ProvisionError(cloud, stack, f"no host key published after {timeout:.0f} s by "
-                                 f"{', '.join(silent)} (console output / guest attributes); "
+                                 f"{', '.join(silent)} (console output; GCP also guest attributes); "
                                  "use host_keys: injected, or look at the VM's serial console")
         sleep(poll)
 
@@ -71,21 +72,31 @@ def aws_fetcher(session: Any = None) -> Fetcher:
 
 
 def gcp_fetcher(project: str, client: Any = None) -> Fetcher:
+    """The key from the VM's guest attribute ``hostkeys/ssh-ed25519``, else its serial console.
+
+    cloudbench tells the guest agent not to make host keys (``set_host_keys = false``,
+    :data:`~cloudbench.providers.clouds.common.GCE_AGENT_CONFIG`), so cloud-init's key is the
+    one sshd presents and cloud-init's ``keys_to_console`` prints it to serial port 1. The
+    agent publishes the guest attribute only when it made the keys itself (an image that
+    ignores the setting); its keys are then the final ones, so the attribute wins.
+    """
     client = client or _sdk("google.cloud.compute_v1", "google-cloud-compute", "gcp").InstancesClient()
 
     def fetch(rec: Mapping[str, Any]) -> str | None:
+        instance = str(rec["id"]).split("/")[-1]
         try:
-            attrs = client.get_guest_attributes(project=project, zone=rec["zone"],
-                                                instance=str(rec["id"]).split("/")[-1],
-                                                query_path="hostkeys/")
+            attrs = client.get_guest_attributes(request={"project": project, "zone": rec["zone"],
+                                                         "instance": instance, "query_path": "hostkeys/"})
         except Exception as e:
-            if "NotFound" in type(e).__name__ or "404" in str(e):
-                return None  # not published yet
-            raise
+            if "NotFound" not in type(e).__name__ and "404" not in str(e):
+                raise
+            attrs = None  # none published (the agent made no key), or not yet
         for item in getattr(getattr(attrs, "query_value", None), "items", []) or []:
             if item.key == "ssh-ed25519":
                 return f"ssh-ed25519 {item.value.split()[-1] if ' ' in item.value else item.value}"
-        return None
+        out = client.get_serial_port_output(request={"project": project, "zone": rec["zone"],
+                                                     "instance": instance, "port": 1})
+        return host_key_from_console(getattr(out, "contents", "") or "")
 
     return fetch
 

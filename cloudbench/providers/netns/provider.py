@@ -41,6 +41,7 @@ from cloudbench.core.netns import connect_in_netns, ip_batch, list_netns, netns_
 from cloudbench.core.processes import pid_alive, pid_cmdline
 from cloudbench.core.topology import Topology
 from cloudbench.errors import ProvisionError
+from cloudbench.providers.base import Finding
 
 DEFAULT_STATE_ROOT = "/run/cloudbench"
 SSHD = "/usr/sbin/sshd"
@@ -321,6 +322,10 @@ class NetnsProvider:
             cluster.facts["wan"] = wan_facts
 
     # -- destroy ------------------------------------------------------------------------
+    def preflight(self, topology: Topology) -> list[Finding]:
+        """The local testbed has no account: nothing to refuse (root is checked by provision)."""
+        return []
+
     def destroy(self, cluster: Cluster) -> None:
         self._destroy_sid(cluster.stack)
 

@@ -26,7 +26,7 @@ from cloudbench.providers.clouds import automation as pp
 from cloudbench.providers.clouds import common as cc
 from cloudbench.providers.clouds.cli import find_cli, min_version
 from cloudbench.spec.providers import CloudProviderModel
-from cloudbench.testing.pulumi import PulumiStandin, StandinCall
+from cloudbench.testing.pulumi import FAKE_ENV, FakeAccount, PulumiStandin, StandinCall
 from tests.providers.clouds.test_clouds import settings_for, stormcloud, stormcloud_yaml
 
 CLOUDS = ("aws", "gcp", "azure")
@@ -52,7 +52,8 @@ def make_provider(cloud: str, results: Path, destroy_timeout: float = 60.0) -> p
     opts = spec.providers[cloud]
     assert isinstance(opts, CloudProviderModel)
     return pp.PulumiProvider(cloud, opts, spec.name, automation=pp.PulumiAutomation(destroy_timeout),
-                             wait_ready=no_wait, results_root=results)
+                             wait_ready=no_wait, results_root=results,
+                             account=FakeAccount, env=FAKE_ENV, home=results)
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import configparser
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -113,13 +115,6 @@ def test_each_cloud_s_fetcher_reads_its_api() -> None:
     assert aws({"id": "i-1", "region": "us-east-1"}, ).startswith(key)  # type: ignore[union-attr]
     assert aws_calls == [("us-east-1", "i-1")]
 
-    item = SimpleNamespace(key="ssh-ed25519", value=key.split()[1])
-    gcp_client = SimpleNamespace(get_guest_attributes=lambda project, zone, instance, query_path: SimpleNamespace(
-        query_value=SimpleNamespace(items=[item])) if (project, zone, instance, query_path) ==
-        ("p", "us-east1-b", "vm-a", "hostkeys/") else None)
-    assert hk.gcp_fetcher("p", client=gcp_client)(
-        {"id": "projects/p/zones/us-east1-b/instances/vm-a", "zone": "us-east1-b"}) == key
-
     vm_id = "/subscriptions/s/resourceGroups/rg-eastus-x/providers/Microsoft.Compute/virtualMachines/vm-a"
     az_client = SimpleNamespace(virtual_machines=SimpleNamespace(
         retrieve_boot_diagnostics_data=lambda group, vm: SimpleNamespace(
@@ -128,3 +123,94 @@ def test_each_cloud_s_fetcher_reads_its_api() -> None:
     fetch = hk.azure_fetcher("s", client=az_client, get=lambda url: got.append(url) or console(key))
     assert fetch({"id": vm_id}).startswith(key)  # type: ignore[union-attr]
     assert got == ["https://blob/rg-eastus-x/vm-a?sas"]
+
+
+def test_gcp_fetcher_reads_the_guest_attribute_else_the_serial_console() -> None:
+    """The real compute_v1 client: its request names and URLs are the API's."""
+    compute_v1 = pytest.importorskip("google.cloud.compute_v1")
+    from cloudbench.testing.cloudapis import StubHttp, gcp_client
+
+    key, agent_key = public_key(), public_key()
+    base = r"^/compute/v1/projects/p/zones/us-east1-b/instances/vm-a"
+    rec = {"id": "projects/p/zones/us-east1-b/instances/vm-a", "zone": "us-east1-b"}
+    not_found = {"error": {"code": 404, "message": "The resource 'hostkeys/' was not found"}}
+    serial = {"contents": console(key), "start": "0", "next": "100"}
+    # the agent made no key (set_host_keys = false): the console's is the one
+    http = StubHttp([("GET", base + r"/getGuestAttributes\?queryPath=hostkeys/$", 404, not_found),
+                     ("GET", base + r"/serialPort\?port=1$", 200, serial)])
+    assert hk.gcp_fetcher("p", client=gcp_client(compute_v1.InstancesClient, http))(rec) == \
+        f"{key} root@ip-10-100-0-10"
+    assert [c.path.rsplit("/", 1)[-1] for c in http.calls] == ["getGuestAttributes", "serialPort"]
+    # an image whose agent made the keys anyway: its published key is the final one
+    attrs = {"queryValue": {"items": [{"namespace": "hostkeys", "key": "ssh-ed25519",
+                                       "value": agent_key.split()[1]}]}}
+    http = StubHttp([("GET", base + r"/getGuestAttributes\?queryPath=hostkeys/$", 200, attrs),
+                     ("GET", base + r"/serialPort\?port=1$", 200, serial)])
+    assert hk.gcp_fetcher("p", client=gcp_client(compute_v1.InstancesClient, http))(rec) == agent_key
+    # neither yet: None (polled again), and an error of the API is raised, not taken for "not yet"
+    http = StubHttp([("GET", base + r"/getGuestAttributes", 404, not_found),
+                     ("GET", base + r"/serialPort", 200, {"contents": "[ 1.0] booting\n"})])
+    assert hk.gcp_fetcher("p", client=gcp_client(compute_v1.InstancesClient, http))(rec) is None
+    http = StubHttp([("GET", base + r"/getGuestAttributes", 403, {"error": {"code": 403, "message": "denied"}})])
+    with pytest.raises(Exception, match="denied"):
+        hk.gcp_fetcher("p", client=gcp_client(compute_v1.InstancesClient, http))(rec)
+
+
+@pytest.mark.parametrize("mode", ["injected", "generated"])
+def test_gcp_user_data_tells_the_guest_agent_to_keep_cloud_init_s_host_key(mode: str) -> None:
+    spec = parse_spec(stormcloud_yaml("gcp", f"host_keys: {mode}"), "a.yaml")
+    topo = spec.topology()
+    s = settings_for(topo, "gcp")
+    s = dataclasses.replace(s, host_key_mode=mode, host_keys=s.host_keys if mode == "injected" else {})
+    doc = yaml.safe_load(cc.render_cloud_init(s, topo.hosts[0]))
+    files = {f["path"]: f for f in doc["write_files"]}
+    cfg = files["/etc/default/instance_configs.cfg"]
+    parsed = configparser.ConfigParser()
+    parsed.read_string(cfg["content"])
+    assert parsed.getboolean("InstanceSetup", "set_host_keys") is False
+    assert cfg["permissions"] == "0644" and cfg["owner"] == "root:root"
+    if mode == "injected":
+        assert doc["ssh_keys"]["ed25519_public"] == s.host_keys[topo.hosts[0].name].public
+    # other clouds have no such agent: their user data carries no such file
+    aws = settings_for(stormcloud("aws").topology(), "aws")
+    assert "write_files" not in yaml.safe_load(cc.render_cloud_init(aws, stormcloud("aws").topology().hosts[0]))
+
+
+def test_aws_fetcher_calls_get_console_output_as_boto3_has_it(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """On moto: a real instance, the real call; moto's console holds no key block, so None (not yet)."""
+    moto = pytest.importorskip("moto")
+    boto3 = pytest.importorskip("boto3")
+    from tests.providers.clouds.test_accounts import no_aws_credentials
+
+    no_aws_credentials(monkeypatch, tmp_path)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+    with moto.mock_aws():
+        session = boto3.session.Session()
+        ec2 = session.client("ec2", region_name="us-east-2")
+        (inst,) = ec2.run_instances(ImageId="ami-12c6146b", InstanceType="m5.large", MinCount=1,
+                                    MaxCount=1)["Instances"]
+        fetch = hk.aws_fetcher(session=session)
+        assert fetch({"id": inst["InstanceId"], "region": "us-east-2"}) is None
+        with pytest.raises(Exception, match="InvalidInstanceID"):
+            fetch({"id": "i-0123456789abcdef0", "region": "us-east-2"})
+
+
+def test_azure_fetcher_reads_boot_diagnostics_through_the_real_client() -> None:
+    pytest.importorskip("azure.mgmt.compute")
+    from azure.mgmt.compute import ComputeManagementClient
+
+    from cloudbench.testing.cloudapis import StubHttp, azure_client
+
+    key = public_key()
+    http = StubHttp([("POST", r"^/subscriptions/s/resourceGroups/rg-eastus-x/providers/Microsoft.Compute/"
+                      r"virtualMachines/vm-a/retrieveBootDiagnosticsData\?", 200,
+                      {"serialConsoleLogBlobUri": "https://blob/serial.log?sas",
+                       "consoleScreenshotBlobUri": "https://blob/shot.bmp?sas"})])
+    got: list[str] = []
+    fetch = hk.azure_fetcher("s", client=azure_client(ComputeManagementClient, http, subscription="s"),
+                             get=lambda url: got.append(url) or console(key))
+    vm_id = "/subscriptions/s/resourceGroups/rg-eastus-x/providers/Microsoft.Compute/virtualMachines/vm-a"
+    assert fetch({"id": vm_id}).startswith(key)  # type: ignore[union-attr]
+    assert got == ["https://blob/serial.log?sas"] and [c.method for c in http.calls] == ["POST"]

@@ -42,7 +42,7 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
     s = cc.as_settings(settings)
     cc.check_settings(topo, s)
     plan = cc.plan_addresses(topo)
-    project = s.project  # None: the provider's gcp:project config
+    project = s.project  # as the preflight resolved it (spec, environment, gcloud, ADC)
     labels = cc.gcp_labels(s)
     target = cc.slug(f"cb-{s.stack}", 63)  # network tag the firewall rules apply to
     net = gcp.compute.Network("net", auto_create_subnetworks=False, routing_mode="GLOBAL",
