@@ -319,13 +319,13 @@ def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
         assert vm["zone"] == h.zone and vm["machineType"] == "n2-standard-2"
         sid = vm["networkInterfaces"][0]["subnetwork"]
         assert subnets[sid]["region"] == h.region
-        assert mocks.by_id(sid).name == cc.gcp_name(f"subnet-{h.zone}-{h.subnet}")
+        assert mocks.by_id(sid).name == cc.gcp_name(f"cloudbench-subnet-{h.zone}-{h.subnet}")
         assert vm["networkInterfaces"][0]["accessConfigs"] == [{}]
         assert vm["tags"] == [target]
         meta = secret_value(vm["metadata"])  # the map holds the user-data, so all of it is secret
         assert meta["block-project-ssh-keys"] == "true" and meta["enable-oslogin"] == "FALSE"
         assert meta["ssh-keys"] == f"ubuntu:{s.client_public_key}"
-        assert vm["resourcePolicies"] == f"placement-{h.zone}-id"
+        assert vm["resourcePolicies"] == f"cloudbench-placement-{h.zone}-id"
         check_tags(vm["labels"], s, h.name)
         check_tags(vm["bootDisk"]["initializeParams"]["labels"], s, h.name)
         check_cloud_init(meta["user-data"], s, h.name)
@@ -863,7 +863,7 @@ def test_gcp_names_are_valid_for_subnets_the_spec_allows(mocks: RecordingMocks,
     assert len(names) == len(set(names))
     for name in names:
         assert cc.GCP_NAME.match(name) and len(name) + cc.GCP_AUTONAME_SUFFIX <= 63, name
-    assert cc.gcp_name("subnet-us-east1-b-Subnet_A") != cc.gcp_name("subnet-us-east1-b-subnet-a")
+    assert cc.gcp_name("cloudbench-subnet-us-east1-b-Subnet_A") != cc.gcp_name("cloudbench-subnet-us-east1-b-subnet-a")
 
 
 @pytest.mark.parametrize(("cloud", "vm_type"), [("aws", "t3.large"), ("aws", "t4g.medium"), ("gcp", "e2-standard-2")])
