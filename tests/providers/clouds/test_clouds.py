@@ -752,6 +752,28 @@ def test_stack_ref_paths_follow_the_campaign_dir(tmp_path: Path) -> None:
     assert (p.stat().st_mode & 0o777) == 0o600 and len(p.read_text()) > 20
     assert (ref.state_dir.stat().st_mode & 0o777) == 0o700
     assert pp.ensure_passphrase(ref.state_dir).read_text() == p.read_text()  # stable
+    # kept outside the results folder, found again through the id the state carries
+    assert p == ref.passphrase_file and p.parent == pp.secrets_dir() and not p.is_relative_to(tmp_path / "camp")
+    assert not list((tmp_path / "camp").rglob(pp.PASSPHRASE))
+    assert p.name in (ref.state_dir / pp.PASSPHRASE_ID).read_text()
+
+
+def test_an_old_passphrase_beside_the_state_moves_out_and_a_missing_one_is_refused(tmp_path: Path) -> None:
+    state = pp.ensure_state_dir(tmp_path / "old" / ".pulumi")
+    (state / pp.PASSPHRASE).write_text("from-an-older-cloudbench")
+    p = pp.ensure_passphrase(state)
+    assert p.read_text() == "from-an-older-cloudbench" and not (state / pp.PASSPHRASE).exists()
+    assert (p.stat().st_mode & 0o777) == 0o600
+    p.unlink()  # results copied to a machine without it
+    with pytest.raises(ProvisionError, match=rf"passphrase of the Pulumi state {state} is not in "
+                       rf"{pp.secrets_dir()} \(file {p.name}\): copy it there"):
+        pp.ensure_passphrase(state)
+
+
+def test_the_secrets_dir_follows_the_environment(tmp_path: Path) -> None:
+    assert pp.secrets_dir({"CLOUDBENCH_SECRETS_DIR": "/s"}) == Path("/s")
+    assert pp.secrets_dir({"XDG_STATE_HOME": "/x"}) == Path("/x/cloudbench/secrets")
+    assert pp.secrets_dir({}) == Path.home() / ".local" / "state" / "cloudbench" / "secrets"
 
 
 def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks, tmp_path: Path,
@@ -824,7 +846,7 @@ def test_state_paths_handed_to_pulumi_are_absolute(tmp_path: Path, monkeypatch: 
     ref = pp.StackRef("aws", "cloudbench-aws", "s1", Path("results") / "c" / ".pulumi")
     want = tmp_path / "results" / "c" / ".pulumi"
     assert ref.state_dir == want and ref.backend_url == f"file://{want}"
-    assert ref.passphrase_file == want / "passphrase" and ref.work_dir.is_absolute()
+    assert ref.passphrase_file.is_absolute() and ref.work_dir.is_absolute()
     lease = Path("results") / "c" / ".pulumi" / "cloudbench-leases" / "x.json"
     assert pp._ref_from_lease(lease, {"cloud": "aws", "project": "p", "stack": "s"}).state_dir == want
 
