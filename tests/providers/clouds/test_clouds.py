@@ -13,6 +13,7 @@ import base64
 import ipaddress
 import json
 import os
+import re
 import signal
 import textwrap
 import time
@@ -980,3 +981,76 @@ def test_azure_writes_to_a_vnet_one_at_a_time(mocks: RecordingMocks, monkeypatch
         for b in writes[i + 1:]:
             if vnets_written(a) & vnets_written(b):
                 assert a in ancestors(b) or b in ancestors(a), (a, b)
+
+
+# -- each cloud's naming rules, on the programs' recorded inputs ---------------------------------
+GCE_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")  # GCE labels: keys start with a letter
+GCE_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+AWS_SG_DESCRIPTION = re.compile(r"^[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]{0,255}$")  # EC2 group and rule descriptions
+AWS_TAG_VALUE = re.compile(r"^[\w\s.:/=+\-@]{0,256}$")  # letters, digits, spaces and _ . : / = + - @
+AZURE_RULE_NAME = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9._-]{0,78}[a-zA-Z0-9_])?$")
+AZURE_TAG_NAME_FORBIDDEN = set("<>%&\\?/")
+
+
+def awkward_settings(topo: Topology, cloud: str) -> cc.CloudSettings:
+    """Settings as a real run makes them (stack from the run directory's name) with an owner
+    that is a login name with capitals, a dot and an @."""
+    s = settings_for(topo, cloud, stack="20250101T000000Z-ab12-r01")
+    return cc.CloudSettings(**{**s.__dict__, "owner": "Alice.Smith@corp"})
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+def test_recorded_inputs_follow_the_cloud_s_naming_rules(cloud: str, mocks: RecordingMocks,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    text = stormcloud_yaml(cloud, "placement_group: true", workloads=PORT_WORKLOADS).replace(
+        "s1: {hosts: 3", "Subnet_A: {hosts: 3")
+    topo = parse_spec(text, f"{cloud}.yaml").topology()
+    s = awkward_settings(topo, cloud)
+    run_program(cloud, topo, s, monkeypatch)
+    resources = [r for r in mocks.resources if not r.typ.startswith("pulumi:providers:")]
+    assert resources
+    if cloud == "gcp":
+        for r in resources:
+            name = str(r.inputs.get("name") or r.name)
+            assert cc.GCP_NAME.match(name) and len(name) + cc.GCP_AUTONAME_SUFFIX <= 63, (r.typ, name)
+            labels = dict(r.inputs.get("labels") or {})
+            labels.update((r.inputs.get("bootDisk") or {}).get("initializeParams", {}).get("labels") or {})
+            for k, v in labels.items():
+                assert GCE_LABEL_KEY.match(k) and GCE_LABEL_VALUE.match(v), (r.typ, k, v)
+            for tag in r.inputs.get("targetTags") or r.inputs.get("tags") or []:
+                assert cc.GCP_NAME.match(tag) and len(tag) <= 63, tag
+            if r.typ != "gcp:compute/instance:Instance":
+                # found again by `gc --cloud gcp`: named cloudbench-…, its tags in the description
+                assert name.startswith(cc.GCP_NAME_PREFIX), name
+                desc = r.inputs["description"]
+                assert len(desc) <= 2048
+                assert cc.tags_from_description(desc)["cloudbench-expiry"] == s.expiry_utc
+                assert cc.tags_from_description(desc)["cloudbench-stack"] == s.stack
+    elif cloud == "aws":
+        groups = mocks.of("aws:ec2/securityGroup:SecurityGroup")
+        assert groups
+        for g in groups:
+            assert AWS_SG_DESCRIPTION.match(g.inputs["description"]), g.inputs["description"]
+            for rule in g.inputs["ingress"] + g.inputs["egress"]:
+                assert AWS_SG_DESCRIPTION.match(rule.get("description", "")), rule
+        for r in resources:
+            for k, v in (r.inputs.get("tags") or {}).items():
+                assert 1 <= len(k) <= 128 and not k.lower().startswith("aws:") and AWS_TAG_VALUE.match(v), (k, v)
+    else:
+        for nsg in mocks.of("azure-native:network:NetworkSecurityGroup"):
+            rules = nsg.inputs["securityRules"]
+            for direction in {r["direction"] for r in rules}:
+                prios = [r["priority"] for r in rules if r["direction"] == direction]
+                assert len(prios) == len(set(prios)) and all(100 <= p <= 4096 for p in prios), prios
+            assert all(AZURE_RULE_NAME.match(r["name"]) for r in rules), [r["name"] for r in rules]
+        for r in resources:
+            for k, v in (r.inputs.get("tags") or {}).items():
+                assert len(k) <= 512 and len(v) <= 256 and not set(k) & AZURE_TAG_NAME_FORBIDDEN, (k, v)
+        for rg in mocks.of("azure-native:resources:ResourceGroup"):
+            assert re.fullmatch(r"[-\w.()]{1,82}", rg.name) and not rg.name.endswith("."), rg.name  # 90 with suffix
+
+
+def test_the_naming_rule_checks_can_fail() -> None:
+    assert not cc.GCP_NAME.match("net_1") and not GCE_LABEL_VALUE.match("2030-01-01T00:00:00Z")
+    assert not AWS_SG_DESCRIPTION.match("cloudbench 'quoted' <x>") and not AWS_TAG_VALUE.match("a,b")
+    assert not AZURE_RULE_NAME.match("rule-") and not AZURE_RULE_NAME.match("-rule")
