@@ -133,13 +133,17 @@ class UsageError(CloudbenchError):
 
 
 class ReapError(ProvisionError):
-    """Some stacks could not be destroyed; carries what was done and what failed."""
+    """Some stacks (or, from the tag reaper, resources) could not be removed; carries what was
+    done and what failed. ``what`` says what the failures are about ("stack(s) not destroyed",
+    "resource(s) not deleted")."""
 
-    def __init__(self, done: list[str], failures: list[str]) -> None:
+    def __init__(self, done: list[str], failures: list[str], what: str = "stack(s) not destroyed",
+                 backend: str = "pulumi", hint: str = "") -> None:
         self.done = done
         self.failures = failures
-        super().__init__("pulumi", "gc", f"{len(failures)} stack(s) not destroyed:\n  "
-                         + "\n  ".join(failures) + ("\ndone:\n  " + "\n  ".join(done) if done else ""))
+        super().__init__(backend, "gc", f"{len(failures)} {what}:\n  " + "\n  ".join(failures)
+                         + (f"\n{hint}" if hint else "")
+                         + ("\ndone:\n  " + "\n  ".join(done) if done else ""))
 
 
 class RecordError(ResultError):

@@ -44,3 +44,9 @@ def _signal_handlers_restored(request: pytest.FixtureRequest) -> Iterator[None]:
             signal.signal(s, handler)
             warnings.warn(f"{request.node.nodeid} left a {signal.Signals(s).name} handler behind",
                           stacklevel=1)
+
+
+@pytest.fixture(autouse=True)
+def _secrets_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """State passphrases go to a test's own secrets directory, never the user's ~/.local/state."""
+    monkeypatch.setenv("CLOUDBENCH_SECRETS_DIR", str(tmp_path_factory.mktemp("secrets")))

@@ -195,12 +195,14 @@ class PulumiStandin:
         assert [c.command for c in standin.calls()][:2] == ["version", "stack select"]
 
     ``version`` is what ``pulumi version`` prints; ``up`` is ``ok``, ``fail`` or ``wait``
-    (until a signal, then cancel); ``destroy`` is ``ok``, ``fail`` or ``locked`` (once);
-    ``outputs`` are the stack outputs after a successful ``up``.
+    (until a signal, then cancel); ``destroy`` is ``ok``, ``fail``, ``fail-once`` or ``locked``
+    (once); ``outputs`` are the stack outputs after a successful ``up``; ``left`` the resources
+    ``stack export`` lists while the stack is not destroyed (``{"type", "name", "id"}``).
     """
 
     def __init__(self, base: Path, version: str = "v3.190.0", up: str = "ok", destroy: str = "ok",
-                 outputs: dict[str, Any] | None = None, cancel_seconds: float = 0.5) -> None:
+                 outputs: dict[str, Any] | None = None, cancel_seconds: float = 0.5,
+                 left: list[dict[str, str]] | None = None) -> None:
         import shlex
         import sys
 
@@ -210,7 +212,7 @@ class PulumiStandin:
         self.bin_dir = self.base / "bin"
         self.bin_dir.mkdir(parents=True, exist_ok=True)
         self.configure(version=version, up=up, destroy=destroy, outputs=outputs or {},
-                       cancel_seconds=cancel_seconds)
+                       cancel_seconds=cancel_seconds, left=left or [])
         exe = self.bin_dir / "pulumi"
         exe.write_text("#!/bin/sh\n"
                        f"{pulumi_standin.DIR_VAR}={shlex.quote(str(self.base))} "

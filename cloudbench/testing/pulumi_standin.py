@@ -10,7 +10,8 @@ with outputs shaped like the CLI's:
 
 ``version``, ``stack select|init|rm|ls|output|history|export``, ``config set-all``,
 ``up`` (``ok``, ``fail`` or ``wait``: wait for a signal, then cancel like the CLI),
-``destroy`` (``ok``, ``fail``, or ``locked`` once) and ``cancel``.
+``destroy`` (``ok``, ``fail``, ``fail-once``, or ``locked`` once) and ``cancel``; ``stack export``
+lists the resources a failed destroy left (``left``, a list of ``{"type", "name", "id"}``).
 
 Like the real CLI it resolves ``PULUMI_BACKEND_URL`` and
 ``PULUMI_CONFIG_PASSPHRASE_FILE`` from its working directory and refuses a backend
@@ -153,7 +154,13 @@ class Standin:
         if words[:2] == ["stack", "history"]:
             return self.ok(json.dumps(state.get("history", [])[:1]))
         if words[:2] == ["stack", "export"]:
-            return self.ok(json.dumps({"version": 3, "deployment": {"resources": []}}))
+            project = self.project()
+            left = self.script.get("left", []) if state["resources"] else []
+            resources = [{"urn": f"urn:pulumi:{stack}::{project}::pulumi:pulumi:Stack::{project}-{stack}",
+                          "type": "pulumi:pulumi:Stack"}] + [
+                {"urn": f"urn:pulumi:{stack}::{project}::{r['type']}::{r['name']}", "type": r["type"],
+                 "id": r.get("id", "")} for r in left]
+            return self.ok(json.dumps({"version": 3, "deployment": {"resources": resources}}))
         if words[:1] == ["cancel"]:
             return self.ok("The currently running update has been canceled!")
         return self.fail(f"stand-in: unsupported command {args}", code=2)
@@ -198,7 +205,9 @@ class Standin:
             state["was_locked"] = True
             self.save(stack, state)
             return self.fail(f"the stack is currently locked by 1 lock(s): {stack}")
-        if mode == "fail":
+        if mode == "fail" or (mode == "fail-once" and not state.get("destroy_failed")):
+            state["destroy_failed"] = True
+            self.save(stack, state)
             return self.fail("deleting Subnet: DependencyViolation (scripted)")
         print(f"Destroying ({stack})", flush=True)
         state["resources"] = 0

@@ -46,7 +46,10 @@ from cloudbench.store import formats
 STATE_DIR = ".pulumi"  # under results/<campaign>/
 LEASES = "cloudbench-leases"
 WORKSPACES = "workspaces"
-PASSPHRASE = "passphrase"
+PASSPHRASE = "passphrase"  # where old runs kept it, beside the state; moved to the secrets dir on use
+PASSPHRASE_ID = "passphrase-id"  # in the state dir: which passphrase of the secrets dir is this state's
+SECRETS_ENV = "CLOUDBENCH_SECRETS_DIR"
+DESTROY_RETRY_S = 30.0  # before the one retry of a failed destroy: detachments and deletions settle
 READY_TIMEOUT_S = 900.0  # boot + cloud-init installing four packages, with room to spare
 ConfigMap = Mapping[str, tuple[str, bool]]  # key -> (value, secret)
 Output = Callable[[str], None]
@@ -77,7 +80,8 @@ class StackRef:
 
     @property
     def passphrase_file(self) -> Path:
-        return self.state_dir / PASSPHRASE
+        """This state's passphrase: in the secrets dir (:func:`secrets_dir`), never under results/."""
+        return passphrase_path(self.state_dir)
 
 
 class StackHandle(Protocol):
@@ -124,6 +128,7 @@ class PulumiAutomation:
 
     cancel_wait_s: float = DESTROY_TIMEOUT_S
     find: Callable[[str], PulumiCli] = find_cli
+    destroy_retry_s: float = DESTROY_RETRY_S
     _cli: PulumiCli | None = field(default=None, init=False)
 
     def preflight(self, cloud: str) -> None:
@@ -170,14 +175,16 @@ class PulumiAutomation:
         except Exception as e:  # anything else of the SDK: a message, not a traceback
             raise ProvisionError(ref.cloud, ref.stack, f"cannot create or select the stack "
                                  f"({type(e).__name__}: {_tail(e)}); the backend is {ref.backend_url}") from e
-        return _AutoStack(st, ref, self.cancel_wait_s)
+        return _AutoStack(st, ref, self.cancel_wait_s, self.destroy_retry_s)
 
 
 class _AutoStack:
-    def __init__(self, st: Any, ref: StackRef, lock_wait_s: float = DESTROY_TIMEOUT_S) -> None:
+    def __init__(self, st: Any, ref: StackRef, lock_wait_s: float = DESTROY_TIMEOUT_S,
+                 retry_after_s: float = DESTROY_RETRY_S) -> None:
         self.st = st
         self.ref = ref
         self.lock_wait_s = lock_wait_s
+        self.retry_after_s = retry_after_s
 
     def _error(self, what: str, e: Exception, todo: str) -> ProvisionError:
         from pulumi import automation as auto
@@ -197,10 +204,14 @@ class _AutoStack:
 
         # After Ctrl-C the interrupted `pulumi up` may still hold the stack's lock while it
         # saves its state; wait for it (as long as the cloud may need) rather than leak.
+        # continue_on_error: one resource the cloud refuses (a security group still attached)
+        # does not keep Pulumi from deleting all the others; what failed is tried once more.
         deadline = time.monotonic() + self.lock_wait_s
+        failed = 0
         while True:
             try:
-                self.st.destroy(on_output=on_output, color="never", suppress_progress=True)
+                self.st.destroy(on_output=on_output, color="never", suppress_progress=True,
+                                continue_on_error=True)
                 return
             except auto.errors.ConcurrentUpdateError as e:
                 if time.monotonic() > deadline:
@@ -210,7 +221,26 @@ class _AutoStack:
                                       f"frees it, then {manual_destroy_hint(self.ref)}") from e
                 time.sleep(2.0)
             except Exception as e:
-                raise self._error("destroy", e, manual_destroy_hint(self.ref)) from e
+                failed += 1
+                if failed == 1:
+                    on_output(f"cloudbench: destroy failed ({_tail(e, 300)}); trying once more "
+                              f"in {self.retry_after_s:.0f} s")
+                    time.sleep(self.retry_after_s)
+                    continue
+                raise self._error("destroy", e, f"tried twice; {self.remaining()}; to finish: "
+                                  + manual_destroy_hint(self.ref)) from e
+
+    def remaining(self) -> str:
+        """What the stack's state still holds, for the message of a failed destroy."""
+        try:
+            resources = self.st.export_stack().deployment.get("resources", [])
+        except Exception as e:  # the message must not fail for it
+            return f"cannot list what is left ({type(e).__name__}: {_tail(e, 200)})"
+        left = [f"{r.get('type')} {str(r.get('urn', '')).rsplit('::', 1)[-1]}"
+                + (f" ({r['id']})" if r.get("id") else "")
+                for r in resources if isinstance(r, dict) and not str(r.get("type", "")).startswith(
+                    ("pulumi:pulumi:Stack", "pulumi:providers:"))]
+        return ("left in the stack: " + ", ".join(left)) if left else "the state lists nothing left"
 
     def remove(self) -> None:
         try:
@@ -232,15 +262,70 @@ def ensure_state_dir(state_dir: Path) -> Path:
     return state_dir
 
 
+def secrets_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where state passphrases are kept: ``$CLOUDBENCH_SECRETS_DIR``, else
+    ``$XDG_STATE_HOME/cloudbench/secrets``, else ``~/.local/state/cloudbench/secrets`` —
+    outside results/, so sharing a results folder never ships them."""
+    env = os.environ if env is None else env
+    if env.get(SECRETS_ENV):
+        return Path(env[SECRETS_ENV]).expanduser()
+    base = Path(env["XDG_STATE_HOME"]) if env.get("XDG_STATE_HOME") else Path.home() / ".local" / "state"
+    return base / "cloudbench" / "secrets"
+
+
+def _state_id(state_dir: Path, create: bool) -> str | None:
+    """The random, non-secret name of a state's passphrase (``.pulumi/passphrase-id``)."""
+    path = state_dir / PASSPHRASE_ID
+    if not path.exists() and create:
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(f"cloudbench-{secrets.token_hex(16)}\n")
+    return path.read_text().strip() if path.exists() else None
+
+
+def passphrase_path(state_dir: Path) -> Path:
+    """Where the passphrase of ``state_dir`` is (or will be): ``secrets_dir()/<its id>``.
+
+    The id lives in the state dir, so results that moved (or a copy for ``run --resume``,
+    ``gc`` and the lease reaper) still find it; the passphrase itself does not travel.
+    """
+    state_id = _state_id(Path(state_dir), create=False)
+    return secrets_dir() / (state_id or f"(not made yet: {Path(state_dir) / PASSPHRASE_ID})")
+
+
 def ensure_passphrase(state_dir: Path) -> Path:
-    """The campaign's secrets passphrase (mode 0600): encrypts host keys in the stack state."""
+    """The campaign's secrets passphrase (mode 0600): encrypts host keys in the stack state.
+
+    Made on first use in :func:`secrets_dir`; a state whose id is known but whose passphrase
+    is not there (results copied from another machine) is refused with what to copy where.
+    One an older cloudbench left beside the state is moved there.
+    """
     ensure_state_dir(state_dir)
-    path = state_dir / PASSPHRASE
+    legacy = state_dir / PASSPHRASE
+    fresh = not (state_dir / PASSPHRASE_ID).exists()
+    state_id = _state_id(state_dir, create=True)
+    assert state_id is not None
+    store = secrets_dir()
+    store.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = store / state_id
+    if legacy.exists() and not path.exists():
+        _write_secret(path, legacy.read_text())
+        legacy.unlink()
+    elif not path.exists():
+        if not fresh:
+            raise ProvisionError("pulumi", "-", f"the passphrase of the Pulumi state {state_dir} is not in "
+                                 f"{store} (file {state_id}): copy it there from the machine that ran the "
+                                 f"campaign (or set ${SECRETS_ENV} to the directory holding it)")
+        _write_secret(path, secrets.token_urlsafe(32))
+    return path
+
+
+def _write_secret(path: Path, text: str) -> None:
     with contextlib.suppress(FileExistsError):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32))
-    return path
+            f.write(text)
 
 
 def run_program(cloud: str, topology: dict[str, Any], settings: cc.CloudSettings) -> None:
@@ -437,7 +522,7 @@ class PulumiProvider:
                 break
         ref = StackRef(self.name, f"cloudbench-{self.name}", stack, Path(workdir).parent / STATE_DIR)
         stack_dir.mkdir(parents=True, mode=0o700)
-        client_key = stack_dir / "client_key"
+        client_key = stack_dir / CLIENT_KEY
         client = asyncssh.generate_private_key("ssh-ed25519", comment=f"cloudbench-{stack}")
         _write_private(client_key, client.export_private_key())
         now = self.clock()
@@ -487,6 +572,7 @@ class PulumiProvider:
             # Also after a partial `up` or Ctrl-C: whatever exists is destroyed now.
             if handle is None:
                 lease.unlink(missing_ok=True)  # no stack was created
+                forget_secrets(stack_dir)
             else:
                 try:
                     self._destroy_stack(stack)
@@ -526,6 +612,8 @@ class PulumiProvider:
                 f"--results {live.ref.state_dir.parent.parent}` retries; check the {self.name} "
                 "console for resources tagged cloudbench-stack=" + stack
                 + f", or {manual_destroy_hint(live.ref)}") from e
+        finally:  # destroyed, failed or interrupted: the private keys go all the same
+            forget_secrets(live.log.parent)
         del self._live[stack]
         lease.unlink(missing_ok=True)
 
@@ -533,6 +621,22 @@ class PulumiProvider:
         if self.results_root is None:
             return []
         return reap(self.results_root, dry_run=dry_run, automation=self.automation)
+
+
+CLIENT_KEY = "client_key"
+SECRET_FILES = (cc.PROGRAM_FILE, cc.PROGRAM_FILE + ".tmp", CLIENT_KEY)
+
+
+def forget_secrets(stack_dir: Path) -> None:
+    """Delete the private keys a stack's run directory holds (the program inputs with the
+    injected host keys, the client key) once the stack is destroyed or its destroy failed.
+
+    Neither is needed to destroy the stack later (``pulumi destroy`` does not run the
+    program; the reaper and ``gc`` need only the state and its passphrase), and a results
+    folder is made to be shared.
+    """
+    for name in SECRET_FILES:
+        (Path(stack_dir) / name).unlink(missing_ok=True)
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -567,6 +671,13 @@ def reap_reason(lease: Mapping[str, Any], now: float) -> str | None:
     return None
 
 
+def _forget_leased_secrets(ref: StackRef, lease: Mapping[str, Any]) -> None:
+    """The keys of a leased stack's run directory (found beside the state: results may have moved)."""
+    run = str(lease.get("run_dir") or "")
+    if run:
+        forget_secrets(ref.state_dir.parent / Path(run).name / "stacks" / ref.stack)
+
+
 def reap(results_root: str | Path, dry_run: bool = False, automation: Automation | None = None,
          now: float | None = None) -> list[str]:
     """Destroy cloud stacks whose lease expired or whose controller died (``cloudbench gc``)."""
@@ -595,9 +706,11 @@ def reap(results_root: str | Path, dry_run: bool = False, automation: Automation
                 handle.destroy(out)
             handle.remove()
         except Exception as e:  # one stack's failure, whatever it is, does not stop the others
+            _forget_leased_secrets(ref, lease)
             msg = str(e) if isinstance(e, CloudbenchError) else f"{type(e).__name__}: {e}"
             failures.append(f"{what}: {msg}; the lease {path} stays, so `cloudbench gc` retries")
             continue
+        _forget_leased_secrets(ref, lease)
         path.unlink(missing_ok=True)
         path.with_suffix(".log").unlink(missing_ok=True)
         done.append(f"destroyed {what}")

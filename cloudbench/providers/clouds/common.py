@@ -165,6 +165,23 @@ def tags(settings: CloudSettings, name: str | None = None) -> dict[str, str]:
     return t
 
 
+GCP_NAME_PREFIX = "cloudbench-"  # of GCP resources without labels: what `gc --cloud gcp` lists
+_DESCRIPTION_TAG = re.compile(r"(cloudbench-[a-z]+)=(\S+)")
+
+
+def gcp_description(settings: CloudSettings, what: str) -> str:
+    """The description of a GCP resource that takes no labels (networks, subnetworks, firewall
+    rules, resource policies): ``what``, then the tags as ``key=value`` words, which
+    :func:`tags_from_description` reads back (``gc --cloud gcp`` finds them so)."""
+    words = " ".join(f"{k}={re.sub(r'[^A-Za-z0-9_.:@+-]', '_', v)}" for k, v in tags(settings).items())
+    return f"{what}; {words}"
+
+
+def tags_from_description(text: str) -> dict[str, str]:
+    """The ``cloudbench-*`` tags of a :func:`gcp_description` (empty for other descriptions)."""
+    return dict(_DESCRIPTION_TAG.findall(text))
+
+
 def gcp_labels(settings: CloudSettings) -> dict[str, str]:
     """The same as :func:`tags`, within GCP's label rules (lowercase, ``[a-z0-9_-]``, 63)."""
 

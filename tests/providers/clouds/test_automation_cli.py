@@ -51,7 +51,8 @@ def make_provider(cloud: str, results: Path, destroy_timeout: float = 60.0) -> p
     spec = stormcloud(cloud)
     opts = spec.providers[cloud]
     assert isinstance(opts, CloudProviderModel)
-    return pp.PulumiProvider(cloud, opts, spec.name, automation=pp.PulumiAutomation(destroy_timeout),
+    return pp.PulumiProvider(cloud, opts, spec.name,
+                             automation=pp.PulumiAutomation(destroy_timeout, destroy_retry_s=0.0),
                              wait_ready=no_wait, results_root=results,
                              account=FakeAccount, env=FAKE_ENV, home=results)
 
@@ -66,26 +67,59 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def secrets_of(run_dir: Path) -> list[str]:
-    """Every secret a run made: private keys (client, hosts) and the state passphrase."""
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every secret the runs of a test make, recorded as they are made (they are deleted by the
+    time the test looks): host private keys, client private keys and state passphrases."""
     found: list[str] = []
-    for f in run_dir.rglob("program.json"):
-        _, settings = cc.read_program_file(f)
-        found += [k.private.strip() for k in settings.host_keys.values()]
-    found += [f.read_text().strip() for f in run_dir.rglob("client_key")]
-    found += [f.read_text().strip() for f in run_dir.parent.rglob("passphrase")]
+    write_program_file = cc.write_program_file
+    write_private = pp._write_private
+    write_secret = pp._write_secret
+
+    def program_file(path: Path, topology: Topology, settings: cc.CloudSettings) -> Path:
+        found.extend(k.private.strip() for k in settings.host_keys.values())
+        return write_program_file(path, topology, settings)
+
+    def private(path: Path, data: bytes) -> None:
+        found.append(data.decode().strip())
+        write_private(path, data)
+
+    def secret(path: Path, text: str) -> None:
+        found.append(text.strip())
+        write_secret(path, text)
+
+    monkeypatch.setattr(cc, "write_program_file", program_file)
+    monkeypatch.setattr(pp, "_write_private", private)
+    monkeypatch.setattr(pp, "_write_secret", secret)
     return found
 
 
-def check_calls(calls: list[StandinCall], ref_dir: Path, secrets: list[str]) -> None:
+def no_secret_under(results: Path, secrets: list[str]) -> None:
+    """Nothing under ``results`` holds a private key or one of ``secrets`` (as a user would grep)."""
+    assert len(secrets) >= 3
+    for f in results.rglob("*"):
+        if f.is_file():
+            text = f.read_text(errors="replace")
+            assert "PRIVATE KEY" not in text, f
+            for sec in secrets:
+                assert sec not in text, f
+                for line in sec.splitlines()[1:2]:
+                    assert line not in text, f
+    assert not list(results.rglob(cc.PROGRAM_FILE)) and not list(results.rglob(pp.CLIENT_KEY))
+    assert not list(results.rglob(pp.PASSPHRASE))
+
+
+def check_calls(calls: list[StandinCall], ref_dir: Path, secrets: list[str], passphrase: Path | None = None) -> None:
     state = ref_dir / ".pulumi"
+    passphrase = passphrase or pp.passphrase_path(state)
     assert len(secrets) >= 3
     for c in calls:
         if c.command == "version":
             continue
         assert Path(c.cwd).is_absolute() and Path(c.cwd).is_relative_to(state / pp.WORKSPACES), c
         assert c.env["PULUMI_BACKEND_URL"] == f"file://{state}", c
-        assert c.env["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(state / pp.PASSPHRASE), c
+        assert c.env["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(passphrase), c
+        assert not Path(c.env["PULUMI_CONFIG_PASSPHRASE_FILE"]).is_relative_to(ref_dir.parent), c
         assert "PULUMI_CONFIG_PASSPHRASE" not in c.env
         assert c.argv[0] == "--non-interactive" and c.exit_code is not None
         blob = "\0".join(c.argv) + "\0" + "\0".join(f"{k}={v}" for k, v in c.env.items())
@@ -105,7 +139,7 @@ DESTROY_AFTER_FAILURE = ["destroy", "stack history", "stack rm"]
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
-def test_real_adapter_provision_failure_then_destroy(cloud: str, in_tmp: Path,
+def test_real_adapter_provision_failure_then_destroy(cloud: str, in_tmp: Path, made: list[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     standin = PulumiStandin(in_tmp / "standin", up="fail")
     monkeypatch.setenv("PATH", standin.path)
@@ -126,15 +160,16 @@ def test_real_adapter_provision_failure_then_destroy(cloud: str, in_tmp: Path,
     keys = [a.split("=", 1)[0] for a in calls[3].argv if "=" in a]
     assert keys[0] == cc.PROGRAM_FILE_KEY and "--secret" not in calls[3].argv
     program_file = Path(calls[3].argv[calls[3].argv.index("--plaintext") + 1].split("=", 1)[1])
-    assert program_file.is_absolute() and (program_file.stat().st_mode & 0o777) == 0o600
-    check_calls(calls, in_tmp / "results" / f"stormcloud-{cloud}", secrets_of(in_tmp / run_dir))
+    assert program_file.is_absolute() and not program_file.exists()  # 0600 while it lived; gone now
+    check_calls(calls, in_tmp / "results" / f"stormcloud-{cloud}", made)
+    no_secret_under(in_tmp / "results", made)  # the run failed mid-way: its keys went with the stack
     # Nothing left: the stack is gone from the backend, and so is the lease.
     assert not list((in_tmp / "results").rglob(f"{pp.LEASES}/*.json"))
     assert not list((in_tmp / "results").rglob(".pulumi/stacks/*/*.json"))
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
-def test_real_adapter_provision_success_then_destroy(cloud: str, in_tmp: Path,
+def test_real_adapter_provision_success_then_destroy(cloud: str, in_tmp: Path, made: list[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     topo = stormcloud(cloud).topology()
     standin = PulumiStandin(in_tmp / "standin", up="ok", outputs=outputs_for(topo, cloud))
@@ -153,7 +188,8 @@ def test_real_adapter_provision_success_then_destroy(cloud: str, in_tmp: Path,
     prov.destroy(cluster)
     calls = standin.calls()
     assert commands(calls) == PROVISION + after_up + DESTROY_AFTER_FAILURE, commands(calls)
-    check_calls(calls, in_tmp / "results" / f"stormcloud-{cloud}", secrets_of(in_tmp / run_dir))
+    check_calls(calls, in_tmp / "results" / f"stormcloud-{cloud}", made)
+    no_secret_under(in_tmp / "results", made)
     assert not leases[0].exists()
     assert not list((in_tmp / "results").rglob(".pulumi/stacks/*/*.json"))
 
@@ -193,7 +229,7 @@ def test_min_version_is_cloudbench_s_or_the_sdk_s() -> None:
         find_cli(which=lambda name: "/x/pulumi", run=lambda argv: "garbage")
 
 
-def test_sdk_errors_during_destroy_and_gc_are_cloudbench_errors(in_tmp: Path,
+def test_sdk_errors_during_destroy_and_gc_are_cloudbench_errors(in_tmp: Path, made: list[str],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever the SDK raises while destroying becomes a ProvisionError naming the stack and what to do."""
     topo = stormcloud("gcp").topology()
@@ -220,15 +256,55 @@ def test_sdk_errors_during_destroy_and_gc_are_cloudbench_errors(in_tmp: Path,
     data = json.loads(lease.read_text())
     data["expiry"] = time.time() - 1
     lease.write_text(json.dumps(data))
+    no_secret_under(in_tmp / "results", made)  # a failed destroy takes the keys too
     standin.configure(destroy="fail")
+    auto = pp.PulumiAutomation(60.0, destroy_retry_s=0.0)
     with pytest.raises(ReapError, match=rf"(?s){cluster.stack}.*DependencyViolation.*cloudbench gc"):
-        pp.reap(Path("results"))
+        pp.reap(Path("results"), automation=auto)
     assert lease.exists()
+    # The results folder moved (or was copied for a colleague): the state's passphrase is found by
+    # the id the state carries, from the secrets dir, not from the folder.
+    (in_tmp / "moved").mkdir()
+    (in_tmp / "results").rename(in_tmp / "moved" / "results")
     standin.configure(destroy="ok")
-    assert pp.reap(Path("results")) == [f"destroyed gcp stack {cluster.stack} of campaign stormcloud-gcp "
-                                        f"(expired {data['expiry_utc']})"]
-    assert not lease.exists()
-    check_calls(standin.calls(), in_tmp / "results" / "stormcloud-gcp", secrets_of(in_tmp / run_dir))
+    assert pp.reap(Path("moved/results"), automation=auto) == [
+        f"destroyed gcp stack {cluster.stack} of campaign stormcloud-gcp (expired {data['expiry_utc']})"]
+    assert not list((in_tmp / "moved").rglob(f"{pp.LEASES}/*.json"))
+    no_secret_under(in_tmp / "moved", made)
+    passphrase = pp.passphrase_path(in_tmp / "moved" / "results" / "stormcloud-gcp" / ".pulumi")
+    assert passphrase.is_file()
+    check_calls(standin.calls()[:-4], in_tmp / "results" / "stormcloud-gcp", made, passphrase)
+    check_calls(standin.calls()[-4:], in_tmp / "moved" / "results" / "stormcloud-gcp", made, passphrase)
+
+
+def test_destroy_goes_on_after_an_error_retries_once_and_says_what_is_left(
+        in_tmp: Path, made: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    topo = stormcloud("aws").topology()
+    left = [{"type": "aws:ec2/securityGroup:SecurityGroup", "name": "secgroup-us-east-1", "id": "sg-0abc"}]
+    standin = PulumiStandin(in_tmp / "standin", destroy="fail-once", outputs=outputs_for(topo, "aws"), left=left)
+    monkeypatch.setenv("PATH", standin.path)
+    prov = make_provider("aws", Path("results"))
+    run_dir = Path("results") / "stormcloud-aws" / "r"
+    run_dir.mkdir(parents=True)
+    prov.destroy(prov.provision(topo, run_dir))  # refused once, then done
+    calls = standin.calls()
+    assert commands(calls)[-4:] == ["destroy", "destroy", "stack history", "stack rm"]
+    assert calls[-4].exit_code == 255 and calls[-3].exit_code == 0
+    assert all("--continue-on-error" in c.argv for c in calls if c.command == "destroy")
+    # Refused twice: the stack's leftovers are named, with the commands that finish the job.
+    standin.configure(destroy="fail")
+    cluster = prov.provision(topo, run_dir)
+    with pytest.raises(ProvisionError) as ei:
+        prov.destroy(cluster)
+    msg = str(ei.value)
+    assert commands(standin.calls())[-3:] == ["destroy", "destroy", "stack export"]
+    assert "tried twice; left in the stack: aws:ec2/securityGroup:SecurityGroup secgroup-us-east-1 (sg-0abc)" in msg
+    ref = prov._live[cluster.stack].ref
+    assert (f"PULUMI_BACKEND_URL={ref.backend_url} PULUMI_CONFIG_PASSPHRASE_FILE={ref.passphrase_file} "
+            f"pulumi destroy --stack {cluster.stack}`") in msg and ref.passphrase_file.is_file()
+    assert f"`cloudbench gc --results {in_tmp / 'results'}` retries" in msg
+    no_secret_under(in_tmp / "results", made)
+    check_calls(standin.calls(), in_tmp / "results" / "stormcloud-aws", made)
 
 
 def test_a_locked_stack_is_destroyed_once_the_lock_is_free(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,7 +320,7 @@ def test_a_locked_stack_is_destroyed_once_the_lock_is_free(in_tmp: Path, monkeyp
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
-def test_an_interrupt_reaches_pulumi_and_destroy_follows_its_exit(how: str, in_tmp: Path,
+def test_an_interrupt_reaches_pulumi_and_destroy_follows_its_exit(how: str, in_tmp: Path, made: list[str],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGTERM (as the runner delivers it) or Ctrl-C during `up`: pulumi gets one SIGINT, saves its
     state and exits; then the stack is destroyed (its lock is free) and the interrupt propagates."""
@@ -277,6 +353,7 @@ def test_an_interrupt_reaches_pulumi_and_destroy_follows_its_exit(how: str, in_t
     assert up.exit_code == 255 and up.ended is not None
     assert destroy.started >= up.ended and destroy.exit_code == 0  # no lock left to wait for
     assert not list((in_tmp / "results").rglob(f"{pp.LEASES}/*.json"))
+    no_secret_under(in_tmp / "results", made)
 
 
 def test_destroy_timeout_is_a_spec_setting(tmp_path: Path) -> None:

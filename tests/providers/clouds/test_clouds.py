@@ -13,6 +13,7 @@ import base64
 import ipaddress
 import json
 import os
+import re
 import signal
 import textwrap
 import time
@@ -319,13 +320,13 @@ def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
         assert vm["zone"] == h.zone and vm["machineType"] == "n2-standard-2"
         sid = vm["networkInterfaces"][0]["subnetwork"]
         assert subnets[sid]["region"] == h.region
-        assert mocks.by_id(sid).name == cc.gcp_name(f"subnet-{h.zone}-{h.subnet}")
+        assert mocks.by_id(sid).name == cc.gcp_name(f"cloudbench-subnet-{h.zone}-{h.subnet}")
         assert vm["networkInterfaces"][0]["accessConfigs"] == [{}]
         assert vm["tags"] == [target]
         meta = secret_value(vm["metadata"])  # the map holds the user-data, so all of it is secret
         assert meta["block-project-ssh-keys"] == "true" and meta["enable-oslogin"] == "FALSE"
         assert meta["ssh-keys"] == f"ubuntu:{s.client_public_key}"
-        assert vm["resourcePolicies"] == f"placement-{h.zone}-id"
+        assert vm["resourcePolicies"] == f"cloudbench-placement-{h.zone}-id"
         check_tags(vm["labels"], s, h.name)
         check_tags(vm["bootDisk"]["initializeParams"]["labels"], s, h.name)
         check_cloud_init(meta["user-data"], s, h.name)
@@ -752,6 +753,28 @@ def test_stack_ref_paths_follow_the_campaign_dir(tmp_path: Path) -> None:
     assert (p.stat().st_mode & 0o777) == 0o600 and len(p.read_text()) > 20
     assert (ref.state_dir.stat().st_mode & 0o777) == 0o700
     assert pp.ensure_passphrase(ref.state_dir).read_text() == p.read_text()  # stable
+    # kept outside the results folder, found again through the id the state carries
+    assert p == ref.passphrase_file and p.parent == pp.secrets_dir() and not p.is_relative_to(tmp_path / "camp")
+    assert not list((tmp_path / "camp").rglob(pp.PASSPHRASE))
+    assert p.name in (ref.state_dir / pp.PASSPHRASE_ID).read_text()
+
+
+def test_an_old_passphrase_beside_the_state_moves_out_and_a_missing_one_is_refused(tmp_path: Path) -> None:
+    state = pp.ensure_state_dir(tmp_path / "old" / ".pulumi")
+    (state / pp.PASSPHRASE).write_text("from-an-older-cloudbench")
+    p = pp.ensure_passphrase(state)
+    assert p.read_text() == "from-an-older-cloudbench" and not (state / pp.PASSPHRASE).exists()
+    assert (p.stat().st_mode & 0o777) == 0o600
+    p.unlink()  # results copied to a machine without it
+    with pytest.raises(ProvisionError, match=rf"passphrase of the Pulumi state {state} is not in "
+                       rf"{pp.secrets_dir()} \(file {p.name}\): copy it there"):
+        pp.ensure_passphrase(state)
+
+
+def test_the_secrets_dir_follows_the_environment(tmp_path: Path) -> None:
+    assert pp.secrets_dir({"CLOUDBENCH_SECRETS_DIR": "/s"}) == Path("/s")
+    assert pp.secrets_dir({"XDG_STATE_HOME": "/x"}) == Path("/x/cloudbench/secrets")
+    assert pp.secrets_dir({}) == Path.home() / ".local" / "state" / "cloudbench" / "secrets"
 
 
 def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks, tmp_path: Path,
@@ -824,7 +847,7 @@ def test_state_paths_handed_to_pulumi_are_absolute(tmp_path: Path, monkeypatch: 
     ref = pp.StackRef("aws", "cloudbench-aws", "s1", Path("results") / "c" / ".pulumi")
     want = tmp_path / "results" / "c" / ".pulumi"
     assert ref.state_dir == want and ref.backend_url == f"file://{want}"
-    assert ref.passphrase_file == want / "passphrase" and ref.work_dir.is_absolute()
+    assert ref.passphrase_file.is_absolute() and ref.work_dir.is_absolute()
     lease = Path("results") / "c" / ".pulumi" / "cloudbench-leases" / "x.json"
     assert pp._ref_from_lease(lease, {"cloud": "aws", "project": "p", "stack": "s"}).state_dir == want
 
@@ -863,7 +886,7 @@ def test_gcp_names_are_valid_for_subnets_the_spec_allows(mocks: RecordingMocks,
     assert len(names) == len(set(names))
     for name in names:
         assert cc.GCP_NAME.match(name) and len(name) + cc.GCP_AUTONAME_SUFFIX <= 63, name
-    assert cc.gcp_name("subnet-us-east1-b-Subnet_A") != cc.gcp_name("subnet-us-east1-b-subnet-a")
+    assert cc.gcp_name("cloudbench-subnet-us-east1-b-Subnet_A") != cc.gcp_name("cloudbench-subnet-us-east1-b-subnet-a")
 
 
 @pytest.mark.parametrize(("cloud", "vm_type"), [("aws", "t3.large"), ("aws", "t4g.medium"), ("gcp", "e2-standard-2")])
@@ -993,3 +1016,76 @@ def test_azure_writes_to_a_vnet_one_at_a_time(mocks: RecordingMocks, monkeypatch
         for b in writes[i + 1:]:
             if vnets_written(a) & vnets_written(b):
                 assert a in ancestors(b) or b in ancestors(a), (a, b)
+
+
+# -- each cloud's naming rules, on the programs' recorded inputs ---------------------------------
+GCE_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")  # GCE labels: keys start with a letter
+GCE_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+AWS_SG_DESCRIPTION = re.compile(r"^[a-zA-Z0-9. _\-:/()#,@\[\]+=&;{}!$*]{0,255}$")  # EC2 group and rule descriptions
+AWS_TAG_VALUE = re.compile(r"^[\w\s.:/=+\-@]{0,256}$")  # letters, digits, spaces and _ . : / = + - @
+AZURE_RULE_NAME = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9._-]{0,78}[a-zA-Z0-9_])?$")
+AZURE_TAG_NAME_FORBIDDEN = set("<>%&\\?/")
+
+
+def awkward_settings(topo: Topology, cloud: str) -> cc.CloudSettings:
+    """Settings as a real run makes them (stack from the run directory's name) with an owner
+    that is a login name with capitals, a dot and an @."""
+    s = settings_for(topo, cloud, stack="20250101T000000Z-ab12-r01")
+    return cc.CloudSettings(**{**s.__dict__, "owner": "Alice.Smith@corp"})
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+def test_recorded_inputs_follow_the_cloud_s_naming_rules(cloud: str, mocks: RecordingMocks,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    text = stormcloud_yaml(cloud, "placement_group: true", workloads=PORT_WORKLOADS).replace(
+        "s1: {hosts: 3", "Subnet_A: {hosts: 3")
+    topo = parse_spec(text, f"{cloud}.yaml").topology()
+    s = awkward_settings(topo, cloud)
+    run_program(cloud, topo, s, monkeypatch)
+    resources = [r for r in mocks.resources if not r.typ.startswith("pulumi:providers:")]
+    assert resources
+    if cloud == "gcp":
+        for r in resources:
+            name = str(r.inputs.get("name") or r.name)
+            assert cc.GCP_NAME.match(name) and len(name) + cc.GCP_AUTONAME_SUFFIX <= 63, (r.typ, name)
+            labels = dict(r.inputs.get("labels") or {})
+            labels.update((r.inputs.get("bootDisk") or {}).get("initializeParams", {}).get("labels") or {})
+            for k, v in labels.items():
+                assert GCE_LABEL_KEY.match(k) and GCE_LABEL_VALUE.match(v), (r.typ, k, v)
+            for tag in r.inputs.get("targetTags") or r.inputs.get("tags") or []:
+                assert cc.GCP_NAME.match(tag) and len(tag) <= 63, tag
+            if r.typ != "gcp:compute/instance:Instance":
+                # found again by `gc --cloud gcp`: named cloudbench-…, its tags in the description
+                assert name.startswith(cc.GCP_NAME_PREFIX), name
+                desc = r.inputs["description"]
+                assert len(desc) <= 2048
+                assert cc.tags_from_description(desc)["cloudbench-expiry"] == s.expiry_utc
+                assert cc.tags_from_description(desc)["cloudbench-stack"] == s.stack
+    elif cloud == "aws":
+        groups = mocks.of("aws:ec2/securityGroup:SecurityGroup")
+        assert groups
+        for g in groups:
+            assert AWS_SG_DESCRIPTION.match(g.inputs["description"]), g.inputs["description"]
+            for rule in g.inputs["ingress"] + g.inputs["egress"]:
+                assert AWS_SG_DESCRIPTION.match(rule.get("description", "")), rule
+        for r in resources:
+            for k, v in (r.inputs.get("tags") or {}).items():
+                assert 1 <= len(k) <= 128 and not k.lower().startswith("aws:") and AWS_TAG_VALUE.match(v), (k, v)
+    else:
+        for nsg in mocks.of("azure-native:network:NetworkSecurityGroup"):
+            rules = nsg.inputs["securityRules"]
+            for direction in {r["direction"] for r in rules}:
+                prios = [r["priority"] for r in rules if r["direction"] == direction]
+                assert len(prios) == len(set(prios)) and all(100 <= p <= 4096 for p in prios), prios
+            assert all(AZURE_RULE_NAME.match(r["name"]) for r in rules), [r["name"] for r in rules]
+        for r in resources:
+            for k, v in (r.inputs.get("tags") or {}).items():
+                assert len(k) <= 512 and len(v) <= 256 and not set(k) & AZURE_TAG_NAME_FORBIDDEN, (k, v)
+        for rg in mocks.of("azure-native:resources:ResourceGroup"):
+            assert re.fullmatch(r"[-\w.()]{1,82}", rg.name) and not rg.name.endswith("."), rg.name  # 90 with suffix
+
+
+def test_the_naming_rule_checks_can_fail() -> None:
+    assert not cc.GCP_NAME.match("net_1") and not GCE_LABEL_VALUE.match("2030-01-01T00:00:00Z")
+    assert not AWS_SG_DESCRIPTION.match("cloudbench 'quoted' <x>") and not AWS_TAG_VALUE.match("a,b")
+    assert not AZURE_RULE_NAME.match("rule-") and not AZURE_RULE_NAME.match("-rule")

@@ -37,6 +37,12 @@ def firewall_rules(settings: cc.CloudSettings, plan: cc.AddressPlan,
     ]
 
 
+def name(what: str) -> str:
+    """The Pulumi name (and so, with Pulumi's random suffix, the GCE name) of a resource
+    without labels: ``cloudbench-…``, which `gc --cloud gcp` lists."""
+    return cc.gcp_name(cc.GCP_NAME_PREFIX + what)
+
+
 def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mapping[str, Any]) -> None:
     topo = Topology.from_dict(dict(topology_dict))
     s = cc.as_settings(settings)
@@ -45,22 +51,25 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
     project = s.project  # as the preflight resolved it (spec, environment, gcloud, ADC)
     labels = cc.gcp_labels(s)
     target = cc.slug(f"cb-{s.stack}", 63)  # network tag the firewall rules apply to
-    net = gcp.compute.Network("net", auto_create_subnetworks=False, routing_mode="GLOBAL",
-                              description=f"cloudbench {s.campaign} {s.stack} until {s.expiry_utc}",
-                              project=project)
+    # Networks, subnetworks, firewall rules and resource policies take no labels: their names
+    # start with cloudbench- and their descriptions carry the tags, so `gc --cloud gcp` finds them.
+    net = gcp.compute.Network(name("net"), auto_create_subnetworks=False, routing_mode="GLOBAL",
+                              description=cc.gcp_description(s, "campaign network"), project=project)
     for rule in firewall_rules(s, plan, cc.worker_ports(topo)):
-        gcp.compute.Firewall(f"fw-{rule['name']}", network=net.id, direction="INGRESS", priority=1000,
+        gcp.compute.Firewall(name(f"fw-{rule['name']}"), network=net.id, direction="INGRESS", priority=1000,
                              source_ranges=rule["sources"], allows=rule["allows"], target_tags=[target],
-                             description=f"cloudbench {s.stack}: {rule['name']}", project=project)
+                             description=cc.gcp_description(s, f"ingress: {rule['name']}"), project=project)
 
     placement: dict[str, gcp.compute.ResourcePolicy] = {}
     hosts_out: dict[str, Any] = {}
     for (r, zone, subnet), members in cc.hosts_by_subnet(topo).items():
-        sn = gcp.compute.Subnetwork(cc.gcp_name(f"subnet-{zone}-{subnet}"), network=net.id, region=r,
-                                    ip_cidr_range=plan.subnet_cidr[(r, zone, subnet)], project=project)
+        sn = gcp.compute.Subnetwork(name(f"subnet-{zone}-{subnet}"), network=net.id, region=r,
+                                    ip_cidr_range=plan.subnet_cidr[(r, zone, subnet)], project=project,
+                                    description=cc.gcp_description(s, f"subnet {subnet} in {zone}"))
         if s.placement_group and zone not in placement:
             placement[zone] = gcp.compute.ResourcePolicy(
-                f"placement-{zone}", region=r, project=project,
+                name(f"placement-{zone}"), region=r, project=project,
+                description=cc.gcp_description(s, f"compact placement in {zone}"),
                 group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
                     collocation="COLLOCATED"))
         for h in members:
