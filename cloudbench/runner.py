@@ -303,8 +303,8 @@ class CampaignRunner:
         m.error_kind = "disk_full"
         m.kept_raw = kept
         pending = sum(1 for t in m.trials if t.status == "ingest")
-        return DiskFullError(e.path, f"{e.message}; the run is recorded failed (disk full), nothing measured is "
-                             f"lost: {len(kept)} raw file(s) kept under {raw_dir}"
+        return DiskFullError(e.path, f"{e.message}; the run is recorded failed (disk full): {len(kept)} raw "
+                             f"file(s) kept under {raw_dir}"
                              + (f" ({pending} trial(s) to ingest)" if pending else "")
                              + f"; free space, then `cloudbench run --resume {self.run.path}`", kept=kept)
 
@@ -607,11 +607,17 @@ def disk_full_recorded(run: RunDir, what: str) -> Iterator[None]:
     """Around writes after the run (its report): a full disk removes the partial ``report/`` (it is
     rebuilt from the data), records the run as failed (disk full) and raises a one-line
     :class:`DiskFullError`; ``run --resume`` then writes what is missing."""
+    reserve = run.path / RESERVE_FILE
     try:
+        # its own reserve, taken while there is space: the record of a failure below must not fail
+        size = 2 * run.manifest_path.stat().st_size + (64 << 10)
+        with reserve.open("wb") as f:
+            os.posix_fallocate(f.fileno(), 0, size)
         yield
     except (OSError, sqlite3.OperationalError, DiskFullError) as e:
         if not isinstance(e, DiskFullError) and not is_disk_full(e):
             raise
+        reserve.unlink(missing_ok=True)
         shutil.rmtree(run.path / "report", ignore_errors=True)
         for tmp in run.path.rglob("*.tmp"):
             tmp.unlink(missing_ok=True)
@@ -627,3 +633,5 @@ def disk_full_recorded(run: RunDir, what: str) -> Iterator[None]:
                                 f"record it; free space, then `cloudbench run --resume {run.path}`") from None
         raise DiskFullError(str(run.path), f"{what}: {DISK_FULL_REASON}; the run is recorded failed (disk full), "
                             f"its data is whole; free space, then `cloudbench run --resume {run.path}`") from None
+    finally:
+        reserve.unlink(missing_ok=True)

@@ -11,9 +11,9 @@ the README's "Disk space" section):
 * Trials run one after the other; a trial's raw files are pulled whole, then ingested
   into Parquet, then removed. So a run's peak is the largest, over its trials, of
   (Parquet of the trials before it + this trial's raw files + its Parquet), plus the
-  manifest, summaries and the reserve; its final size is every trial's Parquet plus
+  manifest, summaries and the reserve (:func:`reserve_bytes`); its final size is every trial's Parquet plus
   the manifest, summaries and the report (report.json, CSV, HTML with figures).
-* A campaign of ``n`` slots keeps every run: its peak is ``(n - 1)`` finished runs
+* A campaign of ``n`` slots keeps every run (a slot writes no report: `cloudbench report` does): its peak is ``(n - 1)`` finished runs
   plus one run at its peak, its final size ``n`` finished runs plus the journal.
 
 The check (:func:`check_free_space`) compares the filesystem's bytes free to the
@@ -102,11 +102,12 @@ def report_bytes(plan: Plan) -> float:
 
 
 def estimate_space(spec: Spec, plan: Plan, slots: int = 1, trials: list[Trial] | None = None,
-                   pending_raw: float = 0.0) -> SpaceEstimate:
+                   pending_raw: float = 0.0, report: bool = True) -> SpaceEstimate:
     """Peak and final bytes of a run of ``plan`` (``trials``: only these are still to run, e.g. a
-    resume; ``pending_raw``: raw bytes already on disk that will be ingested first)."""
+    resume; ``pending_raw``: raw bytes already on disk that will be ingested first; ``report``:
+    whether the run writes its report, as ``cloudbench run`` does and a campaign's slots do not)."""
     todo = plan.trials if trials is None else trials
-    fixed = manifest_bytes(spec, plan) + SUMMARIES_BYTES + reserve_bytes(spec, plan)
+    fixed = manifest_bytes(spec, plan) + SUMMARIES_BYTES
     stored_before = pending_raw / 8  # kept raw files become Parquet (echo: 32 B raw, under 4 B kept)
     peak = pending_raw + stored_before
     raw_peak = pending_raw
@@ -115,10 +116,11 @@ def estimate_space(spec: Spec, plan: Plan, slots: int = 1, trials: list[Trial] |
         peak = max(peak, stored_before + b.raw + b.stored)
         raw_peak = max(raw_peak, b.raw)
         stored_before += b.stored
-    report = report_bytes(plan)
-    final = fixed + stored_before + report
-    return SpaceEstimate(run_peak=max(fixed + peak, final), run_final=final, raw_peak=raw_peak,
-                         parquet=stored_before, report=report, slots=slots,
+    report_b = report_bytes(plan) if report else 0.0
+    final = fixed + stored_before + report_b
+    held = fixed + reserve_bytes(spec, plan)  # the reserve is held while the run writes
+    return SpaceEstimate(run_peak=max(held + peak, final), run_final=final, raw_peak=raw_peak,
+                         parquet=stored_before, report=report_b, slots=slots,
                          journal=JOURNAL_BYTES_PER_TRIAL * len(plan.trials) * slots if slots > 1 else 0.0)
 
 

@@ -75,7 +75,7 @@ def create_campaign(spec_path: Path, directory: Path | None = None, results: Pat
             trials.append({"id": trial_key(s.index, t.id), "slot": s.index, "plan_id": t.id,
                            "repetition": t.repetition, "workload": t.workload, "kind": t.kind})
     text = Path(spec_path).read_bytes()
-    space = estimate_space(spec, make_plan(spec), slots=len(slots))
+    space = estimate_space(spec, make_plan(spec), slots=len(slots), report=False)
     d.mkdir(parents=True, exist_ok=True)
     (d / SPEC_COPY).write_bytes(text)
     meta = {
@@ -100,7 +100,7 @@ def space_estimate(spec: Spec, schedule: ScheduleModel | None = None, now: datet
             slots = max(1, len(plan_slots(sched, now or datetime.now(UTC), spec.seed)))
         except ValueError:
             slots = 1  # the schedule's own check says what is wrong with it
-    return estimate_space(spec, make_plan(spec), slots=slots)
+    return estimate_space(spec, make_plan(spec), slots=slots, report=slots == 1)
 
 
 def campaign_spec(directory: Path, journal: Journal) -> tuple[Spec, str]:

@@ -186,7 +186,7 @@ class EchoKind(WorkloadKind):
         if any(r.failure is not None and r.failure.reason == DISK_FULL_REASON for r in results):
             # A host's rows could not be pulled: the trial has no complete data and runs again.
             raise DiskFullError(str(ctx.run.path / "raw"), f"pulling the workers' files of trial {tag}: "
-                                f"{DISK_FULL_REASON}")
+                                f"{DISK_FULL_REASON} (the trial runs again on resume)")
         opened: list[tuple[str, EchoFile]] = []
         kept: dict[str, str] = {}
         for r in outcome.succeeded(results):
