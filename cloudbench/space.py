@@ -13,8 +13,9 @@ the README's "Disk space" section):
   (Parquet of the trials before it + this trial's raw files + its Parquet), plus the
   manifest, summaries and the reserve (:func:`reserve_bytes`); its final size is every trial's Parquet plus
   the manifest, summaries and the report (report.json, CSV, HTML with figures).
-* A campaign of ``n`` slots keeps every run (a slot writes no report: `cloudbench report` does): its peak is ``(n - 1)`` finished runs
-  plus one run at its peak, its final size ``n`` finished runs plus the journal.
+* A campaign of ``n`` slots keeps every run (a slot writes no report: `cloudbench report` does):
+  its peak is ``(n - 1)`` finished runs plus one run at its peak, its final size ``n`` finished
+  runs plus the journal.
 
 The check (:func:`check_free_space`) compares the filesystem's bytes free to the
 peak plus :data:`MARGIN_FRACTION` and :data:`MARGIN_BYTES`.

@@ -30,8 +30,9 @@ from cloudbench.errors import ExitCode
 from cloudbench.plan import make_plan
 from cloudbench.space import estimate_space
 from cloudbench.store import parquet as parquet_mod
-from cloudbench.store.manifest import Manifest, load_manifest
+from cloudbench.store.manifest import Manifest, load_manifest, save_manifest
 from cloudbench.store.rundir import find_runs
+from cloudbench.store.summaries import write_summaries
 from cloudbench.workloads import load_spec
 from cloudbench.workloads.echo.controller import PARQUET_BYTES_PER_ROW
 
@@ -129,7 +130,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
 
 
 def _once(fn: Callable[..., Any], when: Callable[..., bool], mnt: Path) -> Callable[..., Any]:
-    done = []
+    done: list[int] = []
 
     def wrapper(*a: Any, **kw: Any) -> Any:
         if not done and when(*a, **kw):
@@ -141,17 +142,15 @@ def _once(fn: Callable[..., Any], when: Callable[..., bool], mnt: Path) -> Calla
 
 
 def _patch_site(site: str, mnt: Path, mp: pytest.MonkeyPatch) -> None:
-    import cloudbench.runner as runner_mod
-
     if site == "parquet":
         orig = parquet_mod.ParquetStream.__enter__
         mp.setattr(parquet_mod.ParquetStream, "__enter__",
                    _once(orig, lambda self: self.path.name.endswith("-echo.parquet"), mnt))
     elif site == "manifest":  # after the first trial is recorded ok
-        mp.setattr(runner_mod, "save_manifest", _once(
-            runner_mod.save_manifest, lambda path, m: any(t.status == "ok" for t in m.trials), mnt))
+        mp.setattr("cloudbench.runner.save_manifest", _once(
+            save_manifest, lambda path, m: any(t.status == "ok" for t in m.trials), mnt))
     elif site == "summaries":
-        mp.setattr(runner_mod, "write_summaries", _once(runner_mod.write_summaries, lambda *a: True, mnt))
+        mp.setattr("cloudbench.runner.write_summaries", _once(write_summaries, lambda *a: True, mnt))
     elif site == "report":
         mp.setattr(cloudbench, "write_report", _once(cloudbench.write_report, lambda *a: True, mnt))
     elif site == "journal":
