@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         campaign_status,
         create_campaign,
         install_unit,
+        space_estimate,
         stop_campaign,
         systemd_unit,
     )
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from cloudbench.errors import (
         BudgetError,
         CloudbenchError,
+        DiskFullError,
         ExitCode,
         IncompleteRunError,
         ResultError,
@@ -62,7 +64,8 @@ if TYPE_CHECKING:
     from cloudbench.report.files import write_report
     from cloudbench.report.html import write_html
     from cloudbench.report.render import render_report
-    from cloudbench.runner import CampaignRunner, RunUI, resume_run, run_campaign
+    from cloudbench.runner import CampaignRunner, RunUI, disk_full_recorded, resume_run, run_campaign
+    from cloudbench.space import SpaceEstimate
     from cloudbench.spec.model import Spec
     from cloudbench.store.manifest import Manifest
     from cloudbench.store.rundir import RunDir, open_results
@@ -123,6 +126,10 @@ _API: dict[str, tuple[str, str]] = {
     "stop_campaign": ("cloudbench.campaign.setup", "stop_campaign"),
     "systemd_unit": ("cloudbench.campaign.setup", "systemd_unit"),
     "install_unit": ("cloudbench.campaign.setup", "install_unit"),
+    "space_estimate": ("cloudbench.campaign.setup", "space_estimate"),
+    "SpaceEstimate": ("cloudbench.space", "SpaceEstimate"),
+    "DiskFullError": ("cloudbench.errors", "DiskFullError"),
+    "disk_full_recorded": ("cloudbench.runner", "disk_full_recorded"),
     "diurnal": ("cloudbench.report.diurnal", "diurnal"),
     "render_diurnal": ("cloudbench.report.diurnal", "render_diurnal"),
 }
@@ -136,6 +143,7 @@ __all__ = [
     "ConfirmParams",
     "ConfirmResult",
     "CostEstimate",
+    "DiskFullError",
     "DoctorFinding",
     "ExitCode",
     "IncompleteRunError",
@@ -145,6 +153,7 @@ __all__ = [
     "Run",
     "RunDir",
     "RunUI",
+    "SpaceEstimate",
     "Spec",
     "SpecError",
     "Trial",
@@ -160,6 +169,7 @@ __all__ = [
     "confirm_to_json",
     "create_campaign",
     "diagnose",
+    "disk_full_recorded",
     "diurnal",
     "estimate_cost",
     "install_unit",
@@ -176,6 +186,7 @@ __all__ = [
     "report_to_json",
     "resume_run",
     "run_campaign",
+    "space_estimate",
     "spec_prices",
     "spec_schema",
     "stop_campaign",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -19,6 +20,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # a bad spec or a bad command-line value; nothing was created
     OVER_BUDGET = 3  # the estimated cost is above the spec's budget; nothing was created
     INCOMPLETE = 4  # the run finished, but some trials or repetitions failed (data kept)
+    DISK_FULL = 5  # the results filesystem is full, or too small for the plan; data kept, resumable
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; everything created was torn down, data kept
 
 
@@ -148,6 +150,39 @@ class ReapError(ProvisionError):
 
 class RecordError(ResultError):
     """A worker's raw record is damaged or of a schema its reader does not know."""
+
+
+DISK_FULL_REASON = "no space left on the results filesystem"
+"""The ``reason`` of a host's failure when the controller's disk, not the host, stopped a pull."""
+
+
+class DiskFullError(CloudbenchError):
+    """The results filesystem ran out of space (ENOSPC) or has too little for the plan.
+
+    ``path`` is the file (or directory) whose write failed or was refused; ``kept``
+    maps the raw files kept for a later ``run --resume`` to their sha256.
+    """
+
+    exit_status = ExitCode.DISK_FULL
+
+    def __init__(self, path: str, message: str, kept: dict[str, str] | None = None) -> None:
+        self.path = path
+        self.message = message
+        self.kept = dict(kept or {})
+        self.outcome: Any = None  # what the trial had measured when its ingest failed (the runner records it)
+        super().__init__(f"{path}: {message}")
+
+
+class InsufficientSpaceError(DiskFullError):
+    """The space check refused a run before anything was created: too few bytes free."""
+
+    def __init__(self, directory: str, needed: int, free: int, what: str) -> None:
+        self.needed = needed
+        self.free = free
+        super().__init__(directory, f"not enough free space: {what} needs {needed:,} bytes ({needed / 1e6:,.1f} MB, "
+                         f"the estimated peak plus a margin), {free:,} bytes ({free / 1e6:,.1f} MB) are free "
+                         "there; free some space, use a larger filesystem (--results), or override with "
+                         "--no-space-check")
 
 
 class IncompleteRunError(CloudbenchError):

@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 import asyncssh
 
 from cloudbench.core.cluster import Cluster, HostAccess
-from cloudbench.core.files import sha256_file
+from cloudbench.core.files import is_disk_full, sha256_file
 from cloudbench.core.netns import connect_in_netns
-from cloudbench.errors import RemoteError, RemoteFailure
+from cloudbench.errors import DISK_FULL_REASON, RemoteError, RemoteFailure
 
 T = TypeVar("T")
 STDERR_TAIL = 2000
@@ -192,11 +192,15 @@ class Remote:
                     async with conn.start_sftp_client() as sftp:
                         await sftp.get(remote_path, str(local_path))
                 except (asyncssh.SFTPError, OSError) as e:
+                    if is_disk_full(e):  # our disk, not the host: no retry, and no partial file left
+                        local_path.unlink(missing_ok=True)
+                        raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, str(e),
+                                                        DISK_FULL_REASON)) from e
                     raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, str(e),
                                                     f"download failed (attempt {attempt} of {attempts})")) from e
                 return check_download(host, remote_path, sha256_file(local_path), sha256)
-            except RemoteError:
-                if attempt == attempts:
+            except RemoteError as e:
+                if attempt == attempts or e.failure.reason == DISK_FULL_REASON:
                     raise
         raise AssertionError("unreachable")  # the loop returns or raises
 

@@ -17,6 +17,7 @@ import re
 import secrets
 import shutil
 import signal
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,14 +25,23 @@ from types import FrameType
 from typing import Any, Protocol
 
 from cloudbench.core.cluster import Cluster
-from cloudbench.core.files import sha256_file, utc_now
+from cloudbench.core.files import is_disk_full, sha256_file, utc_now
 from cloudbench.core.version import __version__
 from cloudbench.cost import check_budget, check_leases
-from cloudbench.errors import CloudbenchError, GroupRemoteError, ProvisionError, RemoteFailure, ResultError
+from cloudbench.errors import (
+    DISK_FULL_REASON,
+    CloudbenchError,
+    DiskFullError,
+    GroupRemoteError,
+    ProvisionError,
+    RemoteFailure,
+    ResultError,
+)
 from cloudbench.plan import Plan, make_plan
 from cloudbench.providers import get_provider, reap_run
 from cloudbench.providers.base import Provider
 from cloudbench.remote import Remote
+from cloudbench.space import check_free_space, estimate_space, reserve_bytes
 from cloudbench.spec.model import Spec
 from cloudbench.store.manifest import (
     FailureRecord,
@@ -95,6 +105,11 @@ def signals_as_interrupts() -> Iterator[None]:
 _VERSION_RE = re.compile(r'^WORKER_VERSION\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
 
 
+RESERVE_FILE = ".space-reserve"
+"""A file of zeros a run keeps in its directory while it runs: freed on a full disk, so that the
+manifest that records the failure is not itself the write that fails."""
+
+
 def worker_versions(bundle: list[Path]) -> dict[str, dict[str, str]]:
     """Version constant and content digest of every worker file shipped to hosts."""
     out: dict[str, dict[str, str]] = {}
@@ -137,6 +152,7 @@ class CampaignRunner:
         remote_factory: Callable[[Cluster], Remote] = Remote,
         run_dir: Path | None = None,
         before_trial: Callable[[Trial], None] | None = None,
+        space_check: bool = True,
     ) -> None:
         self.spec = spec
         self.spec_path = spec_path
@@ -152,6 +168,7 @@ class CampaignRunner:
         self.manifest = Manifest(campaign=spec.name, run_id=self.run.run_id)
         self.resuming = False
         self.done: set[str] = set()  # trial ids already measured (resume)
+        self.space_check = space_check
 
     @classmethod
     def resume(cls, spec: Spec, spec_path: str, run_dir: Path, **kwargs: Any) -> CampaignRunner:
@@ -161,9 +178,9 @@ class CampaignRunner:
         """
         run = RunDir(Path(run_dir))
         manifest = load_manifest(run.manifest_path)
-        if manifest.status in ("complete", "partial", "failed"):
+        if not manifest.resumable:
             raise ResultError(str(run.path), f"run is {manifest.status}; only an interrupted (or killed, "
-                              "still `running`) run can be resumed")
+                              "still `running`, or stopped by a full disk) run can be resumed")
         self = cls(spec, spec_path, run.path.parent.parent, run_dir=run.path, **kwargs)
         if self.plan.to_dict()["trials"] != manifest.plan.get("trials") or spec.seed != manifest.seed:
             raise ResultError(str(run.path), "the spec's plan differs from the run's (another spec, seed or "
@@ -179,6 +196,9 @@ class CampaignRunner:
         ``interrupted/<trial>.a<attempt>/`` with their checksums, out of every reader's way.
         """
         m = self.manifest
+        for rec in m.trials:
+            if rec.status == "ingest":
+                self._ingest_kept(rec)
         for rec in m.trials:
             if rec.status != "running":
                 continue
@@ -206,6 +226,8 @@ class CampaignRunner:
         self.done = {t.id for t in m.trials if t.status in ("ok", "partial", "failed")}
         m.status = "running"
         m.error = None
+        m.error_kind = None
+        m.kept_raw = {}
         m.ended_utc = None
         m.resumed_utc = [*(getattr(m, "resumed_utc", None) or []), utc_now()]  # type: ignore[attr-defined]
         self._save()
@@ -220,6 +242,104 @@ class CampaignRunner:
             raise ProvisionError(provider.name, "-", "preflight: the account would refuse this run "
                                  "(nothing was created; `cloudbench doctor SPEC` shows every check):\n  "
                                  + "\n  ".join(f.line() for f in refused))
+
+    def _ingest_kept(self, rec: TrialRecord) -> None:
+        """A trial whose ingest a full disk stopped: its kept raw files, checksums verified, into its
+        Parquet file (no host needed). A missing or changed file makes it a cut-off trial (run again)."""
+        bad = [rel for rel, digest in rec.raw.items()
+               if not (self.run.path / rel).is_file() or sha256_file(self.run.path / rel) != digest]
+        if bad:
+            self.ui.warn(f"trial {rec.id}: kept raw file(s) missing or changed ({', '.join(bad)}); "
+                         "it is run again")
+            rec.status, rec.raw = "running", {}
+            return
+        trial = next(t for t in self.plan.trials if t.id == rec.id)
+        self.ui.phase(f"trial {rec.id}: ingesting {len(rec.raw)} kept raw file(s)")
+        outcome = workload_kind(rec.kind).ingest(self.run, self.spec, trial, rec.raw, rec.stats)
+        failures = [*rec.failures, *(FailureRecord.model_validate(vars(f)) for f in outcome.failures)]
+        rec.status = "ok" if not failures else ("partial" if outcome.rows else "failed")
+        rec.rows, rec.files, rec.failures, rec.stats = outcome.rows, outcome.files, failures, outcome.stats
+        rec.raw = {}
+        rec.ended_utc = utc_now()
+        self.manifest.files.update(outcome.files)
+        self._save()
+
+    def _pending_raw_bytes(self) -> int:
+        return sum((self.run.path / rel).stat().st_size for t in self.manifest.trials if t.status == "ingest"
+                   for rel in t.raw if (self.run.path / rel).is_file())
+
+    def _check_space(self) -> None:
+        """Refuse to start (before any host exists) when the results filesystem has too little free."""
+        if self.resuming:
+            done = {t.id for t in self.manifest.trials if t.status in ("ok", "partial", "failed", "ingest")}
+            todo = [t for t in self.plan.trials if t.id not in done]
+            est = estimate_space(self.spec, self.plan, trials=todo, pending_raw=self._pending_raw_bytes())
+            what = f"resuming run {self.run.run_id} ({len(todo)} trial(s) left)"
+        else:
+            est = estimate_space(self.spec, self.plan)
+            what = f"run of {self.spec.name} ({len(self.plan.trials)} trials)"
+        check_free_space(self.run.path, est.run_peak, what)
+
+    def _reserve(self) -> None:
+        """Hold :data:`RESERVE_FILE` (real blocks, not a sparse file) while the run writes."""
+        path = self.run.path / RESERVE_FILE
+        size = reserve_bytes(self.spec, self.plan)
+        with path.open("wb") as f:
+            try:
+                os.posix_fallocate(f.fileno(), 0, size)
+            except OSError as e:
+                if is_disk_full(e):
+                    raise
+                f.write(bytes(size))  # a filesystem without fallocate
+
+    def _free_temporary(self) -> None:
+        """What a full disk leaves that is no data: the reserve and ``*.tmp`` files (none is read)."""
+        (self.run.path / RESERVE_FILE).unlink(missing_ok=True)
+        for tmp in self.run.path.rglob("*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+    def _record_disk_full(self, e: DiskFullError) -> DiskFullError:
+        """The manifest says the run failed on a full disk, and lists the raw files it keeps;
+        returns the one-line error to end with."""
+        m = self.manifest
+        kept: dict[str, str] = {}
+        for rec in m.trials:
+            kept.update(rec.raw)
+        raw_dir = self.run.path / "raw"
+        if raw_dir.is_dir():
+            for f in sorted(raw_dir.rglob("*")):
+                rel = str(f.relative_to(self.run.path))
+                if f.is_file() and rel not in kept:
+                    kept[rel] = sha256_file(f)
+        m.status = "failed"
+        m.error = f"disk full: {e}"
+        m.error_kind = "disk_full"
+        m.kept_raw = kept
+        pending = sum(1 for t in m.trials if t.status == "ingest")
+        return DiskFullError(e.path, f"{e.message}; the run is recorded failed (disk full): {len(kept)} raw "
+                             f"file(s) kept under {raw_dir}"
+                             + (f" ({pending} trial(s) to ingest)" if pending else "")
+                             + f"; free space, then `cloudbench run --resume {self.run.path}`", kept=kept)
+
+    def _save_final(self) -> None:
+        """The last manifest: on a full disk, again after freeing the reserve and temporary files."""
+        try:
+            self._save()
+            return
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+        self._free_temporary()
+        if self.manifest.error_kind != "disk_full":
+            self._record_disk_full(DiskFullError(str(self.run.manifest_path), DISK_FULL_REASON))
+        try:
+            self._save()
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+            raise DiskFullError(str(self.run.manifest_path), f"{DISK_FULL_REASON}: not even the manifest "
+                                "could be saved after freeing the reserve; free space, then `cloudbench run "
+                                f"--resume {self.run.path}`") from None
 
     def _default_provider(self, name: str) -> Provider:
         # Clouds and static hosts read their settings from the spec; cloud state lives
@@ -273,24 +393,29 @@ class CampaignRunner:
         providers = list(self.spec.providers)
         if len(providers) != 1:  # the spec check says so too, with the line
             raise CloudbenchError("a campaign uses one provider for now; split the spec per provider")
+        if self.space_check:
+            self._check_space()  # before anything exists, too
         provider = self.provider_factory(providers[0])
         self._preflight(provider)  # what the account would refuse, before anything exists
-        if self.resuming:
-            # What the dead run left (testbeds, stacks of a dead controller) goes first.
-            for line in reap_run(self.run.path, self.run.path.parent.parent):
-                self.ui.phase(line)
-            self._recover()
-        else:
-            self.run.path.mkdir(parents=True, exist_ok=False)
-            self._init_manifest()
         topology = self.spec.topology()
         cluster: Cluster | None = None
-        last = self._last_repetition()
+        ran = False
         try:
+            if self.resuming:
+                # What the dead run left (testbeds, stacks of a dead controller) goes first.
+                for line in reap_run(self.run.path, self.run.path.parent.parent):
+                    self.ui.phase(line)
+                self._recover()  # kept raw files are ingested here, before any host exists
+            else:
+                self.run.path.mkdir(parents=True, exist_ok=False)
+                self._init_manifest()
+            self._reserve()
+            last = self._last_repetition()
             with signals_as_interrupts():
                 for rep in range(self.spec.repetitions):
                     if not self._remaining(rep):
                         continue
+                    ran = True
                     if cluster is None:
                         self.ui.phase(f"repetition {rep + 1}/{self.spec.repetitions}: "
                                       f"provisioning {len(topology)} hosts ({provider.name})")
@@ -303,6 +428,8 @@ class CampaignRunner:
                             provider.destroy(cluster)
                             cluster = None
                     self._write_summaries()
+                if not ran:  # a resume that only ingested kept files, or only lacked its summaries
+                    self._write_summaries()
             failed = [t for t in self.manifest.trials if t.status not in ("ok", "interrupted")]
             lost = [r for r in self.manifest.repetitions if r.status not in ("ok", "interrupted")]
             if lost and len(lost) == len(self.manifest.repetitions):
@@ -314,6 +441,15 @@ class CampaignRunner:
             self.manifest.status = "interrupted"
             self.manifest.error = str(e) or "interrupted (Ctrl-C)"
             raise
+        except DiskFullError as e:
+            raise self._record_disk_full(e) from None
+        except (OSError, sqlite3.OperationalError) as e:
+            if not is_disk_full(e):
+                self.manifest.status = "failed"
+                self.manifest.error = f"{type(e).__name__}: {e}"
+                raise
+            where = getattr(e, "filename", None) or str(self.run.path)
+            raise self._record_disk_full(DiskFullError(str(where), DISK_FULL_REASON)) from None
         except BaseException as e:
             self.manifest.status = "failed"
             self.manifest.error = f"{type(e).__name__}: {e}"
@@ -323,9 +459,12 @@ class CampaignRunner:
                 self.ui.phase(f"tearing down {cluster.stack}")
                 provider.destroy(cluster)
             self.manifest.ended_utc = utc_now()
-            with contextlib.suppress(CloudbenchError, OSError):
-                self._write_summaries()
-            self._save()
+            if self.manifest.error_kind != "disk_full":
+                with contextlib.suppress(CloudbenchError, OSError):
+                    self._write_summaries()
+            if self.manifest.error_kind == "disk_full" or self.run.manifest_path.exists():
+                self._save_final()
+            (self.run.path / RESERVE_FILE).unlink(missing_ok=True)
         return self.run
 
     def _remaining(self, rep: int) -> list[Trial]:
@@ -409,8 +548,23 @@ class CampaignRunner:
         self.ui.trial_started(trial, number + 1, len(self.plan.of_repetition(trial.repetition)))
         try:
             outcome = await kind.run(ctx)
+        except DiskFullError as e:
+            if e.kept:  # pulled whole, not ingested: kept for `run --resume` to ingest
+                rec.status, rec.raw, rec.ended_utc = "ingest", dict(e.kept), utc_now()
+                if e.outcome is not None:
+                    rec.failures = [FailureRecord.model_validate(vars(f)) for f in e.outcome.failures]
+                    rec.stats = e.outcome.stats
+            raise  # else the trial stays `running`: a resume runs it again, its leftovers set apart
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+            raise DiskFullError(str(getattr(e, "filename", None) or self.run.path),
+                                f"trial {trial.id}: {DISK_FULL_REASON}") from None
         except CloudbenchError as e:
             outcome = TrialOutcome(failures=[RemoteFailure("*", trial.id, None, str(e), type(e).__name__)])
+        if any(f.reason == DISK_FULL_REASON for f in outcome.failures):
+            # a pull cut short by our disk: the trial's data is not whole, so it runs again on resume
+            raise DiskFullError(str(self.run.path / "raw"), f"trial {trial.id}: {DISK_FULL_REASON}")
         rec.ended_utc = utc_now()
         rec.status = "ok" if not outcome.failures else ("partial" if outcome.rows else "failed")
         rec.rows = outcome.rows
@@ -427,7 +581,7 @@ class CampaignRunner:
             self.after_trial(trial, outcome)
 
 
-def resume_run(run_dir: str | Path, ui: RunUI | None = None) -> RunDir:
+def resume_run(run_dir: str | Path, ui: RunUI | None = None, space_check: bool = True) -> RunDir:
     """Finish the interrupted run in ``run_dir``: same seed and plan, remaining trials only.
 
     The spec is the run's own: the file the manifest names if it is unchanged, else the
@@ -437,9 +591,9 @@ def resume_run(run_dir: str | Path, ui: RunUI | None = None) -> RunDir:
 
     run = RunDir(Path(run_dir))
     m = load_manifest(run.manifest_path)
-    if m.status in ("complete", "partial", "failed"):
+    if not m.resumable:
         raise ResultError(str(run.path), f"run is {m.status}; only an interrupted (or killed, still "
-                          "`running`) run can be resumed")
+                          "`running`, or stopped by a full disk) run can be resumed")
     path = Path(m.spec_path)
     text = path.read_bytes() if m.spec_path and path.is_file() else b""
     if text and hashlib.sha256(text).hexdigest() == m.spec_sha256:
@@ -449,11 +603,11 @@ def resume_run(run_dir: str | Path, ui: RunUI | None = None) -> RunDir:
     spec = spec.model_copy(update={"seed": m.seed})
     if "netns" in spec.providers and os.geteuid() != 0:
         raise CloudbenchError("the netns testbed needs root: run `sudo cloudbench run --resume ...`")
-    return CampaignRunner.resume(spec, m.spec_path, run.path, ui=ui).execute()
+    return CampaignRunner.resume(spec, m.spec_path, run.path, ui=ui, space_check=space_check).execute()
 
 
 def run_campaign(spec: Spec, spec_path: str | Path, results_root: str | Path,
-                 ui: RunUI | None = None) -> RunDir:
+                 ui: RunUI | None = None, space_check: bool = True) -> RunDir:
     """Run ``spec`` once (every repetition) into ``results_root/<campaign>/<run-id>``.
 
     Checks the budget and, for the testbed, root before anything is created;
@@ -461,4 +615,39 @@ def run_campaign(spec: Spec, spec_path: str | Path, results_root: str | Path,
     """
     if "netns" in spec.providers and os.geteuid() != 0:
         raise CloudbenchError("the netns testbed needs root: run `sudo cloudbench run ...`")
-    return CampaignRunner(spec, str(spec_path), Path(results_root), ui=ui).execute()
+    return CampaignRunner(spec, str(spec_path), Path(results_root), ui=ui, space_check=space_check).execute()
+
+
+@contextlib.contextmanager
+def disk_full_recorded(run: RunDir, what: str) -> Iterator[None]:
+    """Around writes after the run (its report): a full disk removes the partial ``report/`` (it is
+    rebuilt from the data), records the run as failed (disk full) and raises a one-line
+    :class:`DiskFullError`; ``run --resume`` then writes what is missing."""
+    reserve = run.path / RESERVE_FILE
+    try:
+        # its own reserve, taken while there is space: the record of a failure below must not fail
+        size = 2 * run.manifest_path.stat().st_size + (64 << 10)
+        with reserve.open("wb") as f:
+            os.posix_fallocate(f.fileno(), 0, size)
+        yield
+    except (OSError, sqlite3.OperationalError, DiskFullError) as e:
+        if not isinstance(e, DiskFullError) and not is_disk_full(e):
+            raise
+        reserve.unlink(missing_ok=True)
+        shutil.rmtree(run.path / "report", ignore_errors=True)
+        for tmp in run.path.rglob("*.tmp"):
+            tmp.unlink(missing_ok=True)
+        m = load_manifest(run.manifest_path)
+        m.status, m.error_kind = "failed", "disk_full"
+        m.error = f"disk full: {what}: {DISK_FULL_REASON}"
+        try:
+            save_manifest(run.manifest_path, m)
+        except OSError as e2:
+            if not is_disk_full(e2):
+                raise
+            raise DiskFullError(str(run.manifest_path), f"{what}: {DISK_FULL_REASON}, and the manifest could not "
+                                f"record it; free space, then `cloudbench run --resume {run.path}`") from None
+        raise DiskFullError(str(run.path), f"{what}: {DISK_FULL_REASON}; the run is recorded failed (disk full), "
+                            f"its data is whole; free space, then `cloudbench run --resume {run.path}`") from None
+    finally:
+        reserve.unlink(missing_ok=True)

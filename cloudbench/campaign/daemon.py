@@ -33,7 +33,7 @@ from typing import Any
 from cloudbench.campaign.journal import JOURNAL_FILE, Journal, SlotRow, trial_key
 from cloudbench.campaign.setup import LOCK_FILE, campaign_spec, iso
 from cloudbench.core.files import utc_now
-from cloudbench.errors import CloudbenchError
+from cloudbench.errors import CloudbenchError, DiskFullError, InsufficientSpaceError
 from cloudbench.providers import reap_run
 from cloudbench.runner import CampaignRunner, signals_as_interrupts
 from cloudbench.spec.model import Spec
@@ -44,6 +44,7 @@ from cloudbench.workloads.base import Trial, TrialOutcome
 
 Log = Callable[[str], None]
 POLL_S = 1.0  # how often a waiting runner looks for `campaign stop`
+WAITING_FOR_SPACE = "waiting for space"  # the note of an interrupted slot refused for space
 
 
 class CampaignBusyError(CloudbenchError):
@@ -152,6 +153,9 @@ class CampaignDaemon:
             if now < at:
                 self.sleep(min(POLL_S, (at - now).total_seconds()))
                 continue
+            for w in j.slots("interrupted"):  # runs that waited for space: try them first
+                if w.note.startswith(WAITING_FOR_SPACE):
+                    self._run_slot(w, note="resumed after waiting for space")
             self._run_slot(nxt, note=f"started {(now - at).total_seconds():.1f}s after its planned time")
         c = j.counts()
         self.log("campaign done: " + ", ".join(f"{n} {s}" for s, n in sorted(c["slots"].items())))
@@ -198,7 +202,7 @@ class CampaignDaemon:
         runner: CampaignRunner | None = None
         if manifest_path.exists():
             m = load_manifest(manifest_path)
-            if m.status in ("running", "interrupted"):
+            if m.resumable:  # cut off, or stopped by a full disk
                 runner = CampaignRunner.resume(spec, self.spec_path, run_dir, **hooks)
             else:  # the run ended before the journal heard of it
                 self._settle(slot.index, m, None)
@@ -214,6 +218,23 @@ class CampaignDaemon:
             runner.execute()
         except KeyboardInterrupt:
             self._settle(slot.index, manifest(), "interrupted")
+            raise
+        except InsufficientSpaceError as e:  # refused before anything was created
+            if manifest_path.exists():  # a run to finish: it waits for space, nothing of it is lost
+                j.update_slot(slot.index, "refused for space", str(e), state="interrupted",
+                              note=f"{WAITING_FOR_SPACE}: {e}"[:500])
+                self.log(f"slot {slot.index}: {WAITING_FOR_SPACE}: {e}")
+            else:
+                j.update_slot(slot.index, "missed", f"refused for space: {e}", state="missed",
+                              ended_utc=iso(self.clock()), note=f"refused for space: {e}"[:500])
+                j.close_slot_trials(slot.index, "missed", "slot refused for space")
+                self.log(f"slot {slot.index}: missed: refused for space: {e}")
+            return
+        except DiskFullError as e:
+            # The disk filled up mid-run: the run is recorded failed (disk full), resumable; the slot
+            # is interrupted, and this process ends (exit 5): a restart with space resumes it.
+            self.log(f"slot {slot.index}: disk full: {e}")
+            j.update_slot(slot.index, "disk full", str(e), state="interrupted", note=f"disk full: {e}"[:500])
             raise
         except CloudbenchError as e:
             self._settle(slot.index, manifest(), "failed", str(e))

@@ -23,13 +23,13 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench.core.files import utc_now
-from cloudbench.errors import ResultError
+from cloudbench.core.files import is_disk_full, utc_now
+from cloudbench.errors import DISK_FULL_REASON, DiskFullError, ResultError
 from cloudbench.store.formats import JOURNAL
 
 JOURNAL_FILE = "journal.sqlite"
@@ -160,14 +160,25 @@ class Journal:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Cursor]:
-        c = self._db.cursor()
-        c.execute("BEGIN IMMEDIATE")
+        """One transaction; a full disk (SQLITE_FULL, ENOSPC) is a :class:`DiskFullError` naming the journal
+        (the transaction is rolled back: the journal stays as it was)."""
         try:
-            yield c
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        c.execute("COMMIT")
+            c = self._db.cursor()
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+            except BaseException:
+                if self._db.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+        except (sqlite3.OperationalError, OSError) as e:
+            if not is_disk_full(e):
+                raise
+            if self._db.in_transaction:
+                with suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+            raise DiskFullError(str(self.path), f"the campaign journal: {DISK_FULL_REASON} ({e})") from None
 
     # -- reading ------------------------------------------------------------------------
     def meta(self) -> dict[str, Any]:

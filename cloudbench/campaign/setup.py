@@ -26,6 +26,7 @@ from cloudbench.core.files import utc_now
 from cloudbench.errors import CloudbenchError, ResultError, UsageError
 from cloudbench.plan import make_plan
 from cloudbench.report.diurnal import WEEKDAYS, weekday_hour
+from cloudbench.space import SpaceEstimate, estimate_space, free_bytes
 from cloudbench.spec.model import Spec
 from cloudbench.spec.schedule import ScheduleModel
 from cloudbench.workloads import load_spec, parse_spec
@@ -74,18 +75,32 @@ def create_campaign(spec_path: Path, directory: Path | None = None, results: Pat
             trials.append({"id": trial_key(s.index, t.id), "slot": s.index, "plan_id": t.id,
                            "repetition": t.repetition, "workload": t.workload, "kind": t.kind})
     text = Path(spec_path).read_bytes()
+    space = estimate_space(spec, make_plan(spec), slots=len(slots), report=False)
     d.mkdir(parents=True, exist_ok=True)
     (d / SPEC_COPY).write_bytes(text)
     meta = {
         "name": spec.name, "state": "active", "created_utc": iso(created), "seed": spec.seed,
         "spec_path": str(Path(spec_path).resolve()), "spec_sha256": hashlib.sha256(text).hexdigest(),
         "schedule": schedule.model_dump(mode="json"), "providers": sorted(spec.providers),
+        "space": space.to_dict(),  # the disk estimate at start (`campaign status` shows it)
     }
     Journal.create(d / JOURNAL_FILE, meta,
                    [{"index": s.index, "base_utc": iso(s.base), "planned_utc": iso(s.planned),
                      "spread_s": s.spread_s, "cell": s.cell, "seed": s.seed} for s in slots],
                    trials).close()
     return d
+
+
+def space_estimate(spec: Spec, schedule: ScheduleModel | None = None, now: datetime | None = None) -> SpaceEstimate:
+    """The disk a spec needs (:mod:`cloudbench.space`): one run, and every slot of its schedule."""
+    sched = schedule if schedule is not None else spec.schedule
+    slots = 1
+    if sched is not None:
+        try:
+            slots = max(1, len(plan_slots(sched, now or datetime.now(UTC), spec.seed)))
+        except ValueError:
+            slots = 1  # the schedule's own check says what is wrong with it
+    return estimate_space(spec, make_plan(spec), slots=slots, report=slots == 1)
 
 
 def campaign_spec(directory: Path, journal: Journal) -> tuple[Spec, str]:
@@ -151,9 +166,16 @@ def campaign_status(directory: Path, now: datetime | None = None) -> dict[str, A
             "slot": nxt.index, "planned_utc": nxt.planned_utc,
             "in_s": round((datetime.fromisoformat(nxt.planned_utc) - now).total_seconds(), 3)},
         "grid": grid,
+        "space": {**(meta.get("space") or {}), "used_bytes": _used_bytes(Path(directory)),
+                  "free_bytes": free_bytes(Path(directory))[1]},
         "recent_events": [{"utc": e[0], "slot": e[1], "trial": e[2], "event": e[3], "detail": e[4]}
                           for e in events],
     }
+
+
+def _used_bytes(directory: Path) -> int:
+    """Bytes of the files under ``directory`` (what the campaign holds now)."""
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file() and not f.is_symlink())
 
 
 def stop_campaign(directory: Path) -> int:
@@ -219,5 +241,5 @@ def install_unit(directory: Path, unit_dir: Path = Path("/etc/systemd/system")) 
     return path
 
 
-__all__ = ["campaign_status", "create_campaign", "install_unit", "stop_campaign",
+__all__ = ["campaign_status", "create_campaign", "install_unit", "space_estimate", "stop_campaign",
            "systemd_unit"]

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 import cloudbench
 from cloudbench.cli.app import SpecArg, app, err, guard, out, print_warnings
+from cloudbench.core.units import fmt_bytes
 
 campaign_app = typer.Typer(
     help="Scheduled campaigns: the spec's `schedule:` as slots in a journal, run one at a time by a "
@@ -62,6 +63,15 @@ def start(
     st = cloudbench.campaign_status(d)
     err.print(f"{st['total_slots']} slots, {sum(st['trials'].values())} trials; first at "
               f"{st['next']['planned_utc'] if st['next'] else '-'}", highlight=False)
+    sp = st["space"]
+    err.print(f"disk (estimate): a run peaks at {fmt_bytes(sp['run_peak_bytes'])} and keeps "
+              f"{fmt_bytes(sp['run_final_bytes'])}; all {sp['slots']} slots keep "
+              f"{fmt_bytes(sp['campaign_final_bytes'])}"
+              f"; {fmt_bytes(sp['free_bytes'])} free in {escape(str(d))}", highlight=False)
+    if sp["campaign_peak_bytes"] > sp["free_bytes"]:
+        err.print(f"[yellow]warning: the campaign needs about {fmt_bytes(sp['campaign_peak_bytes'])}, more than "
+                  f"the {fmt_bytes(sp['free_bytes'])} free: slots that find too little free space are recorded "
+                  "missed[/]", highlight=False)
     out.print(escape(str(d)), highlight=False)
 
 
@@ -97,6 +107,10 @@ def status(
               highlight=False)
     out.print("slots:  " + ", ".join(f"{n} {k}" for k, n in sorted(st["slots"].items())), highlight=False)
     out.print("trials: " + ", ".join(f"{n} {k}" for k, n in sorted(st["trials"].items())), highlight=False)
+    sp = st["space"]
+    planned = (f" of about {fmt_bytes(sp['campaign_final_bytes'])} planned" if "campaign_final_bytes" in sp else "")
+    out.print(f"disk:   {fmt_bytes(sp['used_bytes'])} used{planned}, {fmt_bytes(sp['free_bytes'])} free",
+              highlight=False)
     if st["next"]:
         out.print(f"next: slot {st['next']['slot']} at {st['next']['planned_utc']} "
                   f"(in {st['next']['in_s']:.0f}s)", highlight=False)

@@ -40,32 +40,38 @@ def run(
         "trials only; a trial cut off is run again on fresh hosts, its partial rows kept apart")] = None,
     html: HtmlOption = None,
     no_html: NoHtmlOption = False,
+    no_space_check: Annotated[bool, typer.Option(
+        "--no-space-check", help="start even when the results filesystem has less free than the plan's "
+        "estimated peak plus a margin")] = False,
 ) -> None:
     """Run a campaign: provision fresh hosts, run the trials, pull results, tear down.
 
     Exits 4 when the run finished but some trials or repetitions failed (what was
-    measured is kept and reported).
+    measured is kept and reported); 5 when the results filesystem is too small for the plan
+    (nothing created) or filled up mid-run (the run is recorded failed, nothing measured is lost;
+    `run --resume` finishes it once space is freed).
     """
     if (spec is None) == (resume is None):
         raise cloudbench.UsageError("give a SPEC to run, or --resume RUN_DIR to finish an interrupted run")
     if resume is not None:
         if quiet:
-            run_dir = cloudbench.resume_run(resume)
+            run_dir = cloudbench.resume_run(resume, space_check=not no_space_check)
         else:
             with RichUI(err, len(cloudbench.open_results(resume).manifest().plan.get("trials", []))) as ui:
-                run_dir = cloudbench.resume_run(resume, ui=ui)
+                run_dir = cloudbench.resume_run(resume, ui=ui, space_check=not no_space_check)
     else:
         assert spec is not None
         s = cloudbench.load_spec(spec)
         print_warnings(s.warnings)
         if quiet:
-            run_dir = cloudbench.run_campaign(s, spec, results)
+            run_dir = cloudbench.run_campaign(s, spec, results, space_check=not no_space_check)
         else:
             with RichUI(err, len(cloudbench.make_plan(s).trials)) as ui:
-                run_dir = cloudbench.run_campaign(s, spec, results, ui=ui)
-    report = cloudbench.build_report(run_dir)
-    cloudbench.write_report(run_dir, report)
-    _write_html(run_dir, report, html, no_html)
+                run_dir = cloudbench.run_campaign(s, spec, results, ui=ui, space_check=not no_space_check)
+    with cloudbench.disk_full_recorded(run_dir, "writing the report"):
+        report = cloudbench.build_report(run_dir)
+        cloudbench.write_report(run_dir, report)
+        _write_html(run_dir, report, html, no_html)
     cloudbench.render_report(report, out)
     out.print(f"results: {escape(str(run_dir.path))}", highlight=False)
     if report["status"] != "complete":

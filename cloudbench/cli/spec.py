@@ -15,7 +15,26 @@ import cloudbench
 from cloudbench.cli.app import SpecArg, app, guard, out, print_warnings
 from cloudbench.core.catalog import CLOUDS
 from cloudbench.core.tables import titled_table
-from cloudbench.core.units import fmt_duration
+from cloudbench.core.units import fmt_bytes, fmt_duration
+
+
+def space_summary(d: cloudbench.SpaceEstimate) -> str:
+    """``about 5.4 MB on disk at the peak, 2.0 MB kept`` (per run; the campaign's too when scheduled)."""
+    text = f"about {fmt_bytes(d.run_peak)} on disk at the peak, {fmt_bytes(d.run_final)} kept"
+    if d.slots > 1:
+        text += f" per run; {d.slots} slots: {fmt_bytes(d.campaign_final)} kept"
+    return text
+
+
+def space_detail(d: cloudbench.SpaceEstimate) -> str:
+    """The estimate's parts, one line."""
+    text = (f"a run peaks at {fmt_bytes(d.run_peak)} (raw worker files up to {fmt_bytes(d.raw_peak)} until "
+            f"ingested) and keeps {fmt_bytes(d.run_final)} (Parquet {fmt_bytes(d.parquet)}, report "
+            f"{fmt_bytes(d.report)}, manifest and summaries)")
+    if d.slots > 1:
+        text += (f"; {d.slots} slots peak at {fmt_bytes(d.campaign_peak)} and keep "
+                 f"{fmt_bytes(d.campaign_final)}")
+    return text + " (an estimate: measured bytes per observation)"
 
 
 @app.command()
@@ -25,8 +44,10 @@ def validate(spec: SpecArg) -> None:
     s = cloudbench.load_spec(spec)
     print_warnings(s.warnings)
     plan = cloudbench.make_plan(s)
+    disk = cloudbench.space_estimate(s)
     out.print(f"[green]ok[/]: {escape(str(spec))}: campaign {s.name!r}, {len(s.topology())} hosts, "
-              f"{len(plan.trials)} trials, about {fmt_duration(plan.est_seconds)} of measurement")
+              f"{len(plan.trials)} trials, about {fmt_duration(plan.est_seconds)} of measurement, "
+              f"{space_summary(disk)}")
 
 
 @app.command()
@@ -52,8 +73,9 @@ def plan(
     cost = None
     if set(CLOUDS) & set(s.providers):
         cost = cloudbench.estimate_cost(s, p, cloudbench.spec_prices(s, spec, prices))
+    disk = cloudbench.space_estimate(s)
     if as_json:
-        doc = {"topology": topo.to_dict(), "plan": p.to_dict()}
+        doc = {"topology": topo.to_dict(), "plan": p.to_dict(), "disk": disk.to_dict()}
         if cost is not None:
             doc["cost"] = cost.to_dict()
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
@@ -81,6 +103,7 @@ def plan(
                   str(len(tr.pairs)), fmt_duration(tr.est_seconds))
     out.print(t)
     out.print(f"estimated measurement time: {fmt_duration(p.est_seconds)} (plus provisioning)")
+    out.print(f"estimated disk: {space_detail(disk)}", highlight=False)
     if cost is not None:
         cloudbench.render_cost(cost, out)
         if s.budget is not None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,16 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """Whether ``e`` says the filesystem is full (ENOSPC, EDQUOT), from the kernel, pyarrow or SQLite."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if isinstance(e, sqlite3.OperationalError):
+        return getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(e)
+    # pyarrow's IO errors carry the errno only in their text ("[errno 28] No space left on device")
+    return isinstance(e, OSError) and ("[errno 28]" in str(e).lower() or "no space left on device" in str(e).lower())
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -75,3 +75,11 @@ def fmt_duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f}min"
     return f"{seconds / 3600:.1f}h"
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes in decimal units, three significant digits: ``812 B``, ``5.43 MB``, ``81.2 GB``."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"

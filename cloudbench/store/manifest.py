@@ -76,19 +76,21 @@ class TrialRecord(_Record):
     kind: str
     started_utc: str | None = None
     ended_utc: str | None = None
-    status: str = "running"  # running | ok | partial | failed
+    status: str = "running"  # running | ok | partial | failed | ingest (raw files kept, not yet ingested)
     rows: int = 0
     files: dict[str, str] = Field(default_factory=dict)
     failures: list[FailureRecord] = Field(default_factory=list)
     stats: dict[str, Any] = Field(default_factory=dict)
     sweep: dict[str, Any] = Field(default_factory=dict)  # swept parameter values of this trial
+    raw: dict[str, str] = Field(default_factory=dict)  # status ingest: raw files kept -> sha256
 
     @model_serializer(mode="wrap")
     def _without_empty_sweep(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A trial that swept nothing is written as before sweeps existed.
+        # A trial that swept nothing (or keeps no raw files) is written as before those existed.
         out: dict[str, Any] = handler(self)
-        if not out.get("sweep"):
-            out.pop("sweep", None)
+        for key in ("sweep", "raw"):
+            if not out.get(key):
+                out.pop(key, None)
         return out
 
 
@@ -140,6 +142,9 @@ class Manifest(_Record):
     started_utc: str | None = None
     ended_utc: str | None = None
     error: str | None = None
+    # "disk_full": the run failed because the results filesystem filled up; `run --resume` finishes it
+    error_kind: str | None = None
+    kept_raw: dict[str, str] = Field(default_factory=dict)  # raw files not yet ingested -> sha256
     spec_path: str = ""
     spec_sha256: str = ""
     spec: dict[str, Any] = Field(default_factory=dict)
@@ -161,6 +166,13 @@ class Manifest(_Record):
         if out.get("resolved") is None:
             out.pop("resolved", None)
         return out
+
+    @property
+    def resumable(self) -> bool:
+        """Whether ``run --resume`` may finish this run: cut off (running, interrupted) or stopped by a
+        full disk."""
+        return self.status in ("running", "interrupted") or (self.status == "failed"
+                                                             and self.error_kind == "disk_full")
 
     def workloads(self, kind: str | None = None) -> list[dict[str, Any]]:
         """The spec's workload entries (of one ``kind``)."""

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cloudbench.core.cluster import Cluster, HostAccess
-from cloudbench.errors import RemoteError, RemoteFailure
+from cloudbench.core.files import is_disk_full
+from cloudbench.errors import DISK_FULL_REASON, RemoteError, RemoteFailure
 from cloudbench.remote import GET_ATTEMPTS, STDERR_TAIL, CommandResult, Remote, check_download
 
 Op = Literal["connect", "run", "put", "get", "write_text", "checksums"]
@@ -289,7 +290,14 @@ class FakeRemote(Remote):
             raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None,
                                             "No such file", "download failed"))
         local_path.parent.mkdir(parents=True, exist_ok=True)
-        local_path.write_bytes(data)
+        try:
+            local_path.write_bytes(data)
+        except OSError as e:  # as Remote.get: the controller's disk is full, no partial file left
+            if not is_disk_full(e):
+                raise
+            local_path.unlink(missing_ok=True)
+            raise RemoteError(RemoteFailure(host.name, f"get {remote_path}", None, str(e),
+                                            DISK_FULL_REASON)) from e
         return check_download(host, remote_path, _sha256(data), sha256)
 
     async def write_text(self, host: HostAccess, remote_path: str, text: str) -> None:

@@ -31,6 +31,9 @@ from cloudbench.store.summaries import SummaryRow
 
 WORKERS_DIR = Path(__file__).resolve().parent.parent / "workers"
 
+DEFAULT_TRIAL_BYTES = 1e6
+"""A trial's raw and stored bytes for kinds without an estimate of their own."""
+
 PairSet = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
 """(hosts involved, pairs measured) of one trial."""
 
@@ -132,9 +135,22 @@ class WorkloadKind:
         """Bytes sent from src to dst during ``trial`` (for egress cost); None: no estimate."""
         return None
 
+    def estimate_disk(self, params: Any, trial: Trial) -> tuple[float, float]:
+        """(raw, stored) bytes of one trial on the controller's disk: the worker files pulled back
+        (held until ingested) and what the run keeps. The default is a coarse bound for kinds whose
+        output is small (a few records per second): :data:`DEFAULT_TRIAL_BYTES` each."""
+        return DEFAULT_TRIAL_BYTES, DEFAULT_TRIAL_BYTES
+
     async def run(self, ctx: TrialContext) -> TrialOutcome:
         """Run one trial on the cluster and write its observations into the run directory."""
         raise NotImplementedError
+
+    def ingest(self, run: RunDir, spec: Spec, trial: Trial, raw: Mapping[str, str],
+               stats: dict[str, Any]) -> TrialOutcome:
+        """Turn a trial's raw files kept after a full disk (``raw``: path in the run directory ->
+        sha256, checked by the caller) into its observation files, without hosts. Kinds that keep no
+        raw files across a failed ingest never get here (their trial is run again)."""
+        raise NotImplementedError(f"{self.kind} keeps no raw files to ingest later")
 
     def summarize(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[SummaryRow]:
         """One value per (repetition, metric, group) of one workload (``params``: its spec entry)."""

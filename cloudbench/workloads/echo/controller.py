@@ -30,8 +30,9 @@ import pyarrow as pa
 from rich.console import Console
 
 from cloudbench.core.cluster import HostAccess
+from cloudbench.core.files import is_disk_full, sha256_file
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
-from cloudbench.errors import RemoteError, RemoteFailure, ResultError
+from cloudbench.errors import DISK_FULL_REASON, DiskFullError, RemoteError, RemoteFailure, ResultError
 from cloudbench.spec.model import Spec
 from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
@@ -94,6 +95,12 @@ _ENCODINGS = {"round": "DELTA_BINARY_PACKED", "send_us": "BYTE_STREAM_SPLIT", "r
 # level 9: 3.84 B/row real, 4.0 M rows/s ingest; 12: 3.69 B/row real, 2.8 M rows/s (6 h trial
 # ≈ 50 s); 15: 3.58, 1.7 M rows/s; 19: 3.57, 0.6 M rows/s (6 h ≈ 230 s, over the 120 s budget).
 _ZSTD_LEVEL = 12
+# Bytes on disk per observation, for the plan's disk estimate (cloudbench.space): the worker's
+# record (schema 2, exact) and the Parquet row: measured 3.53-3.81 B/row on quickstart trials
+# (473,821 to 512,380 B for 134,400 rows; more jitter compresses worse) and 3.45 B/row on
+# bench_scale's StormCloud-size file; the estimate takes the bound bench_scale holds ingest to.
+RAW_BYTES_PER_RECORD = 32
+PARQUET_BYTES_PER_ROW = 4.0
 
 
 class EchoKind(WorkloadKind):
@@ -112,6 +119,11 @@ class EchoKind(WorkloadKind):
 
     def estimate_seconds(self, params: EchoWorkload) -> float:
         return params.warmup + params.duration + params.timeout + 1.0
+
+    def estimate_disk(self, params: EchoWorkload, trial: Trial) -> tuple[float, float]:
+        # One record per (sender, peer, round), warm-up rounds included.
+        rows = len(trial.pairs) * params.one_rate() * (params.warmup + params.duration)
+        return rows * RAW_BYTES_PER_RECORD, rows * PARQUET_BYTES_PER_ROW
 
     def estimate_bytes(self, params: EchoWorkload, trial: Trial) -> dict[tuple[str, str], float]:
         # One payload out and one echoed back per round, for every ordered pair.
@@ -172,7 +184,12 @@ class EchoKind(WorkloadKind):
 
         async with ticking(ctx, "", limit - 30):
             results = await ctx.remote.fan_out(one, hosts)
+        if any(r.failure is not None and r.failure.reason == DISK_FULL_REASON for r in results):
+            # A host's rows could not be pulled: the trial has no complete data and runs again.
+            raise DiskFullError(str(ctx.run.path / "raw"), f"pulling the workers' files of trial {tag}: "
+                                f"{DISK_FULL_REASON} (the trial runs again on resume)")
         opened: list[tuple[str, EchoFile]] = []
+        kept: dict[str, str] = {}
         for r in outcome.succeeded(results):
             info = r.value
             local = Path(info.pop("local"))
@@ -182,36 +199,63 @@ class EchoKind(WorkloadKind):
             except ResultError as e:  # one bad file costs that host only
                 outcome.failures.append(RemoteFailure(r.host, cmd, info["exit_code"], tail, str(e)))
                 continue
+            kept[str(local.relative_to(ctx.run.path))] = str(info.get("sha256") or sha256_file(local))
             if info["exit_code"] != 0:
                 outcome.failures.append(RemoteFailure(
                     r.host, cmd, info["exit_code"], tail, "worker exited early; its rows are kept"))
             outcome.stats[r.host] = info
-        if opened:
-            rel = f"{w.name}/{tag}.parquet"
-            dest = ctx.run.path / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            names = {i: n for n, i in ids.items()}
-            t0_utc = {host: int(f.header["t0_utc_ns"]) // 1000 for host, f in opened if "t0_utc_ns" in f.header}
-            meta = echo_schema_metadata(t0_utc, ctx.run.run_id, tag)
-            labels = {h.name: h for h in ctx.cluster.topology.hosts}
-            with ParquetStream(dest, ECHO_SCHEMA.with_metadata(meta), "echo", _ZSTD_LEVEL, **_ENCODINGS) as out:
-                for host, f in opened:  # host by host, chunk by chunk: memory bounded by a chunk
-                    for chunk in f.chunks():
-                        out.write(echo_host_table(host, int(f.header["t0_ns"]), chunk, names,
-                                                  ctx.trial.repetition, run_id=ctx.run.run_id, trial=tag,
-                                                  labels=labels))
-            outcome.files[rel] = out.sha256
-            outcome.rows = out.rows
-            # The raw files go only once the Parquet file is on disk and holds every row.
-            expected, written = sum(f.records for _, f in opened), read_parquet_rows(dest)
-            if written == out.rows == expected:
-                for _, f in opened:
-                    f.path.unlink(missing_ok=True)
-            else:
-                outcome.failures.append(RemoteFailure(
-                    "*", f"ingest {rel}", None, "", f"the Parquet file holds {written} rows, the workers' "
-                    f"files {expected}; the raw files are kept under raw/"))
+        try:
+            self._ingest(ctx.run, ctx.cluster.topology.hosts, ctx.trial, w.name, opened, outcome)
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+            full = DiskFullError(str(ctx.run.path / w.name / f"{tag}.parquet"),
+                                 f"ingesting trial {tag}: {DISK_FULL_REASON}", kept=kept)
+            full.outcome = outcome
+            raise full from None
         return outcome
+
+    def ingest(self, run: RunDir, spec: Spec, trial: Trial, raw: Mapping[str, str],
+               stats: dict[str, Any]) -> TrialOutcome:
+        outcome = TrialOutcome(stats=dict(stats))
+        hosts = {Path(rel).stem.removeprefix(f"{trial.id}-"): rel for rel in raw}
+        order = sorted(hosts, key=lambda h: (trial.hosts.index(h) if h in trial.hosts else len(trial.hosts), h))
+        opened = [(h, open_echo_file(run.path / hosts[h])) for h in order]  # the order a live run ingests
+        self._ingest(run, spec.topology().hosts, trial, trial.workload, opened, outcome)
+        return outcome
+
+    @staticmethod
+    def _ingest(run: RunDir, topology_hosts: Any, trial: Trial, workload: str,
+                opened: list[tuple[str, EchoFile]], outcome: TrialOutcome) -> None:
+        """The pulled files of ``trial`` into its Parquet file; the raw files go once it holds every row."""
+        if not opened:
+            return
+        tag = trial.id
+        ids = {name: i for i, name in enumerate(trial.hosts)}
+        rel = f"{workload}/{tag}.parquet"
+        dest = run.path / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        names = {i: n for n, i in ids.items()}
+        t0_utc = {host: int(f.header["t0_utc_ns"]) // 1000 for host, f in opened if "t0_utc_ns" in f.header}
+        meta = echo_schema_metadata(t0_utc, run.run_id, tag)
+        labels = {h.name: h for h in topology_hosts}
+        with ParquetStream(dest, ECHO_SCHEMA.with_metadata(meta), "echo", _ZSTD_LEVEL, **_ENCODINGS) as out:
+            for host, f in opened:  # host by host, chunk by chunk: memory bounded by a chunk
+                for chunk in f.chunks():
+                    out.write(echo_host_table(host, int(f.header["t0_ns"]), chunk, names,
+                                              trial.repetition, run_id=run.run_id, trial=tag,
+                                              labels=labels))
+        outcome.files[rel] = out.sha256
+        outcome.rows = out.rows
+        # The raw files go only once the Parquet file is on disk and holds every row.
+        expected, written = sum(f.records for _, f in opened), read_parquet_rows(dest)
+        if written == out.rows == expected:
+            for _, f in opened:
+                f.path.unlink(missing_ok=True)
+        else:
+            outcome.failures.append(RemoteFailure(
+                "*", f"ingest {rel}", None, "", f"the Parquet file holds {written} rows, the workers' "
+                f"files {expected}; the raw files are kept under raw/"))
 
     def summarize(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[SummaryRow]:
         return sweeps.stratified(run, manifest, params)
