@@ -21,7 +21,7 @@ A power check beside it: the same quiet series with one spike of +10 × the
 series' p99 jitter for 0.5 s, whose share found is printed (the detector is not
 quiet by being blind).
 
-Run: ``.venv/bin/python bench/bench_events.py [--hours 300] [--minutes 10] [--seed 23]``
+Run: ``.venv/bin/python bench/bench_events.py [--hours 300] [--minutes 10] [--seed 23] [--jobs 2]``
 (about 2 minutes on a free core). The README quotes its output.
 """
 
