@@ -546,7 +546,7 @@ class SlopeBootstrap:
 def block_length(n: int) -> int:
     """Block length of the moving-block bootstrap: ``ceil(n^(1/3))`` (the usual rate
     for variances, Hall, Horowitz & Jing 1995), at least 1."""
-    return max(1, math.ceil(float(n) ** (1 / 3) - 1e-9))
+    return max(1, math.ceil(math.pow(n, 1 / 3) - 1e-9))
 
 
 def moving_block_resamples(rng: np.random.Generator, n: int, n_boot: int,
