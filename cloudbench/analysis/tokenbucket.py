@@ -36,8 +36,11 @@ three high-rate intervals). Each 95 % interval combines:
    ρ their lag-1 autocorrelation corrected for its small-sample bias
    ((n·ρ̂ + 1)/(n − 4), Kendall), kept in [0, 0.8]; below
    ``MIN_DEPENDENCE_N`` intervals it cannot be estimated and is 1 (the few
-   degrees of freedom then carry the width). A level of one interval takes the
-   other level's relative standard error and degrees of freedom.
+   degrees of freedom then carry the width). Both levels use the largest f of
+   the high level's, the low level's and both pooled (each relative to its
+   mean): a short level borrows the dependence the series shows elsewhere. A
+   level of one interval prints no interval; for the derived quantities it
+   takes the other level's relative standard error and degrees of freedom.
 2. **Model error of the levels** — a level is modelled as constant; its drift
    (half the difference between the means of its first and second halves) is
    added in quadrature to its standard error.
@@ -157,7 +160,7 @@ class DrainEstimate:
     n_high: int = 0
     n_low: int = 0
     notes: list[str] = field(default_factory=list)
-    # kept for the refill and the bootstrap: clean interval rates of each level
+    # kept for the refill: clean interval rates of each level
     high_rates: FloatArray = field(default_factory=lambda: np.zeros(0))
     low_rates: FloatArray = field(default_factory=lambda: np.zeros(0))
     interval_s: float = 0.0  # sampling resolution (median interval length)

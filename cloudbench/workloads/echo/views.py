@@ -18,7 +18,7 @@ import numpy as np
 from rich.console import Console
 from rich.markup import escape
 
-from cloudbench.analysis.latency import PERCENTILES, pct_label
+from cloudbench.analysis.latency import PERCENTILES, needs_note, pct_label, quantile_estimable
 from cloudbench.analysis.modes import ModeTest, find_modes, find_modes_histogram
 from cloudbench.analysis.orderstats import bin_edges
 from cloudbench.core.tables import fmt_number, titled_table
@@ -122,13 +122,17 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
         for r in w["connection_modes"]:
             by_group.setdefault(r["group"], []).append(r)
         metrics = ("count", "timeouts", *connections.COLUMNS, "connect_p50", "connect_p99")
+        pcts = [float(c[1:]) for c in connections.COLUMNS if c.startswith("p")]
         for group, rows in by_group.items():
-            t = titled_table(f"echo connection modes side by side, {group}: RTT (µs); connect = TCP handshake")
+            ns = [int(r["count"]) - int(r["timeouts"]) for r in rows]
+            note = needs_note(ns, pcts, what="RTTs")
+            t = titled_table(f"echo connection modes side by side, {group}: RTT (µs); connect = TCP "
+                             f"handshake{'; ' + note if note else ''}")
             t.add_column("", no_wrap=True)
             for r in rows:
                 t.add_column(f"{r['workload']}\n{r['mode']}", justify="right")
             for m in metrics:
-                t.add_row(m.replace("_", " "), *[fmt_number(r[m]) if r[m] is not None else "-" for r in rows])
+                t.add_row(m.replace("_", " "), *[_mode_cell(r, m, n) for r, n in zip(rows, ns, strict=True)])
             console.print(t)
     if w.get("sweep"):
         fields = sweeps.swept_fields(w["sweep"])
@@ -147,6 +151,14 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
 def write_figures(name: str, section: dict[str, Any], out: Path) -> list[Path]:
     """Latency against the swept values (when the workload swept one)."""
     return sweeps.write_figure(name, section["sweep"], out) if section.get("sweep") else []
+
+
+def _mode_cell(r: dict[str, Any], metric: str, n: int) -> str:
+    """A cell of the side-by-side table: "—" for an RTT percentile its n RTTs cannot estimate."""
+    if metric in connections.COLUMNS and metric.startswith("p") and n > 0 and not quantile_estimable(
+            n, float(metric[1:])):
+        return "—"
+    return fmt_number(r[metric]) if r[metric] is not None else "-"
 
 
 def _ci(r: dict[str, Any], key: str) -> str:
