@@ -55,12 +55,11 @@ ORDER = {
 }
 RETRY_AFTER_S = 30.0  # before the second try of what failed: ENIs and detachments settle
 
-# The one EC2 call deleting each other kind of ORDER["aws"]: kind -> (method, its id argument).
+# The one EC2 call deleting each kind of ORDER["aws"] that needs no other: kind -> (method, its id
+# argument). Instances, volumes, peerings, internet gateways and route tables have their own steps.
 AWS_DELETE = {
-    "vpc-peering-connection": ("delete_vpc_peering_connection", "VpcPeeringConnectionId"),
     "security-group": ("delete_security_group", "GroupId"),
     "subnet": ("delete_subnet", "SubnetId"),
-    "route-table": ("delete_route_table", "RouteTableId"),
     "placement-group": ("delete_placement_group", "GroupName"),
     "vpc": ("delete_vpc", "VpcId"),
 }
