@@ -101,6 +101,7 @@ _ZSTD_LEVEL = 12
 # bench_scale's StormCloud-size file; the estimate takes the bound bench_scale holds ingest to.
 RAW_BYTES_PER_RECORD = 32
 PARQUET_BYTES_PER_ROW = 4.0
+PARQUET_FILE_BYTES = 7_000  # schema, metadata, dictionaries and footer: 6,861 B for a 44-row trial
 
 
 class EchoKind(WorkloadKind):
@@ -123,7 +124,7 @@ class EchoKind(WorkloadKind):
     def estimate_disk(self, params: EchoWorkload, trial: Trial) -> tuple[float, float]:
         # One record per (sender, peer, round), warm-up rounds included.
         rows = len(trial.pairs) * params.one_rate() * (params.warmup + params.duration)
-        return rows * RAW_BYTES_PER_RECORD, rows * PARQUET_BYTES_PER_ROW
+        return rows * RAW_BYTES_PER_RECORD, rows * PARQUET_BYTES_PER_ROW + PARQUET_FILE_BYTES
 
     def estimate_bytes(self, params: EchoWorkload, trial: Trial) -> dict[tuple[str, str], float]:
         # One payload out and one echoed back per round, for every ordered pair.
