@@ -112,6 +112,15 @@ class Manifest(_Record):
     trials: list[TrialRecord] = Field(default_factory=list)
     files: dict[str, str] = Field(default_factory=dict)  # path in the run directory -> sha256
 
+    @model_serializer(mode="wrap")
+    def _without_unset_disk_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A run no full disk stopped is written as before these fields existed.
+        out: dict[str, Any] = handler(self)
+        for key in ("error_kind", "kept_raw"):
+            if not out.get(key):
+                out.pop(key, None)
+        return out
+
     @property
     def resumable(self) -> bool:
         """Whether ``run --resume`` may finish this run: cut off (running, interrupted) or stopped by a
