@@ -167,6 +167,15 @@ class Manifest(_Record):
             out.pop("resolved", None)
         return out
 
+    @model_serializer(mode="wrap")
+    def _without_unset_disk_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A run no full disk stopped is written as before these fields existed.
+        out: dict[str, Any] = handler(self)
+        for key in ("error_kind", "kept_raw"):
+            if not out.get(key):
+                out.pop(key, None)
+        return out
+
     @property
     def resumable(self) -> bool:
         """Whether ``run --resume`` may finish this run: cut off (running, interrupted) or stopped by a
