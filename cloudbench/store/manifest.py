@@ -160,17 +160,12 @@ class Manifest(_Record):
     resolved: ResolvedMetadata | None = None  # schema >= 2; None in a schema-1 manifest
 
     @model_serializer(mode="wrap")
-    def _without_missing_resolved(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A schema-1 manifest read and written back stays as it was written.
+    def _without_unset_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A schema-1 manifest read and written back stays as it was written (no `resolved`), and
+        # a run no full disk stopped is written as before `error_kind` and `kept_raw` existed.
         out: dict[str, Any] = handler(self)
         if out.get("resolved") is None:
             out.pop("resolved", None)
-        return out
-
-    @model_serializer(mode="wrap")
-    def _without_unset_disk_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A run no full disk stopped is written as before these fields existed.
-        out: dict[str, Any] = handler(self)
         for key in ("error_kind", "kept_raw"):
             if not out.get(key):
                 out.pop(key, None)
