@@ -546,7 +546,8 @@ class SlopeBootstrap:
 def block_length(n: int) -> int:
     """Block length of the moving-block bootstrap: ``ceil(n^(1/3))`` (the usual rate
     for variances, Hall, Horowitz & Jing 1995), at least 1."""
-    return max(1, math.ceil(n ** (1 / 3) - 1e-9))
+    root: float = float(np.cbrt(n))
+    return max(1, math.ceil(root - 1e-9))
 
 
 def moving_block_resamples(rng: np.random.Generator, n: int, n_boot: int,
