@@ -670,6 +670,14 @@ def test_cli_writes_table_json_and_figures(tmp_path: Path, cli: typer.Typer) -> 
     assert len(s["repetitions"]) == 40 and s["repetitions"][0]["repetition"] == 0
     assert {c["name"] for c in s["checks"]} == {"normality", "independence", "stationarity", "trend",
                                                 "modes"}
+    pred = s["targets"][0]["prediction"]  # ±1 % is not reached by 40 repetitions of 5 % CV
+    assert pred is not None and pred["reliable_band"] == [-0.8, -0.3]
+    interval = pred["free_slope_interval"]
+    assert interval["level"] == 0.8 and "moving-block" in interval["method"]
+    assert interval["lower"] < interval["upper"]
+    assert pred["reliable"] == (interval["lower"] >= -0.8 and interval["upper"] <= -0.3
+                                and not any(c["status"] != "ok" for c in s["checks"]
+                                            if c["name"] != "normality"))
     png = path / s["figure"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     tiny = by_metric["rtt_mean_us"]
@@ -686,6 +694,7 @@ def test_cli_json_to_stdout_and_out_dir(tmp_path: Path, cli: typer.Typer) -> Non
     assert doc["params"]["quantile"] == pytest.approx(0.9)
     assert doc["params"]["level"] == pytest.approx(0.9)
     assert (out / "confirm.json").exists()
+
     assert not (path / "confirm.json").exists()
 
 
