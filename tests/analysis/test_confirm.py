@@ -26,6 +26,7 @@ from cloudbench.analysis.confirm import (
     block_length,
     convergence,
     evaluate_target,
+    min_n_for_reliable,
     moving_block_resamples,
     size_grid,
     smallest_stable_n,
@@ -468,6 +469,20 @@ def test_a_warning_or_skipped_check_makes_a_rough_guess(name: str, status: str) 
     normality = (*_ok_checks(), CheckResult("normality", "-", "warning", ""))
     t = evaluate_target(law, 40, 0.01, 0.5, 0.95, _boot([-0.5, -0.45, -0.55]), normality)
     assert t.prediction is not None and t.prediction.reliable
+
+
+def test_the_fewest_repetitions_a_reliable_label_needs() -> None:
+    """The README's figure: 24 for the median at 95 % (4 x 6), 116 for p90 (4 x 29); the
+    stationarity check's 20 is never the binding one for these."""
+    assert min_n_for_reliable(0.5, 0.95) == 24
+    assert min_n_for_reliable(0.9, 0.95) == 116
+    assert min_n_for_reliable(0.5, 0.5) == 20  # CI from n = 2 (span 8): the checks bind
+    rng = np.random.default_rng(7)
+    for n in (23, 24):
+        (r,) = analyse_series([Series(SeriesKey("w", "m", "s"), "", (), rng.normal(100, 10, n))],
+                              ConfirmParams(errors=(0.001,), trials=50))
+        pred = r.targets[0].prediction
+        assert pred is not None and ("spans only" in pred.reason) is (n < 24), pred.reason
 
 
 def test_moving_blocks_keep_neighbours_together() -> None:
