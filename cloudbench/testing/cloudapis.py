@@ -50,7 +50,7 @@ class StubHttp(BaseAdapter):
     def __post_init__(self) -> None:
         super().__init__()
 
-    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,  # type: ignore[override]
+    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
              verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
         url = urlsplit(str(request.url))
         raw = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
