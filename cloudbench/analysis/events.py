@@ -35,17 +35,14 @@ Method
    either side (robust to the half-size echoes at its edges, which crossed the
    link only one way during the spike) — is the size tested: it must be at least
    ``size_k`` × the p99 jitter of the rest of the series (largest first; each
-   accepted spike leaves the rest). Significance — a *Markov run test* at two
-   levels: neighbouring echoes are not independent (AR(1) jitter, a TCP
-   retransmission holding the echoes behind it), so the exceedances of a level in
-   the rest of the series are fitted with a two-state Markov chain (``P(above)``, ``P(above | above)``,
+   accepted spike leaves the rest). Significance — a *Markov run test*: neighbouring
+   echoes are not independent (AR(1) jitter, a TCP retransmission holding the
+   echoes behind it), so the exceedances of the rest of the series are fitted with
+   a two-state Markov chain (``P(above)``, ``P(above | above)``,
    ``P(above | below)``, each with half a count added), and the run's pattern of
    above/below echoes gets its probability under that chain, times the ``n``
    positions it could start at and the ways its quiet echoes could sit inside it
-   (Bonferroni). The levels are ``thr`` (power for short spikes) and ``max(thr,
-   size/2)`` (strongly dependent jitter has long runs over ``thr``, not over half a
-   spike several times its p99); the smaller p-value, doubled. Reported when under
-   ``alpha``. Time: the first echo with at least
+   (Bonferroni). Reported when under ``alpha``. Time: the first echo with at least
    ``FULL_SHARE`` of the size (it went out during the spike); duration: from it to
    the last echo of the run, plus one round.
 3. **Steps**: the spikes replaced by the level, PELT on the window medians
@@ -105,8 +102,8 @@ STEP_Q = 0.1
 # A spike's time and duration count the echoes with at least this share of its size.
 FULL_SHARE = 0.75
 
-SPIKE_TEST = ("run test: the run's pattern above the threshold and above half its size under "
-              "Markov chains of the rest's exceedances, × n positions × 2 levels (Bonferroni)")
+SPIKE_TEST = ("run test: the run's above/below pattern under a Markov chain of the rest's "
+              "exceedances, × n positions (Bonferroni)")
 STEP_TEST = "PELT on window medians; Mann–Whitney U between the segments' window medians"
 
 
@@ -301,14 +298,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         p99_rest = max(float(np.percentile(np.abs(resid[rest]), 99)), sigma)
         if size < p.size_k * p99_rest:
             continue
-        # at two levels, the smaller p-value doubled (Bonferroni): over thr (a short spike
-        # in jitter with few exceedances), and over half its size (strongly dependent
-        # jitter makes long runs over thr, not over half a spike several times its p99)
-        high = resid > max(thr, 0.5 * size)
-        hit = np.flatnonzero(high[a:b])
-        p_half = (markov_run_p(high[a + hit[0]:a + hit[-1] + 1], high, rest)
-                  if len(hit) >= p.min_samples else 1.0)
-        pval = min(1.0, 2.0 * min(markov_run_p(above[a:b], above, rest), p_half))
+        pval = markov_run_p(above[a:b], above, rest)
         if pval >= p.alpha:
             continue
         spike_mask[a:b] = True
