@@ -326,7 +326,7 @@ def _free_period_fit(t: FloatArray, y: FloatArray, period: float, rho: list[floa
         c, a, b, p = theta
         w = 2.0 * np.pi * tt / p
         e = y - (c + a * np.sin(w) + b * np.cos(w))
-        white = e[lags:].copy()
+        white: FloatArray = np.array(e[lags:], dtype=np.float64)
         for k, r in enumerate(rho, start=1):
             white -= r * e[lags - k:e.size - k]
         return white
