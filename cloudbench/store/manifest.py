@@ -129,7 +129,7 @@ def resolve_metadata(spec: Spec) -> ResolvedMetadata:
             links = None
         wan = {"settings": spec.wan.model_dump(mode="json"), "links": links}
     return ResolvedMetadata(vm_types=vm_types, wan=wan,
-                            workloads=[w.model_dump(mode="json") for w in spec.workloads])
+                            workloads=[w.resolved() for w in spec.workloads])
 
 
 class Manifest(_Record):
