@@ -447,13 +447,15 @@ def levelshift_rows(scale: float = 1.0, seed: int = 14, chunk: int = 50) -> list
 DRAIN_QUANTITIES = ("high rate", "low rate", "time to empty", "budget", "refill")
 
 
-def drain_rows(scale: float = 1.0, seed: int = 15, chunk: int = 100) -> list[Row]:
+def drain_rows(scale: float = 1.0, seed: int = 15, chunk: int = 100,
+               noises: Sequence[Literal["iid", "ar1"]] = ("iid", "ar1"),
+               dts: Sequence[float] = (0.25, 0.5, 1.0)) -> list[Row]:
     """The five drain intervals at 0.25, 0.5 and 1 s sampling with i.i.d. and AR(1) noise."""
     rng = np.random.default_rng(seed)
     m = _n(1000, scale)
     rows = []
-    for noise in ("iid", "ar1"):
-        for dt in (0.25, 0.5, 1.0):
+    for noise in noises:
+        for dt in dts:
             hits = dict.fromkeys(DRAIN_QUANTITIES, 0)
             widths: dict[str, list[float]] = {q: [] for q in DRAIN_QUANTITIES}
             for start in range(0, m, chunk):
