@@ -180,6 +180,28 @@ def test_a_halved_confirm_ci_fails() -> None:
     assert rows[0].passed and not rows[1].passed
 
 
+# ------------------------------------------------------------ estimator bugs found
+
+
+@pytest.mark.xfail(strict=True, raises=IndexError,
+                   reason="events._steps: the split's cost has len(near) + 1 entries and its argmin can be "
+                          "len(near) (every echo of the two windows on the 'before' side), so near[argmin] "
+                          "is out of range; found by the adversarial step row")
+def test_a_step_found_a_window_early_does_not_crash_the_detector() -> None:
+    from cloudbench.analysis.events import detect_pair_events
+    from cloudbench.testing import adversarial as gen
+
+    rng = np.random.default_rng([1, 99])
+    t, y = gen.rtt_series(rng, 50, 60.0, 100.0)  # quiet, AR(1) t4 jitter, RTO outliers, 1 µs
+    size = rng.choice([-1.0, 1.0], 50) * rng.uniform(30.0, 200.0, 50)
+    at = rng.integers(2000, 4000, 50)
+    v = y[17].copy()
+    v[at[17]:] += np.round(size[17])  # a -61 µs step at echo 3301 of 6000
+    events = detect_pair_events(t, v, 0.01, 2.0, round_index=np.arange(len(t)))
+    steps = [e for e in events if e.kind == "step"]
+    assert len(steps) == 1 and steps[0].size_low <= round(size[17]) <= steps[0].size_high
+
+
 # ----------------------------------------------------------------------- the rules
 
 
