@@ -404,7 +404,7 @@ def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 300.0, q
         rows.append(Row("events: spike size 95 % CI", f"{label}, AR(1) t4 jitter, 2 s window", "interval", 0.95,
                         hit, found, float(np.median(widths)) if widths else math.nan, "rounds",
                         f"{found} of {m} spikes found; a NaN interval counts as a miss"))
-    hit = found = 0
+    hit = found = crashed = 0
     widths = []
     for _ in range(m // 50 + (m % 50 > 0)):
         t, y = gen.rtt_series(rng, 50, 60.0, 100.0)
@@ -413,7 +413,11 @@ def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 300.0, q
         for i in range(50):
             v = y[i].copy()
             v[at[i]:] += np.round(size[i])
-            ev = [e for e in adapt_pair_events(t, v, 0.01, 2.0) if e.kind == "step"]
+            try:
+                ev = [e for e in adapt_pair_events(t, v, 0.01, 2.0) if e.kind == "step"]
+            except IndexError:  # events._steps placing a change after its two windows (see the tests)
+                crashed += 1
+                continue
             if len(ev) == 1:
                 found += 1
                 e = ev[0]
@@ -421,7 +425,7 @@ def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 300.0, q
                 widths.append(e.size_high - e.size_low)
     rows.append(Row("events: step size 95 % CI", "step 30-200 µs, AR(1) t4 jitter, 2 s window", "interval", 0.95,
                     hit, found, float(np.median(widths)) if widths else math.nan, "rounds",
-                    f"{found} of {m} steps found alone"))
+                    f"{found} of {m} steps found alone; the detector raised IndexError on {crashed}"))
     return rows
 
 
@@ -447,13 +451,15 @@ def levelshift_rows(scale: float = 1.0, seed: int = 14, chunk: int = 50) -> list
 DRAIN_QUANTITIES = ("high rate", "low rate", "time to empty", "budget", "refill")
 
 
-def drain_rows(scale: float = 1.0, seed: int = 15, chunk: int = 100) -> list[Row]:
+def drain_rows(scale: float = 1.0, seed: int = 15, chunk: int = 100,
+               noises: Sequence[Literal["iid", "ar1"]] = ("iid", "ar1"),
+               dts: Sequence[float] = (0.25, 0.5, 1.0)) -> list[Row]:
     """The five drain intervals at 0.25, 0.5 and 1 s sampling with i.i.d. and AR(1) noise."""
     rng = np.random.default_rng(seed)
     m = _n(1000, scale)
     rows = []
-    for noise in ("iid", "ar1"):
-        for dt in (0.25, 0.5, 1.0):
+    for noise in noises:
+        for dt in dts:
             hits = dict.fromkeys(DRAIN_QUANTITIES, 0)
             widths: dict[str, list[float]] = {q: [] for q in DRAIN_QUANTITIES}
             for start in range(0, m, chunk):
