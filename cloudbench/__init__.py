@@ -13,6 +13,7 @@ directory (:func:`open_results`), its report (:func:`build_report`,
     run = cloudbench.run_campaign(spec, "experiments/quickstart.yaml", "results")
     report = cloudbench.build_report(run)
     result = cloudbench.confirm(run.path.parent)
+    rows = cloudbench.compare("results/aws", "results/gcp")  # B vs A, a DataFrame
     camp = cloudbench.open("results/quickstart")     # the results as a dataset (notebooks)
     camp.observations("echo").filter("NOT warmup").df()
 
@@ -58,6 +59,11 @@ if TYPE_CHECKING:
     from cloudbench.providers.clouds.tagreaper import reap_tagged
     from cloudbench.report.build import build_report
     from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
+    from cloudbench.report.compare import compare as compare_result
+    from cloudbench.report.compare import compare_frame as compare
+    from cloudbench.report.compare import render as render_compare
+    from cloudbench.report.compare import to_json as compare_to_json
+    from cloudbench.report.compare import write_compare
     from cloudbench.report.cost import render_cost
     from cloudbench.report.diurnal import diurnal, render_diurnal
     from cloudbench.report.files import to_json as report_to_json
@@ -131,6 +137,11 @@ _API: dict[str, tuple[str, str]] = {
     "DiskFullError": ("cloudbench.errors", "DiskFullError"),
     "disk_full_recorded": ("cloudbench.runner", "disk_full_recorded"),
     "diurnal": ("cloudbench.report.diurnal", "diurnal"),
+    "compare": ("cloudbench.report.compare", "compare_frame"),
+    "compare_result": ("cloudbench.report.compare", "compare"),
+    "render_compare": ("cloudbench.report.compare", "render"),
+    "write_compare": ("cloudbench.report.compare", "write_compare"),
+    "compare_to_json": ("cloudbench.report.compare", "to_json"),
     "render_diurnal": ("cloudbench.report.diurnal", "render_diurnal"),
 }
 
@@ -165,6 +176,9 @@ __all__ = [
     "check_leases",
     "cloud_inventory",
     "collect_garbage",
+    "compare",
+    "compare_result",
+    "compare_to_json",
     "confirm",
     "confirm_to_json",
     "create_campaign",
@@ -179,6 +193,7 @@ __all__ = [
     "open_results",
     "parse_spec",
     "reap_tagged",
+    "render_compare",
     "render_confirm",
     "render_cost",
     "render_diurnal",
@@ -191,6 +206,7 @@ __all__ = [
     "spec_schema",
     "stop_campaign",
     "systemd_unit",
+    "write_compare",
     "write_confirm",
     "write_html",
     "write_report",
