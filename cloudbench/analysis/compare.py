@@ -36,7 +36,6 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
-from statsmodels.stats.multitest import multipletests
 
 from cloudbench.analysis.stats import QuantileCI, quantile_ci
 
@@ -221,13 +220,17 @@ def _exp(ci: tuple[float, float] | None) -> tuple[float, float] | None:
 
 
 def holm(ps: Sequence[float | None]) -> list[float | None]:
-    """Holm-adjusted p-values (statsmodels) of the rows that have a p-value."""
+    """Holm-adjusted p-values of the rows that have a p-value (Holm 1979, step-down):
+    the i-th smallest of m times ``m - i + 1``, made monotone, capped at 1. (statsmodels'
+    ``multipletests`` gives the same but runs a full garbage collection per call, 0.1 s; the
+    tests check the two agree.)"""
     idx = [i for i, p in enumerate(ps) if p is not None]
     out: list[float | None] = [None] * len(ps)
-    if idx:
-        adj = multipletests([ps[i] for i in idx], alpha=ALPHA, method="holm")[1]
-        for i, q in zip(idx, adj, strict=True):
-            out[i] = float(q)
+    m = len(idx)
+    running = 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda j: float(ps[j] or 0.0))):
+        running = max(running, min(1.0, (m - rank) * float(ps[i] or 0.0)))
+        out[i] = running
     return out
 
 
