@@ -58,12 +58,12 @@ if TYPE_CHECKING:
     from cloudbench.providers.clouds.tagreaper import inventory as cloud_inventory
     from cloudbench.providers.clouds.tagreaper import reap_tagged
     from cloudbench.report.build import build_report
-    from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
     from cloudbench.report.compare import compare as compare_result
     from cloudbench.report.compare import compare_frame as compare
     from cloudbench.report.compare import render as render_compare
     from cloudbench.report.compare import to_json as compare_to_json
     from cloudbench.report.compare import write_compare
+    from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
     from cloudbench.report.cost import render_cost
     from cloudbench.report.diurnal import diurnal, render_diurnal
     from cloudbench.report.files import to_json as report_to_json
