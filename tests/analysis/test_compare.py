@@ -26,7 +26,7 @@ from cloudbench.analysis.compare import (
     mw_rank,
     reduce_per_run,
 )
-from cloudbench.testing.adversarial import repetitions
+from cloudbench.testing.adversarial import repetitions, round_us
 
 FIVE = Threshold(0.05, True)
 
@@ -142,30 +142,34 @@ PAIRS = 400
 RUNS, REPS = 8, 3
 
 
-def null_pair(rng: np.random.Generator, factor: float = 1.0) -> tuple[np.ndarray, np.ndarray, str, str]:
+def null_pair(rng: np.random.Generator, factor: float = 1.0,
+              rounded: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Two campaigns of RUNS runs x REPS repetitions, per-run effects as large as the repetition
-    noise; B's values times ``factor``. Returns each side's values and run ids."""
-    data = repetitions(rng, 2, RUNS * REPS, "run_effects", run_size=REPS).values
-    return data[0], data[1] * factor, "", ""
+    noise; B's values times ``factor``. ``rounded``: at 20 µs in whole µs (ties everywhere)."""
+    data = repetitions(rng, 2, RUNS * REPS, "run_effects", run_size=REPS, level=20.0 if rounded else 100.0).values
+    if rounded:
+        data = round_us(data)
+    return data[0], data[1] * factor
 
 
 def run_ids() -> list[str]:
     return [f"r{i // REPS}" for i in range(RUNS * REPS)]
 
 
-def rates(factor: float, per_run: bool, seed: int = 7) -> tuple[float, float, float]:
+def rates(factor: float, per_run: bool, seed: int = 7, rounded: bool = False) -> tuple[float, float, float]:
     """False better/worse share, share of 95 % ratio intervals covering ``factor``, equivalent share."""
     rng = np.random.default_rng(seed)
     ids = run_ids()
     flagged = covered = equivalent = 0
     for _ in range(PAIRS):
-        a, b, _, _ = null_pair(rng, factor)
+        a, b = null_pair(rng, factor, rounded)
         if per_run:
             a, _ = reduce_per_run(a, ids)
             b, _ = reduce_per_run(b, ids)
         (d,) = decide([compare_samples(a, b, FIVE)], ["lower"])
         flagged += d.verdict in ("better", "worse")
-        covered += d.ratio_ci is not None and d.ratio_ci[0] <= factor <= d.ratio_ci[1]
+        # with ties an end point can equal the truth, up to the rounding of exp(log)
+        covered += d.ratio_ci is not None and d.ratio_ci[0] * (1 - 1e-9) <= factor <= d.ratio_ci[1] * (1 + 1e-9)
         equivalent += d.verdict == "equivalent"
     return flagged / PAIRS, covered / PAIRS, equivalent / PAIRS
 
@@ -188,3 +192,13 @@ def test_a_difference_exactly_at_the_threshold_is_rarely_called_equivalent() -> 
     _, coverage, equivalent = rates(1.05, per_run=True, seed=11)
     assert equivalent <= 0.05 + 3 * se(0.05, PAIRS), equivalent
     assert coverage >= 0.95 - 3 * se(0.95, PAIRS), coverage
+
+
+def test_values_rounded_to_whole_microseconds_keep_the_rates() -> None:
+    """Ties (20 µs medians stored in whole µs): the closed interval stays conservative."""
+    false_rate, coverage, _ = rates(1.0, per_run=True, seed=13, rounded=True)
+    assert false_rate <= 0.05 + 3 * se(0.05, PAIRS), false_rate
+    assert coverage >= 0.95 - 3 * se(0.95, PAIRS), coverage
+    _, coverage, equivalent = rates(1.05, per_run=True, seed=17, rounded=True)
+    assert coverage >= 0.95 - 3 * se(0.95, PAIRS), coverage
+    assert equivalent <= 0.05 + 3 * se(0.05, PAIRS), equivalent
