@@ -423,8 +423,9 @@ def render(res: CompareResult, console: Console) -> None:
     """The comparison for a person (benchstat's spirit): a row per series."""
     several = len({r.key.workload for r in res.rows}) > 1
     t = res.threshold
-    title = (f"B vs A: median per {res.unit_of_analysis['A']} (A) / {res.unit_of_analysis['B']} (B), "
-             f"threshold ±{t.text()} - A = {res.a.spec}, B = {res.b.spec}")
+    ua, ub = res.unit_of_analysis["A"], res.unit_of_analysis["B"]
+    per = f"median per {ua}" if ua == ub else f"median per {ua} (A) / {ub} (B)"
+    title = f"B vs A: {per}, threshold ±{t.text()} - A = {res.a.spec}, B = {res.b.spec}"
     table = titled_table(title, ("metric", "group", "n A/B", "A", "B", "change", "95% CI", "p (Holm)",
                                  "verdict"), left=("metric", "group", "verdict"), key=2)
     for r in res.rows:
