@@ -488,8 +488,11 @@ def forest_svg(res: CompareResult) -> str:
     def x(v: float) -> float:
         return label_w + (v + lim) / (2 * lim) * plot_w
 
+    alt = "Forest plot of B/A - 1 per series: " + "; ".join(
+        f"{r.key.metric} / {r.key.group} {verdict_text(r, markup=False)}" for r in rows)
+
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + plot_w + 20}" height="{height}" '
-             f'font-family="DejaVu Sans,Arial,sans-serif" font-size="12" role="img">']
+             f'font-family="DejaVu Sans,Arial,sans-serif" font-size="12" role="img" aria-label="{html.escape(alt)}">']
     if band is not None:
         parts.append(f'<rect x="{x(-band):.1f}" y="{top - 10}" width="{x(band) - x(-band):.1f}" '
                      f'height="{row_h * len(rows) + 10}" fill="#d9ead3"><title>±{res.threshold.text()}'
