@@ -59,10 +59,10 @@ if TYPE_CHECKING:
     from cloudbench.providers.clouds.tagreaper import reap_tagged
     from cloudbench.report.build import build_report
     from cloudbench.report.compare import compare as compare_result
+    from cloudbench.report.compare import compare_by, write_compare
     from cloudbench.report.compare import compare_frame as compare
     from cloudbench.report.compare import render as render_compare
     from cloudbench.report.compare import to_json as compare_to_json
-    from cloudbench.report.compare import write_compare
     from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
     from cloudbench.report.cost import render_cost
     from cloudbench.report.diurnal import diurnal, render_diurnal
@@ -139,6 +139,7 @@ _API: dict[str, tuple[str, str]] = {
     "diurnal": ("cloudbench.report.diurnal", "diurnal"),
     "compare": ("cloudbench.report.compare", "compare_frame"),
     "compare_result": ("cloudbench.report.compare", "compare"),
+    "compare_by": ("cloudbench.report.compare", "compare_by"),
     "render_compare": ("cloudbench.report.compare", "render"),
     "write_compare": ("cloudbench.report.compare", "write_compare"),
     "compare_to_json": ("cloudbench.report.compare", "to_json"),
@@ -177,6 +178,7 @@ __all__ = [
     "cloud_inventory",
     "collect_garbage",
     "compare",
+    "compare_by",
     "compare_result",
     "compare_to_json",
     "confirm",

@@ -107,7 +107,7 @@ def hl_shift(a: FloatArray, b: FloatArray, alpha: float = ALPHA) -> Shift:
     return Shift(est, interval(alpha), interval(2.0 * alpha))
 
 
-def reduce_per_run(values: Sequence[float], runs: Sequence[str]) -> tuple[FloatArray, str]:
+def reduce_per_run(values: Sequence[float] | FloatArray, runs: Sequence[str]) -> tuple[FloatArray, str]:
     """One value per independent unit: each run's median when there are several runs
     (``"run"``), else the repetitions of the one run (``"repetition"``)."""
     x = np.asarray(values, dtype=np.float64)

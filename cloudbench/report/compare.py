@@ -18,7 +18,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -153,10 +153,21 @@ def _filter(values: list[RepetitionValue], attr: str, wanted: Sequence[str]) -> 
     return values if not wanted else [v for v in values if getattr(v, attr) in wanted]
 
 
-def load_side(label: str, text: str, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
-              groups: Sequence[str] = (), hours: Sequence[int] = (), allow_mixed: bool = False,
-              by: str | None = None) -> Side:
-    """Read one side, keep the selected repetitions and series, refuse mixed metadata."""
+@dataclass
+class _Read:
+    """One directory (or time selection) as read, before series filters and the pooling guard."""
+
+    path: Path
+    campaign: str
+    values: list[RepetitionValue]
+    kinds: dict[str, str]  # workload name -> kind
+    notes: list[str]
+    hours: dict[tuple[str, int, str], int] | None = None
+
+
+def read_side(text: str, label: str = "", hours: Sequence[int] = (), want_hours: bool = False) -> _Read:
+    """Every repetition value under ``text`` (a directory or ``DIR@SINCE..UNTIL``), the time and
+    ``hours`` selections applied."""
     from cloudbench.report.diurnal import repetition_hours, value_times
 
     path, since, until = split_side(text)
@@ -179,14 +190,23 @@ def load_side(label: str, text: str, *, workloads: Sequence[str] = (), metrics: 
                   and (since is None or tv >= since) and (until is None or tv < until)]
         if not values:
             raise AnalysisError(f"{text}: no repetition was measured in the selected time span")
-        notes.append(f"side {label}: repetitions measured in {text.rpartition('@')[2]} (UTC) only")
+        notes.append(f"side {label or text}: repetitions measured in {text.rpartition('@')[2]} (UTC) only")
+    hour_of = repetition_hours(path) if hours or want_hours else None
     if hours:
         if any(not 0 <= h <= 23 for h in hours):
             raise UsageError(f"--hour takes hours 0..23, got {list(hours)}")
-        hour_of = repetition_hours(path)
+        assert hour_of is not None
         values = [v for v in values if hour_of.get((v.ref.run_id, v.ref.repetition, v.workload)) in hours]
         if not values:
             raise AnalysisError(f"{text}: no repetition was measured in hour(s) {sorted(set(hours))}")
+    return _Read(path, ds.campaign, values, kinds, notes, hour_of)
+
+
+def make_side(label: str, spec: str, read: _Read, values: list[RepetitionValue], *,
+              workloads: Sequence[str] = (), metrics: Sequence[str] = (), groups: Sequence[str] = (),
+              allow_mixed: bool = False, ignore: str | None = None) -> Side:
+    """Keep the selected series of ``values``, refuse mixed metadata (``ignore``: a key not
+    checked, the ``--by`` key), and take the metadata of the first repetition."""
     known = {a: {getattr(v, a) for v in values} for a in ("workload", "metric", "group")}
     values = _filter(values, "workload", workloads)
     values = _filter(values, "metric", metrics)
@@ -195,8 +215,9 @@ def load_side(label: str, text: str, *, workloads: Sequence[str] = (), metrics: 
     metas: dict[RepetitionRef, dict[str, str]] = {}
     for v in values:
         series_refs[SeriesKey(v.workload, v.metric, v.group)].append(v.ref)
-        metas[v.ref] = {k: x for k, x in v.metadata.items() if k != by}
-    mixed = check_pooling(Path(text), series_refs, metas, allow_mixed)
+        metas[v.ref] = {k: x for k, x in v.metadata.items() if k != ignore}
+    notes = list(read.notes)
+    mixed = check_pooling(Path(spec), series_refs, metas, allow_mixed)
     if mixed:
         notes.append(f"side {label}: repetitions with different key metadata pooled (--allow-mixed)")
     first = min(metas, default=None)
@@ -204,7 +225,15 @@ def load_side(label: str, text: str, *, workloads: Sequence[str] = (), metrics: 
     if first is not None:
         metadata = dict(next(v.metadata for v in values if v.ref == first))
     used_runs = list(dict.fromkeys(v.ref.run_id for v in values))
-    return Side(label, text, path, ds.campaign, used_runs, values, metadata, kinds, notes, known)
+    return Side(label, spec, read.path, read.campaign, used_runs, values, metadata, dict(read.kinds), notes, known)
+
+
+def load_side(label: str, text: str, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
+              groups: Sequence[str] = (), hours: Sequence[int] = (), allow_mixed: bool = False) -> Side:
+    """Read one side, keep the selected repetitions and series, refuse mixed metadata."""
+    read = read_side(text, label, hours)
+    return make_side(label, text, read, read.values, workloads=workloads, metrics=metrics, groups=groups,
+                     allow_mixed=allow_mixed)
 
 
 # ------------------------------------------------------------------ compare
@@ -264,6 +293,63 @@ def _direction(side_a: Side, side_b: Side, workload: str, metric: str) -> Direct
     return d if d in ("lower", "higher") else None  # type: ignore[return-value]
 
 
+def _check_names(sides: Sequence[Side], where: str, workloads: Sequence[str], metrics: Sequence[str],
+                 groups: Sequence[str]) -> None:
+    for what, wanted in (("workload", workloads), ("metric", metrics), ("group", groups)):
+        known = set().union(*(s.known.get(what, set()) for s in sides))
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise AnalysisError(f"unknown {what}(s) {', '.join(map(repr, unknown))} in {where}; "
+                                f"known: {', '.join(sorted(known))}")
+
+
+def _series(side: Side) -> dict[SeriesKey, list[RepetitionValue]]:
+    out: dict[SeriesKey, list[RepetitionValue]] = defaultdict(list)
+    for v in side.values:
+        if math.isfinite(v.value):
+            out[SeriesKey(v.workload, v.metric, v.group)].append(v)
+    return out
+
+
+def compare_pairs(pairs: Sequence[tuple[Side, Side]], threshold: Threshold) -> list[CompareResult]:
+    """Each (A, B) compared; Holm over every row of every pair (the rows shown)."""
+    t = threshold
+    staged: list[tuple[Any, ...]] = []  # (index, A, B, key, unit, unit A, unit B, threshold, comparison, direction)
+    for side_a, side_b in pairs:
+        va, vb = _series(side_a), _series(side_b)
+        matched = sorted(set(va) & set(vb))
+        if not matched:
+            raise AnalysisError(f"{side_a.spec} and {side_b.spec} have no series in common (workload, metric, "
+                                f"group); A has {len(va)}, B has {len(vb)}")
+        if not t.relative:
+            bad = sorted({f"{k.metric} [{va[k][0].unit or 'no unit'}]" for k in matched
+                          if threshold_in(t, va[k][0].unit) is None})
+            if bad:
+                raise UsageError(f"--threshold {t.text()} is absolute, but these metrics are in other units: "
+                                 f"{', '.join(bad)}; select metrics of one unit with --metric, or give a "
+                                 "relative threshold (5%)")
+        for k in matched:
+            xa, ua = reduce_per_run([v.value for v in va[k]], [v.ref.run_id for v in va[k]])
+            xb, ub = reduce_per_run([v.value for v in vb[k]], [v.ref.run_id for v in vb[k]])
+            unit = va[k][0].unit
+            tk = t if t.relative else Threshold(threshold_in(t, unit) or 0.0, False, unit)
+            staged.append((len(staged), side_a, side_b, k, unit, ua, ub, tk, compare_samples(xa, xb, tk),
+                           _direction(side_a, side_b, k.workload, k.metric)))
+    decided = decide([x[8] for x in staged], [x[9] for x in staged])
+    out = []
+    for side_a, side_b in pairs:
+        va, vb = _series(side_a), _series(side_b)
+        rows = [Row(x[3], x[4], x[5], x[6], x[9], x[7], decided[x[0]]) for x in staged
+                if x[1] is side_a and x[2] is side_b]
+        notes = side_a.notes + [n for n in side_b.notes if n not in side_a.notes]
+        if any(r.unit_a != r.unit_b for r in rows):
+            notes.append("the sides' units of analysis differ (one side is one run: its repetitions; "
+                         "the other several runs: one value per run)")
+        out.append(CompareResult(side_a, side_b, t, rows, sorted(set(va) - set(vb)), sorted(set(vb) - set(va)),
+                                 metadata_differences(side_a.metadata, side_b.metadata), notes))
+    return out
+
+
 def compare(a: str | Path, b: str | Path, *, threshold: Threshold | str = "5%", workloads: Sequence[str] = (),
             metrics: Sequence[str] = (), groups: Sequence[str] = (), hours: Sequence[int] = (),
             allow_mixed: bool = False) -> CompareResult:
@@ -273,49 +359,84 @@ def compare(a: str | Path, b: str | Path, *, threshold: Threshold | str = "5%", 
                        allow_mixed=allow_mixed)
     side_b = load_side("B", str(b), workloads=workloads, metrics=metrics, groups=groups, hours=hours,
                        allow_mixed=allow_mixed)
-    for what, wanted in (("workload", workloads), ("metric", metrics), ("group", groups)):
-        known = side_a.known.get(what, set()) | side_b.known.get(what, set())
-        unknown = [w for w in wanted if w not in known]
-        if unknown:
-            raise AnalysisError(f"unknown {what}(s) {', '.join(map(repr, unknown))} in {a} and {b}; "
-                                f"known: {', '.join(sorted(known))}")
+    _check_names((side_a, side_b), f"{a} and {b}", workloads, metrics, groups)
+    (res,) = compare_pairs([(side_a, side_b)], t)
+    return res
 
-    def by_key(side: Side) -> dict[SeriesKey, list[RepetitionValue]]:
-        out: dict[SeriesKey, list[RepetitionValue]] = defaultdict(list)
-        for v in side.values:
-            if math.isfinite(v.value):
-                out[SeriesKey(v.workload, v.metric, v.group)].append(v)
-        return out
 
-    va, vb = by_key(side_a), by_key(side_b)
-    matched = sorted(set(va) & set(vb))
-    if not matched:
-        raise AnalysisError(f"{a} and {b} have no series in common (workload, metric, group); "
-                            f"A has {len(va)}, B has {len(vb)}")
-    if not t.relative:
-        bad = sorted({f"{k.metric} [{va[k][0].unit or 'no unit'}]" for k in matched
-                      if threshold_in(t, va[k][0].unit) is None})
-        if bad:
-            raise UsageError(f"--threshold {t.text()} is absolute, but these metrics are in other units: "
-                             f"{', '.join(bad)}; select metrics of one unit with --metric, or give a "
-                             "relative threshold (5%)")
-    comps, units, dirs = [], [], []
-    for k in matched:
-        xa, ua = reduce_per_run([v.value for v in va[k]], [v.ref.run_id for v in va[k]])
-        xb, ub = reduce_per_run([v.value for v in vb[k]], [v.ref.run_id for v in vb[k]])
-        unit = va[k][0].unit
-        tk = t if t.relative else Threshold(threshold_in(t, unit) or 0.0, False, unit)
-        comps.append(compare_samples(xa, xb, tk))
-        units.append((unit, ua, ub, tk))
-        dirs.append(_direction(side_a, side_b, k.workload, k.metric))
-    decided = decide(comps, dirs)
-    rows = [Row(k, u[0], u[1], u[2], d, u[3], c) for k, u, d, c in zip(matched, units, dirs, decided, strict=True)]
-    notes = side_a.notes + side_b.notes
-    if any(r.unit_a != r.unit_b for r in rows):
-        notes.append("the sides' units of analysis differ (one side is one run: its repetitions; "
-                     "the other several runs: one value per run)")
-    return CompareResult(side_a, side_b, t, rows, sorted(set(va) - set(vb)), sorted(set(vb) - set(va)),
-                         metadata_differences(side_a.metadata, side_b.metadata), notes)
+# `--by KEY`: manifest keys (as the pooling metadata names them), the hour of day, or a swept value
+BY_METADATA = {"provider": "provider", "region": "regions", "regions": "regions", "zone": "zones",
+               "zones": "zones", "vm_type": "vm_type", "worker_version": "worker_version"}
+
+
+def _level_key(level: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(level), level)
+    except ValueError:
+        return (1, 0.0, level)
+
+
+def _swept(group: str, key: str) -> tuple[str, str] | None:
+    """``same_zone@payload=1024,rate=100`` and ``payload`` -> (``1024``, ``same_zone@rate=100``)."""
+    base, sep, label = group.partition("@")
+    if not sep:
+        return None
+    items = [i.partition("=") for i in label.split(",")]
+    found = next((v for k, _, v in items if k == key), None)
+    if found is None:
+        return None
+    rest = ",".join(f"{k}={v}" for k, _, v in items if k != key)
+    return found, base + (f"@{rest}" if rest else "")
+
+
+def compare_by(paths: Sequence[str | Path], by: str, *, baseline: str | None = None,
+               threshold: Threshold | str = "5%", workloads: Sequence[str] = (), metrics: Sequence[str] = (),
+               groups: Sequence[str] = (), hours: Sequence[int] = (), allow_mixed: bool = False) -> list[CompareResult]:
+    """Regroup the repetitions of ``paths`` by ``by`` (provider, region, zone, vm_type, hour, or a swept
+    parameter such as ``payload``) and compare every level against ``baseline`` (default: the first
+    level in order), as benchstat's ``-col``."""
+    t = parse_threshold(threshold) if isinstance(threshold, str) else threshold
+    reads = [read_side(str(p), str(p), hours, want_hours=by == "hour") for p in paths]
+    levels: dict[str, list[RepetitionValue]] = defaultdict(list)
+    meta_key = BY_METADATA.get(by)
+    swept_keys: set[str] = set()
+    for r in reads:
+        for v in r.values:
+            level: str | None
+            if by == "hour":
+                assert r.hours is not None
+                h = r.hours.get((v.ref.run_id, v.ref.repetition, v.workload))
+                level = None if h is None else f"{h:02d}"
+            elif meta_key is not None:
+                level = v.metadata.get(meta_key)
+            else:
+                _, sep, label = v.group.partition("@")
+                swept_keys |= {i.partition("=")[0] for i in label.split(",")} if sep else set()
+                found = _swept(v.group, by)
+                level = None if found is None else found[0]
+                if found is not None:
+                    v = replace(v, group=found[1])
+            if level is not None:
+                levels[level].append(v)
+    if not levels:
+        raise UsageError(f"--by {by!r}: no repetition has it; use one of {', '.join(sorted(BY_METADATA))}, hour"
+                         + (f", or a swept parameter ({', '.join(sorted(swept_keys))})" if swept_keys else ""))
+    order = sorted(levels, key=_level_key)
+    if len(order) < 2:
+        raise AnalysisError(f"--by {by}: only one level ({order[0]}) in {', '.join(map(str, paths))}; "
+                            "nothing to compare")
+    base = baseline if baseline is not None else order[0]
+    if base not in levels:
+        raise UsageError(f"--baseline {base!r}: not a level of {by} (levels: {', '.join(order)})")
+    where = ", ".join(map(str, paths))
+    read = _Read(reads[0].path, ",".join(dict.fromkeys(r.campaign for r in reads)), [],
+                 {k: v for r in reads for k, v in r.kinds.items()},
+                 list(dict.fromkeys(n for r in reads for n in r.notes)))
+    sides = {lv: make_side(f"{by}={lv}", f"{by}={lv}", read, levels[lv], workloads=workloads, metrics=metrics,
+                           groups=groups, allow_mixed=allow_mixed, ignore=meta_key)
+             for lv in order}
+    _check_names(list(sides.values()), where, workloads, metrics, groups)
+    return compare_pairs([(sides[base], sides[lv]) for lv in order if lv != base], t)
 
 
 # ----------------------------------------------------------------- outputs
@@ -345,8 +466,25 @@ def row_dict(r: Row) -> dict[str, Any]:
     }
 
 
-def to_json(res: CompareResult) -> dict[str, Any]:
-    """``compare.json`` (schema 1)."""
+def to_json(res: CompareResult | Sequence[CompareResult], by: str | None = None) -> dict[str, Any]:
+    """``compare.json`` (schema 1); for several comparisons (``--by``) the rows of all, each with its
+    sides ``a``/``b``, and each comparison in full under ``comparisons``."""
+    if not isinstance(res, CompareResult):
+        many = list(res)
+        if len(many) == 1 and by is None:
+            return to_json(many[0])
+        docs = [to_json(c) for c in many]
+        return {
+            "schema": SCHEMA, "kind": "cloudbench.compare", "version": __version__, "by": by,
+            "baseline": many[0].a.label, "levels": [many[0].a.label] + [c.b.label for c in many],
+            "threshold": many[0].threshold.text(), "alpha": ALPHA, "min_n": MIN_N,
+            "unit_of_analysis": {c.a.label: c.unit_of_analysis["A"] for c in many}
+            | {c.b.label: c.unit_of_analysis["B"] for c in many},
+            "differences": [d | {"a": c.a.label, "b": c.b.label} for c in many for d in c.differences],
+            "rows": [{"a": c.a.label, "b": c.b.label} | row for c, doc in zip(many, docs, strict=True)
+                     for row in doc["rows"]],
+            "comparisons": docs,
+        }
     t = res.threshold
 
     def side(s: Side) -> dict[str, Any]:
@@ -383,11 +521,14 @@ def _key_dict(k: SeriesKey) -> dict[str, str]:
     return {"workload": k.workload, "metric": k.metric, "group": k.group}
 
 
-def to_frame(res: CompareResult) -> pd.DataFrame:
+def to_frame(res: CompareResult | Sequence[CompareResult]) -> pd.DataFrame:
     """The rows as a pandas DataFrame (``cloudbench.compare``)."""
-    df = pd.DataFrame([row_dict(r) for r in res.rows])
-    df.attrs.update({"threshold": res.threshold.text(), "unit_of_analysis": res.unit_of_analysis,
-                     "differences": res.differences})
+    many = _many(res)
+    df = pd.DataFrame([{"a": c.a.label, "b": c.b.label} | row_dict(r) for c in many for r in c.rows])
+    df.attrs.update({"threshold": many[0].threshold.text(),
+                     "unit_of_analysis": {c.a.label: c.unit_of_analysis["A"] for c in many}
+                     | {c.b.label: c.unit_of_analysis["B"] for c in many},
+                     "differences": [d | {"a": c.a.label, "b": c.b.label} for c in many for d in c.differences]})
     return df
 
 
@@ -419,13 +560,21 @@ def verdict_text(r: Row, markup: bool = True) -> str:
     return f"[{style}]{v}[/]" if markup and style else v
 
 
-def render(res: CompareResult, console: Console) -> None:
-    """The comparison for a person (benchstat's spirit): a row per series."""
+def render(res: CompareResult | Sequence[CompareResult], console: Console) -> None:
+    """The comparison for a person (benchstat's spirit): a row per series; a table per pair."""
+    if not isinstance(res, CompareResult):
+        for i, one in enumerate(res):
+            if i:
+                console.print()
+            render(one, console)
+        return
     several = len({r.key.workload for r in res.rows}) > 1
     t = res.threshold
     ua, ub = res.unit_of_analysis["A"], res.unit_of_analysis["B"]
     per = f"median per {ua}" if ua == ub else f"median per {ua} (A) / {ub} (B)"
     title = f"B vs A: {per}, threshold ±{t.text()} - A = {res.a.spec}, B = {res.b.spec}"
+    if res.a.label not in ("A", "B"):
+        title = f"{res.b.label} vs {res.a.label}: {per}, threshold ±{t.text()}"
     table = titled_table(title, ("metric", "group", "n A/B", "A", "B", "change", "95% CI", "p (Holm)",
                                  "verdict"), left=("metric", "group", "verdict"), key=2)
     for r in res.rows:
@@ -523,9 +672,23 @@ def forest_svg(res: CompareResult) -> str:
     return "".join(parts)
 
 
-def to_html(res: CompareResult) -> str:
+def _many(res: CompareResult | Sequence[CompareResult]) -> list[CompareResult]:
+    return [res] if isinstance(res, CompareResult) else list(res)
+
+
+def to_html(res: CompareResult | Sequence[CompareResult]) -> str:
+    """The page: one section per comparison (``--by`` with more than two levels gives several)."""
+    e = html.escape
+    parts = [_html_section(r, len(_many(res)) > 1) for r in _many(res)]
+    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>cloudbench compare</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(parts)}"
+            f"<p class=small>cloudbench {e(__version__)}</p></body></html>")
+
+
+def _html_section(res: CompareResult, several: bool) -> str:
     t = res.threshold
     e = html.escape
+    h1, h2 = ("h2", "h3") if several else ("h1", "h2")
     head = ("<tr><th class=l>workload</th><th class=l>metric</th><th class=l>group</th><th>n A/B</th>"
             "<th>median A</th><th>median B</th><th>change</th><th>95% CI</th><th>p</th><th>p (Holm)</th>"
             "<th class=l>verdict</th></tr>")
@@ -553,41 +716,48 @@ def to_html(res: CompareResult) -> str:
     only = "".join(f"<li>only in {n}: {e(k.workload)} {e(k.metric)} / {e(k.group)}</li>"
                    for n, ks in (("A", res.only_a), ("B", res.only_b)) for k in ks)
     notes = "".join(f"<li>{e(n)}</li>" for n in res.notes)
+    title = f"{res.b.label} vs {res.a.label}" if several else "B vs A"
     return (
-        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>cloudbench compare</title>"
-        f"<style>{_CSS}</style></head><body><h1>B vs A</h1>"
+        f"<section><{h1}>{e(title)}</{h1}>"
         f"<p>A = <code>{e(res.a.spec)}</code> ({len(res.a.runs)} run(s)), B = <code>{e(res.b.spec)}</code> "
         f"({len(res.b.runs)} run(s)). Unit of analysis: A {e(res.unit_of_analysis['A'])}, "
         f"B {e(res.unit_of_analysis['B'])}. Threshold ±{e(t.text())}.</p>"
         f"<figure>{forest_svg(res)}<figcaption>Relative difference of each series (B/A - 1) with its 95% "
         f"interval; shaded: ±{e(t.text())}; green better, red worse, blue equivalent.</figcaption></figure>"
-        f"<h2>Rows</h2><table>{head}{''.join(body)}</table>"
+        f"<{h2}>Rows</{h2}><table>{head}{''.join(body)}</table>"
         f"<p class=small>better/worse: p (Holm) &lt; {ALPHA} and the estimate beyond ±threshold; "
         f"equivalent: the 90% interval inside ±threshold (TOST); fewer than {MIN_N} units per side: "
         "no interval, inconclusive.</p>"
-        f"<h2>What differs</h2><table><tr><th class=l>key</th><th class=l>A</th><th class=l>B</th></tr>"
+        f"<{h2}>What differs</{h2}><table><tr><th class=l>key</th><th class=l>A</th><th class=l>B</th></tr>"
         f"{''.join(meta)}</table>"
-        + (f"<h2>Not compared</h2><ul>{only}</ul>" if only else "")
-        + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "")
-        + f"<p class=small>cloudbench {e(__version__)}</p></body></html>"
+        + (f"<{h2}>Not compared</{h2}><ul>{only}</ul>" if only else "")
+        + (f"<{h2}>Notes</{h2}><ul>{notes}</ul>" if notes else "")
+        + "</section>"
     )
 
 
-def write_compare(res: CompareResult, out: Path) -> Path:
+def write_compare(res: CompareResult | Sequence[CompareResult], out: Path, by: str | None = None) -> Path:
     """``out/compare/index.html`` and ``out/compare/compare.json``; returns the HTML's path."""
     d = Path(out) / COMPARE_DIR
     try:
         d.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(d / JSON_NAME, to_json(res))
+        write_json_atomic(d / JSON_NAME, to_json(res, by))
         (d / HTML_NAME).write_text(to_html(res), encoding="utf-8")
     except OSError as e:
         raise ResultError(str(d), f"cannot write the comparison: {e.strerror or e}") from e
     return d / HTML_NAME
 
 
-def compare_frame(a: str | Path, b: str | Path, **kwargs: Any) -> pd.DataFrame:
-    """:func:`compare`'s rows as a pandas DataFrame (the public ``cloudbench.compare``)."""
-    return to_frame(compare(a, b, **kwargs))
+def compare_frame(*paths: str | Path, by: str | None = None, baseline: str | None = None,
+                  **kwargs: Any) -> pd.DataFrame:
+    """The public ``cloudbench.compare``: ``compare(a, b, threshold="5%", ...)`` or
+    ``compare(*paths, by="provider", baseline=None, ...)``; the rows as a pandas DataFrame
+    (with ``a``/``b`` columns naming the sides' levels under ``by``)."""
+    if by is not None:
+        return to_frame(compare_by(paths, by, baseline=baseline, **kwargs))
+    if len(paths) != 2:
+        raise UsageError(f"compare takes two sides A and B (got {len(paths)}), or several with by=KEY")
+    return to_frame(compare(paths[0], paths[1], **kwargs))
 
 
 def dumps(res: CompareResult) -> str:

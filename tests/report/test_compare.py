@@ -229,3 +229,59 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path: Path, args: list[st
                         "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == code, r.stderr
     assert message in r.stderr and "Traceback" not in r.stderr
+
+
+# ----------------------------------------------------------------- --by
+
+
+def test_by_provider_across_two_campaigns(tmp_path: Path) -> None:
+    aws = campaign(tmp_path, "aws", seed=30, provider="aws")
+    gcp = campaign(tmp_path, "gcp", seed=31, provider="gcp", rtt=125.0)
+    (res,) = cloudbench.compare_by([aws, gcp], "provider")
+    assert (res.a.label, res.b.label) == ("provider=aws", "provider=gcp")
+    assert rows_by(res)[RTT].result.verdict == "worse"  # type: ignore[attr-defined]
+    assert [d["key"] for d in res.differences] == ["provider"]
+
+
+def test_by_a_swept_value_each_level_against_the_first_or_the_baseline(tmp_path: Path) -> None:
+    runs = [FakeRun({("rtt_p50_us", f"same_zone@payload={p}"): normal_values(3, level, 0.02, 10 * i + k)
+                     for k, (p, level) in enumerate(((64, 100.0), (1024, 101.0), (65536, 180.0)))})
+            for i in range(8)]
+    sweep = make_campaign(tmp_path, "sweep", runs)
+    results = cloudbench.compare_by([sweep], "payload")
+    assert [(r.a.label, r.b.label) for r in results] == [("payload=64", "payload=1024"),
+                                                         ("payload=64", "payload=65536")]
+    assert [r.rows[0].key.group for r in results] == ["same_zone", "same_zone"]
+    assert [r.rows[0].result.verdict for r in results] == ["equivalent", "worse"]
+    results = cloudbench.compare_by([sweep], "payload", baseline="65536")
+    assert [r.rows[0].result.verdict for r in results] == ["better", "better"]
+    with pytest.raises(UsageError, match=r"--by 'size'.*swept parameter \(payload\)"):
+        cloudbench.compare_by([sweep], "size")
+    with pytest.raises(UsageError, match="--baseline '7'"):
+        cloudbench.compare_by([sweep], "payload", baseline="7")
+    df = cloudbench.compare(sweep, by="payload")
+    assert list(df["b"]) == ["payload=1024", "payload=65536"]
+
+
+def test_by_vm_type_within_one_mixed_campaign_needs_no_allow_mixed(tmp_path: Path) -> None:
+    mixed = make_campaign(tmp_path, "mixed", [FakeRun({RTT: normal_values(3, 100 if i % 2 else 130, 0.02, i)},
+                                                      vm_type="m5" if i % 2 else "local") for i in range(16)])
+    (res,) = cloudbench.compare_by([mixed], "vm_type")
+    assert (res.a.label, res.b.label) == ("vm_type=local", "vm_type=m5")
+    assert res.rows[0].result.n_a == 8 and res.rows[0].result.verdict == "better"
+    assert "vm_type" in [d["key"] for d in res.differences]
+
+
+def test_cli_by_json_and_two_sides_needed(tmp_path: Path) -> None:
+    aws = campaign(tmp_path, "aws", seed=32, provider="aws")
+    gcp = campaign(tmp_path, "gcp", seed=33, provider="gcp", rtt=125.0)
+    runner = CliRunner()
+    r = runner.invoke(app, ["compare", str(aws), str(gcp), "--by", "provider", "--json", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["by"] == "provider" and doc["levels"] == ["provider=aws", "provider=gcp"]
+    assert {row["a"] for row in doc["rows"]} == {"provider=aws"} and "worse" in {row["verdict"] for row in doc["rows"]}
+    r = runner.invoke(app, ["compare", str(aws), "--out", str(tmp_path)])
+    assert r.exit_code == ExitCode.USAGE and "add --by KEY" in r.output
+    r = runner.invoke(app, ["compare", str(aws), str(gcp), "--by", "provider", "--out", str(tmp_path)])
+    assert r.exit_code == 0 and "provider=gcp vs provider=aws" in r.output, r.output
