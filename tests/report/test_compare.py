@@ -285,3 +285,15 @@ def test_cli_by_json_and_two_sides_needed(tmp_path: Path) -> None:
     assert r.exit_code == ExitCode.USAGE and "add --by KEY" in r.output
     r = runner.invoke(app, ["compare", str(aws), str(gcp), "--by", "provider", "--out", str(tmp_path)])
     assert r.exit_code == 0 and "provider=gcp vs provider=aws" in r.output, r.output
+
+
+def test_each_workload_declares_which_way_is_better() -> None:
+    from cloudbench.workloads import workload_kind
+
+    expect = {("echo", "rtt_p99_us"): "lower", ("echo", "quorum_q2of3_p50_us"): "lower",
+              ("echo", "timeout_frac"): "lower", ("throughput", "throughput_mbps"): "higher",
+              ("throughput", "throughput_cov"): "lower", ("throughput", "loss_pct"): "lower",
+              ("tbdrain", "budget_mbit"): "higher", ("colocation", "egress_mbps"): "higher",
+              ("traceroute", "path_rtt_min_us"): "lower", ("traceroute", "path_hops"): None}
+    for (kind, metric), direction in expect.items():
+        assert workload_kind(kind).direction(metric) == direction, (kind, metric)
