@@ -542,9 +542,18 @@ def change_text(r: Row) -> tuple[str, str]:
     if c.decided_on == "ratio" and c.ratio is not None:
         ci = "" if c.ratio_ci is None else f"[{_pct(c.ratio_ci[0] - 1)}, {_pct(c.ratio_ci[1] - 1)}]"
         return _pct(c.ratio - 1), ci
-    unit = f" {r.unit}" if r.unit else ""
+    unit = _unit(r.unit)
     ci = "" if c.diff_ci is None else f"[{c.diff_ci[0]:+.4g}, {c.diff_ci[1]:+.4g}]"
     return f"{c.diff:+.4g}{unit}", ci
+
+
+def _units(res: CompareResult) -> str:
+    return "runs" if "run" in res.unit_of_analysis.values() else "repetitions"
+
+
+def _unit(unit: str) -> str:
+    """`` us`` after a value; nothing for dimensionless (``1``) or no unit."""
+    return "" if unit in ("", "1") else f" {unit}"
 
 
 _STYLE = {"better": "green", "worse": "red", "different": "magenta", "equivalent": "cyan"}
@@ -554,8 +563,7 @@ def verdict_text(r: Row, markup: bool = True) -> str:
     c = r.result
     v = c.verdict
     if v == "inconclusive" and c.more is not None:
-        unit = "runs" if "run" in (r.unit_a, r.unit_b) else "repetitions"
-        v = f"inconclusive: ~{c.more} more {unit}/side"
+        v = f"inconclusive: ~{c.more} more"
     style = _STYLE.get(c.verdict)
     return f"[{style}]{v}[/]" if markup and style else v
 
@@ -579,7 +587,7 @@ def render(res: CompareResult | Sequence[CompareResult], console: Console) -> No
                                  "verdict"), left=("metric", "group", "verdict"), key=2)
     for r in res.rows:
         c = r.result
-        unit = f" {r.unit}" if r.unit else ""
+        unit = _unit(r.unit)
         change, ci = change_text(r)
         table.add_row(f"{r.key.workload}:{r.key.metric}" if several else r.key.metric, r.key.group,
                       f"{c.n_a}/{c.n_b}", fmt_value(c.median_a.estimate) + unit,
@@ -589,7 +597,8 @@ def render(res: CompareResult | Sequence[CompareResult], console: Console) -> No
     console.print(
         f"change: {'B/A - 1 (Hodges-Lehmann ratio)' if t.relative else 'B - A (Hodges-Lehmann shift)'}"
         f" with its 95% interval; better/worse: p (Holm) < {ALPHA} and beyond ±{t.text()}; "
-        f"equivalent: 90% interval inside ±{t.text()}; n < {MIN_N} per side: no interval.",
+        f"equivalent: 90% interval inside ±{t.text()}; n < {MIN_N} per side: no interval; "
+        f"~N more: about N more {_units(res)} per side would likely decide (from the spread seen).",
         highlight=False, style="dim")
     if res.differences:
         console.print("[bold]what differs[/] (key metadata, A vs B):", highlight=False)
