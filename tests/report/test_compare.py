@@ -297,3 +297,17 @@ def test_each_workload_declares_which_way_is_better() -> None:
               ("traceroute", "path_rtt_min_us"): "lower", ("traceroute", "path_hops"): None}
     for (kind, metric), direction in expect.items():
         assert workload_kind(kind).direction(metric) == direction, (kind, metric)
+
+
+def test_by_hour_and_hour_selection(tmp_path: Path) -> None:
+    """Runs start hourly at 10:15 UTC; 3 repetitions each: a level is one run (n too small)."""
+    runs = [FakeRun({RTT: normal_values(8, 100 if i < 3 else 140, 0.02, i)}) for i in range(6)]
+    c = make_campaign(tmp_path, "hours", runs)
+    results = cloudbench.compare_by([c], "hour")
+    assert [r.b.label for r in results] == ["hour=11", "hour=12", "hour=13", "hour=14", "hour=15"]
+    assert results[0].a.label == "hour=10" and results[0].unit_of_analysis == {"A": "repetition", "B": "repetition"}
+    assert [r.rows[0].result.verdict for r in results] == ["equivalent", "equivalent", "worse", "worse", "worse"]
+    res = compare(c, c, hours=[10, 11])
+    assert res.rows[0].result.n_a == 2  # two runs: one value per run
+    with pytest.raises(AnalysisError, match="no repetition was measured in hour"):
+        compare(c, c, hours=[3])
