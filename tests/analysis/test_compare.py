@@ -16,6 +16,7 @@ import pytest
 from scipy import stats as sps
 
 from cloudbench.analysis.compare import (
+    EXACT_MAX_CELLS,
     MIN_N,
     Threshold,
     compare_samples,
@@ -202,3 +203,15 @@ def test_values_rounded_to_whole_microseconds_keep_the_rates() -> None:
     _, coverage, equivalent = rates(1.05, per_run=True, seed=17, rounded=True)
     assert coverage >= 0.95 - 3 * se(0.95, PAIRS), coverage
     assert equivalent <= 0.05 + 3 * se(0.05, PAIRS), equivalent
+
+
+def test_normal_approximation_beyond_the_exact_range_is_conservative() -> None:
+    """Past EXACT_MAX_CELLS the rank comes from the normal approximation: never a rank that
+    covers less than the level, at most two ranks wider than the exact one."""
+    m, n = 101, 101
+    assert m * n > EXACT_MAX_CELLS
+    cdf = mw_null_cdf(m, n)  # exact, computed here only to check
+    exact = int(np.searchsorted(cdf, 0.025 + 1e-12, side="right"))
+    approx = mw_rank(m, n, 0.05)
+    assert exact - 2 <= approx <= exact
+    assert cdf[approx - 1] <= 0.025
