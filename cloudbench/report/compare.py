@@ -13,7 +13,6 @@ threshold band, one self-contained file).
 from __future__ import annotations
 
 import html
-import json
 import math
 import re
 from collections import defaultdict
@@ -767,7 +766,3 @@ def compare_frame(*paths: str | Path, by: str | None = None, baseline: str | Non
     if len(paths) != 2:
         raise UsageError(f"compare takes two sides A and B (got {len(paths)}), or several with by=KEY")
     return to_frame(compare(paths[0], paths[1], **kwargs))
-
-
-def dumps(res: CompareResult) -> str:
-    return json.dumps(to_json(res), indent=2)

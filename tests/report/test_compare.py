@@ -259,6 +259,8 @@ def test_by_a_swept_value_each_level_against_the_first_or_the_baseline(tmp_path:
         cloudbench.compare_by([sweep], "size")
     with pytest.raises(UsageError, match="--baseline '7'"):
         cloudbench.compare_by([sweep], "payload", baseline="7")
+    page = to_html(results)
+    assert page.count("<section>") == 2 and page.count("<svg") == 2 and "payload=1024 vs payload=65536" in page
     df = cloudbench.compare(sweep, by="payload")
     assert list(df["b"]) == ["payload=1024", "payload=65536"]
 
