@@ -707,8 +707,8 @@ def _html_section(res: CompareResult, several: bool) -> str:
         body.append(
             f"<tr><td class=l>{e(r.key.workload)}</td><td class=l>{e(r.key.metric)}</td>"
             f"<td class=l>{e(r.key.group)}</td><td>{c.n_a}/{c.n_b}</td>"
-            f"<td>{e(fmt_value(c.median_a.estimate))} {e(r.unit)}</td>"
-            f"<td>{e(fmt_value(c.median_b.estimate))} {e(r.unit)}</td><td>{e(change)}</td><td>{e(ci or '-')}</td>"
+            f"<td>{e(fmt_value(c.median_a.estimate) + _unit(r.unit))}</td>"
+            f"<td>{e(fmt_value(c.median_b.estimate) + _unit(r.unit))}</td><td>{e(change)}</td><td>{e(ci or '-')}</td>"
             f"<td>{'-' if c.p is None else f'{c.p:.3g}'}</td>"
             f"<td>{'-' if c.p_holm is None else f'{c.p_holm:.3g}'}</td>"
             f"<td class='l {e(c.verdict.split()[0])}'>{e(verdict_text(r, markup=False))}</td></tr>")
