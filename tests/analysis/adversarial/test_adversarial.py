@@ -24,7 +24,7 @@ SIZES: dict[str, dict[str, Any]] = {
     "confirm": {"scale": 0.1}, "checks": {"scale": 0.2}, "throughput": {"scale": 0.2},
     "drains": {"scale": 0.1}, "levelshift": {"scale": 0.05},
     # 300 series-hours at 1 round/s (the bench: at 10/s): fewer could not show a bound of 0.01
-    "events": {"scale": 0.05, "quiet_hz": 1.0, "quiet_series_s": 3600.0},
+    "events": {"scale": 0.05, "quiet_hz": 1.0, "quiet_series_s": 3600.0, "quiet_hours": 300.0},
     # 2 campaigns of 30 series under the null, 1 with the sine (the bench: 20 and 6 of 50)
     "diurnal": {"scale": 0.05, "series": 30, "day_effects": False},
 }
