@@ -48,10 +48,10 @@ from cloudbench.core.tables import titled_table
 from cloudbench.core.version import __version__
 from cloudbench.errors import AnalysisError, ResultError, UsageError
 from cloudbench.report.confirm import fmt_value, load_values
+from cloudbench.store import formats
 from cloudbench.store.manifest import POOLING_METADATA
 from cloudbench.store.rundir import find_runs
 
-SCHEMA = 1
 COMPARE_DIR = "compare"
 HTML_NAME = "index.html"
 JSON_NAME = "compare.json"
@@ -474,7 +474,7 @@ def to_json(res: CompareResult | Sequence[CompareResult], by: str | None = None)
             return to_json(many[0])
         docs = [to_json(c) for c in many]
         return {
-            "schema": SCHEMA, "kind": "cloudbench.compare", "version": __version__, "by": by,
+            "schema": formats.COMPARE.current, "kind": "cloudbench.compare", "version": __version__, "by": by,
             "baseline": many[0].a.label, "levels": [many[0].a.label] + [c.b.label for c in many],
             "threshold": many[0].threshold.text(), "alpha": ALPHA, "min_n": MIN_N,
             "unit_of_analysis": {c.a.label: c.unit_of_analysis["A"] for c in many}
@@ -490,7 +490,7 @@ def to_json(res: CompareResult | Sequence[CompareResult], by: str | None = None)
         return {"path": s.spec, "campaign": s.campaign, "runs": s.runs, "metadata": s.metadata}
 
     return {
-        "schema": SCHEMA, "kind": "cloudbench.compare", "version": __version__,
+        "schema": formats.COMPARE.current, "kind": "cloudbench.compare", "version": __version__,
         "a": side(res.a), "b": side(res.b),
         "threshold": t.text(), "threshold_value": t.value, "threshold_relative": t.relative,
         "alpha": ALPHA, "min_n": MIN_N,

@@ -88,6 +88,10 @@ REPORT = Format("report.json", 2, {
     2: "key `schema`; every workload's section under `workloads` (traceroute too)",
 })
 CONFIRM = Format("confirm.json", 1, {1: "first version"})
+COMPARE = Format("compare.json", 1, {
+    1: "first version: rows (workload, metric, group, unit, n_a, n_b, medians, ratio and diff with their "
+       "intervals, p, p_holm, verdict), threshold, unit_of_analysis, differences",
+})
 CLOUD_OUTPUTS = Format("stack outputs", 1, {1: "first version: schema, cloud, campaign, hosts"})
 ECHO_RAW = Format("echo worker file", echo_worker.SCHEMA, {
     1: "magic CBECHO1, JSON header, 24-byte records (worker 1 and worker 2 write the same layout)",
@@ -104,5 +108,5 @@ JOURNAL = Format("campaign journal", 1, {
     1: "first version: SQLite tables meta, slots, trials, events (cloudbench.campaign.journal)",
 })
 
-ALL: tuple[Format, ...] = (MANIFEST, PARQUET, REPORT, CONFIRM, CLOUD_OUTPUTS, ECHO_RAW, TPUT_RECORD,
+ALL: tuple[Format, ...] = (MANIFEST, PARQUET, REPORT, CONFIRM, COMPARE, CLOUD_OUTPUTS, ECHO_RAW, TPUT_RECORD,
                            TRACEROUTE_OUTPUT, JOURNAL)

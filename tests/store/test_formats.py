@@ -459,7 +459,8 @@ CASES = (
     Case(formats.JOURNAL, "journal", journal_fixture, journal_roundtrip, journal_future),
 )
 
-NOT_READ = {formats.CONFIRM.name: "confirm.json is written for people and programs; cloudbench never reads it"}
+NOT_READ = {formats.CONFIRM.name: "confirm.json is written for people and programs; cloudbench never reads it",
+            formats.COMPARE.name: "compare.json is written for people and programs; cloudbench never reads it"}
 NO_VERSION_CHECK = {
     formats.TRACEROUTE_OUTPUT.name: "scamper's JSON has no cloudbench version; the worker's summary line "
                                     "(kept in the manifest's trial stats) does, and the controller does not "
