@@ -31,7 +31,9 @@ import argparse
 import math
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -91,40 +93,53 @@ def upper95(k: int, hours: float) -> float:
     return float(sps.chi2.ppf(0.95, 2 * (k + 1)) / 2.0 / hours)
 
 
+def quiet_run(args: tuple[int, int, float, float]) -> tuple[str, list[tuple[Any, ...]]]:
+    """Series ``i`` of the quiet runs (its own seed: the result does not depend on ``--jobs``):
+    its scenario and its events."""
+    seed, i, seconds, window = args
+    sc = SCENARIOS[i % len(SCENARIOS)]
+    t, y = quiet_series(sc, seconds, np.random.default_rng([seed, i]))
+    return sc.name, [(i, sc.name, e.kind, round(e.time_s, 2), round(e.size, 1), e.samples, e.p_value)
+                     for e in detect_pair_events(t, y, 1.0 / sc.rate, window)]
+
+
+def power_run(args: tuple[int, int, float, float]) -> bool:
+    """Series ``i`` of the power check: one 0.5 s spike of +10 × its p99 jitter; found?"""
+    seed, i, seconds, window = args
+    sc = SCENARIOS[i % len(SCENARIOS)]
+    rng = np.random.default_rng([seed, 1 << 20, i])
+    t, y = quiet_series(sc, seconds, rng)
+    floor = float(np.median(y))
+    p99 = float(np.percentile(np.abs(y - floor), 99))
+    at = rng.uniform(0.2, 0.8) * seconds
+    y[(t >= at) & (t < at + 0.5)] += 10.0 * p99
+    return any(e.kind == "spike" and abs(e.time_s - at) <= 0.5
+               for e in detect_pair_events(t, y, 1.0 / sc.rate, window))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hours", type=float, default=300.0, help="series-hours to simulate")
     ap.add_argument("--minutes", type=float, default=10.0, help="length of one series")
     ap.add_argument("--power", type=int, default=200, help="series with one injected spike")
     ap.add_argument("--seed", type=int, default=23)
+    ap.add_argument("--jobs", type=int, default=1, help="processes")
     a = ap.parse_args(argv)
-    rng = np.random.default_rng(a.seed)
     seconds = a.minutes * 60.0
     window = window_of({"duration": seconds, "window": None})
     n_series = math.ceil(a.hours * 60.0 / a.minutes)
     hours = n_series * seconds / 3600.0
     started = time.perf_counter()
     per: dict[str, list[int]] = {sc.name: [0, 0] for sc in SCENARIOS}  # series, events
-    alarms = []
-    for i in range(n_series):
-        sc = SCENARIOS[i % len(SCENARIOS)]
-        t, y = quiet_series(sc, seconds, rng)
-        events = detect_pair_events(t, y, 1.0 / sc.rate, window)
-        per[sc.name][0] += 1
-        per[sc.name][1] += len(events)
-        alarms += [(i, sc.name, e.kind, round(e.time_s, 2), round(e.size, 1), e.samples, e.p_value)
-                   for e in events]
-    took = time.perf_counter() - started
-    found = 0
-    for i in range(a.power):
-        sc = SCENARIOS[i % len(SCENARIOS)]
-        t, y = quiet_series(sc, seconds, rng)
-        floor = float(np.median(y))
-        p99 = float(np.percentile(np.abs(y - floor), 99))
-        at = rng.uniform(0.2, 0.8) * seconds
-        y[(t >= at) & (t < at + 0.5)] += 10.0 * p99
-        found += any(e.kind == "spike" and abs(e.time_s - at) <= 0.5 for e in
-                     detect_pair_events(t, y, 1.0 / sc.rate, window))
+    alarms: list[tuple[Any, ...]] = []
+    with ProcessPoolExecutor(a.jobs) as pool:
+        for name, evs in pool.map(quiet_run, [(a.seed, i, seconds, window) for i in range(n_series)],
+                                  chunksize=8):
+            per[name][0] += 1
+            per[name][1] += len(evs)
+            alarms += evs
+        took = time.perf_counter() - started
+        found = sum(pool.map(power_run, [(a.seed, i, seconds, window) for i in range(a.power)], chunksize=8))
     k = len(alarms)
     bound = upper95(k, hours)
     print(f"quiet pairs: {n_series} series of {a.minutes:g} min ({hours:.1f} series-hours), window "

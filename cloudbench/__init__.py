@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     )
     from cloudbench.plan import Plan, make_plan
     from cloudbench.providers import collect_garbage
-    from cloudbench.providers.clouds.doctor import Finding as DoctorFinding
+    from cloudbench.providers.base import Finding as DoctorFinding
     from cloudbench.providers.clouds.doctor import diagnose
     from cloudbench.providers.clouds.tagreaper import inventory as cloud_inventory
     from cloudbench.providers.clouds.tagreaper import reap_tagged
@@ -99,7 +99,7 @@ _API: dict[str, tuple[str, str]] = {
     "diagnose": ("cloudbench.providers.clouds.doctor", "diagnose"),
     "reap_tagged": ("cloudbench.providers.clouds.tagreaper", "reap_tagged"),
     "cloud_inventory": ("cloudbench.providers.clouds.tagreaper", "inventory"),
-    "DoctorFinding": ("cloudbench.providers.clouds.doctor", "Finding"),
+    "DoctorFinding": ("cloudbench.providers.base", "Finding"),
     "render_cost": ("cloudbench.report.cost", "render_cost"),
     "CampaignRunner": ("cloudbench.runner", "CampaignRunner"),
     "RunUI": ("cloudbench.runner", "RunUI"),

@@ -44,6 +44,7 @@ SUMMARIES_BYTES = 16_000
 REPORT_BASE_BYTES = 900_000
 REPORT_BYTES_PER_PAIR = 1_500
 JOURNAL_BYTES_PER_TRIAL = 1_000  # a campaign's journal: a row and a few events per trial and slot
+JOURNAL_WAL_BYTES = 4_200_000  # its write-ahead log: SQLite checkpoints at 1000 pages, the file stays ~4 MB
 MARGIN_FRACTION = 0.10
 MARGIN_BYTES = 8 << 20  # logs, the engine's spill, filesystem metadata
 
@@ -122,7 +123,8 @@ def estimate_space(spec: Spec, plan: Plan, slots: int = 1, trials: list[Trial] |
     held = fixed + reserve_bytes(spec, plan)  # the reserve is held while the run writes
     return SpaceEstimate(run_peak=max(held + peak, final), run_final=final, raw_peak=raw_peak,
                          parquet=stored_before, report=report_b, slots=slots,
-                         journal=JOURNAL_BYTES_PER_TRIAL * len(plan.trials) * slots if slots > 1 else 0.0)
+                         journal=(JOURNAL_WAL_BYTES + JOURNAL_BYTES_PER_TRIAL * len(plan.trials) * slots
+                                  if slots > 1 else 0.0))
 
 
 def reserve_bytes(spec: Spec, plan: Plan) -> int:

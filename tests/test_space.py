@@ -12,7 +12,7 @@ from cloudbench.errors import ExitCode, InsufficientSpaceError
 from cloudbench.plan import make_plan
 from cloudbench.space import MARGIN_BYTES, check_free_space, estimate_space, needed_bytes
 from cloudbench.workloads import load_spec
-from cloudbench.workloads.echo.controller import PARQUET_BYTES_PER_ROW, RAW_BYTES_PER_RECORD
+from cloudbench.workloads.echo.controller import PARQUET_BYTES_PER_ROW, PARQUET_FILE_BYTES, RAW_BYTES_PER_RECORD
 from tests.paths import QUICKSTART
 
 QUICKSTART_ROWS = 268_800  # 2 repetitions x 64 pairs x 100/s x 21 s, as the testbed run keeps
@@ -21,7 +21,7 @@ QUICKSTART_ROWS = 268_800  # 2 repetitions x 64 pairs x 100/s x 21 s, as the tes
 def test_the_quickstart_estimate_counts_its_rows_at_the_measured_bytes() -> None:
     spec = load_spec(QUICKSTART)
     est = estimate_space(spec, make_plan(spec))
-    assert est.parquet == pytest.approx(QUICKSTART_ROWS * PARQUET_BYTES_PER_ROW)
+    assert est.parquet == pytest.approx(QUICKSTART_ROWS * PARQUET_BYTES_PER_ROW + 2 * PARQUET_FILE_BYTES)
     assert est.raw_peak == pytest.approx(QUICKSTART_ROWS / 2 * RAW_BYTES_PER_RECORD)  # one trial's raw files
     # the peak holds one trial's raw files and Parquet on top of the trials before it
     assert est.run_peak >= est.raw_peak + est.parquet

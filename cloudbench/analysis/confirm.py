@@ -39,7 +39,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from cloudbench.analysis.checks import CheckResult, run_checks, warning_messages
+from cloudbench.analysis.checks import (
+    MIN_N_INDEPENDENCE,
+    MIN_N_MODES,
+    MIN_N_STATIONARITY,
+    MIN_N_TREND,
+    CheckResult,
+    run_checks,
+    warning_messages,
+)
 from cloudbench.analysis.stats import (
     QuantileCI,
     SqrtLawFit,
@@ -586,6 +594,15 @@ def slope_bootstrap(values: FloatArray, p: float, level: float, *, n_boot: int =
     fits = [fit_sqrt_law(c.sizes, c.relative_half_width) for c in curves]
     return SlopeBootstrap(np.array([f.slope if f else math.nan for f in fits]),
                           np.array([f.a if f else math.nan for f in fits]))
+
+
+def min_n_for_reliable(p: float, level: float) -> int:
+    """The fewest repetitions with which a prediction can be labelled reliable at all:
+    a convergence curve spanning :data:`MIN_SPAN` in n from the smallest n with a CI,
+    and enough values for every check of :data:`RELIABILITY_CHECKS` (24 for the
+    median at 95 %, 116 for p90)."""
+    span = math.ceil(MIN_SPAN * min_n_for_ci(p, level) - 1e-9)
+    return max(span, MIN_N_INDEPENDENCE, MIN_N_STATIONARITY, MIN_N_TREND, MIN_N_MODES)
 
 
 def law_reliability(fit: SqrtLawFit, boot: SlopeBootstrap | None,

@@ -169,7 +169,7 @@ def diurnal(
     """Time-of-day analysis of a campaign's runs: each workload's per-run values by hour.
 
     The run is the unit: each run's repetitions become one value per metric and
-    group. Per series: a sinusoid at the period with AR(1) errors between runs
+    group. Per series: a sinusoid at the period with AR(2) errors between runs
     (the verdict's test), Kruskal-Wallis across hours (with its effect size),
     weekday vs weekend on whole days (from two weeks on), every p-value
     Holm-adjusted over the series; the fitted period and amplitude when the

@@ -23,9 +23,12 @@ def gc(
         help="instead: ask this cloud (aws, gcp, azure) for resources tagged by cloudbench whose "
         "cloudbench-expiry passed, even without local state; lists them, --yes deletes them")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="with --cloud: delete what is listed")] = False,
-    project: Annotated[str | None, typer.Option(envvar="GOOGLE_CLOUD_PROJECT", help="with --cloud gcp")] = None,
-    subscription: Annotated[str | None, typer.Option(envvar="ARM_SUBSCRIPTION_ID",
-                                                     help="with --cloud azure")] = None,
+    project: Annotated[str | None, typer.Option(
+        help="with --cloud gcp (default: found as gcloud finds it: $CLOUDSDK_CORE_PROJECT, "
+        "$GOOGLE_CLOUD_PROJECT, the gcloud configuration, application default credentials)")] = None,
+    subscription: Annotated[str | None, typer.Option(
+        help="with --cloud azure (default: $ARM_SUBSCRIPTION_ID, $AZURE_SUBSCRIPTION_ID, the Azure "
+        "CLI's default subscription)")] = None,
 ) -> None:
     """Remove what killed runs left behind: testbed namespaces and their sshd processes, and
     cloud stacks whose lease expired or whose controller died. With --cloud, find expired

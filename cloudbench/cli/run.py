@@ -13,6 +13,7 @@ from rich.markup import escape
 import cloudbench
 from cloudbench.cli.app import app, err, guard, out, print_warnings
 from cloudbench.cli.progress import RichUI
+from cloudbench.core.files import is_disk_full
 
 ResultsOption = Annotated[Path, typer.Option(help="result store root")]
 HtmlOption = Annotated[Path | None, typer.Option(
@@ -96,9 +97,15 @@ def report(
     """Print the report of a run again from disk (and rewrite its CSV/JSON files and
     report/index.html: one self-contained page with the figures, to open in a browser)."""
     run_dir = cloudbench.open_results(results, run_id)
-    rep = cloudbench.build_report(run_dir)
-    cloudbench.write_report(run_dir, rep)
-    _write_html(run_dir, rep, html, no_html)
+    try:
+        rep = cloudbench.build_report(run_dir)
+        cloudbench.write_report(run_dir, rep)
+        _write_html(run_dir, rep, html, no_html)
+    except OSError as e:  # the run itself is whole: say so, and exit 5 without a traceback
+        if not is_disk_full(e):
+            raise
+        raise cloudbench.DiskFullError(str(run_dir.path), f"writing the report: {e}; the run's data is "
+                                       "unchanged: free space and run `cloudbench report` again") from None
     if as_json:
         sys.stdout.write(json.dumps(cloudbench.report_to_json(rep), indent=2) + "\n")
     else:

@@ -21,6 +21,9 @@ from matplotlib.figure import Figure
 from rich.console import Console
 
 from cloudbench.analysis.confirm import (
+    MIN_SPAN,
+    SLOPE_BAND,
+    SLOPE_LEVEL,
     ConfirmParams,
     ConfirmResult,
     Dataset,
@@ -133,8 +136,10 @@ def render_confirm(result: ConfirmResult, console: Console) -> None:
     if any(t.prediction is not None for r in result.series for t in r.targets):
         console.print(
             "* PREDICTED: not reached by the measured repetitions; extrapolated from the 1/√n "
-            "law (+ = repetitions still to run). ? = a rough guess: the slope is not -1/2 within its "
-            "uncertainty, or the fit spans less than 2× in n (the reason is in the warnings).",
+            "law (+ = repetitions still to run). ? = a rough guess: the slope or its "
+            f"{SLOPE_LEVEL:.0%} interval leaves [{SLOPE_BAND[0]:g}, {SLOPE_BAND[1]:g}], the fit spans "
+            f"less than {MIN_SPAN:g}× in n, or a check of independence, stationarity, trend or "
+            "modes warned or could not run (the reasons are in the warnings).",
             highlight=False,
         )
 
@@ -173,6 +178,13 @@ def confirm_to_json(result: ConfirmResult, figures: dict[int, str] | None = None
                         "fit_sizes": [t.prediction.fit.n_lo, t.prediction.fit.n_hi],
                         "free_slope": _finite(t.prediction.fit.slope),
                         "free_slope_sd": _finite(t.prediction.slope_sd),
+                        "free_slope_interval": {
+                            "level": SLOPE_LEVEL,
+                            "lower": _finite(t.prediction.slope_low),
+                            "upper": _finite(t.prediction.slope_high),
+                            "method": "percentile, moving-block bootstrap over repetition order",
+                        },
+                        "reliable_band": list(SLOPE_BAND),
                         "slope_fit_sizes": [t.prediction.fit.slope_n_lo, t.prediction.fit.slope_n_hi],
                         "n_range": ([t.prediction.n_low, t.prediction.n_high]
                                     if t.prediction.n_high else None),

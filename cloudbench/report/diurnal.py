@@ -263,7 +263,7 @@ def render_diurnal(res: dict[str, Any], console: Console) -> None:
     console.print(t)
     console.print("Units: a run is one value per series (the median of its repetitions); weekday vs weekend "
                   "compares whole days. Every p-value is Holm-adjusted over the series; the verdict rests on "
-                  "the sinusoid test at P (AR(1) errors between runs) alone, Kruskal-Wallis and weekday/weekend "
+                  "the sinusoid test at P (AR(2) errors between runs) alone, Kruskal-Wallis and weekday/weekend "
                   "are shown beside it.", highlight=False)
     for why in sorted(weekday_why):
         console.print(f"weekday vs weekend {escape(why)}", highlight=False)

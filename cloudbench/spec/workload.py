@@ -91,6 +91,12 @@ class WorkloadModel(Model):
         """Ports its workers or tools listen on, on the measured hosts; none by default."""
         return []
 
+    def resolved(self) -> dict[str, Any]:
+        """Every parameter as the run uses it: the entry with its defaults, and the values a kind
+        derives from others where the spec leaves them out (the pooling guard compares these)."""
+        out: dict[str, Any] = self.model_dump(mode="json")
+        return out
+
 
 def workload_kinds_of(model: Any) -> dict[str, type[WorkloadModel]]:
     """kind -> parameter model, for a union of workload models (or one model)."""

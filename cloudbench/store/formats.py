@@ -66,7 +66,10 @@ class Format:
 
 MANIFEST = Format("manifest", 2, {
     1: "first version: campaign, run_id, status, spec, plan, workers, repetitions with hosts "
-       "and facts, trials with files, failures and stats, files with sha256",
+       "and facts, trials with files, failures and stats, files with sha256. Keys added within "
+       "version 1, written only when set (older readers keep them as extras): a trial's `sweep`; "
+       "`error_kind: disk_full` and `kept_raw` of a run a full disk stopped, and the `raw` files of "
+       "its trials in status `ingest`",
     2: "adds `resolved`: the vm_type definitions of the hosts, the `wan:` settings and resolved "
        "links, and every workload parameter with its defaults, as the run measured them (the "
        "pooling guard compares these, not names). Schema 1 is read as it is: it has no resolved "

@@ -129,7 +129,7 @@ def resolve_metadata(spec: Spec) -> ResolvedMetadata:
             links = None
         wan = {"settings": spec.wan.model_dump(mode="json"), "links": links}
     return ResolvedMetadata(vm_types=vm_types, wan=wan,
-                            workloads=[w.model_dump(mode="json") for w in spec.workloads])
+                            workloads=[w.resolved() for w in spec.workloads])
 
 
 class Manifest(_Record):
@@ -160,11 +160,15 @@ class Manifest(_Record):
     resolved: ResolvedMetadata | None = None  # schema >= 2; None in a schema-1 manifest
 
     @model_serializer(mode="wrap")
-    def _without_missing_resolved(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A schema-1 manifest read and written back stays as it was written.
+    def _without_unset_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A schema-1 manifest read and written back stays as it was written (no `resolved`), and
+        # a run no full disk stopped is written as before `error_kind` and `kept_raw` existed.
         out: dict[str, Any] = handler(self)
         if out.get("resolved") is None:
             out.pop("resolved", None)
+        for key in ("error_kind", "kept_raw"):
+            if not out.get(key):
+                out.pop(key, None)
         return out
 
     @property

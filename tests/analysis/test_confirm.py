@@ -26,6 +26,7 @@ from cloudbench.analysis.confirm import (
     block_length,
     convergence,
     evaluate_target,
+    min_n_for_reliable,
     moving_block_resamples,
     size_grid,
     smallest_stable_n,
@@ -470,6 +471,20 @@ def test_a_warning_or_skipped_check_makes_a_rough_guess(name: str, status: str) 
     assert t.prediction is not None and t.prediction.reliable
 
 
+def test_the_fewest_repetitions_a_reliable_label_needs() -> None:
+    """The README's figure: 24 for the median at 95 % (4 x 6), 116 for p90 (4 x 29); the
+    stationarity check's 20 is never the binding one for these."""
+    assert min_n_for_reliable(0.5, 0.95) == 24
+    assert min_n_for_reliable(0.9, 0.95) == 116
+    assert min_n_for_reliable(0.5, 0.5) == 20  # CI from n = 2 (span 8): the checks bind
+    rng = np.random.default_rng(7)
+    for n in (23, 24):
+        (r,) = analyse_series([Series(SeriesKey("w", "m", "s"), "", (), rng.normal(100, 10, n))],
+                              ConfirmParams(errors=(0.001,), trials=50))
+        pred = r.targets[0].prediction
+        assert pred is not None and ("spans only" in pred.reason) is (n < 24), pred.reason
+
+
 def test_moving_blocks_keep_neighbours_together() -> None:
     rng = np.random.default_rng(0)
     idx = moving_block_resamples(rng, 30, 50, 4)
@@ -670,6 +685,14 @@ def test_cli_writes_table_json_and_figures(tmp_path: Path, cli: typer.Typer) -> 
     assert len(s["repetitions"]) == 40 and s["repetitions"][0]["repetition"] == 0
     assert {c["name"] for c in s["checks"]} == {"normality", "independence", "stationarity", "trend",
                                                 "modes"}
+    pred = s["targets"][0]["prediction"]  # ±1 % is not reached by 40 repetitions of 5 % CV
+    assert pred is not None and pred["reliable_band"] == [-0.8, -0.3]
+    interval = pred["free_slope_interval"]
+    assert interval["level"] == 0.8 and "moving-block" in interval["method"]
+    assert interval["lower"] < interval["upper"]
+    assert pred["reliable"] == (interval["lower"] >= -0.8 and interval["upper"] <= -0.3
+                                and not any(c["status"] != "ok" for c in s["checks"]
+                                            if c["name"] != "normality"))
     png = path / s["figure"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     tiny = by_metric["rtt_mean_us"]
@@ -686,6 +709,7 @@ def test_cli_json_to_stdout_and_out_dir(tmp_path: Path, cli: typer.Typer) -> Non
     assert doc["params"]["quantile"] == pytest.approx(0.9)
     assert doc["params"]["level"] == pytest.approx(0.9)
     assert (out / "confirm.json").exists()
+
     assert not (path / "confirm.json").exists()
 
 

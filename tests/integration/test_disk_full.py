@@ -34,7 +34,7 @@ from cloudbench.store.manifest import Manifest, load_manifest, save_manifest
 from cloudbench.store.rundir import find_runs
 from cloudbench.store.summaries import write_summaries
 from cloudbench.workloads import load_spec
-from cloudbench.workloads.echo.controller import PARQUET_BYTES_PER_ROW
+from cloudbench.workloads.echo.controller import PARQUET_BYTES_PER_ROW, PARQUET_FILE_BYTES
 
 from .conftest import ours
 
@@ -125,7 +125,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
     assert m.status == "complete" and len(ok_rows(m)) == 2
     s = load_spec(spec)
     est = estimate_space(s, make_plan(s))  # the plan's disk estimate counts the rows a run keeps
-    assert sum(ok_rows(m).values()) == pytest.approx(est.parquet / PARQUET_BYTES_PER_ROW)
+    assert sum(ok_rows(m).values()) == pytest.approx((est.parquet - 2 * PARQUET_FILE_BYTES) / PARQUET_BYTES_PER_ROW)
+    kept = sum(f.stat().st_size for f in (d / "results").rglob("*.parquet") if f.parent.name == "echo")
+    assert kept <= est.parquet  # the estimate bounds what the run keeps
     return ok_rows(m)
 
 

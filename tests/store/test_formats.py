@@ -688,3 +688,15 @@ def test_no_module_but_formats_and_the_workers_has_a_version_constant() -> None:
     assert not offenders, "versions belong in cloudbench/store/formats.py:\n" + "\n".join(offenders)
     # and the finder does look at the workers' own constants, which formats.py imports
     assert version_constants((ROOT / "cloudbench/workers/echo.py").read_text())
+
+
+def test_a_manifest_writes_no_unset_resolved_or_disk_keys_and_keeps_set_ones() -> None:
+    """One serializer drops every optional key that is unset (two wrap serializers on one model:
+    pydantic applied only the last, so `resolved: null` came back in schema-1 manifests)."""
+    m = a_manifest()
+    m.resolved = None
+    out = m.to_json()
+    assert not {"resolved", "error_kind", "kept_raw"} & set(out)
+    m.error_kind, m.kept_raw = "disk_full", {"raw/a.jsonl": "0" * 64}
+    out = m.to_json()
+    assert out["error_kind"] == "disk_full" and out["kept_raw"] == {"raw/a.jsonl": "0" * 64}

@@ -80,6 +80,20 @@ def gcp_project(given: str | None, env: Mapping[str, str], home: Path) -> tuple[
     return None, ""
 
 
+def adc_project() -> str | None:
+    """The project google-auth's application default credentials carry, the last place gcloud's
+    client libraries look: on a GCE VM, the metadata server's project. None without google-auth."""
+    try:
+        import google.auth
+    except ImportError:
+        return None
+    try:
+        _, project = google.auth.default()
+    except Exception:  # no credentials at all: the preflight says so next
+        return None
+    return str(project) if project else None
+
+
 GCP_PROJECT_FIX = ("set providers.gcp.project in the spec, or `gcloud config set project PROJECT`, "
                    "or export GOOGLE_CLOUD_PROJECT")
 

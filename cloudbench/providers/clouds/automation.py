@@ -450,6 +450,7 @@ class PulumiProvider:
     account: Callable[[str, str | None], Account] | None = None
     env: Mapping[str, str] | None = None  # default os.environ
     home: Path | None = None  # default the user's home
+    adc_project: Callable[[], str | None] = accounts.adc_project  # last resort: google.auth.default()
     _live: dict[str, _Live] = field(default_factory=dict, init=False)
     _count: int = field(default=0, init=False)
     _target: str | None = field(default=None, init=False)  # the resolved project / subscription
@@ -466,6 +467,8 @@ class PulumiProvider:
         target: str | None = None
         if self.name == "gcp":
             target, source = accounts.gcp_project(getattr(self.options, "project", None), env, home)
+            if not target:
+                target, source = self.adc_project(), "the application default credentials (google.auth.default)"
             if not target:
                 return [Finding("gcp project", FAIL, "none found (spec, environment, gcloud configuration, "
                                 "application default credentials)", accounts.GCP_PROJECT_FIX)]

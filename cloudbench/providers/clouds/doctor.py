@@ -58,7 +58,8 @@ def diagnose(spec: Spec | None, probe: Probe | None = None) -> list[Finding]:
     out = [_pulumi_cli(probe)]
     if spec is None:
         return out + [_sdk(cloud, probe, required=False) for cloud in CLOUDS]
-    clouds = {name: opts for name, opts in spec.providers.items() if name in CLOUDS}
+    clouds = {name: opts for name, opts in spec.providers.items()
+              if name in CLOUDS and isinstance(opts, CloudProviderModel)}
     if not clouds:
         return [Finding("clouds", OK, f"spec {spec.name!r} uses no cloud ({', '.join(spec.providers)}); "
                         "nothing to check here")]

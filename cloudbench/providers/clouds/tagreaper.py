@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from cloudbench.core import catalog
 from cloudbench.errors import ProvisionError, ReapError
+from cloudbench.providers.clouds import accounts
 from cloudbench.providers.clouds.common import GCP_NAME_PREFIX, import_sdk, tags_from_description
 
 EXPIRY_TAG = "cloudbench-expiry"
@@ -401,16 +402,21 @@ class AzureInventory:
 
 def inventory(cloud: str, project: str | None = None, subscription: str | None = None,
               regions: Iterable[str] | None = None) -> Inventory:
-    """The real inventory of ``cloud`` (GCP needs the project, Azure the subscription)."""
+    """The real inventory of ``cloud``. GCP needs the project and Azure the subscription: given,
+    or found as the preflight finds them (gcloud's order: environment, gcloud configuration,
+    application default credentials; the Azure CLI's default subscription)."""
     if cloud == "aws":
         return AwsInventory(regions)
+    env, home = accounts.environment()
     if cloud == "gcp":
+        project = project or accounts.gcp_project(None, env, home)[0] or accounts.adc_project()
         if not project:
-            raise ProvisionError("gcp", "gc", "which project? pass --project (or set $GOOGLE_CLOUD_PROJECT)")
+            raise ProvisionError("gcp", "gc", f"which project? pass --project, or {accounts.GCP_PROJECT_FIX}")
         return GcpInventory(project)
     if cloud == "azure":
+        subscription = subscription or accounts.azure_subscription(env, home)[0]
         if not subscription:
-            raise ProvisionError("azure", "gc", "which subscription? pass --subscription "
-                                 "(or set $ARM_SUBSCRIPTION_ID)")
+            raise ProvisionError("azure", "gc", f"which subscription? pass --subscription, or "
+                                 f"{accounts.AZURE_SUBSCRIPTION_FIX}")
         return AzureInventory(subscription)
     raise ProvisionError(cloud, "gc", f"no tag reaper for {cloud!r}: use aws, gcp or azure")

@@ -92,6 +92,12 @@ class EchoWorkload(WorkloadModel):
     port: int = Field(7100, ge=1024, le=65535)
     quorums: list[QuorumModel] = Field(default_factory=list)
 
+    def resolved(self) -> dict[str, Any]:
+        """The entry with its window as the run uses it (:func:`window_of`)."""
+        out = super().resolved()
+        out["window"] = window_of(out)
+        return out
+
     def listen_ports(self) -> list[PortRange]:
         return [PortRange(f"{self.name}-echo", self.port, self.port, ("tcp",))]
 

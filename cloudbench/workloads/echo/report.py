@@ -126,7 +126,7 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         console.print(pt)
     events = w.get("events")
     steps = w.get("step_windows")
-    if events is not None and steps and steps["windows"] < steps["needs"]:
+    if events is not None and steps and 0 < steps["windows"] < steps["needs"]:
         console.print(f"{escape(wname)}: steps not testable: {steps['windows']} windows, needs "
                       f"{steps['needs']} (the step test's smallest p-value is above its alpha; "
                       "a longer trial or a shorter `window` has more)", highlight=False)

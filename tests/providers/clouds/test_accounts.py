@@ -78,6 +78,7 @@ def test_no_project_or_subscription_refuses_before_anything_exists(tmp_path: Pat
     auto = FakeAutomation()
     prov = fake_cloud_provider(auto, spec, tmp_path)
     prov.env = {}
+    prov.adc_project = lambda: None  # nothing on GCE metadata either (never asked here)
     found = prov.preflight(spec.topology())
     assert [f.status for f in found] == [FAIL]
     assert ("gcloud config set project" if cloud == "gcp" else "az account set") in found[0].fix
@@ -86,6 +87,18 @@ def test_no_project_or_subscription_refuses_before_anything_exists(tmp_path: Pat
     with pytest.raises(ProvisionError, match=r"project|subscription"):
         prov.provision(spec.topology(), run_dir)
     assert auto.events == [] and not (run_dir / "stacks").exists()
+
+
+def test_the_gce_metadata_project_is_the_last_resort(tmp_path: Path) -> None:
+    spec = parse_spec(stormcloud_yaml("gcp"), "a.yaml")
+    prov = fake_cloud_provider(FakeAutomation(), spec, tmp_path)
+    prov.env = {}
+    prov.adc_project = lambda: "from-metadata"
+    found = prov.preflight(spec.topology())
+    assert found[0].check == "gcp project" and found[0].status == OK
+    assert found[0].detail.startswith("from-metadata (from the application default credentials")
+    prov.env = {"GOOGLE_CLOUD_PROJECT": "from-env"}
+    assert prov.preflight(spec.topology())[0].detail.startswith("from-env")
 
 
 def test_the_resolved_project_and_subscription_reach_the_program(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -24,6 +25,7 @@ from typer.testing import CliRunner
 
 from cloudbench.cli import app
 from cloudbench.errors import ProvisionError, ReapError
+from cloudbench.providers.clouds import accounts
 from cloudbench.providers.clouds import common as cc
 from cloudbench.providers.clouds import tagreaper as tr
 from tests.providers.clouds.aws_account import StackIds, make_stack
@@ -373,3 +375,23 @@ def test_expiry_in_tag_label_and_description_forms() -> None:
     tags = cc.tags_from_description(cc.gcp_description(s, "campaign network"))
     assert tags == {"cloudbench-campaign": "my_campaign", "cloudbench-stack": "x-r01", "cloudbench-owner": "a_b",
                     "cloudbench-expiry": PAST}
+
+
+def test_gc_finds_the_gcp_project_as_gcloud_does_and_names_the_fix_when_it_cannot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gc --cloud gcp` without --project: the gcloud configuration's project, as the preflight
+    finds it (it read only $GOOGLE_CLOUD_PROJECT); none anywhere is an error that says where to set it."""
+    cfg = tmp_path / "gcloud"
+    (cfg / "configurations").mkdir(parents=True)
+    (cfg / "active_config").write_text("work\n")
+    (cfg / "configurations" / "config_work").write_text("[core]\nproject = from-gcloud\n")
+    monkeypatch.setattr(accounts, "environment", lambda: ({"CLOUDSDK_CONFIG": str(cfg)}, tmp_path))
+    monkeypatch.setattr(accounts, "adc_project", lambda: None)
+    monkeypatch.setattr(tr, "GcpInventory", lambda project: project)  # no client: no credentials here
+    assert tr.inventory("gcp") == "from-gcloud"
+    assert tr.inventory("gcp", project="given") == "given"
+    monkeypatch.setattr(accounts, "environment", lambda: ({}, tmp_path / "nohome"))
+    with pytest.raises(ProvisionError, match="gcloud config set project"):
+        tr.inventory("gcp")
+    with pytest.raises(ProvisionError, match="az login"):
+        tr.inventory("azure")
