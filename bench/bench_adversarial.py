@@ -2,8 +2,9 @@
 coverage and every printed p-value's rejection rate on data that break the estimators'
 assumptions (cloudbench.testing.adversarial_suite), at least 1,000 data sets a row.
 
-Run: ``PYTHONPATH=$PWD .venv/bin/python bench/bench_adversarial.py`` (no root; about 15
-minutes on 2 idle cores, most of it in ``diurnal``). ``--only diurnal,drains`` runs some
+Run: ``PYTHONPATH=$PWD .venv/bin/python bench/bench_adversarial.py`` (no root; tens of
+minutes on 2 cores, most of it in ``diurnal``: one series' periodogram, fit and power
+solvers cost about 0.1 s idle, and campaigns are written as result directories). ``--only diurnal,drains`` runs some
 suites, ``--scale 0.2`` smaller sizes, ``--json`` prints the rows as JSON, ``--markdown``
 the README's table. ``--render OLD.json [NEW.json]`` prints the README's table from saved
 ``--json`` outputs (one file per suite may be given, comma-separated): the old run's

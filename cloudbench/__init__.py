@@ -13,6 +13,7 @@ directory (:func:`open_results`), its report (:func:`build_report`,
     run = cloudbench.run_campaign(spec, "experiments/quickstart.yaml", "results")
     report = cloudbench.build_report(run)
     result = cloudbench.confirm(run.path.parent)
+    rows = cloudbench.compare("results/aws", "results/gcp")  # B vs A, a DataFrame
     camp = cloudbench.open("results/quickstart")     # the results as a dataset (notebooks)
     camp.observations("echo").filter("NOT warmup").df()
 
@@ -57,6 +58,11 @@ if TYPE_CHECKING:
     from cloudbench.providers.clouds.tagreaper import inventory as cloud_inventory
     from cloudbench.providers.clouds.tagreaper import reap_tagged
     from cloudbench.report.build import build_report
+    from cloudbench.report.compare import compare as compare_result
+    from cloudbench.report.compare import compare_by, write_compare
+    from cloudbench.report.compare import compare_frame as compare
+    from cloudbench.report.compare import render as render_compare
+    from cloudbench.report.compare import to_json as compare_to_json
     from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
     from cloudbench.report.cost import render_cost
     from cloudbench.report.diurnal import diurnal, render_diurnal
@@ -131,6 +137,12 @@ _API: dict[str, tuple[str, str]] = {
     "DiskFullError": ("cloudbench.errors", "DiskFullError"),
     "disk_full_recorded": ("cloudbench.runner", "disk_full_recorded"),
     "diurnal": ("cloudbench.report.diurnal", "diurnal"),
+    "compare": ("cloudbench.report.compare", "compare_frame"),
+    "compare_result": ("cloudbench.report.compare", "compare"),
+    "compare_by": ("cloudbench.report.compare", "compare_by"),
+    "render_compare": ("cloudbench.report.compare", "render"),
+    "write_compare": ("cloudbench.report.compare", "write_compare"),
+    "compare_to_json": ("cloudbench.report.compare", "to_json"),
     "render_diurnal": ("cloudbench.report.diurnal", "render_diurnal"),
 }
 
@@ -165,6 +177,10 @@ __all__ = [
     "check_leases",
     "cloud_inventory",
     "collect_garbage",
+    "compare",
+    "compare_by",
+    "compare_result",
+    "compare_to_json",
     "confirm",
     "confirm_to_json",
     "create_campaign",
@@ -179,6 +195,7 @@ __all__ = [
     "open_results",
     "parse_spec",
     "reap_tagged",
+    "render_compare",
     "render_confirm",
     "render_cost",
     "render_diurnal",
@@ -191,6 +208,7 @@ __all__ = [
     "spec_schema",
     "stop_campaign",
     "systemd_unit",
+    "write_compare",
     "write_confirm",
     "write_html",
     "write_report",

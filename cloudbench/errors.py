@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     OVER_BUDGET = 3  # the estimated cost is above the spec's budget; nothing was created
     INCOMPLETE = 4  # the run finished, but some trials or repetitions failed (data kept)
     DISK_FULL = 5  # the results filesystem is full, or too small for the plan; data kept, resumable
+    WORSE = 6  # `compare --fail-on worse`: some row of B is worse than A (the table is printed)
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; everything created was torn down, data kept
 
 

@@ -37,15 +37,18 @@ def test_unreachable_hosts_fail_each_repetition_and_are_torn_down(tmp_path: Path
 
 
 def test_the_manifest_records_what_the_pooling_guard_compares(tmp_path: Path) -> None:
-    """Issue 23: values, not names (manifest schema 2): every host's vm_type definition and
-    every workload parameter with its defaults, from the spec the run measured."""
+    """Values, not names (manifest schema 2): every host's vm_type definition and every
+    workload parameter with its defaults, from the spec the run measured; a window left to
+    its default is recorded as the run used it (duration / 10)."""
     fake = FakeProvider()
     s = spec()
     m = CampaignRunner(s, "q.yaml", tmp_path, provider_factory=lambda _n: fake).execute().manifest()
     assert m.schema_version == 2 and m.resolved is not None
     assert set(m.resolved.vm_types) == {h.vm_type for h in s.topology().hosts}
     assert m.resolved.vm_types["local"] is not None and m.resolved.vm_types["local"]["shaping"] == "none"
-    assert m.resolved.workloads == [w.model_dump(mode="json") for w in s.workloads]
+    assert m.resolved.workloads == [w.resolved() for w in s.workloads]
+    (echo,) = m.resolved.workloads
+    assert s.workloads[0].model_dump()["window"] is None and echo["window"] == echo["duration"] / 10
     assert m.resolved.wan is None
 
 

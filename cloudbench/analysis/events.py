@@ -397,7 +397,10 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         wrong_before = ~wrong_after
         cost = (np.concatenate([[0], np.cumsum(wrong_before)])
                 + np.concatenate([np.cumsum(wrong_after[::-1])[::-1], [0]]))
-        split = int(near[int(np.argmin(cost))]) if len(near) else int(np.searchsorted(t, starts[c]))
+        # cost[i]: the first i echoes of `near` before the change; i = len(near) puts the
+        # change on the echo after them
+        split = (int(np.append(near, near[-1] + 1)[int(np.argmin(cost))]) if len(near)
+                 else int(np.searchsorted(t, starts[c])))
         split = min(split, len(t) - 1)
         ts = float(t[split])
         before = y[(t >= lo_t) & (t < ts)]

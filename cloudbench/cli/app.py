@@ -25,7 +25,8 @@ app = typer.Typer(
     "`report` and `confirm` the results.\n\n"
     "Exit codes: 0 success, 1 error, 2 bad spec or option, 3 over budget, "
     "4 run incomplete (some trials failed; data kept), 5 disk full or too small (data kept; "
-    "`run --resume` after freeing space), 130 interrupted.",
+    "`run --resume` after freeing space), 6 worse (`compare --fail-on worse` found a worse row), "
+    "130 interrupted.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

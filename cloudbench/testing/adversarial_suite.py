@@ -188,13 +188,14 @@ def adapt_pair_events(t_s: FloatArray, rtt_us: FloatArray, round_s: float, windo
 
 
 def adapt_level_shifts(window_s: float, means: FloatArray, medians: FloatArray) -> list[dict[str, Any]]:
-    """The echo report's level shifts of one group's window series (the windows' rows carry
-    every statistic the report has; the analysis picks the one it uses)."""
+    """The echo report's level shifts of one group's window series: the group's series is built
+    by the analysis from its pairs' window series (here one pair; ``means`` are what a window
+    also has, for estimators that would use them)."""
     from cloudbench.analysis.levelshift import level_shift_rows
 
-    rows = [{"repetition": 0, "trial": "t", "start_s": i * window_s, "group": "same_zone", "mean": float(m),
-             "median": float(q), "p50": float(q)} for i, (m, q) in enumerate(zip(means, medians, strict=True))]
-    return [r for r in level_shift_rows([], rows) if str(r.get("series", "")).startswith("group:")]
+    t = np.arange(len(medians)) * window_s
+    rows = level_shift_rows([(0, "t", "a>b", "same_zone", t, np.asarray(medians))])
+    return [r for r in rows if str(r.get("series", "")).startswith("group:")]
 
 
 def adapt_pair_shifts(window_s: float, medians: FloatArray) -> list[dict[str, Any]]:
@@ -202,7 +203,15 @@ def adapt_pair_shifts(window_s: float, medians: FloatArray) -> list[dict[str, An
     from cloudbench.analysis.levelshift import level_shift_rows
 
     t = np.arange(len(medians)) * window_s
-    return level_shift_rows([(0, "t", "a>b", "same_zone", t, np.asarray(medians))], [])
+    rows = level_shift_rows([(0, "t", "a>b", "same_zone", t, np.asarray(medians))])
+    return [r for r in rows if not str(r.get("series", "")).startswith("group:")]
+
+
+def default_window_s(duration_s: float) -> float:
+    """The echo workload's default window for a trial of ``duration_s``."""
+    from cloudbench.workloads.echo.params import window_of
+
+    return window_of({"duration": duration_s})
 
 
 def adapt_drain(d: gen.Drain, window_s: float = 2.0) -> Any:
@@ -359,25 +368,27 @@ def _quiet_rate(rng: np.random.Generator, series: int, seconds: float, rate_hz: 
     return spikes, steps, nan
 
 
-def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 300.0, quiet_hz: float = 10.0,
+def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 1000.0, quiet_hz: float = 10.0,
                quiet_series_s: float = 600.0) -> list[Row]:
     """False link events on quiet links (AR(1) Student-t jitter, 1-in-10,000 RTO outliers,
     1 µs rounding); spike and step size intervals on the same jitter. The false-alarm
-    rate is measured over ``quiet_hours`` series-hours (not scaled: fewer cannot show
+    rate is measured over ``quiet_hours`` series-hours (1,000 in the bench: at a true rate of
+    0.003 the 95 % upper bound from 300 can exceed 0.01; not scaled: fewer cannot show
     an upper bound of 0.01) of series of ``quiet_series_s`` at ``quiet_hz`` rounds/s."""
     rng = np.random.default_rng(seed)
     rows = []
     n_series = math.ceil(quiet_hours * 3600.0 / quiet_series_s)
-    sp, st, _ = _quiet_rate(rng, n_series, quiet_series_s, quiet_hz, 30.0)
+    w = default_window_s(quiet_series_s)
+    sp, st, _ = _quiet_rate(rng, n_series, quiet_series_s, quiet_hz, w)
     hours = n_series * quiet_series_s / 3600.0
-    g = f"quiet, AR(1) t4 jitter + RTO, {quiet_hz:g} rounds/s, 30 s window"
+    g = f"quiet, AR(1) t4 jitter + RTO, {quiet_hz:g} rounds/s, {w:g} s window"
     rows.append(Row("events: link events per series-hour", g, "rate", 0.01, sp + st, hours, unit="rounds",
                     note=f"{sp} spikes, {st} steps in {hours:.0f} series-hours; pass: 95 % upper bound ≤ 0.01"))
-    # the quickstart: 20 s at 100 rounds/s, the default 30 s window
-    # (200 data sets: today a 30 s window on 20 s at 100 rounds/s takes 0.5 s per series)
+    # the quickstart: 20 s at 100 rounds/s, the default window
     q = _n(200, scale, least=10)
-    sp, st, nan = _quiet_rate(rng, q, 20.0, 100.0, 30.0)
-    rows.append(Row("events: link events per quickstart", "quiet 20 s at 100 rounds/s, 30 s window", "test", 0.01,
+    w = default_window_s(20.0)
+    sp, st, nan = _quiet_rate(rng, q, 20.0, 100.0, w)
+    rows.append(Row("events: link events per quickstart", f"quiet 20 s at 100 rounds/s, {w:g} s window", "test", 0.01,
                     min(sp + st, q), q, unit="rounds",
                     note=f"{sp} spikes, {st} steps, {nan} with a NaN interval; 0.01 per series-hour is "
                          "0.00006 per 20 s, so any event here is over the bar"))
@@ -404,7 +415,7 @@ def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 300.0, q
         rows.append(Row("events: spike size 95 % CI", f"{label}, AR(1) t4 jitter, 2 s window", "interval", 0.95,
                         hit, found, float(np.median(widths)) if widths else math.nan, "rounds",
                         f"{found} of {m} spikes found; a NaN interval counts as a miss"))
-    hit = found = 0
+    hit = found = crashed = 0
     widths = []
     for _ in range(m // 50 + (m % 50 > 0)):
         t, y = gen.rtt_series(rng, 50, 60.0, 100.0)
@@ -413,7 +424,11 @@ def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 300.0, q
         for i in range(50):
             v = y[i].copy()
             v[at[i]:] += np.round(size[i])
-            ev = [e for e in adapt_pair_events(t, v, 0.01, 2.0) if e.kind == "step"]
+            try:
+                ev = [e for e in adapt_pair_events(t, v, 0.01, 2.0) if e.kind == "step"]
+            except IndexError:  # events._steps placing a change after its two windows (see the tests)
+                crashed += 1
+                continue
             if len(ev) == 1:
                 found += 1
                 e = ev[0]
@@ -421,7 +436,7 @@ def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 300.0, q
                 widths.append(e.size_high - e.size_low)
     rows.append(Row("events: step size 95 % CI", "step 30-200 µs, AR(1) t4 jitter, 2 s window", "interval", 0.95,
                     hit, found, float(np.median(widths)) if widths else math.nan, "rounds",
-                    f"{found} of {m} steps found alone"))
+                    f"{found} of {m} steps found alone; the detector raised IndexError on {crashed}"))
     return rows
 
 
@@ -447,13 +462,15 @@ def levelshift_rows(scale: float = 1.0, seed: int = 14, chunk: int = 50) -> list
 DRAIN_QUANTITIES = ("high rate", "low rate", "time to empty", "budget", "refill")
 
 
-def drain_rows(scale: float = 1.0, seed: int = 15, chunk: int = 100) -> list[Row]:
+def drain_rows(scale: float = 1.0, seed: int = 15, chunk: int = 100,
+               noises: Sequence[Literal["iid", "ar1"]] = ("iid", "ar1"),
+               dts: Sequence[float] = (0.25, 0.5, 1.0)) -> list[Row]:
     """The five drain intervals at 0.25, 0.5 and 1 s sampling with i.i.d. and AR(1) noise."""
     rng = np.random.default_rng(seed)
     m = _n(1000, scale)
     rows = []
-    for noise in ("iid", "ar1"):
-        for dt in (0.25, 0.5, 1.0):
+    for noise in noises:
+        for dt in dts:
             hits = dict.fromkeys(DRAIN_QUANTITIES, 0)
             widths: dict[str, list[float]] = {q: [] for q in DRAIN_QUANTITIES}
             for start in range(0, m, chunk):

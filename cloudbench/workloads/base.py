@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -118,6 +119,13 @@ class WorkloadKind:
     params: ClassVar[type[WorkloadModel]]  # the spec model of ``kind: <kind>``
     worker_files: ClassVar[tuple[str, ...]] = ()  # files under workers/ shipped to every host
     report_tables: ClassVar[tuple[str, ...]] = ()  # section keys written as <workload>_<key>.csv
+    # which way is better for each summary metric ("lower"/"higher"; fnmatch patterns, first match
+    # wins), declared beside the summaries; `cloudbench compare` turns a change into better/worse
+    better: ClassVar[Mapping[str, str]] = {}
+
+    def direction(self, metric: str) -> str | None:
+        """``"lower"`` or ``"higher"`` when that is better for ``metric``; None when undeclared."""
+        return next((d for pat, d in self.better.items() if fnmatch.fnmatchcase(metric, pat)), None)
 
     def expand(self, params: Any, spec: Spec) -> list[PairSet]:
         """Pair sets of this workload, one trial each (per value of :meth:`sweep`)."""

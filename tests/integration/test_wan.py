@@ -62,6 +62,9 @@ class Recorder:
         self.pids[c.stack] = [int(p["pid"]) for p in state["pids"]]
         return c
 
+    def preflight(self, topology: Any) -> list[Any]:
+        return self.inner.preflight(topology)
+
     def destroy(self, cluster: Cluster) -> None:
         self.inner.destroy(cluster)
 

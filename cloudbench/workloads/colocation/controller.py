@@ -42,7 +42,7 @@ from cloudbench.workloads.colocation.data import (
     with_probe_columns,
 )
 from cloudbench.workloads.colocation.params import ColocationWorkload
-from cloudbench.workloads.colocation.summaries import colocation_summaries
+from cloudbench.workloads.colocation.summaries import COLOCATION_BETTER, colocation_summaries
 from cloudbench.workloads.throughput.controller import (
     OVERHEAD_S,
     run_client,
@@ -64,6 +64,7 @@ def ring(senders: list[str], hosts: list[str]) -> list[tuple[str, str]]:
 
 class ColocationKind(WorkloadKind):
     kind = "colocation"
+    better = COLOCATION_BETTER
     params = ColocationWorkload
     worker_files = ("tput.py",)
     report_tables = report.TABLES

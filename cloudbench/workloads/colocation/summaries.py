@@ -10,6 +10,9 @@ from cloudbench.store.summaries import SummaryRow, SummaryRows
 from cloudbench.workloads.colocation.data import load_audits
 from cloudbench.workloads.colocation.report import analyse, host_facts
 
+# Which way is better, per summary metric (``cloudbench compare``).
+COLOCATION_BETTER = {"egress_mbps": "higher", "egress_share": "higher", "loss": "lower", "colocated_hosts": "lower"}
+
 
 def colocation_summaries(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> list[SummaryRow]:
     """Per host: egress under full load (Mbit/s) and its share of nominal; per group size: the

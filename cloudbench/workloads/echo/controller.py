@@ -53,6 +53,7 @@ from cloudbench.workloads.echo import report, sweeps, views
 from cloudbench.workloads.echo.data import T0_UTC_KEY
 from cloudbench.workloads.echo.params import SWEPT, EchoWorkload
 from cloudbench.workloads.echo.reader import FLAG_CONN_LOST, FLAG_TIMEOUT, FLAG_WARMUP, EchoFile, open_echo_file
+from cloudbench.workloads.echo.summaries import ECHO_BETTER
 
 CONNECT_TIMEOUT_S = 10.0
 LINGER_S = 3.0
@@ -107,6 +108,7 @@ PARQUET_FILE_BYTES = 7_000  # schema, metadata, dictionaries and footer: 6,861 B
 
 class EchoKind(WorkloadKind):
     kind = "echo"
+    better = ECHO_BETTER
     params = EchoWorkload
     worker_files = ("echo.py",)
     report_tables = (*report.TABLES, *views.TABLES)

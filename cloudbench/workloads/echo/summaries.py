@@ -10,6 +10,9 @@ from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow, quorum_group, summary_row
 from cloudbench.workloads.echo.data import EchoAggregates, Quorum
 
+# Which way is better, per summary metric (``cloudbench compare``): every RTT and the timeout share lower.
+ECHO_BETTER = {"rtt_*": "lower", "quorum_*": "lower", "timeout_frac": "lower"}
+
 
 def spec_quorums(manifest: Manifest, params: dict[str, Any]) -> list[Quorum]:
     """The quorums of one echo workload (``params``: its spec entry), members resolved."""

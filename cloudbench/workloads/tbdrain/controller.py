@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from cloudbench.workloads.tbdrain import report
 from cloudbench.workloads.tbdrain.params import TbDrainWorkload
-from cloudbench.workloads.tbdrain.summaries import drain_summaries
+from cloudbench.workloads.tbdrain.summaries import DRAIN_BETTER, drain_summaries
 from cloudbench.workloads.throughput.controller import PairKind
 
 
 class TbDrainKind(PairKind):
     kind = "tbdrain"
+    better = DRAIN_BETTER
     params = TbDrainWorkload
     report_tables = report.TABLES
     summaries = staticmethod(drain_summaries)

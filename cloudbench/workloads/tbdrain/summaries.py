@@ -10,6 +10,10 @@ from cloudbench.store.summaries import SummaryRow, SummaryRows, pair_group
 from cloudbench.workloads.tbdrain.report import drain_results, drain_rows
 from cloudbench.workloads.throughput.data import RunFacts, load_series
 
+# Which way is better, per summary metric (``cloudbench compare``): a larger budget, faster rates.
+DRAIN_BETTER = {"high_rate_mbps": "higher", "low_rate_mbps": "higher", "time_to_empty_s": "higher",
+                "budget_mbit": "higher", "refill_rate_mbps": "higher"}
+
 
 def drain_summaries(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> list[SummaryRow]:
     """Per drain: drained, high and low rate, time to empty, budget, refill rate."""

@@ -47,7 +47,7 @@ from cloudbench.workloads.base import PairSet, TrialContext, TrialOutcome, Workl
 from cloudbench.workloads.throughput import report
 from cloudbench.workloads.throughput.params import PairWorkloadModel, ThroughputWorkload
 from cloudbench.workloads.throughput.reader import data_start_ns, parse_tool, parse_tput_record
-from cloudbench.workloads.throughput.summaries import throughput_summaries
+from cloudbench.workloads.throughput.summaries import THROUGHPUT_BETTER, throughput_summaries
 
 # Beyond the measured time: server start, connections, pulls, the worker's slack.
 OVERHEAD_S = 3.0
@@ -206,6 +206,7 @@ async def run_client(ctx: TrialContext, client: HostAccess, cfg: dict[str, Any],
 
 class ThroughputKind(PairKind):
     kind = "throughput"
+    better = THROUGHPUT_BETTER
     params = ThroughputWorkload
     report_tables = report.TABLES
     summaries = staticmethod(throughput_summaries)

@@ -14,6 +14,10 @@ from cloudbench.store.summaries import SummaryRow, SummaryRows, pair_group
 from cloudbench.workloads.throughput.data import MBIT, RunFacts, interval_rates, load_series
 from cloudbench.workloads.throughput.report import trial_rows
 
+# Which way is better, per summary metric (``cloudbench compare``).
+THROUGHPUT_BETTER = {"throughput_cov": "lower", "throughput_*": "higher", "capacity_lb_mbps": "higher",
+                     "shift_share": "lower", "loss_pct": "lower"}
+
 
 def throughput_summaries(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> list[SummaryRow]:
     """Mean per pair and direction; per latency group: mean, p50, p5, CoV, shifts, UDP loss, capacity."""

@@ -36,11 +36,12 @@ from cloudbench.workloads.traceroute.data import ASN_TABLE, LINKS_KIND, TRACES_K
 from cloudbench.workloads.traceroute.params import TracerouteWorkload
 from cloudbench.workloads.traceroute.reader import Trace, parse_output
 from cloudbench.workloads.traceroute.report import PATH_TABLES
-from cloudbench.workloads.traceroute.summaries import path_summaries
+from cloudbench.workloads.traceroute.summaries import PATH_BETTER, path_summaries
 
 
 class TracerouteKind(WorkloadKind):
     kind = "traceroute"
+    better = PATH_BETTER
     params = TracerouteWorkload
     report_tables = PATH_TABLES
     worker_files = ("traceroute.py",)

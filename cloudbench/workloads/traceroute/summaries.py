@@ -7,6 +7,9 @@ from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow, pair_group, summary_row
 from cloudbench.workloads.traceroute.data import graphs
 
+# Which way is better, per summary metric (``cloudbench compare``): only the RTT has one.
+PATH_BETTER = {"path_rtt_min_us": "lower"}
+
 
 def path_summaries(run: RunDir, workload: str) -> list[SummaryRow]:
     """Per repetition and pair: hops, diamonds, widest diamond, min RTT to the destination."""

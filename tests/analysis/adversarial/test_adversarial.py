@@ -24,20 +24,15 @@ SIZES: dict[str, dict[str, Any]] = {
     "confirm": {"scale": 0.1}, "checks": {"scale": 0.2}, "throughput": {"scale": 0.2},
     "drains": {"scale": 0.1}, "levelshift": {"scale": 0.05},
     # 300 series-hours at 1 round/s (the bench: at 10/s): fewer could not show a bound of 0.01
-    "events": {"scale": 0.05, "quiet_hz": 1.0, "quiet_series_s": 3600.0},
+    "events": {"scale": 0.05, "quiet_hz": 1.0, "quiet_series_s": 3600.0, "quiet_hours": 300.0},
     # 2 campaigns of 30 series under the null, 1 with the sine (the bench: 20 and 6 of 50)
     "diurnal": {"scale": 0.05, "series": 30, "day_effects": False},
 }
 
-DIURNAL = "issue 23.1 (diurnal: repetitions counted as independent; runs and days are the units)"
-CONFIRM_CI = "the exact CI assumes i.i.d. repetitions (confirm's checks warn; issue 23.2)"
-RELIABLE = "issue 23.2: a slope bootstrap that resamples repetitions cannot see regimes, drift or AR(1)"
-DRAIN = "issue 23.5: percentile bootstrap on ~2 intervals; budget without the cumulative-byte noise"
-EVENTS = "issue 23.3 (events: false link events, short spikes without an interval)"
-LEVELSHIFT = "issue 23.4: group shifts run on window means (an RTO outlier moves them)"
-TREND = "falling_trend's Kendall test takes successive trials as independent (not in issue 23's list)"
+CONFIRM_CI = "the exact CI assumes i.i.d. repetitions (confirm's checks warn)"
+TREND = "falling_trend's Kendall test takes successive trials as independent (a known limit)"
 CAPACITY = ("capacity_lower_bound_95 takes a window's intervals as independent; AR(1) byte noise "
-            "(not in issue 23's list)")
+            "(a known limit)")
 
 
 # (suite, row key, reason it fails today or None)
@@ -46,6 +41,7 @@ EXPECTED: list[tuple[str, str, str | None]] = [
     ("checks", "confirm check: normality warning | iid normal, n=20", None),
     ("checks", "confirm check: stationarity warning | iid normal, n=20", None),
     ("checks", "confirm check: trend warning | iid normal, n=20", None),
+    ("checks", "confirm check: modes warning | iid normal, n=20", None),
     ("throughput", "throughput: cap ≥ (95 %) | iid noise, read every 0.5 s", None),
     ("throughput", "throughput: cap ≥ (95 %) | iid noise, read every 1 s", None),
     ("throughput", "throughput: cap ≥ (95 %) | ar1 noise, read every 0.5 s", CAPACITY),
@@ -57,31 +53,29 @@ EXPECTED: list[tuple[str, str, str | None]] = [
     ("confirm", "confirm: 95 % CI of the median | run effects, n=20", None),
     ("confirm", "confirm: 95 % CI of the median | two regimes, n=20", CONFIRM_CI),
     ("confirm", "confirm: 95 % CI of the median | AR(1) φ=0.5, n=20", CONFIRM_CI),
-    ("confirm", "confirm: reliable label (wrongly) | halves, n=20", RELIABLE),
-    ("confirm", "confirm: reliable label (wrongly) | two regimes, n=20", RELIABLE),
-    ("confirm", "confirm: reliable label (wrongly) | drift, n=20", RELIABLE),
-    ("confirm", "confirm: reliable label (wrongly) | ar1, n=20", RELIABLE),
+    ("confirm", "confirm: reliable label (wrongly) | halves, n=20", None),
+    ("confirm", "confirm: reliable label (wrongly) | two regimes, n=20", None),
+    ("confirm", "confirm: reliable label (wrongly) | drift, n=20", None),
+    ("confirm", "confirm: reliable label (wrongly) | ar1, n=20", None),
     ("confirm", "confirm: reliable label (rightly) | iid, CV 10 %, n=60", None),
-    *[("drains", f"drain: {q} 95 % interval | {noise} noise, read every {dt} s",
-       DRAIN if (q == "budget" or (noise, q, dt) == ("iid", "high rate", "1")
-                 or (noise == "ar1" and q in ("high rate", "low rate"))) else None)
+    *[("drains", f"drain: {q} 95 % interval | {noise} noise, read every {dt} s", None)
       for noise in ("iid", "ar1") for dt in ("0.25", "0.5", "1")
       for q in ("high rate", "low rate", "time to empty", "budget", "refill")],
     ("levelshift", "level shifts: group series with a step | quiet 300 x 1 s windows of 1,000 echoes, "
-                   "RTO 1e-4 +200 ms", LEVELSHIFT),
+                   "RTO 1e-4 +200 ms", None),
     ("levelshift", "level shifts: pair series with a step | quiet 300 x 1 s windows of 1,000 echoes, "
                    "RTO 1e-4 +200 ms", None),
     ("events", "events: link events per series-hour | quiet, AR(1) t4 jitter + RTO, 1 rounds/s, 30 s window",
-     EVENTS),
-    ("events", "events: link events per quickstart | quiet 20 s at 100 rounds/s, 30 s window", None),
+     None),
+    ("events", "events: link events per quickstart | quiet 20 s at 100 rounds/s, 2 s window", None),
     ("events", "events: spike size 95 % CI | spike of 30 echoes, AR(1) t4 jitter, 2 s window", None),
-    ("events", "events: spike size 95 % CI | spike of 4 echoes, AR(1) t4 jitter, 2 s window", EVENTS),
+    ("events", "events: spike size 95 % CI | spike of 4 echoes, AR(1) t4 jitter, 2 s window", None),
     ("events", "events: step size 95 % CI | step 30-200 µs, AR(1) t4 jitter, 2 s window", None),
-    ("diurnal", "diurnal: Kruskal-Wallis p | 1 week hourly, 2-3 reps, run effects = repetition noise", DIURNAL),
+    ("diurnal", "diurnal: Kruskal-Wallis p | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
     # 11.7 % and 13.3 % of 60 series here: under the 13.4 % this size allows (the bench's 500 fail)
     ("diurnal", "diurnal: Lomb-Scargle p at period | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
     ("diurnal", "diurnal: weekday vs weekend p | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
-    ("diurnal", "diurnal: best period FAP | 1 week hourly, 2-3 reps, run effects = repetition noise", DIURNAL),
+    ("diurnal", "diurnal: best period FAP | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
     ("diurnal", "diurnal: Holm-adjusted p (series) | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
     ("diurnal", "diurnal: effect found, period ±10 % | 24 h sine, amplitude 7.5 = 1.5x run SD", None),
     ("diurnal", "diurnal: fit period ± 1.96 SE | 24 h sine, amplitude 7.5 = 1.5x run SD", None),
@@ -130,23 +124,24 @@ def test_every_row_is_listed(name: str) -> None:
 
 
 def test_a_narrowed_drain_interval_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The refill interval holds today (100 data sets); the same interval at a third of its
-    width around its estimate must fail the row's rule at these sizes."""
+    """The refill interval holds today (100 data sets); the same interval at a twentieth of its
+    width around its estimate must fail the row's rule at these sizes (the interval over-covers,
+    99-100 %: a third of its width still covered 92 %)."""
     real = suite.adapt_refill
 
     def narrow(first: Any, d: Any, rest_s: float) -> Any:
         out = real(first, d, rest_s)
         e = out.refill
         if e is not None:
-            half = (e.high - e.low) / 6.0
+            half = (e.high - e.low) / 40.0
             out.refill = type(e)(e.value, e.sd, e.value - half, e.value + half)
         return out
 
-    rows = {r.key: r for r in suite.drain_rows(scale=0.1)}
+    rows = {r.key: r for r in suite.drain_rows(scale=0.1, noises=("iid",), dts=(0.25,))}
     key = "drain: refill 95 % interval | iid noise, read every 0.25 s"
     assert rows[key].passed
     monkeypatch.setattr(suite, "adapt_refill", narrow)
-    broken = {r.key: r for r in suite.drain_rows(scale=0.1)}
+    broken = {r.key: r for r in suite.drain_rows(scale=0.1, noises=("iid",), dts=(0.25,))}
     print(rows[key].achieved, broken[key].achieved)
     assert not broken[key].passed
 
@@ -162,23 +157,40 @@ def test_a_test_that_over_rejects_fails(monkeypatch: pytest.MonkeyPatch) -> None
     assert not broken[key].passed
 
 
-def test_a_confirm_ci_from_too_few_repetitions_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The exact CI of the median holds on i.i.d. repetitions; the same CI computed from
-    the first half of the repetitions but shrunk by √2 (a CI that counts each
-    repetition twice) must fail."""
-    real = suite.adapt_confirm
+def test_a_halved_confirm_ci_fails() -> None:
+    """The exact CI of the median holds on i.i.d. repetitions (100 series of 20); the same
+    CI halved around the sample median (as if each repetition counted four times) must
+    fail the row's rule."""
+    from cloudbench.testing import adversarial as gen
 
-    def doubled(values: Any, p: float = 0.5) -> list[suite.ConfirmOut]:
-        out = []
-        for r, v in zip(real(values, p), values, strict=True):
-            mid = float(np.median(v))
-            out.append(suite.ConfirmOut(mid - (mid - r.ci_low) / 2.0, mid + (r.ci_high - mid) / 2.0,
-                                        r.reliable, r.predicted))
-        return out
+    reps = gen.repetitions(np.random.default_rng(7), 100, 20, "iid")
+    res = suite.adapt_confirm(reps.values)
+    lo, hi = np.array([r.ci_low for r in res]), np.array([r.ci_high for r in res])
+    mid = np.median(reps.values, axis=1)
+    rows = []
+    for a, b in ((lo, hi), (mid - (mid - lo) / 2.0, mid + (hi - mid) / 2.0)):
+        hit, width = suite._cover(a, b, reps.median)
+        rows.append(suite.Row("confirm CI", "iid", "interval", 0.95, hit, len(res), width))
+    print([(r.achieved, r.width) for r in rows])
+    assert rows[0].passed and not rows[1].passed
 
-    monkeypatch.setattr(suite, "adapt_confirm", doubled)
-    rows = {r.key: r for r in suite.confirm_rows(scale=0.1)}
-    assert not rows["confirm: 95 % CI of the median | iid, n=20"].passed
+
+# ------------------------------------------------------------ estimator bugs found
+
+
+def test_a_step_found_a_window_early_does_not_crash_the_detector() -> None:
+    from cloudbench.analysis.events import detect_pair_events
+    from cloudbench.testing import adversarial as gen
+
+    rng = np.random.default_rng([1, 99])
+    t, y = gen.rtt_series(rng, 50, 60.0, 100.0)  # quiet, AR(1) t4 jitter, RTO outliers, 1 µs
+    size = rng.choice([-1.0, 1.0], 50) * rng.uniform(30.0, 200.0, 50)
+    at = rng.integers(2000, 4000, 50)
+    v = y[17].copy()
+    v[at[17]:] += np.round(size[17])  # a -61 µs step at echo 3301 of 6000
+    events = detect_pair_events(t, v, 0.01, 2.0, round_index=np.arange(len(t)))
+    steps = [e for e in events if e.kind == "step"]
+    assert len(steps) == 1 and steps[0].size_low <= round(size[17]) <= steps[0].size_high
 
 
 # ----------------------------------------------------------------------- the rules

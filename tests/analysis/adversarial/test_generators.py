@@ -22,7 +22,7 @@ def test_ar1_has_its_coefficient_and_marginal_sd(df: float | None) -> None:
 def test_repetition_truths() -> None:
     rng = np.random.default_rng(1)
     for kind in ("iid", "heavy", "run_effects", "ar1", "two_regimes"):
-        r = gen.repetitions(rng, 2000, 200, kind)  # type: ignore[arg-type]
+        r = gen.repetitions(rng, 2000, 200, kind)
         emp = float(np.median(r.values))
         assert emp == pytest.approx(float(r.median[0]), rel=0.01), kind
     h = gen.repetitions(rng, 10, 20, "halves")

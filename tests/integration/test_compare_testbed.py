@@ -1,0 +1,69 @@
+"""``cloudbench compare`` end to end on the testbed (issue 26, point 6): three campaigns of one spec
+shape, 6 repetitions each; the second identical to the first, the third with the a-b link's one-way
+delay 1 ms longer (+2 ms RTT). Compared through the command: the cross-region rows are ``worse`` with
+the difference interval covering +2,000 µs (2 % allowed for the emulated delay line), the identical
+campaigns give no ``better``/``worse`` row, and ``--fail-on worse`` exits 6."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cloudbench.cli import app
+from cloudbench.errors import ExitCode
+from cloudbench.runner import CampaignRunner
+from cloudbench.workloads import parse_spec
+
+from .test_run import stacks_left
+
+pytestmark = pytest.mark.integration
+
+SPEC = """name: {name}
+seed: 5
+repetitions: 6
+rest: 0s
+providers:
+  netns:
+    regions:
+      a:
+        zones: {{a-1: {{subnets: {{s1: {{hosts: 2}}}}}}}}
+      b:
+        zones: {{b-1: {{subnets: {{s2: {{hosts: 1}}}}}}}}
+wan:
+  links:
+    - {{between: [a, b], delay: {delay}}}
+workloads:
+  - {{kind: echo, name: echo, rate: 50, duration: 2s, warmup: 0.5s, timeout: 1s}}
+"""
+
+
+def run(tmp_path: Path, name: str, delay: str) -> Path:
+    runner = CampaignRunner(parse_spec(SPEC.format(name=name, delay=delay), f"{name}.yaml"), f"{name}.yaml",
+                            tmp_path / "results")
+    rd = runner.execute()
+    assert stacks_left(rd) == []
+    assert rd.manifest().status == "complete"
+    return rd.path.parent
+
+
+def test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not(tmp_path: Path) -> None:
+    a, again, slower = run(tmp_path, "base", "2ms"), run(tmp_path, "again", "2ms"), run(tmp_path, "slower", "3ms")
+    cli = CliRunner()
+    r = cli.invoke(app, ["compare", str(a), str(slower), "--json", "--out", str(tmp_path), "--fail-on", "worse"])
+    assert r.exit_code == ExitCode.WORSE, r.output
+    doc = json.loads(r.stdout)
+    assert doc["unit_of_analysis"] == {"A": "repetition", "B": "repetition"}
+    assert [d["detail"] for d in doc["differences"]] == ["wan.links[0].delay_s: 0.002 vs 0.003"]
+    p50 = next(x for x in doc["rows"] if x["metric"] == "rtt_p50_us" and x["group"] == "cross_region")
+    assert p50["verdict"] == "worse"
+    lo, hi = p50["diff_ci"]
+    assert lo <= 2000 * 1.02 and hi >= 2000 * 0.98, p50
+    assert (tmp_path / "compare" / "index.html").exists()
+    r = cli.invoke(app, ["compare", str(a), str(again), "--json", "--out", str(tmp_path / "null"),
+                         "--fail-on", "worse"])
+    assert r.exit_code == ExitCode.OK, r.output
+    verdicts = [x["verdict"] for x in json.loads(r.stdout)["rows"]]
+    assert not {"better", "worse"} & set(verdicts), verdicts
