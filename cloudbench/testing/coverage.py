@@ -335,7 +335,7 @@ def confirm_predictions(datasets: int = 1000, seed: int = 5, n: int = 40,
 
 def confirm_slope_intervals(datasets: int = 1000, seed: int = 6, n: int = 60, n_boot: int = 50,
                             trials: int = 40) -> list[Coverage]:
-    """The slope interval that decides a confirm prediction's ``reliable`` label (issue 23).
+    """The slope interval that decides a confirm prediction's ``reliable`` label.
 
     Truth: the mean free slope of the convergence curve over ``4 * datasets``
     independent i.i.d. normal samples of ``n`` (10 % CV), i.e. the value the
