@@ -1,4 +1,4 @@
-"""The adversarial coverage suite at full size (issue 23, point 7): every printed interval's
+"""The adversarial coverage suite at full size: every printed interval's
 coverage and every printed p-value's rejection rate on data that break the estimators'
 assumptions (cloudbench.testing.adversarial_suite), at least 1,000 data sets a row.
 

@@ -1,6 +1,6 @@
 """How often `confirm` calls a 1/√n prediction reliable, on data that do and do not follow the law.
 
-Issue 23, point 2. The generators below are written from the data's side (what a
+The generators below are written from the data's side (what a
 campaign's repetitions can look like), not from the estimator's model:
 
 * ``iid``: independent repetitions, normal with a 10 % coefficient of variation;

@@ -1,4 +1,4 @@
-"""Level and power of `cloudbench diurnal` on simulated campaigns (issue 23, point 1).
+"""Level and power of `cloudbench diurnal` on simulated campaigns.
 
 Campaigns come from :mod:`cloudbench.testing.timeofday` (a model that is not the
 estimator's: per-run t3 effects as large as the repetition noise, shared day effects,

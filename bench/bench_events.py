@@ -1,4 +1,4 @@
-"""False alarms of the per-pair event detector on quiet simulated pairs (issue 23, point 3).
+"""False alarms of the per-pair event detector on quiet simulated pairs.
 
 The stated rate is **≤ 0.01 link events per series-hour** (a series is one ordered
 pair). This bench runs :func:`cloudbench.analysis.events.detect_pair_events` with

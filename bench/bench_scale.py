@@ -15,7 +15,7 @@ process so its time and peak RSS are its own:
 3. the reference: DuckDB's exact `quantile_cont` of the Table-1 percentiles per latency
    group, reading the same Parquet file, 2 threads.
 
-4. once more with the per-pair spike/step detection on raw RTTs (issue 16), timed apart.
+4. once more with the per-pair spike/step detection on raw RTTs, timed apart.
 
 Targets (issue "StormCloud's headline run"): ingest ≤ 120 s, ≤ 1 GB peak RSS,
 ≤ 4 B per observation; report ≤ 2.5 × the reference's time and ≤ 3 GB peak RSS.
@@ -251,7 +251,7 @@ def main() -> int:
         theirs: dict[str, float] = refs[0]["groups"]  # type: ignore[assignment]
         if args.events:
             ev = child("report+events", str(run_dir))
-            print(f"  report + per-pair events on raw RTTs (issue 16's detector, every pair): "
+            print(f"  report + per-pair events on raw RTTs (every pair): "
                   f"{float(ev['seconds']):6.1f} s, peak RSS {float(ev['peak_rss_mb']):.0f} MB; "  # type: ignore[arg-type]
                   f"ratio {float(ev['seconds']) / float(refs[-1]['seconds']):.2f}", flush=True)  # type: ignore[arg-type]
         same = all(abs(mine[g] - v) <= 1e-9 * abs(v) for g, v in theirs.items())

@@ -1,12 +1,13 @@
-"""Print the README's table of achieved coverage (issue 16): every interval the report
-prints, simulated over ≥ 1,000 data sets with a known truth (cloudbench.testing.coverage).
+"""Print the README's table of achieved coverage: every interval the report prints,
+simulated over ≥ 1,000 data sets with a known truth (cloudbench.testing.coverage).
 
-Run: ``.venv/bin/python bench/coverage_table.py`` (no root, about a minute). ``--markdown``
-prints the table as Markdown. Exits 1 when an interval misses its level by more than three
-binomial standard errors (MC SE: the binomial SE at the nominal level). Drains: 1,000 data
-sets per sampling interval (0.25, 0.5, 1 s) and noise (i.i.d., AR(1)); the median width
-is relative to the truth, issue 16's interval's on the same data in parentheses and its
-coverage in the note.
+Run: ``.venv/bin/python bench/coverage_table.py`` (no root; the drain cells take most of
+its time). ``--markdown`` prints the table as Markdown. Exits 1 when an interval misses its
+level by more than three binomial standard errors (MC SE: the binomial SE at the nominal
+level). Drains: 1,100 data sets per sampling interval (0.25, 0.5, 1 s) and noise (i.i.d.,
+AR(1)), so that at least 1,000 print each interval; the median width is relative to the
+truth, that of the percentile-bootstrap interval it replaced (on the same data) in
+parentheses and its coverage in the note.
 """
 
 from __future__ import annotations

@@ -364,7 +364,7 @@ class CampaignRunner:
             # compared before repetitions are pooled: any change of a worker changes it
             worker_version=",".join(f"{k}={v['version']}:{v['sha256'][:12]}" for k, v in workers.items()),
             workers=workers,
-            # what the pooling guard compares: values, not names (issue 23)
+            # what the pooling guard compares: values, not names (a name keeps its spelling when its value changes)
             resolved=resolve_metadata(self.spec),
             controller={
                 "cloudbench": __version__,

@@ -65,8 +65,8 @@ ProgressFn = Callable[[int, int], None]
 """Called as ``progress(done, total)``; a unit is one convergence size or one
 series' assumption checks."""
 
-# A prediction from the 1/√n law is *reliable* only when the data show the law
-# (issue 23): the slope's own interval -- the SLOPE_LEVEL percentile interval of
+# A prediction from the 1/√n law is *reliable* only when the data show the law:
+# the slope's own interval -- the SLOPE_LEVEL percentile interval of
 # the free log-log slope over SLOPE_BOOT moving-block bootstrap resamples of the
 # repetitions in their order (blocks of ceil(n^(1/3)), see slope_bootstrap) --
 # lies inside SLOPE_BAND (and so does the slope itself), the fit spans at least
@@ -607,7 +607,7 @@ def min_n_for_reliable(p: float, level: float) -> int:
 
 def law_reliability(fit: SqrtLawFit, boot: SlopeBootstrap | None,
                     checks: Sequence[CheckResult] = ()) -> tuple[bool, str]:
-    """Whether a 1/√n prediction may be called reliable, and if not why (issue 23).
+    """Whether a 1/√n prediction may be called reliable, and if not why.
 
     Reliable: the fit spans at least :data:`MIN_SPAN` in n, the slope and its
     :data:`SLOPE_LEVEL` block-bootstrap interval lie inside :data:`SLOPE_BAND`,

@@ -86,7 +86,7 @@ class DiurnalSeries:
     day_s: float
     by_hour: list[dict[str, float]]
     heatmap: list[list[float | None]]  # weekday (Mon..Sun) × hour of the day: median run value
-    p_at_period: float | None  # the primary test: a sinusoid at the period, AR(1) errors
+    p_at_period: float | None  # the primary test: a sinusoid at the period, AR(2) errors
     ar_rho: list[float] | None  # the AR(2) coefficients between consecutive runs it estimated
     amplitude_at_period: float | None
     amplitude_at_period_se: float | None

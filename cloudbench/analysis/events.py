@@ -1,6 +1,6 @@
 """Spikes and steps of one pair's raw round-trip times, and which of them the host caused.
 
-Issue 16: window medians hide anything shorter than half a window, so events are
+Window medians hide anything shorter than half a window, so events are
 sought in the raw RTTs of each pair. Written from the method descriptions (no
 external package); tests are scipy's.
 
@@ -62,7 +62,7 @@ Method
    the echoes around it) and of a step's: the difference of the two sides'
    exact order-statistic CIs of the median (spike) or 10th percentile (step),
    each at √0.95, so 95 % together. A spike too short for an exact 95 % CI of
-   its median (fewer than 8 echoes) gets the widest interval it can have, its
+   its median (fewer than 7 echoes) gets the widest interval it can have, its
    echoes' min–max, with that interval's own coverage (1 − 2·0.5^m for m echoes)
    reported beside it (``size_level``); a side with no interval at all gives
    none (``n/a``), never NaN. Both treat the echoes of one side as independent:

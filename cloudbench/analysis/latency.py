@@ -19,7 +19,7 @@ from cloudbench.core.topology import PairGroup
 PERCENTILES: tuple[float, ...] = (5, 25, 50, 90, 95, 99, 99.9, 99.99, 99.999)
 
 TAIL_K = 1.0
-"""The one rule for which quantiles a sample can estimate (issue 23, point 6): the
+"""The one rule for which quantiles a sample can estimate (tables, CCDFs, summaries): the
 p-th percentile of n values is printed only when n ≥ TAIL_K / min(p, 1 − p) (p as a
 fraction), i.e. when at least TAIL_K value is expected beyond it; otherwise it is the
 largest (or smallest) value read as a tail it never saw. p99 needs 100 values, p99.9

@@ -216,7 +216,7 @@ def group_series(pair_series: Sequence[Series]) -> list[Series]:
 
     Window medians, not means: one retransmission timeout (+200 ms on a 100 µs LAN
     RTT) lifts a 1 s window's mean of 100 echoes 20-fold and reads as a level
-    shift; the median does not move (issue 23). The median over pairs keeps one
+    shift; the median does not move. The median over pairs keeps one
     pair's own event (reported per pair, on raw RTTs) from moving the group."""
     by: dict[tuple[int, str, str], dict[float, list[float]]] = {}
     for r, trial, _name, group, ts, vs in pair_series:

@@ -23,9 +23,9 @@ A drain is one series sent at full speed until the rate dropped and stayed down.
   When B₂ reaches 90 % of the first budget, the bucket was full again and the
   refill is only a lower bound (the rest was too long); this is flagged.
 
-Uncertainty (issues 16 and 23: an interval must cover the configured truth, not
-only the noise of the levels, and hold at 1 s sampling, where a drain has two or
-three high-rate intervals). Each 95 % interval combines:
+Uncertainty (an interval must cover the configured truth, not only the noise of
+the levels, and hold at 1 s sampling, where a drain has two or three high-rate
+intervals). Each 95 % interval combines:
 
 1. **Noise of the levels** — Student-t, not a bootstrap: a level's mean has the
    standard error s·√f/√n of its n clean interval rates (SD s) and n_eff − 1
@@ -39,8 +39,9 @@ three high-rate intervals). Each 95 % interval combines:
    degrees of freedom then carry the width). Both levels use the largest f of
    the high level's, the low level's and both pooled (each relative to its
    mean): a short level borrows the dependence the series shows elsewhere. A
-   level of one interval prints no interval; for the derived quantities it
-   takes the other level's relative standard error and degrees of freedom.
+   level of one interval prints no interval; for the derived quantities its
+   error is one interval's, the other level's relative interval SD, with that
+   level's degrees of freedom.
 2. **Model error of the levels** — a level is modelled as constant; its drift
    (half the difference between the means of its first and second halves) is
    added in quadrature to its standard error.
@@ -65,8 +66,8 @@ likewise the budget's interval spans V(t_b) − low·t_b and (high − low) × t
 interpolated switch time. The reported ``sd`` is the standard error of a level
 and the SD of the draws of a derived estimate.
 
-``method="bootstrap"`` keeps issue 16's intervals (percentile bootstrap over
-intervals, V taken as exact) so the coverage suite can show what they missed
+``method="bootstrap"`` keeps the intervals the reports printed before (percentile
+bootstrap over intervals, V taken as exact) so the coverage suite can show what they missed
 (62 % for the high rate at 1 s sampling); reports use ``"t"``.
 """
 
@@ -220,13 +221,15 @@ NO_ERROR = LevelError(math.nan, math.nan, math.nan, math.nan)
 def level_error(x: FloatArray, mean: float, factor: float = 1.0,
                 other: LevelError | None = None) -> LevelError:
     """Student-t error of the mean of the interval rates ``x`` (dependence ``factor``,
-    :func:`dependence_factor`) with its drift as model error; with one interval,
-    ``other``'s relative errors scaled to ``mean``."""
+    :func:`dependence_factor`) with its drift as model error; with one interval, the
+    relative SD of one of ``other``'s intervals scaled to ``mean`` (a single interval is as
+    noisy as one interval, not as the mean of ``other``'s n), with ``other``'s degrees of
+    freedom (where that SD was estimated)."""
     n = len(x)
     if n < 2 or mean <= 0:
         if other is None or not math.isfinite(other.se) or n == 0 or mean <= 0:
             return NO_ERROR
-        return LevelError(other.rel_se * mean, other.df, other.rel_se, other.rel_sd, other.factor)
+        return LevelError(other.rel_sd * mean, other.df, other.rel_sd, other.rel_sd, other.factor)
     f = factor
     s = float(np.std(x, ddof=1))
     se = math.sqrt(f * s * s / n + level_drift(x) ** 2)
@@ -256,7 +259,8 @@ def volume_sd(bits: FloatArray, err: LevelError) -> float:
 
 
 def _level_draws(rng: np.random.Generator, x: FloatArray, n_boot: int) -> FloatArray:
-    """Issue 16's draws of a level: bootstrap means plus its drift as a normal model error."""
+    """``method="bootstrap"``'s draws of a level: bootstrap means plus its drift as a normal
+    model error."""
     return _resample(rng, x, n_boot) + rng.normal(0.0, 1.0, n_boot) * level_drift(x)
 
 

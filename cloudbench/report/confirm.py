@@ -108,7 +108,7 @@ def render_confirm(result: ConfirmResult, console: Console) -> None:
         f"{result.quantile_name} per repetition, exact {level_name(p.level)} CI - "
         f"{ds.campaign or ds.path} ({len(ds.runs)} run(s))"
     )
-    # metric and group names are never broken (issue 14): a name is one word, and the
+    # metric and group names are never broken (a cut name reads as another): a name is one word, and the
     # table is stacked (a column per series) when the names do not fit side by side
     table = titled_table(title, ("metric", "group", "n", result.quantile_name, "CI", "±rel",
                                  "n for ±e", "warnings"),

@@ -1,4 +1,4 @@
-"""Data that break the estimators' assumptions, for the adversarial coverage suite (issue 23, point 7).
+"""Data that break the estimators' assumptions, for the adversarial coverage suite.
 
 Written apart from the estimators: these generators know nothing of how
 cloudbench computes an interval or a p-value, only of how real measurements

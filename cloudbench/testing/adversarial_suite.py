@@ -1,4 +1,4 @@
-"""The adversarial coverage suite (issue 23, point 7): every printed p-value and interval
+"""The adversarial coverage suite: every printed p-value and interval
 of cloudbench on data from :mod:`cloudbench.testing.adversarial`.
 
 Inventory — what cloudbench prints, where, and the unit that really varies:
@@ -24,7 +24,7 @@ capacity ≥ (95 %)                      analysis.throughput.capacity_lower_boun
 falling trend (Kendall p)              analysis.throughput.falling_trend             trials
 =====================================  ============================================  ==========================
 
-Rules (issue 23): an interval fails when its coverage is more than 3 Monte Carlo SEs
+Rules: an interval fails when its coverage is more than 3 Monte Carlo SEs
 under nominal; a test fails when its rejection rate is more than 3 SEs over α; a
 power row (a real effect found) fails more than 3 SEs under its target; a false-alarm
 *rate* (events per series-hour) fails when its 95 % Poisson upper bound exceeds the

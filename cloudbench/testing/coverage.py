@@ -1,4 +1,4 @@
-"""Coverage by simulation of every interval the report prints (issue 16, point 5).
+"""Coverage by simulation of every interval the report prints.
 
 Each function simulates ``datasets`` data sets with a known truth, runs the
 analysis the report runs, and returns how often its interval held the truth,
@@ -150,7 +150,7 @@ def drain_cell(dt: float, noise_kind: str, datasets: int = 1000, seed: int = 1,
     ``dt`` and one noise kind. A data set whose drain gives no interval of a quantity
     is left out of the coverage and counted in the note (coverage is that of the
     intervals printed). ``median_width`` is relative to the truth. ``method="bootstrap"``
-    runs issue 16's intervals (what they missed)."""
+    runs the percentile-bootstrap intervals they replaced (what those missed)."""
 
     def run() -> list[Coverage]:
         rng = np.random.default_rng([seed, round(dt * 1000), DRAIN_NOISES.index(noise_kind)])
@@ -193,7 +193,8 @@ def drain_cell(dt: float, noise_kind: str, datasets: int = 1000, seed: int = 1,
 
 def drains(datasets: int = 1100, seed: int = 1, n_boot: int = 1000) -> list[Coverage]:
     """:func:`drain_cell` at every sampling interval and noise kind, each row with the
-    median width and coverage of issue 16's intervals on the same data beside it.
+    median width and coverage of the replaced percentile-bootstrap intervals on the same data
+    beside it.
     1,100 data sets a cell, so that at least 1,000 print each interval (up to 4 % of
     drains sampled every second have a single high interval and print none for it)."""
     out = []
@@ -334,7 +335,7 @@ def confirm_predictions(datasets: int = 1000, seed: int = 5, n: int = 40,
 
 def confirm_slope_intervals(datasets: int = 1000, seed: int = 6, n: int = 60, n_boot: int = 50,
                             trials: int = 40) -> list[Coverage]:
-    """The slope interval that decides a confirm prediction's ``reliable`` label (issue 23).
+    """The slope interval that decides a confirm prediction's ``reliable`` label.
 
     Truth: the mean free slope of the convergence curve over ``4 * datasets``
     independent i.i.d. normal samples of ``n`` (10 % CV), i.e. the value the

@@ -197,3 +197,22 @@ def test_a_level_of_one_interval_has_no_interval() -> None:
     # the budget (V(t_b) − low·t_b) still has its interval
     assert est.budget is not None and est.budget.low < 1.5 * (high - low) < est.budget.high
 
+
+
+def test_a_level_of_one_interval_borrows_one_intervals_error_not_a_means() -> None:
+    """A single interval is as noisy as one interval of the other level (its relative
+    SD), not as the mean of that level's n intervals (its relative standard error,
+    √n smaller): the draws of the time to empty and budget rest on it."""
+    rng = np.random.default_rng(7)
+    low = 50e6 * (1.0 + 0.03 * rng.standard_normal(12))
+    other = level_error(low, float(low.mean()))
+    one = level_error(np.array([201e6]), 201e6, other=other)
+    assert one.se == pytest.approx(other.rel_sd * 201e6)
+    assert one.se > 1.5 * other.rel_se * 201e6  # a mean of 12 (with its drift term) is ~2x narrower
+    assert one.df == other.df
+    # and so in a drain: the high level of one interval
+    high, lo = 200e6, 50e6
+    est = estimate_drain(*simulate(high, lo, 1.5 * (high - lo), 12.0, 1.0, noise=0.02, seed=3),
+                         window_intervals=2)
+    assert est.n_high == 1 and est.high_error is not None and est.low_error is not None
+    assert est.high_error.se == pytest.approx(est.low_error.rel_sd * est.high.value)

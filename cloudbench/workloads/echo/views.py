@@ -1,4 +1,4 @@
-"""The echo report's views of issue 17: multimodality, handshakes, connection modes side by side, sweeps.
+"""The echo report's further views: multimodality, handshakes, connection modes side by side, sweeps.
 
 :func:`section` adds its keys to the echo section (:mod:`.report` calls it with the
 rows it loaded): ``modes`` (every latency distribution tested for more than one

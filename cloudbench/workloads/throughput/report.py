@@ -65,7 +65,7 @@ def trial_rows(series: list[Series], facts: RunFacts, spec_w: dict[str, Any]) ->
             caps = [capacity_lower_bound(*s.part(b)) for b in s.bursts]
             found = [c for c in caps if c is not None]
             row["capacity_lb_mbps"] = mbit(max(found)) if found else math.nan
-            # issue 16: a bound that holds at 95 % (the max of window means alone does not)
+            # a bound that holds at 95 % (the max of window means alone does not)
             bounds = [c for b in s.bursts if (c := capacity_lower_bound_95(*s.part(b))) is not None]
             row["capacity_lb95_mbps"] = mbit(max(bounds)) if bounds else math.nan
             row["target_mbps"] = mbit(float(spec_w.get("udp_rate", math.nan)))

@@ -41,7 +41,7 @@ def _same_rows(new: list[dict[str, Any]], old: list[dict[str, Any]], what: str,
 
 @pytest.fixture(scope="module", params=[0, 1])
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    # 0.5 s windows: 30-40 per trial, enough for the step test (14 at least, issue 23)
+    # 0.5 s windows: 30-40 per trial, enough for the step test (it needs 14 at 1e-3)
     return write_echo_run(tmp_path_factory.mktemp("echo"), seed=request.param, window=0.5,
                           repetitions=1 + request.param, rounds=1500 + 500 * request.param)
 
@@ -249,7 +249,7 @@ def test_events_on_raw_rtts_equal_numpy_and_find_the_step(tmp_path: Path) -> Non
 
 
 def test_windows_shifts_and_events_carry_utc_times(tmp_path: Path) -> None:
-    """Issue 13, point 6: a window, a level shift or an event can be placed in the day."""
+    """A window, a level shift or an event can be placed in the day (UTC times)."""
     from datetime import datetime
 
     run = write_echo_run(tmp_path / "c", seed=3, repetitions=1, rounds=5000, step=("a-1", "c-1", 2500, 800.0))

@@ -129,7 +129,7 @@ def test_bad_modes_and_sweeps_name_line_and_field(workload: str, needle: str, fi
 
 
 def test_the_default_window_gives_a_trial_ten_windows_at_most_30_s() -> None:
-    """Issue 23: the quickstart's 20 s trials had one 30 s window (its time figure one point
+    """The quickstart's 20 s trials had one 30 s window (its time figure one point
     per repetition); the default is now duration / 10, at most 30 s; a set window stays."""
     from cloudbench.workloads.echo.params import window_of
 

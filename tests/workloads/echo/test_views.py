@@ -1,4 +1,4 @@
-"""The echo report's issue-17 views on synthetic runs with known truth: sweeps, modes, connection modes.
+"""The echo report's further views on synthetic runs with known truth: sweeps, modes, connection modes.
 
 A run directory is written here as the runner writes it (manifest with hosts,
 trials and their swept values; one echo Parquet file per trial, made by the
@@ -247,13 +247,13 @@ def test_connection_modes_are_compared_side_by_side_in_the_first_workloads_secti
     text = rendered(kind, "hot", first)
     assert "echo connection modes side by side, same_subnet" in text and "per_round, every 200ms" in text
     assert "connect p50" in text
-    # 2 × 300 RTTs per group and mode: p99.9 needs 1,000 (issue 23, point 6)
+    # 2 × 300 RTTs per group and mode: p99.9 needs 1,000 (analysis.latency.TAIL_K)
     assert "p99.9 needs 1,000" in " ".join(text.split()) and "—" in text
     assert "TCP handshake of the per-round" in " ".join(rendered(kind, "cold", cold_section).split())
 
 
 def test_swept_values_are_never_pooled_into_one_distribution(tmp_path: Path) -> None:
-    """Issue 23, point 6: payload-sweep's main group table held one distribution of 64 B to
+    """Payload-sweep's main group table held one distribution of 64 B to
     64 KiB. Now the groups, pairs, box and tail rows are per swept value, each with the
     truth's median, and the text table and the figures show each value apart."""
     w = params(name="sweep", payload=PAYLOADS)
@@ -283,7 +283,7 @@ def test_swept_values_are_never_pooled_into_one_distribution(tmp_path: Path) -> 
 
 
 def test_no_quantile_beyond_what_the_sample_can_estimate(tmp_path: Path) -> None:
-    """Issue 23, point 6: the warm workload's groups hold 80 RTTs, yet the report printed
+    """The warm workload's groups hold 80 RTTs, yet the report printed
     p99.99 and p99.999 and drew the CCDF's axis to 1e-5. Now those cells print "—" with
     the n each needs, the values are NaN (so no summary carries them) and the tail figure
     stops at 1/n."""
