@@ -20,11 +20,13 @@
    permutation test over runs would assume exchangeable runs, which serially correlated runs
    are not (it rejected 20–40 % of flat AR(1) series in our simulation). When a split is
    significant, both halves are searched again (up to :data:`MAX_CHANGES` changes).
-3. **Size** of each change, relative to the level before: ``mean after / mean before − 1``
-   over the runs between the neighbouring changes, with a 95 % interval by the delta method
-   from the same long-run variance (means of correlated runs vary by ``σ²_LR / n``); also the
-   absolute difference and its interval. The location is chosen where the difference is
-   largest, so a small size is biased upward (the winner's curse); steps well above the
+3. **Size** of each change, relative to the level before: ``level after / level before − 1``,
+   the levels of the runs between the neighbouring changes from one GLS fit with AR(1) errors
+   (statsmodels ``GLSAR``: an indicator per segment, plus sin and cos at the period when a
+   sinusoid was removed, so its uncertainty is carried), with a 95 % interval by the delta
+   method; also the absolute difference and its interval. (The mean-shift-only interval
+   covered a step under a daily cycle in 83 % of series; fitted jointly it covers.)
+   The location is chosen where the difference is largest, so a small size is biased upward (the winner's curse); steps well above the
    noise are not.
 
 **Over series:** :func:`find_changes_holm` applies Holm's step-down over the series' first
@@ -38,7 +40,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -140,7 +142,9 @@ class Prepared:
     """A series ready for the search: runs in time order, the time-of-day sinusoid removed."""
 
     t: FloatArray
-    x: FloatArray
+    y: FloatArray  # the run values
+    x: FloatArray  # ... with the time-of-day sinusoid removed
+    period: float | None  # of the sinusoid removed (None: none)
     first: tuple[int, float] | None  # the whole series' split and its p-value
     removed: bool
     diurnal_p: float | None
@@ -160,13 +164,21 @@ def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: f
     notes: list[str] = []
     if tv.size < MIN_RUNS:
         notes.append(f"{tv.size} runs: too few to look for a change ({MIN_RUNS} or more)")
-        return Prepared(tv, yv, None, False, None, None, notes)
+        return Prepared(tv, yv, yv, None, None, False, None, None, notes)
     wave, dp, amp = (np.zeros_like(yv), None, None) if period is None else _seasonal(tv, yv, period, alpha)
+    if period is not None:
+        # a step biases the sinusoid's fit: fit it again around the levels of a first search
+        cuts = _segment(yv - wave, alpha, 1.0, min_segment, MAX_CHANGES)
+        if cuts:
+            x0 = yv - wave
+            levels = x0 - _residuals(x0, [c for c, _, _ in cuts])
+            wave, dp, amp = _seasonal(tv, yv - levels, period, alpha)
     removed = bool(np.any(wave != 0))
     if removed:
         notes.append(f"time-of-day sinusoid (amplitude {amp:.3g}, p = {dp:.2g}) removed before the search")
     x = yv - wave
-    return Prepared(tv, x, cusum_split(x, min_segment), removed, dp, amp, notes)
+    return Prepared(tv, yv, x, period if removed else None, cusum_split(x, min_segment), removed, dp, amp,
+                    notes)
 
 
 def search(prep: Prepared, *, alpha: float = ALPHA, holm: tuple[float, float] | None = None,
@@ -181,29 +193,38 @@ def search(prep: Prepared, *, alpha: float = ALPHA, holm: tuple[float, float] | 
         k, p = prep.first
         q = first_q if first_q is not None else p
         if q < alpha:
-            found.append((k, p, q))
-            stack = [(0, k, q), (k, n, q)]
-            while stack and len(found) < max_changes:
-                lo, hi, parent = stack.pop(0)
-                if hi - lo < MIN_RUNS:
-                    continue
-                res = cusum_split(x[lo:hi], min_segment)
-                if res is None:
-                    continue
-                k, p = res
-                q = max(parent, min(1.0, mult * p))
-                if q < alpha:
-                    found.append((lo + k, p, q))
-                    stack += [(lo, lo + k, q), (lo + k, hi, q)]
+            found = [(k, p, q), *_segment(x, alpha, mult, min_segment, max_changes - 1, [(0, k, q), (k, n, q)])]
     cuts = sorted(i for i, _, _ in found)
-    lrv, phi = long_run_variance(_residuals(x, cuts), segments=len(cuts) + 1) if n >= 3 else (0.0, 0.0)
-    bounds = [0, *cuts, n]
+    _, phi = long_run_variance(_residuals(x, cuts), segments=len(cuts) + 1) if n >= 3 else (0.0, 0.0)
     changes = []
-    for j, (idx, p, q) in enumerate(sorted(found)):
-        before, after = x[bounds[j]:idx], x[idx:bounds[j + 2]]
-        changes.append(replace(_sized(prep.t, idx, before, after, lrv, p), p_holm=q))
+    if found:
+        levels, cov = _levels(prep, cuts)
+        bounds = [0, *cuts, n]
+        for j, (idx, p, q) in enumerate(sorted(found)):
+            changes.append(_sized(prep.t, idx, levels, cov, j, bounds, p, q))
     return SeriesChanges(n, changes, None if prep.first is None else prep.first[1], prep.removed,
                          prep.diurnal_p, prep.amplitude, phi if n >= MIN_RUNS else None, list(prep.notes))
+
+
+def _segment(x: FloatArray, alpha: float, mult: float, min_segment: int, max_changes: int,
+             stack: list[tuple[int, int, float]] | None = None) -> list[tuple[int, float, float]]:
+    """Binary segmentation: (split, p, adjusted p) of the splits of the segments on ``stack``
+    (lo, hi, the adjusted p of the split that made it; default: the whole of ``x``)."""
+    stack = [(0, x.size, 0.0)] if stack is None else list(stack)
+    found: list[tuple[int, float, float]] = []
+    while stack and len(found) < max_changes:
+        lo, hi, parent = stack.pop(0)
+        if hi - lo < MIN_RUNS:
+            continue
+        res = cusum_split(x[lo:hi], min_segment)
+        if res is None:
+            continue
+        k, p = res
+        q = max(parent, min(1.0, mult * p))
+        if q < alpha:
+            found.append((lo + k, p, q))
+            stack += [(lo, lo + k, q), (lo + k, hi, q)]
+    return found
 
 
 def find_changes(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: float = ALPHA,
@@ -230,16 +251,43 @@ def find_changes_holm(series: Sequence[tuple[ArrayLike, ArrayLike]], *, period: 
     return [search(pr, alpha=alpha, holm=holm.get(i, (1.0, float(m)))) for i, pr in enumerate(preps)]
 
 
-def _sized(t: FloatArray, idx: int, before: FloatArray, after: FloatArray, lrv: float, p: float) -> Change:
-    mb, ma = float(before.mean()), float(after.mean())
-    vb, va = lrv / before.size, lrv / after.size
+def _levels(prep: Prepared, cuts: Sequence[int]) -> tuple[FloatArray, FloatArray]:
+    """The segments' levels and their covariance: GLS of the run values on one indicator per
+    segment (and sin, cos at the period when a sinusoid was found: fitted jointly, so its
+    uncertainty is in the levels'), AR(1) errors across runs (statsmodels ``GLSAR``)."""
+    import warnings
+
+    from statsmodels.regression.linear_model import GLSAR, OLS  # not statsmodels.api: it imports everything
+
+    n = prep.y.size
+    seg = np.searchsorted(np.asarray(cuts), np.arange(n), side="right")
+    cols = [(seg == j).astype(np.float64) for j in range(len(cuts) + 1)]
+    if prep.period is not None:
+        w = 2.0 * np.pi * np.mod(prep.t, prep.period) / prep.period
+        cols += [np.sin(w), np.cos(w)]
+    k = len(cuts) + 1
+    design = np.column_stack(cols)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence chatter of the rho iteration
+        model = GLSAR(prep.y, design, rho=1)
+        res = model.iterative_fit(maxiter=20)
+    if float(np.asarray(model.rho).ravel()[0]) < 0:
+        res = OLS(prep.y, design).fit()  # runs are not assumed anti-correlated (it would narrow the interval)
+    return np.asarray(res.params[:k], dtype=np.float64), np.asarray(res.cov_params())[:k, :k]
+
+
+def _sized(t: FloatArray, idx: int, levels: FloatArray, cov: FloatArray, j: int, bounds: list[int],
+           p: float, q: float) -> Change:
+    mb, ma = float(levels[j]), float(levels[j + 1])
+    vb, va, cba = float(cov[j, j]), float(cov[j + 1, j + 1]), float(cov[j, j + 1])
     d = ma - mb
-    half = Z95 * math.sqrt(va + vb)
+    half = Z95 * math.sqrt(max(va + vb - 2 * cba, 0.0))
     size: float | None = None
     size_ci: tuple[float, float] | None = None
     if mb > 0:
         size = ma / mb - 1.0
-        se = math.sqrt(va / mb**2 + ma**2 * vb / mb**4)  # delta method for a ratio of means
+        # delta method for a ratio of correlated estimates
+        se = math.sqrt(max(va / mb**2 + ma**2 * vb / mb**4 - 2 * ma * cba / mb**3, 0.0))
         size_ci = (size - Z95 * se, size + Z95 * se)
     return Change(idx, float(t[idx]), float(t[idx - 1]), mb, ma, d, (d - half, d + half), size, size_ci, p,
-                  int(before.size), int(after.size))
+                  bounds[j + 1] - bounds[j], bounds[j + 2] - bounds[j + 1], q)
