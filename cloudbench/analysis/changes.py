@@ -24,10 +24,11 @@
    the levels of the runs between the neighbouring changes from one GLS fit with AR(1) errors
    (statsmodels ``GLSAR``: an indicator per segment, plus sin and cos at the period when a
    sinusoid was removed, so its uncertainty is carried), with a 95 % interval by the delta
-   method; also the absolute difference and its interval. (The mean-shift-only interval
-   covered a step under a daily cycle in 83 % of series; fitted jointly it covers.)
-   The location is chosen where the difference is largest, so a small size is biased upward (the winner's curse); steps well above the
-   noise are not.
+   method; also the absolute difference and its interval. Known gap: under a daily cycle the
+   interval covers a 4-SD step in about 83 % of series (the spread of the difference is
+   ~18 % above the fit's standard error); without one it covers (tests/analysis/test_changes.py).
+   The location is chosen where the difference is largest, so a small size is biased upward
+   (the winner's curse); steps well above the noise are not.
 
 **Over series:** :func:`find_changes_holm` applies Holm's step-down over the series' first
 (whole-series) split p-values; a further change in a series counts only when its own p-value,
