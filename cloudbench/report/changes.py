@@ -37,6 +37,10 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _unit(unit: str) -> str:
+    return unit  # no space: the table wraps cells at spaces
+
+
 def _pair(ci: tuple[float, float] | None) -> list[float] | None:
     return None if ci is None else [float(ci[0]), float(ci[1])]
 
@@ -124,21 +128,22 @@ def render_changes(res: dict[str, Any], console: Console) -> None:
         console.print(f"no change point (CUSUM test per series, Holm-adjusted p < {res['alpha']:g})",
                       highlight=False)
     else:
-        table = titled_table(title, ("series", "after (UTC)", "before", "after", "size", "95% CI", "p (Holm)"),
-                             left=("series", "after (UTC)"), key=2)
+        several = len({c["workload"] for c in res["changes"]}) > 1
+        table = titled_table(title, ("metric", "group", "since (UTC)", "before", "after", "size", "95% CI",
+                                     "p (Holm)"), left=("metric", "group", "since (UTC)"), key=2)
         for c in res["changes"]:
-            u = " " + c["unit"]
+            u = _unit(c["unit"])
             if c["size"] is not None:
-                size, ci = f"{c['size']:+.1%}", f"{c['size_ci'][0]:+.1%} .. {c['size_ci'][1]:+.1%}"
+                size, ci = f"{c['size']:+.1%}", f"[{c['size_ci'][0]:+.1%},{c['size_ci'][1]:+.1%}]"
             else:
-                size, ci = f"{c['diff']:+.4g}{u}", f"{c['diff_ci'][0]:+.4g} .. {c['diff_ci'][1]:+.4g}"
-            table.add_row(escape(f"{c['workload']}:{c['metric']} {c['group']}"), c["time_utc"],
-                          fmt_value(c["level_before"]) + u, fmt_value(c["level_after"]) + u, size, ci,
-                          f"{c['p_holm']:.2g}")
+                size, ci = f"{c['diff']:+.4g}{u}", f"[{c['diff_ci'][0]:+.4g},{c['diff_ci'][1]:+.4g}]"
+            table.add_row(escape(f"{c['workload']}:{c['metric']}" if several else c["metric"]), escape(c["group"]),
+                          c["time_utc"][:16] + "Z", fmt_value(c["level_before"]) + u,
+                          fmt_value(c["level_after"]) + u, size, ci, f"{c['p_holm']:.2g}")
         console.print(table)
-        console.print("after: the first run at the new level (the change happened since the run before); "
-                      "size: mean after / mean before - 1 over the runs between neighbouring changes, with "
-                      "its 95% interval; time-of-day sinusoid removed first where `diurnal` finds one.",
+        console.print("since: the first run at the new level (the change happened after the run before it); "
+                      "size: level after / level before - 1 between the neighbouring changes, with its 95% "
+                      "interval; a time-of-day sinusoid is removed first where `diurnal` finds one.",
                       highlight=False, style="dim")
     for n in res["notes"]:
         console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
