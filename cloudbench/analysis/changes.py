@@ -154,6 +154,23 @@ class Prepared:
     notes: list[str]
 
 
+def _joint_step(t: FloatArray, y: FloatArray, period: float, min_segment: int) -> FloatArray:
+    """The step part of the least-squares fit of ``level + step·[i ≥ k] + a·sin + b·cos``, the
+    split ``k`` the one of least residual sum of squares (zeros when no step beats none)."""
+    w = 2.0 * np.pi * np.mod(t, period) / period
+    base = np.column_stack([np.ones_like(t), np.sin(w), np.cos(w)])
+    best_rss = float(np.linalg.lstsq(base, y, rcond=None)[1].sum()) if y.size > 3 else 0.0
+    out = np.zeros_like(y)
+    for k in range(min_segment, y.size - min_segment + 1):
+        step = (np.arange(y.size) >= k).astype(np.float64)
+        x = np.column_stack([base, step])
+        coef, rss, _, _ = np.linalg.lstsq(x, y, rcond=None)
+        r = float(rss.sum()) if rss.size else float(np.sum((y - x @ coef) ** 2))
+        if r < best_rss:
+            best_rss, out = r, coef[3] * step
+    return out
+
+
 def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: float = ALPHA,
             min_segment: int = MIN_SEGMENT) -> Prepared:
     """Sort the runs by time, remove a time-of-day sinusoid at ``period`` when the diurnal test
@@ -167,14 +184,12 @@ def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: f
     if tv.size < MIN_RUNS:
         notes.append(f"{tv.size} runs: too few to look for a change ({MIN_RUNS} or more)")
         return Prepared(tv, yv, yv, None, None, False, None, None, notes)
-    wave, dp, amp = (np.zeros_like(yv), None, None) if period is None else _seasonal(tv, yv, period, alpha)
-    if period is not None:
-        # a step biases the sinusoid's fit: fit it again around the levels of a first search
-        cuts = _segment(yv - wave, alpha, 1.0, min_segment, MAX_CHANGES)
-        if cuts:
-            x0 = yv - wave
-            levels = x0 - _residuals(x0, [c for c, _, _ in cuts])
-            wave, dp, amp = _seasonal(tv, yv - levels, period, alpha)
+    if period is None:
+        wave, dp, amp = np.zeros_like(yv), None, None
+    else:
+        # a step biases the sinusoid's fit (and a sinusoid hides a step): the diurnal test runs
+        # on the values less the best single step fitted jointly with a sinusoid
+        wave, dp, amp = _seasonal(tv, yv - _joint_step(tv, yv, period, min_segment), period, alpha)
     removed = bool(np.any(wave != 0))
     if removed:
         notes.append(f"time-of-day sinusoid (amplitude {amp:.3g}, p = {dp:.2g}) removed before the search")
