@@ -22,9 +22,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from cloudbench.analysis.changes import MIN_RUNS, Change, find_changes_holm
+from cloudbench.analysis.compare import Threshold
 from cloudbench.analysis.diurnal import run_values
 from cloudbench.core.tables import titled_table
 from cloudbench.errors import AnalysisError
+from cloudbench.report.compare import parse_threshold, threshold_in
 from cloudbench.report.confirm import fmt_value
 from cloudbench.report.diurnal import schedule_of, value_times
 from cloudbench.store.rundir import find_runs
@@ -54,9 +56,21 @@ def change_dict(key: tuple[str, str, str], unit: str, c: Change) -> dict[str, An
             "n_after": c.n_after, "p": c.p, "p_holm": c.p_holm}
 
 
+def _matters(c: Change, unit: str, threshold: Threshold) -> bool:
+    """Beyond ±threshold, as compare's better/worse: relative on the size (the difference when
+    the level before is not positive), absolute on the difference in the series' unit."""
+    if threshold.relative:
+        return abs(c.size) > threshold.value if c.size is not None else abs(c.diff) > 0
+    band = threshold_in(threshold, unit)
+    return band is None or abs(c.diff) > band
+
+
 def changes(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
-            groups: Sequence[str] = (), alpha: float = ALPHA) -> dict[str, Any]:
-    """The change points of every selected series of the runs under ``path`` (a campaign)."""
+            groups: Sequence[str] = (), alpha: float = ALPHA, threshold: Threshold | str = "5%") -> dict[str, Any]:
+    """The change points of every selected series of the runs under ``path`` (a campaign):
+    Holm-significant and beyond ``threshold`` (as compare's better/worse; the significant
+    ones within it are counted per series as ``small``)."""
+    th = parse_threshold(threshold) if isinstance(threshold, str) else threshold
     path = Path(path)
     if not path.is_dir():
         raise AnalysisError(f"{path}: not a directory (give a campaign directory: results/<campaign>)")
@@ -99,9 +113,11 @@ def changes(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequenc
     span = max(float(t.max() - t.min()) for t, _ in per_run if t.size)
     period = day if day is not None and span >= day else None
     gated = found = find_changes_holm(per_run, period=period, alpha=alpha)
-    out_changes = [change_dict(k, units[k], c) for k, s in zip(keys, gated, strict=True) for c in s.changes]
+    kept = {k: [c for c in s.changes if _matters(c, units[k], th)] for k, s in zip(keys, gated, strict=True)}
+    out_changes = [change_dict(k, units[k], c) for k in keys for c in kept[k]]
     out_series = [{"workload": k[0], "metric": k[1], "group": k[2], "unit": units[k], "n_runs": s.n,
-                   "p_first": s.first_p, "changes": len(g.changes), "time_of_day_removed": s.deseasonalized,
+                   "p_first": s.first_p, "changes": len(kept[k]), "small": len(g.changes) - len(kept[k]),
+                   "time_of_day_removed": s.deseasonalized,
                    "diurnal_p": s.diurnal_p, "ar1_phi": s.phi, "notes": s.notes}
                   for k, s, g in zip(keys, found, gated, strict=True)]
     short = [k for k, s in zip(keys, found, strict=True) if s.n < MIN_RUNS]
@@ -112,7 +128,10 @@ def changes(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequenc
         notes.append("no schedule in the manifests: no time-of-day effect removed")
     elif period is None:
         notes.append("the runs cover less than the schedule's day: no time-of-day effect removed")
-    return {"path": str(path), "alpha": alpha, "runs": len(runs), "day_s": day,
+    small = sum(len(g.changes) - len(kept[k]) for k, g in zip(keys, gated, strict=True))
+    if small:
+        notes.append(f"{small} significant change(s) within ±{th.text()} not listed (--threshold)")
+    return {"path": str(path), "alpha": alpha, "threshold": th.text(), "runs": len(runs), "day_s": day,
             "unit_of_analysis": "run", "method": "binary segmentation, CUSUM test with an AR(1) long-run "
             "variance over runs; Holm over series", "changes": out_changes, "series": out_series,
             "notes": notes}
@@ -125,7 +144,8 @@ def render_changes(res: dict[str, Any], console: Console) -> None:
              f"({res['runs']} runs; one value per run)")
     if not res["changes"]:
         console.print(escape(title), highlight=False)
-        console.print(f"no change point (CUSUM test per series, Holm-adjusted p < {res['alpha']:g})",
+        console.print(f"no change point (CUSUM test per series, Holm-adjusted p < {res['alpha']:g}, "
+                      f"beyond ±{res['threshold']})",
                       highlight=False)
     else:
         several = len({c["workload"] for c in res["changes"]}) > 1
@@ -138,7 +158,7 @@ def render_changes(res: dict[str, Any], console: Console) -> None:
             else:
                 size, ci = f"{c['diff']:+.4g}{u}", f"[{c['diff_ci'][0]:+.4g},{c['diff_ci'][1]:+.4g}]"
             table.add_row(escape(f"{c['workload']}:{c['metric']}" if several else c["metric"]), escape(c["group"]),
-                          c["time_utc"][:16] + "Z", fmt_value(c["level_before"]) + u,
+                          c["time_utc"], fmt_value(c["level_before"]) + u,
                           fmt_value(c["level_after"]) + u, size, ci, f"{c['p_holm']:.2g}")
         console.print(table)
         console.print("since: the first run at the new level (the change happened after the run before it); "

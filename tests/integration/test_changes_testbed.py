@@ -4,7 +4,7 @@ Two campaigns at once, 20 short echo runs every 6 s over two compressed 60 s day
 link a-b with a daily delay sine anchored to UTC. In one, the link's one-way delay steps up by
 1.5 ms (+3 ms RTT) half-way (a UTC-anchored WAN step between runs 10 and 11); the other is flat.
 The step must be found within one slot of its time with its size within 20 %, the sine removed
-first; the flat campaign's RTT medians give no change.
+first; the flat campaign gives no change beyond the default ±5 % threshold.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_a_3ms_step_half_way_is_found_within_one_slot_and_a_flat_campaign_has_no
     assert c["size"] is not None and c["size_ci"][0] < c["size"] < c["size_ci"][1]
     print(json.dumps(c))
     flat = analyse("flat")
-    # the RTT medians of the flat link show no change (the means, pulled by tail outliers
-    # under load, are not asserted on: a false change there is within the Holm-level 5 %)
-    assert [c for c in flat["changes"] if c["metric"] == "rtt_p50_us"] == [], flat["changes"]
-    print("flat:", json.dumps(flat["changes"]))
+    # no change beyond the default ±5 % (significant ones within it, e.g. +52 us of 10 ms where
+    # the delay line's sine is not quite a sinusoid, are counted as small, not listed)
+    assert flat["changes"] == [], flat["changes"]
+    print("flat small:", [(s["metric"], s["small"]) for s in flat["series"] if s["small"]])

@@ -72,3 +72,14 @@ def test_a_flat_campaign_gives_no_change(tmp_path: Path) -> None:
     assert res["changes"] == [] and all(s["p_first"] is not None for s in res["series"])
     with pytest.raises(AnalysisError, match="filters"):
         changes(tmp_path / "weekly", metrics=["nope"])
+
+
+def test_a_significant_change_within_the_threshold_is_counted_not_listed(tmp_path: Path) -> None:
+    """+3 % with little noise: significant, but within the default ±5 % (as compare's verdicts);
+    listed with --threshold 1% or an absolute 20us."""
+    root = campaign(tmp_path, 30.0)
+    res = changes(root, metrics=["rtt_p50_us"])
+    assert res["changes"] == [] and res["series"][0]["small"] == 1 and "within ±5%" in res["notes"][0]
+    for th in ("1%", "20us"):
+        (c,) = changes(root, metrics=["rtt_p50_us"], threshold=th)["changes"]
+        assert abs(c["diff"] - 30.0) < 15.0
