@@ -4,25 +4,30 @@
 :func:`cloudbench.analysis.diurnal.run_values` reduces them) at the run's time, in time order.
 
 1. **Time of day.** When a period is given, :func:`cloudbench.analysis.diurnal.diurnal_series`
-   runs its primary test (a sinusoid at the period with AR(2) errors, GLS) on the run values;
-   when it rejects at ``alpha`` (per series, not Holm: removing a cycle that is there is safer
-   than keeping it), the fitted sinusoid ``A·sin(2π(t − phase)/P)`` is subtracted and the
-   change points are looked for in what is left. Without a rejection the values are used as
-   they are (a cycle too small to detect averages out over whole days in the test below).
+   runs its primary test (a sinusoid at the period with AR(2) errors, GLS) on the run values
+   less the best single step fitted jointly with a sinusoid (least squares over every split: a
+   step inside the fit would bend the sinusoid and hide part of itself); when it rejects at
+   ``alpha`` (per series, not Holm: removing a cycle that is there is safer than keeping it),
+   the fitted sinusoid ``A·sin(2π(t − phase)/P)`` is subtracted and the change points are
+   looked for in what is left. Without a rejection the values are used as they are (a cycle too
+   small to detect averages out over whole days in the test below).
 2. **Binary segmentation with a CUSUM test** (Page 1954; Csörgő & Horváth 1997, ch. 1): in a
    segment of n runs, ``S_k = Σ_{i<k} (x_i − x̄)``; the candidate change is the ``k`` of the
    largest ``|S_k|`` (at least :data:`MIN_SEGMENT` runs either side) and its statistic
    ``max|S_k| / sqrt(n·σ²_LR)`` is referred to the supremum of a Brownian bridge (Kolmogorov's
    distribution, ``scipy.stats.kstwobign``). ``σ²_LR`` is the **long-run variance** of the runs
-   around the segment's mean (under the null: estimated around the two means of the split it
-   rejected 6–9 % of flat series), AR(1) prewhitened, ``σ²_innovation / (1 − φ)²``
-   (Andrews & Monahan 1992), so runs correlated over hours do not pass for a change. A
-   permutation test over runs would assume exchangeable runs, which serially correlated runs
-   are not (it rejected 20–40 % of flat AR(1) series in our simulation). When a split is
+   around the two means of the split, AR(1) prewhitened, ``σ²_innovation / (1 − φ)²``
+   (Andrews & Monahan 1992), φ with Kendall's bias correction and floored at 0, so runs
+   correlated over hours do not pass for a change (around the one mean of the segment, a
+   large step read as persistence, φ → 1, and hid itself). A permutation test over runs, or
+   the plain variance, would take the runs as exchangeable, which serially correlated runs
+   are not: the plain-variance CUSUM calls a change in over 30 % of flat AR(1) series
+   (tests/analysis/test_changes.py). When a split is
    significant, both halves are searched again (up to :data:`MAX_CHANGES` changes).
 3. **Size** of each change, relative to the level before: ``level after / level before − 1``,
    the levels of the runs between the neighbouring changes from one GLS fit with AR(1) errors
-   (statsmodels ``GLSAR``: an indicator per segment, plus sin and cos at the period when a
+   (statsmodels ``GLSAR`` at the Kendall-corrected φ of the least-squares residuals: an
+   indicator per segment, plus sin and cos at the period when a
    sinusoid was removed, so its uncertainty is carried), with a 95 % interval by the delta
    method; also the absolute difference and its interval. Known gap: the interval is
    conditional on the location found; for a step of 3 noise SDs in AR(1) runs (φ = 0.6) or
