@@ -31,8 +31,8 @@
    sinusoid was removed, so its uncertainty is carried), with a 95 % interval by the delta
    method; also the absolute difference and its interval. Known gap: the interval is
    conditional on the location found; for a step of 3 noise SDs in AR(1) runs (φ = 0.6) or
-   under a daily cycle it covers about 90 % (bench/bench_changes.py), with per-run effects or
-   heavy tails about 95 %.
+   under a daily cycle or with heavy tails it covers 89–90 % (bench/bench_changes.py), with
+   per-run effects 96 %.
    The location is chosen where the difference is largest, so a small size is biased upward
    (the winner's curse); steps well above the noise are not.
 
