@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from cloudbench.providers.clouds.tagreaper import inventory as cloud_inventory
     from cloudbench.providers.clouds.tagreaper import reap_tagged
     from cloudbench.report.build import build_report
+    from cloudbench.report.changes import changes, render_changes
     from cloudbench.report.compare import compare as compare_result
     from cloudbench.report.compare import compare_by, write_compare
     from cloudbench.report.compare import compare_frame as compare
@@ -144,6 +145,8 @@ _API: dict[str, tuple[str, str]] = {
     "write_compare": ("cloudbench.report.compare", "write_compare"),
     "compare_to_json": ("cloudbench.report.compare", "to_json"),
     "render_diurnal": ("cloudbench.report.diurnal", "render_diurnal"),
+    "changes": ("cloudbench.report.changes", "changes"),
+    "render_changes": ("cloudbench.report.changes", "render_changes"),
 }
 
 __all__ = [
@@ -174,6 +177,7 @@ __all__ = [
     "__version__",
     "build_report",
     "campaign_status",
+    "changes",
     "check_leases",
     "cloud_inventory",
     "collect_garbage",
@@ -195,6 +199,7 @@ __all__ = [
     "open_results",
     "parse_spec",
     "reap_tagged",
+    "render_changes",
     "render_compare",
     "render_confirm",
     "render_cost",

@@ -50,11 +50,18 @@ def compare(
     fail_on: Annotated[str, typer.Option(
         "--fail-on", help="exit with code 6 when a row is `worse` (or `different`: worse or better, "
         "or a change of a metric without a direction); `never`: exit 0")] = "never",
+    changes: Annotated[bool, typer.Option(
+        "--changes", help="one scheduled campaign DIR: change points of each series over its runs (UTC "
+        "time, size relative to the level before with a 95% interval, p-value Holm-adjusted over series); "
+        "listed when beyond --threshold")] = False,
 ) -> None:
     """Compare two campaigns (or runs, or time spans): per series, B vs A with intervals, a p-value
     and a verdict (better, worse, equivalent, inconclusive) against a threshold."""
     if fail_on not in FAIL_ON:
         raise cloudbench.UsageError(f"--fail-on {fail_on!r}: one of {', '.join(FAIL_ON)}")
+    if changes:
+        _changes(sides, workload, metric, group, as_json, by, baseline, hour, threshold)
+        return
     common: dict[str, Any] = {"threshold": threshold, "workloads": workload or (), "metrics": metric or (),
               "groups": group or (), "hours": hour or (), "allow_mixed": allow_mixed}
     if by is not None:
@@ -76,3 +83,18 @@ def compare(
     failing = {"worse"} if fail_on == "worse" else {"worse", "better", "different"} if fail_on == "different" else set()
     if verdicts & failing:
         raise typer.Exit(int(ExitCode.WORSE))
+
+
+def _changes(sides: list[str], workload: list[str] | None, metric: list[str] | None, group: list[str] | None,
+             as_json: bool, by: str | None, baseline: str | None, hour: list[int] | None,
+             threshold: str) -> None:
+    if len(sides) != 1:
+        raise cloudbench.UsageError(f"--changes takes one campaign directory (got {len(sides)})")
+    if by is not None or baseline is not None or hour:
+        raise cloudbench.UsageError("--changes goes without --by, --baseline and --hour")
+    res = cloudbench.changes(sides[0], workloads=workload or (), metrics=metric or (), groups=group or (),
+                             threshold=threshold)
+    if as_json:
+        sys.stdout.write(json.dumps(res, indent=2) + "\n")
+    else:
+        cloudbench.render_changes(res, out)

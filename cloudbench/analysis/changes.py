@@ -1,0 +1,319 @@
+"""Change points in one series of a scheduled campaign's runs (pure: arrays in, numbers out).
+
+**The run is the unit.** The caller gives one value per run (its repetitions' median, as
+:func:`cloudbench.analysis.diurnal.run_values` reduces them) at the run's time, in time order.
+
+1. **Time of day.** When a period is given, :func:`cloudbench.analysis.diurnal.diurnal_series`
+   runs its primary test (a sinusoid at the period with AR(2) errors, GLS) on the run values
+   less the best single step fitted jointly with a sinusoid (least squares over every split: a
+   step inside the fit would bend the sinusoid and hide part of itself); when it rejects at
+   ``alpha`` (per series, not Holm: removing a cycle that is there is safer than keeping it),
+   the fitted sinusoid ``A·sin(2π(t − phase)/P)`` is subtracted and the change points are
+   looked for in what is left. Without a rejection the values are used as they are (a cycle too
+   small to detect averages out over whole days in the test below).
+2. **Binary segmentation with a CUSUM test** (Page 1954; Csörgő & Horváth 1997, ch. 1): in a
+   segment of n runs, ``S_k = Σ_{i<k} (x_i − x̄)``; the candidate change is the ``k`` of the
+   largest ``|S_k|`` (at least :data:`MIN_SEGMENT` runs either side) and its statistic
+   ``max|S_k| / sqrt(n·σ²_LR)`` is referred to the supremum of a Brownian bridge (Kolmogorov's
+   distribution, ``scipy.stats.kstwobign``). ``σ²_LR`` is the **long-run variance** of the runs
+   around the two means of the split, AR(1) prewhitened, ``σ²_innovation / (1 − φ)²``
+   (Andrews & Monahan 1992), φ with Kendall's bias correction and floored at 0, so runs
+   correlated over hours do not pass for a change (around the one mean of the segment, a
+   large step read as persistence, φ → 1, and hid itself). A permutation test over runs, or
+   the plain variance, would take the runs as exchangeable, which serially correlated runs
+   are not: the plain-variance CUSUM calls a change in over 30 % of flat AR(1) series
+   (tests/analysis/test_changes.py). When a split is
+   significant, both halves are searched again (up to :data:`MAX_CHANGES` changes).
+3. **Size** of each change, relative to the level before: ``level after / level before − 1``,
+   the levels of the runs between the neighbouring changes from one GLS fit with AR(1) errors
+   (statsmodels ``GLSAR`` at the Kendall-corrected φ of the least-squares residuals: an
+   indicator per segment, plus sin and cos at the period when a
+   sinusoid was removed, so its uncertainty is carried), with a 95 % interval by the delta
+   method; also the absolute difference and its interval. Known gap: the interval is
+   conditional on the location found; for a step of 3 noise SDs in AR(1) runs (φ = 0.6) or
+   under a daily cycle or with heavy tails it covers 89–90 % (bench/bench_changes.py), with
+   per-run effects 96 %.
+   The location is chosen where the difference is largest, so a small size is biased upward
+   (the winner's curse); steps well above the noise are not.
+
+**Over series:** :func:`find_changes_holm` applies Holm's step-down over the series' first
+(whole-series) split p-values; a further change in a series counts only when its own p-value,
+times the multiplier its series' first split got, stays below alpha (the first change gates
+the rest). Segments shorter than :data:`MIN_RUNS` runs are not tested.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats
+
+FloatArray = NDArray[np.float64]
+
+MIN_SEGMENT = 4  # runs on either side of a change
+MIN_RUNS = 12  # a series or segment with fewer runs is not tested (Kolmogorov's law is asymptotic)
+ALPHA = 0.05
+MAX_CHANGES = 5  # per series
+MAX_PHI = 0.95  # AR(1) coefficient cap: closer to 1 the long-run variance is unbounded
+Z95 = float(stats.norm.ppf(0.975))
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change point: between run ``index − 1`` and run ``index`` (time order)."""
+
+    index: int
+    time_utc: float  # epoch seconds of the first run at the new level
+    previous_utc: float  # ... and of the last run at the old level: the change happened in between
+    level_before: float
+    level_after: float
+    diff: float
+    diff_ci: tuple[float, float]
+    size: float | None  # level_after / level_before − 1; None when the level before is not positive
+    size_ci: tuple[float, float] | None
+    p: float
+    n_before: int
+    n_after: int
+    p_holm: float | None = None
+
+
+@dataclass
+class SeriesChanges:
+    """The search over one series."""
+
+    n: int  # runs
+    changes: list[Change]
+    first_p: float | None  # p-value of the first (whole-series) split: the series' test
+    deseasonalized: bool
+    diurnal_p: float | None
+    amplitude: float | None
+    phi: float | None  # AR(1) coefficient of the runs around the final segment means
+    notes: list[str] = field(default_factory=list)
+
+
+def long_run_variance(e: FloatArray, segments: int = 1) -> tuple[float, float]:
+    """(σ²_LR, φ) of residuals ``e`` (mean 0 within each of ``segments``): AR(1) prewhitened,
+    φ with Kendall's (1954) bias correction ``(1 + 3φ)/n`` per mean removed."""
+    if e.size < 3 or float(np.dot(e, e)) == 0.0:
+        return float(np.mean(e * e)) if e.size else 0.0, 0.0
+    phi = float(np.dot(e[1:], e[:-1]) / np.dot(e[:-1], e[:-1]))
+    phi += segments * (1.0 + 3.0 * phi) / e.size
+    phi = min(max(phi, 0.0), MAX_PHI)  # negative φ would shrink σ²_LR: runs are not assumed anti-correlated
+    innov = e[1:] - phi * e[:-1]
+    s2 = float(np.dot(innov, innov) / max(innov.size - 1, 1))
+    return s2 / (1.0 - phi) ** 2, phi
+
+
+def _residuals(x: FloatArray, cuts: Sequence[int]) -> FloatArray:
+    bounds = [0, *sorted(cuts), x.size]
+    return np.concatenate([x[a:b] - x[a:b].mean() for a, b in itertools.pairwise(bounds) if b > a])
+
+
+def cusum_split(x: FloatArray, min_segment: int = MIN_SEGMENT) -> tuple[int, float] | None:
+    """The split ``k`` (runs ``x[:k]`` before) of largest ``|S_k|`` and its CUSUM p-value."""
+    n = x.size
+    if n < 2 * min_segment:
+        return None
+    s = np.cumsum(x - x.mean())[:-1]  # s[k-1] = S_k for k = 1..n-1
+    ks = np.arange(min_segment, n - min_segment + 1)
+    k = int(ks[np.argmax(np.abs(s[ks - 1]))])
+    lrv, _ = long_run_variance(_residuals(x, [k]), segments=2)
+    if lrv <= 0:
+        return k, (0.0 if abs(s[k - 1]) > 0 else 1.0)
+    stat = float(abs(s[k - 1]) / math.sqrt(n * lrv))
+    return k, float(stats.kstwobign.sf(stat))
+
+
+def _seasonal(t: FloatArray, y: FloatArray, period: float, alpha: float
+              ) -> tuple[FloatArray, float | None, float | None]:
+    from cloudbench.analysis.diurnal import diurnal_series
+
+    if t.size < 6 or float(t.max() - t.min()) < period or np.ptp(y) == 0:
+        return np.zeros_like(y), None, None
+    d = diurnal_series(t, y, period, alpha=alpha)
+    if d.p_at_period is None or d.amplitude_at_period is None or d.phase_at_period_s is None:
+        return np.zeros_like(y), d.p_at_period, None
+    if d.p_at_period >= alpha:
+        return np.zeros_like(y), d.p_at_period, d.amplitude_at_period
+    wave = d.amplitude_at_period * np.sin(2.0 * np.pi * (np.mod(t, period) - d.phase_at_period_s) / period)
+    return wave, d.p_at_period, d.amplitude_at_period
+
+
+@dataclass
+class Prepared:
+    """A series ready for the search: runs in time order, the time-of-day sinusoid removed."""
+
+    t: FloatArray
+    y: FloatArray  # the run values
+    x: FloatArray  # ... with the time-of-day sinusoid removed
+    period: float | None  # of the sinusoid removed (None: none)
+    first: tuple[int, float] | None  # the whole series' split and its p-value
+    removed: bool
+    diurnal_p: float | None
+    amplitude: float | None
+    notes: list[str]
+
+
+def _joint_step(t: FloatArray, y: FloatArray, period: float, min_segment: int) -> FloatArray:
+    """The step part of the least-squares fit of ``level + step·[i ≥ k] + a·sin + b·cos``, the
+    split ``k`` the one of least residual sum of squares (zeros when no step beats none)."""
+    w = 2.0 * np.pi * np.mod(t, period) / period
+    base = np.column_stack([np.ones_like(t), np.sin(w), np.cos(w)])
+    best_rss = float(np.linalg.lstsq(base, y, rcond=None)[1].sum()) if y.size > 3 else 0.0
+    out = np.zeros_like(y)
+    for k in range(min_segment, y.size - min_segment + 1):
+        step = (np.arange(y.size) >= k).astype(np.float64)
+        x = np.column_stack([base, step])
+        coef, rss, _, _ = np.linalg.lstsq(x, y, rcond=None)
+        r = float(rss.sum()) if rss.size else float(np.sum((y - x @ coef) ** 2))
+        if r < best_rss:
+            best_rss, out = r, coef[3] * step
+    return out
+
+
+def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: float = ALPHA,
+            min_segment: int = MIN_SEGMENT) -> Prepared:
+    """Sort the runs by time, remove a time-of-day sinusoid at ``period`` when the diurnal test
+    finds one (per series at ``alpha``), and test the whole series once."""
+    tv = np.asarray(t, dtype=np.float64)
+    yv = np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(tv) & np.isfinite(yv)
+    order = np.argsort(tv[ok], kind="stable")
+    tv, yv = tv[ok][order], yv[ok][order]
+    notes: list[str] = []
+    if tv.size < MIN_RUNS:
+        notes.append(f"{tv.size} runs: too few to look for a change ({MIN_RUNS} or more)")
+        return Prepared(tv, yv, yv, None, None, False, None, None, notes)
+    if period is None:
+        wave, dp, amp = np.zeros_like(yv), None, None
+    else:
+        # a step biases the sinusoid's fit (and a sinusoid hides a step): the diurnal test runs
+        # on the values less the best single step fitted jointly with a sinusoid
+        wave, dp, amp = _seasonal(tv, yv - _joint_step(tv, yv, period, min_segment), period, alpha)
+    removed = bool(np.any(wave != 0))
+    if removed:
+        notes.append(f"time-of-day sinusoid (amplitude {amp:.3g}, p = {dp:.2g}) removed before the search")
+    x = yv - wave
+    return Prepared(tv, yv, x, period if removed else None, cusum_split(x, min_segment), removed, dp, amp,
+                    notes)
+
+
+def search(prep: Prepared, *, alpha: float = ALPHA, holm: tuple[float, float] | None = None,
+           min_segment: int = MIN_SEGMENT, max_changes: int = MAX_CHANGES) -> SeriesChanges:
+    """Binary segmentation of a prepared series. ``holm``: (the Holm-adjusted p-value of the
+    series' first split, the multiplier its rank gave); a further split counts when
+    ``max(adjusted, multiplier·p) < alpha``. None: one series, no adjustment."""
+    x, n = prep.x, int(prep.x.size)
+    first_q, mult = holm if holm is not None else (None, 1.0)
+    found: list[tuple[int, float, float]] = []
+    if prep.first is not None:
+        k, p = prep.first
+        q = first_q if first_q is not None else p
+        if q < alpha:
+            found = [(k, p, q), *_segment(x, alpha, mult, min_segment, max_changes - 1, [(0, k, q), (k, n, q)])]
+    cuts = sorted(i for i, _, _ in found)
+    _, phi = long_run_variance(_residuals(x, cuts), segments=len(cuts) + 1) if n >= 3 else (0.0, 0.0)
+    changes = []
+    if found:
+        levels, cov = _levels(prep, cuts)
+        bounds = [0, *cuts, n]
+        for j, (idx, p, q) in enumerate(sorted(found)):
+            changes.append(_sized(prep.t, idx, levels, cov, j, bounds, p, q))
+    return SeriesChanges(n, changes, None if prep.first is None else prep.first[1], prep.removed,
+                         prep.diurnal_p, prep.amplitude, phi if n >= MIN_RUNS else None, list(prep.notes))
+
+
+def _segment(x: FloatArray, alpha: float, mult: float, min_segment: int, max_changes: int,
+             stack: list[tuple[int, int, float]] | None = None) -> list[tuple[int, float, float]]:
+    """Binary segmentation: (split, p, adjusted p) of the splits of the segments on ``stack``
+    (lo, hi, the adjusted p of the split that made it; default: the whole of ``x``)."""
+    stack = [(0, x.size, 0.0)] if stack is None else list(stack)
+    found: list[tuple[int, float, float]] = []
+    while stack and len(found) < max_changes:
+        lo, hi, parent = stack.pop(0)
+        if hi - lo < MIN_RUNS:
+            continue
+        res = cusum_split(x[lo:hi], min_segment)
+        if res is None:
+            continue
+        k, p = res
+        q = max(parent, min(1.0, mult * p))
+        if q < alpha:
+            found.append((lo + k, p, q))
+            stack += [(lo, lo + k, q), (lo + k, hi, q)]
+    return found
+
+
+def find_changes(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: float = ALPHA,
+                 min_segment: int = MIN_SEGMENT, max_changes: int = MAX_CHANGES) -> SeriesChanges:
+    """Change points of one series (no adjustment over series): ``t`` the runs' UTC epoch
+    seconds, ``y`` one value per run; ``period``: the time-of-day cycle to remove (None: none)."""
+    prep = prepare(t, y, period=period, alpha=alpha, min_segment=min_segment)
+    return search(prep, alpha=alpha, min_segment=min_segment, max_changes=max_changes)
+
+
+def find_changes_holm(series: Sequence[tuple[ArrayLike, ArrayLike]], *, period: float | None = None,
+                      alpha: float = ALPHA) -> list[SeriesChanges]:
+    """:func:`find_changes` over several series, Holm's step-down over their first splits
+    (the first change of a series gates its further changes, at the same multiplier)."""
+    preps = [prepare(t, y, period=period, alpha=alpha) for t, y in series]
+    idx = [i for i, pr in enumerate(preps) if pr.first is not None]
+    m = len(idx)
+    holm: dict[int, tuple[float, float]] = {}
+    running = 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda j: preps[j].first[1])):  # type: ignore[index]
+        p = preps[i].first[1]  # type: ignore[index]
+        running = max(running, min(1.0, (m - rank) * p))
+        holm[i] = (running, float(m - rank))
+    return [search(pr, alpha=alpha, holm=holm.get(i, (1.0, float(m)))) for i, pr in enumerate(preps)]
+
+
+def _levels(prep: Prepared, cuts: Sequence[int]) -> tuple[FloatArray, FloatArray]:
+    """The segments' levels and their covariance: GLS of the run values on one indicator per
+    segment (and sin, cos at the period when a sinusoid was found: fitted jointly, so its
+    uncertainty is in the levels'), AR(1) errors across runs (statsmodels ``GLSAR``)."""
+    import warnings
+
+    from statsmodels.regression.linear_model import GLSAR, OLS  # not statsmodels.api: it imports everything
+
+    n = prep.y.size
+    seg = np.searchsorted(np.asarray(cuts), np.arange(n), side="right")
+    cols = [(seg == j).astype(np.float64) for j in range(len(cuts) + 1)]
+    if prep.period is not None:
+        w = 2.0 * np.pi * np.mod(prep.t, prep.period) / prep.period
+        cols += [np.sin(w), np.cos(w)]
+    k = len(cuts) + 1
+    design = np.column_stack(cols)
+    ols = OLS(prep.y, design).fit()
+    e = np.asarray(ols.resid, dtype=np.float64)
+    # φ of the residuals with Kendall's bias correction per fitted parameter (statsmodels' own
+    # iteration estimates it without: the interval covered 88 % of steps in AR(1) runs, φ = 0.6)
+    _, phi = long_run_variance(e, segments=design.shape[1])
+    res = ols
+    if phi > 0:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = GLSAR(prep.y, design, rho=np.array([phi])).fit()
+    return np.asarray(res.params[:k], dtype=np.float64), np.asarray(res.cov_params())[:k, :k]
+
+
+def _sized(t: FloatArray, idx: int, levels: FloatArray, cov: FloatArray, j: int, bounds: list[int],
+           p: float, q: float) -> Change:
+    mb, ma = float(levels[j]), float(levels[j + 1])
+    vb, va, cba = float(cov[j, j]), float(cov[j + 1, j + 1]), float(cov[j, j + 1])
+    d = ma - mb
+    half = Z95 * math.sqrt(max(va + vb - 2 * cba, 0.0))
+    size: float | None = None
+    size_ci: tuple[float, float] | None = None
+    if mb > 0:
+        size = ma / mb - 1.0
+        # delta method for a ratio of correlated estimates
+        se = math.sqrt(max(va / mb**2 + ma**2 * vb / mb**4 - 2 * ma * cba / mb**3, 0.0))
+        size_ci = (size - Z95 * se, size + Z95 * se)
+    return Change(idx, float(t[idx]), float(t[idx - 1]), mb, ma, d, (d - half, d + half), size, size_ci, p,
+                  bounds[j + 1] - bounds[j], bounds[j + 2] - bounds[j + 1], q)

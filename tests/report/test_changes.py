@@ -1,0 +1,85 @@
+"""`cloudbench compare DIR --changes` on result directories written by the fakes."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from cloudbench.cli import app
+from cloudbench.errors import AnalysisError
+from cloudbench.report.changes import changes
+from cloudbench.testing.fake_results import FakeRun, make_campaign
+
+SCHEDULE = {"every": 3600.0, "count": 48, "timezone": "UTC", "day": 86400.0}
+STEP_AT = 24
+
+
+def campaign(tmp_path: Path, step: float, seed: int = 2) -> Path:
+    """48 hourly runs of 3 repetitions; rtt_p50 steps by ``step`` µs from run 24 on, rtt_p99 is flat.
+    Each run has its own effect (shared by its repetitions) on top of the repetition noise."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for i in range(48):
+        shift = step if i >= STEP_AT else 0.0
+        p50 = 1000 + shift + rng.normal(0, 20) + rng.normal(0, 20, 3)
+        p99 = 2000 + rng.normal(0, 40) + rng.normal(0, 40, 3)
+        runs.append(FakeRun({("rtt_p50_us", "same_zone"): list(p50), ("rtt_p99_us", "same_zone"): list(p99)},
+                            schedule=SCHEDULE))
+    return make_campaign(tmp_path, "weekly", runs)
+
+
+def _epoch(s: str) -> float:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_step_is_found_at_its_run_with_its_size_and_the_flat_series_has_none(tmp_path: Path) -> None:
+    res = changes(campaign(tmp_path, 300.0))
+    assert res["unit_of_analysis"] == "run"
+    (c,) = res["changes"]
+    assert (c["metric"], c["group"]) == ("rtt_p50_us", "same_zone")
+    assert abs(c["size"] - 0.30) < 0.2 * 0.30 and c["size_ci"][0] < 0.30 < c["size_ci"][1]
+    assert c["p_holm"] < 0.05 and c["n_before"] == STEP_AT
+    # within one slot: the change lies between the last run before the step and the first after it
+    assert 0 < _epoch(c["time_utc"]) - _epoch(c["previous_run_utc"]) <= 2 * SCHEDULE["every"]
+    series = {s["metric"]: s for s in res["series"]}
+    assert series["rtt_p50_us"]["n_runs"] == 48 and series["rtt_p99_us"]["changes"] == 0
+
+
+def test_the_cli_prints_json_and_a_table_and_a_bad_directory_is_a_message(tmp_path: Path) -> None:
+    root = campaign(tmp_path, 300.0)
+    runner = CliRunner()
+    r = runner.invoke(app, ["compare", str(root), "--changes", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert set(data["changes"][0]) >= {"workload", "metric", "group", "time_utc", "size", "size_ci", "p"}
+    r = runner.invoke(app, ["compare", str(root), "--changes", "--metric", "rtt_p99_us"])
+    assert r.exit_code == 0 and "no change point" in r.output
+    r = runner.invoke(app, ["compare", str(root), "--changes"], env={"COLUMNS": "120"})
+    assert r.exit_code == 0 and "rtt_p50_us" in r.output and "+3" in r.output
+    r = runner.invoke(app, ["compare", str(tmp_path / "missing"), "--changes"])
+    assert r.exit_code != 0 and "not a directory" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["compare", str(root), str(root), "--changes"])
+    assert r.exit_code != 0 and "one campaign directory" in r.output
+
+
+def test_a_flat_campaign_gives_no_change(tmp_path: Path) -> None:
+    res = changes(campaign(tmp_path, 0.0, seed=5))
+    assert res["changes"] == [] and all(s["p_first"] is not None for s in res["series"])
+    with pytest.raises(AnalysisError, match="filters"):
+        changes(tmp_path / "weekly", metrics=["nope"])
+
+
+def test_a_significant_change_within_the_threshold_is_counted_not_listed(tmp_path: Path) -> None:
+    """+3 % with little noise: significant, but within the default ±5 % (as compare's verdicts);
+    listed with --threshold 1% or an absolute 20us."""
+    root = campaign(tmp_path, 30.0)
+    res = changes(root, metrics=["rtt_p50_us"])
+    assert res["changes"] == [] and res["series"][0]["small"] == 1 and "within ±5%" in res["notes"][0]
+    for th in ("1%", "20us"):
+        (c,) = changes(root, metrics=["rtt_p50_us"], threshold=th)["changes"]
+        assert abs(c["diff"] - 30.0) < 15.0
