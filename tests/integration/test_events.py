@@ -88,8 +88,11 @@ def test_spike_and_step_are_found_on_their_own_pairs(tmp_path: Path) -> None:
               f"{e['size']:.0f} us (expected {2 * SPIKE_EXTRA * 1e6:.0f}), p = {e['p_value']:.1e}, "
               f"p99 jitter {e['jitter_p99']:.0f} us")
         assert 5 * e["jitter_p99"] <= 2 * SPIKE_EXTRA * 1e6, "the spike is not 5× the p99 jitter"
-        assert abs(e["time_s"] - expected) <= ROUND, (series, e, expected)
-        assert abs(e["duration_s"] - SPIKE_FOR) <= 2 * ROUND, (series, e)
+        # an echo straddling either edge of the delay line's spike may or may not rise over the
+        # threshold: under load (p99 jitter 2.1 ms in one CI run) the start was one round late and
+        # the run two rounds long, at the old bounds; one more round each is the measured spread
+        assert abs(e["time_s"] - expected) <= 2 * ROUND, (series, e, expected)
+        assert abs(e["duration_s"] - SPIKE_FOR) <= 3 * ROUND, (series, e)
         assert e["size"] == pytest.approx(2 * SPIKE_EXTRA * 1e6, rel=0.20), (series, e)
         assert e["p_value"] < 1e-3 and "run test" in e["test"]
     steps = {e["series"]: e for e in events if e["kind"] == "step" and e["origin"] == "link"
