@@ -204,7 +204,8 @@ def test_a_compressed_day_anchored_to_utc_is_recovered_and_a_flat_link_shows_no_
     """Two campaigns at once, each of 20 short echo runs every P/10 over 2P (fresh testbed every
     run): over a link whose delay has a sine of period P anchored to UTC, `diurnal --period P`
     finds the period within 10 % and the amplitude (of the RTT: twice the one-way one) within
-    20 %; over the same link without it, no significant effect."""
+    20 %; over the same link without it, an amplitude under 5 % of that and a small minimum
+    detectable amplitude."""
     procs = {}
     weather = {"sine": f"      periodic: [{{amplitude: {AMPLITUDE_MS}ms, period: {PERIOD}s, phase: 7s, "
                        "anchor: utc}]",
@@ -247,9 +248,17 @@ def test_a_compressed_day_anchored_to_utc_is_recovered_and_a_flat_link_shows_no_
 
     flat = analyse("flat")
     tested = [s for s in flat["series"] if "p_holm" in s]
-    assert tested and not any(s["significant"] for s in tested), [(s["metric"], s["p_holm"]) for s in tested]
-    assert "no significant" in flat["verdict"]
+    assert tested
+    # No effect of the sine's size on the flat link. Whether a real testbed shows *no* effect at
+    # all is not something the analysis can promise in one campaign (its test holds its level
+    # over many: the adversarial suite and tests/analysis/test_diurnal.py check that rate); what it
+    # promises here is that anything it calls significant is a small amplitude, estimated as such.
+    for s in tested:
+        assert s["amplitude_at_period"] is not None, s
+        if s["significant"]:
+            assert s["amplitude_at_period"] < 0.05 * expected_us, (s["metric"], s["p_holm"], s["amplitude_at_period"])
     (fp50,) = [s for s in flat["series"] if s["metric"] == "rtt_p50_us" and s["group"] == "cross_region"]
+    assert fp50["amplitude_at_period"] < 0.05 * expected_us, fp50
     # the null result says how small an effect it could have seen: far below the sine's amplitude
     assert 0 < fp50["mde_amplitude"] < 0.25 * expected_us, fp50
 
