@@ -282,7 +282,7 @@ def _gls_sinusoid(t: FloatArray, y: FloatArray, period: float
 
     Returns (p, rho, amplitude, its SE (delta method), phase from the epoch, SD of the runs
     around the sinusoid, (SE of one coefficient, residual degrees of freedom))."""
-    from statsmodels.regression.linear_model import GLSAR  # not statsmodels.api: it imports everything
+    from statsmodels.regression.linear_model import GLSAR  # noqa: PLC0415 - heavy library, only the fits pay for it; not statsmodels.api: it imports everything
 
     x = _design(t, period)
     model = GLSAR(y, x, rho=AR_ORDER)
@@ -361,7 +361,7 @@ def _mde_anova(n: int, k: int, alpha: float, power: float) -> float | None:
     """Smallest Cohen's f across ``k`` hours that a one-way ANOVA of ``n`` runs detects."""
     if k < 2 or n <= k:
         return None
-    from statsmodels.stats.power import FTestAnovaPower
+    from statsmodels.stats.power import FTestAnovaPower  # noqa: PLC0415 - heavy library, only the fits pay for it
 
     try:
         f = FTestAnovaPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, k_groups=k)

@@ -192,6 +192,7 @@ def relative_half_width(estimate: float, lower: float, upper: float) -> float:
 
 
 def no_ci_message(n: int, p: float, level: float) -> str:
+    """Why there is no exact CI for quantile ``p`` from ``n`` values, and how many more it needs."""
     need = min_n_for_ci(p, level)
     return (
         f"no {level_name(level)} CI for the {quantile_name(p)} from n={n}: an exact CI "

@@ -213,7 +213,7 @@ def diurnal(path: Path, period: str | float | None = None, alpha: float = 0.05,
 def _holm(rows: list[dict[str, Any]], field: str, adjusted: str, alpha: float) -> None:
     """Holm's adjustment over the series of ``field`` into ``adjusted`` (statsmodels); the
     primary test's rejections become ``significant``."""
-    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.multitest import multipletests  # noqa: PLC0415 - heavy library, only the fits pay for it
 
     tested = [r for r in rows if r.get(field) is not None]
     if not tested:

@@ -28,12 +28,14 @@ TABLES = ("drains",)
 
 @dataclass
 class DrainResult:
+    """The drain (and optional refill) estimates of one throughput series."""
     series: Series
     first: DrainEstimate
     refill: RefillEstimate | None
 
 
 def drain_results(series: list[Series], spec_w: dict[str, Any]) -> list[DrainResult]:
+    """Estimate the drain and refill of each series with the workload's window and factor."""
     out: list[DrainResult] = []
     interval = float(spec_w.get("interval", 1.0))
     w = max(1, round(float(spec_w.get("window", UTA_WINDOW_S)) / interval))
@@ -59,6 +61,7 @@ def _e(est: Estimate | None, scale: float, name: str) -> dict[str, float]:
 
 
 def drain_rows(results: list[DrainResult], facts: RunFacts) -> list[dict[str, Any]]:
+    """The report rows of the drain results, one per series."""
     rows: list[dict[str, Any]] = []
     for d in results:
         s, f = d.series, d.first

@@ -140,15 +140,18 @@ class RunFacts:
 
 
 def mbit(v: float | None) -> float:
+    """Bits per second as Mbit/s (NaN for None)."""
     return math.nan if v is None else v / MBIT
 
 
 def mean_rate(s: Series) -> float:
+    """The mean rate of a series in bit/s: all its bytes over all its time."""
     secs = float(np.sum(s.t_end - s.t_start))
     return float(np.sum(s.nbytes) * 8 / secs) if secs > 0 else math.nan
 
 
 def interval_rates(s: Series) -> FloatArray:
+    """The rates of a series' full intervals in bit/s."""
     secs = s.t_end - s.t_start
     return rates_of(s.nbytes, secs)[full_mask(secs)]
 
