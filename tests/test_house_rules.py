@@ -6,7 +6,7 @@
   exempt: their bytes are hashed into ``worker_version``, and a docstring would stop new runs
   from pooling with old ones);
 - no comment or docstring names an issue number (in the package, ``tests/`` and ``bench/``):
-  it says what the code does and why instead; nor a document (``NAME.md``) the repository lacks;
+  it says what the code does and why instead; nor a Markdown document the repository lacks;
 - no private name (``_x``) is imported from another package (in the package and ``bench/``);
 - the public API's names are one list (``cloudbench._API``), and the ``TYPE_CHECKING`` imports
   that mypy reads name the same objects;
@@ -148,7 +148,7 @@ DOC_FILE = re.compile(r"\b[A-Z][A-Z-]*[A-Z]\.md\b")
 
 
 def test_comments_and_docstrings_cite_only_documents_the_repository_has() -> None:
-    """A ``NAME.md`` named in a comment or docstring exists at the repository's root."""
+    """Every Markdown document named in a comment or docstring exists at the repository's root."""
     paths = [*package_files(), *sorted((ROOT / "tests").rglob("*.py")), *sorted((ROOT / "bench").glob("*.py"))]
     missing = [f"{rel(p)}:{line}: {m.group(0)}" for p in paths if not being_split(p)
                for line, text in comments_and_docstrings(p.read_text())
