@@ -1,4 +1,4 @@
-"""`cloudbench compare DIR --changes` on simulated weeks of hourly runs (issue 26, point 8).
+"""`cloudbench compare DIR --changes` on simulated weeks of hourly runs.
 
 Flat series (no change) of each kind of :mod:`cloudbench.testing.changes` (per-run effects,
 AR(1) across runs, heavy tails, a daily sine; written apart from the search's model), 168 runs

@@ -1,4 +1,4 @@
-"""`cloudbench compare` on pairs of simulated campaigns whose truth is known (issue 26, point 6).
+"""`cloudbench compare` on pairs of simulated campaigns whose truth is known.
 
 Each side is a campaign of ``--runs`` runs x ``--reps`` repetitions drawn by
 :func:`cloudbench.testing.adversarial.repetitions` (written apart from the estimators) and

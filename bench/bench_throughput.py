@@ -75,7 +75,7 @@ from cloudbench.workloads.base import (  # noqa: E402
     Trial,
     TrialContext,
 )
-from cloudbench.workloads.throughput.data import load_series  # noqa: E402
+from cloudbench.workloads.throughput.data import load_transfers  # noqa: E402
 
 TARGET = 0.95
 HAND_PORT = 5400
@@ -193,7 +193,7 @@ async def by_cloudbench(spec: Spec, cluster: Cluster, remote: Remote, run: RunDi
         TrialContext(trial, w, spec, cluster, remote, run, "bench"))
     if outcome.failures:
         raise SystemExit(f"cloudbench trial failed: {outcome.failures}")
-    (series,) = [s for s in load_series(run, tool) if s.trial == trial.id]
+    (series,) = [s for s in load_transfers(run, tool) if s.trial == trial.id]
     secs = float((series.t_end - series.t_start).sum())
     cpu = outcome.stats["forward"]["cpu"]
     return float(series.nbytes.sum()) * 8 / secs / 1e6, cpu["worker_s"] / cpu["wall_s"]

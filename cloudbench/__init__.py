@@ -25,61 +25,89 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from cloudbench.core.version import __version__
+from cloudbench.core.version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from cloudbench.analysis.confirm import ConfirmParams, ConfirmResult
-    from cloudbench.campaign.daemon import CampaignDaemon
-    from cloudbench.campaign.setup import (
-        campaign_status,
-        create_campaign,
-        install_unit,
-        space_estimate,
-        stop_campaign,
-        systemd_unit,
-    )
-    from cloudbench.cost import CostEstimate, check_leases, estimate_cost, spec_prices
-    from cloudbench.dataset import Campaign, Run
-    from cloudbench.dataset import open_campaign as open
-    from cloudbench.errors import (
-        BudgetError,
-        CloudbenchError,
-        DiskFullError,
-        ExitCode,
-        IncompleteRunError,
-        ResultError,
-        SpecError,
-        UsageError,
-    )
-    from cloudbench.plan import Plan, make_plan
-    from cloudbench.providers import collect_garbage
-    from cloudbench.providers.base import Finding as DoctorFinding
-    from cloudbench.providers.clouds.doctor import diagnose
-    from cloudbench.providers.clouds.tagreaper import inventory as cloud_inventory
-    from cloudbench.providers.clouds.tagreaper import reap_tagged
-    from cloudbench.report.build import build_report
-    from cloudbench.report.changes import changes, render_changes
-    from cloudbench.report.compare import compare as compare_result
-    from cloudbench.report.compare import compare_by, write_compare
-    from cloudbench.report.compare import compare_frame as compare
-    from cloudbench.report.compare import render as render_compare
-    from cloudbench.report.compare import to_json as compare_to_json
-    from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
-    from cloudbench.report.cost import render_cost
-    from cloudbench.report.diurnal import diurnal, render_diurnal
-    from cloudbench.report.files import to_json as report_to_json
-    from cloudbench.report.files import write_report
-    from cloudbench.report.html import write_html
-    from cloudbench.report.render import render_report
-    from cloudbench.runner import CampaignRunner, RunUI, disk_full_recorded, resume_run, run_campaign
-    from cloudbench.space import SpaceEstimate
-    from cloudbench.spec.model import Spec
-    from cloudbench.store.manifest import Manifest
-    from cloudbench.store.rundir import RunDir, open_results
-    from cloudbench.workloads import json_schema as spec_schema
-    from cloudbench.workloads import load_spec, parse_spec
-    from cloudbench.workloads.base import Trial, TrialOutcome
+    # For mypy only: the same names as _API, re-exported explicitly (`x as x`, or an assignment
+    # where the public name differs), since __all__ is derived and not a literal.
+    from cloudbench.analysis.confirm import ConfirmParams as ConfirmParams
+    from cloudbench.analysis.confirm import ConfirmResult as ConfirmResult
+    from cloudbench.campaign.daemon import CampaignDaemon as CampaignDaemon
+    from cloudbench.campaign.setup import campaign_status as campaign_status
+    from cloudbench.campaign.setup import create_campaign as create_campaign
+    from cloudbench.campaign.setup import install_unit as install_unit
+    from cloudbench.campaign.setup import space_estimate as space_estimate
+    from cloudbench.campaign.setup import stop_campaign as stop_campaign
+    from cloudbench.campaign.setup import systemd_unit as systemd_unit
+    from cloudbench.cost import CostEstimate as CostEstimate
+    from cloudbench.cost import check_leases as check_leases
+    from cloudbench.cost import estimate_cost as estimate_cost
+    from cloudbench.cost import spec_prices as spec_prices
+    from cloudbench.dataset import Campaign as Campaign
+    from cloudbench.dataset import Run as Run
+    from cloudbench.dataset import open_campaign as _open
+    from cloudbench.errors import BudgetError as BudgetError
+    from cloudbench.errors import CloudbenchError as CloudbenchError
+    from cloudbench.errors import DiskFullError as DiskFullError
+    from cloudbench.errors import ExitCode as ExitCode
+    from cloudbench.errors import IncompleteRunError as IncompleteRunError
+    from cloudbench.errors import ResultError as ResultError
+    from cloudbench.errors import SpecError as SpecError
+    from cloudbench.errors import UsageError as UsageError
+    from cloudbench.plan import Plan as Plan
+    from cloudbench.plan import make_plan as make_plan
+    from cloudbench.providers import collect_garbage as collect_garbage
+    from cloudbench.providers.base import Finding as _DoctorFinding
+    from cloudbench.providers.clouds.doctor import diagnose as diagnose
+    from cloudbench.providers.clouds.tagreaper import inventory as _cloud_inventory
+    from cloudbench.providers.clouds.tagreaper import reap_tagged as reap_tagged
+    from cloudbench.report.build import build_report as build_report
+    from cloudbench.report.changes import changes as changes
+    from cloudbench.report.changes import render_changes as render_changes
+    from cloudbench.report.compare import compare as _compare_result
+    from cloudbench.report.compare import compare_by as compare_by
+    from cloudbench.report.compare import compare_frame as _compare
+    from cloudbench.report.compare import render as _render_compare
+    from cloudbench.report.compare import to_json as _compare_to_json
+    from cloudbench.report.compare import write_compare as write_compare
+    from cloudbench.report.confirm import confirm as confirm
+    from cloudbench.report.confirm import confirm_to_json as confirm_to_json
+    from cloudbench.report.confirm import render_confirm as render_confirm
+    from cloudbench.report.confirm import write_confirm as write_confirm
+    from cloudbench.report.cost import render_cost as render_cost
+    from cloudbench.report.diurnal import diurnal as diurnal
+    from cloudbench.report.diurnal import render_diurnal as render_diurnal
+    from cloudbench.report.files import to_json as _report_to_json
+    from cloudbench.report.files import write_report as write_report
+    from cloudbench.report.html import write_html as write_html
+    from cloudbench.report.render import render_report as render_report
+    from cloudbench.runner import CampaignRunner as CampaignRunner
+    from cloudbench.runner import RunUI as RunUI
+    from cloudbench.runner import disk_full_recorded as disk_full_recorded
+    from cloudbench.runner import resume_run as resume_run
+    from cloudbench.runner import run_campaign as run_campaign
+    from cloudbench.space import SpaceEstimate as SpaceEstimate
+    from cloudbench.spec.model import Spec as Spec
+    from cloudbench.store.manifest import Manifest as Manifest
+    from cloudbench.store.rundir import RunDir as RunDir
+    from cloudbench.store.rundir import open_results as open_results
+    from cloudbench.workloads import json_schema as _spec_schema
+    from cloudbench.workloads import load_spec as load_spec
+    from cloudbench.workloads import parse_spec as parse_spec
+    from cloudbench.workloads.base import Trial as Trial
+    from cloudbench.workloads.base import TrialOutcome as TrialOutcome
 
+    open = _open
+    DoctorFinding = _DoctorFinding
+    cloud_inventory = _cloud_inventory
+    compare_result = _compare_result
+    compare = _compare
+    render_compare = _render_compare
+    compare_to_json = _compare_to_json
+    report_to_json = _report_to_json
+    spec_schema = _spec_schema
+
+# Public name -> (module, attribute), imported on first use (PEP 562 __getattr__).
 _API: dict[str, tuple[str, str]] = {
     "open": ("cloudbench.dataset", "open_campaign"),
     "Campaign": ("cloudbench.dataset", "Campaign"),
@@ -149,79 +177,12 @@ _API: dict[str, tuple[str, str]] = {
     "render_changes": ("cloudbench.report.changes", "render_changes"),
 }
 
-__all__ = [
-    "BudgetError",
-    "Campaign",
-    "CampaignDaemon",
-    "CampaignRunner",
-    "CloudbenchError",
-    "ConfirmParams",
-    "ConfirmResult",
-    "CostEstimate",
-    "DiskFullError",
-    "DoctorFinding",
-    "ExitCode",
-    "IncompleteRunError",
-    "Manifest",
-    "Plan",
-    "ResultError",
-    "Run",
-    "RunDir",
-    "RunUI",
-    "SpaceEstimate",
-    "Spec",
-    "SpecError",
-    "Trial",
-    "TrialOutcome",
-    "UsageError",
-    "__version__",
-    "build_report",
-    "campaign_status",
-    "changes",
-    "check_leases",
-    "cloud_inventory",
-    "collect_garbage",
-    "compare",
-    "compare_by",
-    "compare_result",
-    "compare_to_json",
-    "confirm",
-    "confirm_to_json",
-    "create_campaign",
-    "diagnose",
-    "disk_full_recorded",
-    "diurnal",
-    "estimate_cost",
-    "install_unit",
-    "load_spec",
-    "make_plan",
-    "open",
-    "open_results",
-    "parse_spec",
-    "reap_tagged",
-    "render_changes",
-    "render_compare",
-    "render_confirm",
-    "render_cost",
-    "render_diurnal",
-    "render_report",
-    "report_to_json",
-    "resume_run",
-    "run_campaign",
-    "space_estimate",
-    "spec_prices",
-    "spec_schema",
-    "stop_campaign",
-    "systemd_unit",
-    "write_compare",
-    "write_confirm",
-    "write_html",
-    "write_report",
-]
-assert set(__all__) == {"__version__", *_API}  # one list of public names, checked
+# The one list of public names is _API above; __all__ and dir() derive from it.
+__all__ = sorted(["__version__", *_API])
 
 
 def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use and cache the name in this module."""
     try:
         module, attr = _API[name]
     except KeyError:
@@ -232,4 +193,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The public names (what ``from cloudbench import *`` gives)."""
     return sorted(__all__)

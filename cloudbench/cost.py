@@ -28,8 +28,9 @@ from cloudbench.core import catalog
 from cloudbench.core.catalog import CLOUDS
 from cloudbench.core.prices import PriceTable, load_prices
 from cloudbench.core.topology import HostSpec
-from cloudbench.errors import BudgetError, SpecError
+from cloudbench.errors import BudgetError, SpecError, SpecErrors
 from cloudbench.plan import Plan, make_plan
+from cloudbench.spec.located import load_yaml
 from cloudbench.spec.model import Spec
 from cloudbench.workloads import workload_kind
 from cloudbench.workloads.base import Trial, trial_params
@@ -41,12 +42,12 @@ PROVISION_OVERHEAD_S = 600.0
 # are slow to create and destroy): else `cloudbench gc` from cron could destroy a live campaign.
 LEASE_MARGIN_S = 1800.0
 LEASE_MARGIN_FRACTION = 0.5
-EGRESS_CLASSES = ("same_zone", "cross_zone", "cross_region_same_continent", "cross_region", "internet")
 GB = 1e9
 
 
 @dataclass
 class VmLine:
+    """One line of the VM cost: hosts of one provider and VM type, their VM-hours and price."""
     provider: str
     vm_type: str
     hosts: int
@@ -100,10 +101,6 @@ class CostEstimate:
         vm = sum(v.usd or 0.0 for v in self.vms)
         return vm + sum(e.usd for e in self.egress) + self.public_ip_usd
 
-    @property
-    def billable(self) -> bool:
-        return bool(self.vms)
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "currency": self.prices.currency,
@@ -126,6 +123,7 @@ class CostEstimate:
 
 
 def egress_class(a: HostSpec, b: HostSpec) -> str:
+    """The egress price class of traffic from host ``a`` to host ``b`` (zone, region, continent, internet)."""
     if a.provider != b.provider:
         return "internet"
     if a.region != b.region:
@@ -270,8 +268,6 @@ def check_leases(spec: Spec, spec_path: str | Path | None = None, plan: Plan | N
                f"destroy the campaign while it runs; set expiry to at least {_hours(need)}")
         errors.append(_spec_error(spec_path, ("providers", name, "expiry"), msg))
     if errors:
-        from cloudbench.errors import SpecErrors
-
         raise errors[0] if len(errors) == 1 else SpecErrors(errors)
 
 
@@ -282,7 +278,6 @@ def _hours(seconds: float) -> str:
 def _spec_error(spec_path: str | Path | None, loc: tuple[str, ...], message: str) -> SpecError:
     if spec_path is None:
         return SpecError("<spec>", None, ".".join(loc), message)
-    from cloudbench.spec.located import load_yaml
 
     try:
         doc = load_yaml(Path(spec_path).read_text(), str(spec_path))

@@ -51,6 +51,7 @@ class Plan:
 
 
 def order_rng(seed: int, repetition: int) -> random.Random:
+    """The random generator that orders the trials of one repetition (stable across processes)."""
     # String seeding is stable across Python versions and processes (no hash salt).
     return random.Random(f"cloudbench:{seed}:{repetition}")
 

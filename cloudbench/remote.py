@@ -33,6 +33,7 @@ GET_ATTEMPTS = 3  # copies of a pulled file before its host counts as failed
 
 @dataclass
 class CommandResult:
+    """The outcome of one command on one host: exit code, stdout and stderr."""
     host: str
     command: str
     exit_code: int

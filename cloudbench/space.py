@@ -99,6 +99,7 @@ def manifest_bytes(spec: Spec, plan: Plan) -> float:
 
 
 def report_bytes(plan: Plan) -> float:
+    """The estimated size of a run's report files, from the number of host pairs of its plan."""
     pairs = {p for t in plan.trials for p in t.pairs}
     return REPORT_BASE_BYTES + REPORT_BYTES_PER_PAIR * len(pairs)
 

@@ -46,12 +46,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
+
+from cloudbench.analysis.diurnal import diurnal_series
 
 FloatArray = NDArray[np.float64]
 
@@ -131,8 +134,6 @@ def cusum_split(x: FloatArray, min_segment: int = MIN_SEGMENT) -> tuple[int, flo
 
 def _seasonal(t: FloatArray, y: FloatArray, period: float, alpha: float
               ) -> tuple[FloatArray, float | None, float | None]:
-    from cloudbench.analysis.diurnal import diurnal_series
-
     if t.size < 6 or float(t.max() - t.min()) < period or np.ptp(y) == 0:
         return np.zeros_like(y), None, None
     d = diurnal_series(t, y, period, alpha=alpha)
@@ -277,9 +278,7 @@ def _levels(prep: Prepared, cuts: Sequence[int]) -> tuple[FloatArray, FloatArray
     """The segments' levels and their covariance: GLS of the run values on one indicator per
     segment (and sin, cos at the period when a sinusoid was found: fitted jointly, so its
     uncertainty is in the levels'), AR(1) errors across runs (statsmodels ``GLSAR``)."""
-    import warnings
-
-    from statsmodels.regression.linear_model import GLSAR, OLS  # not statsmodels.api: it imports everything
+    from statsmodels.regression.linear_model import GLSAR, OLS  # noqa: PLC0415 - heavy library, only the fits pay for it; not statsmodels.api: it imports everything
 
     n = prep.y.size
     seg = np.searchsorted(np.asarray(cuts), np.arange(n), side="right")

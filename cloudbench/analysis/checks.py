@@ -235,4 +235,5 @@ def run_checks(values: NDArray[np.floating] | list[float], alpha: float = 0.05) 
 
 
 def warning_messages(results: list[CheckResult]) -> list[str]:
+    """The messages of the checks that warned, each prefixed with the check's name."""
     return [f"{r.name}: {r.message}" for r in results if r.warned]

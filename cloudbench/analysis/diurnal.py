@@ -180,31 +180,9 @@ def diurnal_series(t: ArrayLike, values: ArrayLike, period: float, offset: Array
     hours = phase_bins(t, off, period)
     day_hours = phase_bins(t, off, day)
     wd = weekdays(t, off, day)
-    by_hour = [{"hour": int(h), "n": int((hours == h).sum()), "median": float(np.median(y[hours == h])),
-                "mean": float(np.mean(y[hours == h]))} for h in range(HOURS) if (hours == h).any()]
-    heat: list[list[float | None]] = [[None] * HOURS for _ in range(7)]
-    for d in range(7):
-        for h in range(HOURS):
-            sel = (wd == d) & (day_hours == h)
-            if sel.any():
-                heat[d][h] = float(np.median(y[sel]))
-
+    by_hour, heat = _hour_tables(y, hours, day_hours, wd)
     groups = [y[hours == h] for h in range(HOURS) if (hours == h).any()]
-    kw_h = kw_p = eps2 = None
-    if len(groups) >= 2 and n > len(groups):
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)  # all values tied: H is nan, handled below
-            try:
-                res = stats.kruskal(*groups)
-                kw_h, kw_p = float(res.statistic), float(res.pvalue)
-            except ValueError:  # every value equal: no difference at all
-                kw_h, kw_p = 0.0, 1.0
-        if not math.isfinite(kw_h):
-            kw_h, kw_p = 0.0, 1.0
-        eps2 = kw_h / (n - 1)
-    else:
-        notes.append(f"Kruskal-Wallis needs runs in 2 or more hours and more runs than hours "
-                     f"({n} runs in {len(groups)} hours)")
+    kw_h, kw_p, eps2 = _kruskal(groups, n, notes)
 
     wk = _weekday_weekend(t, off, y, day, alpha)
 
@@ -242,6 +220,39 @@ def diurnal_series(t: ArrayLike, values: ArrayLike, period: float, offset: Array
     return DiurnalSeries(n, n_values, period, day, by_hour, heat, p_at, rho, amp_p, amp_p_se, phase_p,
                          kw_h, kw_p, eps2, wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], fit, fit_note, resid_sd,
                          mde_amp, mde_f, alpha, power, notes)
+
+
+def _hour_tables(y: FloatArray, hours: NDArray[np.int64], day_hours: NDArray[np.int64], wd: NDArray[np.int64]
+                 ) -> tuple[list[dict[str, float]], list[list[float | None]]]:
+    """The runs per hour of the period (count, median, mean) and the weekday × hour-of-day medians."""
+    by_hour = [{"hour": int(h), "n": int((hours == h).sum()), "median": float(np.median(y[hours == h])),
+                "mean": float(np.mean(y[hours == h]))} for h in range(HOURS) if (hours == h).any()]
+    heat: list[list[float | None]] = [[None] * HOURS for _ in range(7)]
+    for d in range(7):
+        for h in range(HOURS):
+            sel = (wd == d) & (day_hours == h)
+            if sel.any():
+                heat[d][h] = float(np.median(y[sel]))
+    return by_hour, heat
+
+
+def _kruskal(groups: list[FloatArray], n: int, notes: list[str]
+             ) -> tuple[float | None, float | None, float | None]:
+    """Kruskal-Wallis across the hours (scipy): H, its p-value and epsilon squared, or a note why not."""
+    if not (len(groups) >= 2 and n > len(groups)):
+        notes.append(f"Kruskal-Wallis needs runs in 2 or more hours and more runs than hours "
+                     f"({n} runs in {len(groups)} hours)")
+        return None, None, None
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # all values tied: H is nan, handled below
+        try:
+            res = stats.kruskal(*groups)
+            kw_h, kw_p = float(res.statistic), float(res.pvalue)
+        except ValueError:  # every value equal: no difference at all
+            kw_h, kw_p = 0.0, 1.0
+    if not math.isfinite(kw_h):
+        kw_h, kw_p = 0.0, 1.0
+    return kw_h, kw_p, kw_h / (n - 1)
 
 
 def _weekday_weekend(t: FloatArray, off: FloatArray, y: FloatArray, day: float, alpha: float
@@ -290,7 +301,7 @@ def _gls_sinusoid(t: FloatArray, y: FloatArray, period: float
 
     Returns (p, rho, amplitude, its SE (delta method), phase from the epoch, SD of the runs
     around the sinusoid, (SE of one coefficient, residual degrees of freedom))."""
-    from statsmodels.regression.linear_model import GLSAR  # not statsmodels.api: it imports everything
+    from statsmodels.regression.linear_model import GLSAR  # noqa: PLC0415 - heavy library, only the fits pay for it; not statsmodels.api: it imports everything
 
     x = _design(t, period)
     model = GLSAR(y, x, rho=AR_ORDER)
@@ -453,7 +464,7 @@ def _mde_anova(n: int, k: int, alpha: float, power: float) -> float | None:
     """Smallest Cohen's f across ``k`` hours that a one-way ANOVA of ``n`` runs detects."""
     if k < 2 or n <= k:
         return None
-    from statsmodels.stats.power import FTestAnovaPower
+    from statsmodels.stats.power import FTestAnovaPower  # noqa: PLC0415 - heavy library, only the fits pay for it
 
     try:
         f = FTestAnovaPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, k_groups=k)

@@ -66,6 +66,7 @@ def mask_unestimable(row: dict[str, float | int], n: int,
 
 
 def pct_label(p: float) -> str:
+    """The label of a quantile in report keys and tables: 0.5 -> ``p0.5``, 99 -> ``p99``."""
     return "p" + f"{p:g}"
 
 

@@ -34,6 +34,7 @@ ANON = "*"
 
 
 def is_anonymous(node: str) -> bool:
+    """Whether a path node is a hop that did not answer (its name starts with ``ANON``)."""
     return node.startswith(ANON)
 
 
@@ -98,6 +99,7 @@ class PathGraph:
 
 @dataclass(frozen=True)
 class Diamond:
+    """Where a pair's paths diverge and meet again: the two nodes, the first hop, and its width and length."""
     divergence: str
     convergence: str | None  # None: the branches never met again (trace ended)
     start_hop: int
@@ -131,6 +133,7 @@ def diamonds(g: PathGraph) -> list[Diamond]:
 
 
 def anonymous_hops(g: PathGraph) -> int:
+    """How many nodes of the path graph are hops that did not answer."""
     return sum(1 for n in g.nodes if is_anonymous(n))
 
 

@@ -20,7 +20,7 @@ level. Because the binomial pmf is unimodal, the ``m`` most probable terms form
 an interval, so this gives the shortest rank interval with coverage >= level,
 centred on ``n*p``. The tie rule keeps it symmetric when the pmf is (``p = 1/2``):
 then ``k = n + 1 - j`` with the largest ``j`` that still covers, which is Le
-Boudec's table (Appendix A) and ``REFERENCES.md``; that is at most one rank
+Boudec's table (Appendix A); that is at most one rank
 longer than the shortest asymmetric choice. A CI exists iff ``(1, n)`` covers,
 i.e. ``1 - p**n - (1-p)**n >= level``.
 """
@@ -192,6 +192,7 @@ def relative_half_width(estimate: float, lower: float, upper: float) -> float:
 
 
 def no_ci_message(n: int, p: float, level: float) -> str:
+    """Why there is no exact CI for quantile ``p`` from ``n`` values, and how many more it needs."""
     need = min_n_for_ci(p, level)
     return (
         f"no {level_name(level)} CI for the {quantile_name(p)} from n={n}: an exact CI "

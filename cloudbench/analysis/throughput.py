@@ -60,6 +60,7 @@ def full_mask(seconds: FloatArray) -> NDArray[np.bool_]:
 
 @dataclass(frozen=True)
 class SeriesStats:
+    """Summary of one throughput series: its full intervals' rates, total bits and time."""
     n: int  # full intervals
     seconds: float
     bits: float
@@ -72,6 +73,7 @@ class SeriesStats:
 
 
 def series_stats(nbytes: FloatArray, seconds: FloatArray) -> SeriesStats:
+    """Summarize a series of intervals (bytes, seconds); rates from full intervals only."""
     secs = np.asarray(seconds, dtype=np.float64)
     bits = float(np.sum(np.asarray(nbytes, dtype=np.float64)) * 8.0)
     total = float(np.sum(secs))
@@ -270,6 +272,7 @@ def _weighted_mean(rates: FloatArray, seconds: FloatArray) -> float:
 
 @dataclass(frozen=True)
 class Asymmetry:
+    """Forward against reverse throughput of a pair: ratio, log2 ratio and relative difference."""
     forward_bps: float
     reverse_bps: float
     ratio: float  # forward / reverse
@@ -278,6 +281,7 @@ class Asymmetry:
 
 
 def asymmetry(forward_bps: float, reverse_bps: float) -> Asymmetry:
+    """Compare the forward and the reverse rate of a pair (a zero reverse rate gives an infinite ratio)."""
     f, r = float(forward_bps), float(reverse_bps)
     ratio = f / r if r > 0 else math.inf
     top = max(f, r)
@@ -298,6 +302,7 @@ def cv_rmse(x: FloatArray | list[float], y: FloatArray | list[float]) -> float:
 
 @dataclass(frozen=True)
 class Trend:
+    """Mann-Kendall trend of a series' rates, with the Theil-Sen drop over the series."""
     n: int
     tau: float
     p: float

@@ -60,6 +60,7 @@ def trial_key(slot: int, plan_id: str) -> str:
 
 @dataclass(frozen=True)
 class SlotRow:
+    """One slot of the campaign journal: when it was planned, its cell, its seed and its state."""
     index: int
     base_utc: str
     planned_utc: str
@@ -76,6 +77,7 @@ class SlotRow:
 
 @dataclass(frozen=True)
 class TrialRow:
+    """One trial of the campaign journal: its slot, its plan, its repetition and its state."""
     id: str
     slot: int
     plan_id: str

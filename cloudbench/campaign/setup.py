@@ -36,6 +36,7 @@ LOCK_FILE = "campaign.lock"
 
 
 def iso(t: datetime) -> str:
+    """A time as an ISO 8601 UTC stamp with microseconds (``...Z``), as the journal stores it."""
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -223,6 +224,7 @@ def systemd_unit(directory: Path) -> str:
 
 
 def unit_name(directory: Path) -> str:
+    """The systemd unit name of the campaign in ``directory`` (from its journal)."""
     j = Journal.open(Path(directory) / JOURNAL_FILE)
     try:
         name = str(j.meta()["name"])

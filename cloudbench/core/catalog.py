@@ -23,6 +23,7 @@ _ARM_AWS = re.compile(r"^[a-z]+\d+g[a-z]*\.")  # m6g.large, c7gn.large, t4g.micr
 
 @dataclass(frozen=True)
 class RegionInfo:
+    """A region of the bundled catalogue: its zones (as specs write them), location and continent."""
     name: str
     zones: tuple[str, ...]  # as written in specs (Azure: eastus-1)
     location: tuple[float, float]
@@ -31,16 +32,19 @@ class RegionInfo:
 
 @functools.cache
 def load_catalog() -> dict[str, Any]:
+    """The bundled cloud catalogue (``data/catalog.json``), read once."""
     text = resources.files("cloudbench").joinpath("data/catalog.json").read_text()
     data: dict[str, Any] = json.loads(text)
     return data
 
 
 def catalog_date() -> str:
+    """The date the bundled catalogue was made."""
     return str(load_catalog()["date"])
 
 
 def regions(cloud: str) -> dict[str, RegionInfo]:
+    """The regions of a cloud in the bundled catalogue, by name."""
     out: dict[str, RegionInfo] = {}
     for name, r in load_catalog()["clouds"][cloud]["regions"].items():
         zones = tuple(f"{name}-{z}" for z in r["zones"]) if cloud == "azure" else tuple(r["zones"])
@@ -50,6 +54,7 @@ def regions(cloud: str) -> dict[str, RegionInfo]:
 
 
 def vm_types(cloud: str) -> dict[str, dict[str, Any]]:
+    """The VM types of a cloud in the bundled catalogue, by name."""
     types: dict[str, dict[str, Any]] = load_catalog()["clouds"][cloud]["vm_types"]
     return types
 
@@ -63,6 +68,7 @@ def closest(name: str, choices: list[str], n: int = 3) -> list[str]:
 
 
 def region_error(cloud: str, region: str) -> str | None:
+    """Why ``region`` is not a region of ``cloud`` (with the closest names), or None if it is."""
     known = regions(cloud)
     if region in known:
         return None
@@ -72,6 +78,7 @@ def region_error(cloud: str, region: str) -> str | None:
 
 
 def zone_error(cloud: str, region: str, zone: str) -> str | None:
+    """Why ``zone`` is not a zone of ``region``, or None if it is (or the region is unknown)."""
     info = regions(cloud).get(region)
     if info is None or zone in info.zones:
         return None
@@ -80,6 +87,7 @@ def zone_error(cloud: str, region: str, zone: str) -> str | None:
 
 
 def vm_type_warning(cloud: str, vm_type: str) -> str | None:
+    """A warning when ``vm_type`` is not in the catalogue (it is still passed to the cloud), or None."""
     known = vm_types(cloud)
     if vm_type in known:
         return None
@@ -134,6 +142,7 @@ def gcp_boot_disk(vm_type: str) -> str:
 
 
 def continent(cloud: str, region: str) -> str | None:
+    """The continent of a catalogued region, or None for a region the catalogue lacks."""
     info = regions(cloud).get(region)
     return info.continent if info else None
 

@@ -61,6 +61,7 @@ def connect_in_netns(ns: str, addr: str, port: int, timeout: float) -> socket.so
 
 
 def list_netns() -> list[str]:
+    """The names of the network namespaces (``ip netns`` names), sorted."""
     try:
         return sorted(os.listdir(NETNS_DIR))
     except FileNotFoundError:
@@ -68,6 +69,7 @@ def list_netns() -> list[str]:
 
 
 def run(cmd: list[str], stack: str = "", input_text: str | None = None, check: bool = True) -> str:
+    """Run a command; raise ProvisionError naming the stack and the stderr tail if it fails and ``check``."""
     p = subprocess.run(cmd, input=input_text, capture_output=True, text=True, check=False)
     if check and p.returncode != 0:
         shown = " ".join(cmd)
@@ -89,6 +91,7 @@ def ip_batch(lines: Iterable[str], ns: str | None = None, stack: str = "", force
 
 
 def netns_pids(ns: str) -> list[int]:
+    """The ids of the processes running in network namespace ``ns``."""
     out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=False)
     return [int(x) for x in out.stdout.split() if x.isdigit()]
 

@@ -15,6 +15,7 @@ from cloudbench.errors import CloudbenchError
 
 @dataclass(frozen=True)
 class PriceTable:
+    """The bundled prices: VM hourly, public IPv4 hourly and egress per GB, with date and source."""
     date: str
     currency: str
     source: str

@@ -6,6 +6,7 @@ import os
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -16,6 +17,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def pid_cmdline(pid: int) -> str:
+    """The command line of a process, or an empty string if it is gone or unreadable."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return f.read().replace(b"\0", b" ").decode(errors="replace")

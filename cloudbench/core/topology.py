@@ -76,16 +76,13 @@ class PortRange:
     last: int
     protocols: tuple[str, ...] = ("tcp", "udp")
 
-    @property
-    def aws_range(self) -> tuple[int, int]:
-        return self.first, self.last
-
     def text(self) -> str:
         return str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
 
 
 @dataclass(frozen=True)
 class SubnetSpec:
+    """A subnet of the topology: its provider, region, zone and optional CIDR."""
     name: str
     provider: str
     region: str
@@ -147,9 +144,6 @@ class Topology:
             ports=self.ports,
             physical_hosts=self.physical_hosts,
         )
-
-    def pair_groups(self) -> dict[tuple[str, str], PairGroup]:
-        return {(a.name, b.name): classify_pair(a, b) for a in self.hosts for b in self.hosts}
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -66,6 +66,7 @@ def parse_bitrate(value: object) -> float:
 
 
 def fmt_duration(seconds: float) -> str:
+    """A duration in seconds for people: µs, ms, s, min or h, whichever reads best."""
     if seconds < 1e-3:
         return f"{seconds * 1e6:.0f}µs"
     if seconds < 1:

@@ -10,7 +10,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cloudbench.errors import ResultError
+import numpy as np
+
+from cloudbench.errors import AnalysisError, ResultError, UsageError
+from cloudbench.report.diurnal import MIN_VALUES, diurnal, schedule_of, weekday_hour
 from cloudbench.store import formats
 from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.workloads import workload_kind
@@ -54,9 +57,6 @@ def build_report(run: RunDir) -> dict[str, Any]:
 def time_of_day_section(run: RunDir) -> dict[str, Any] | None:
     """For a run of a scheduled campaign: the campaign's time-of-day verdict so far (its
     runs beside this one, `cloudbench diurnal` over the schedule's day); None otherwise."""
-    from cloudbench.errors import AnalysisError, UsageError
-    from cloudbench.report.diurnal import MIN_VALUES, diurnal, schedule_of
-
     sched = schedule_of(run.manifest())
     if sched is None or sum(1 for _ in run.path.parent.glob("*/manifest.json")) < MIN_VALUES:
         return None
@@ -85,10 +85,6 @@ HEATMAPS_SHOWN = 4
 def run_coverage(campaign: Path, timezone: str, day: float = 86400.0) -> list[list[int]]:
     """Runs of a campaign started in each weekday (Mon..Sun) × hour cell of ``timezone``
     (days of ``day`` seconds: the cells of the heat maps, a compressed day's included)."""
-    import numpy as np
-
-    from cloudbench.report.diurnal import weekday_hour
-
     starts = [m.started_utc for m in (r.manifest() for r in find_runs(campaign)) if m.started_utc]
     grid = np.zeros((7, 24), dtype=np.int64)
     np.add.at(grid, weekday_hour([datetime.fromisoformat(s).timestamp() for s in starts], timezone, day), 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cloudbench.core.tables import titled_table
 from cloudbench.cost import GB, CostEstimate
 
 if TYPE_CHECKING:
@@ -12,8 +13,6 @@ if TYPE_CHECKING:
 
 def render_cost(est: CostEstimate, console: Console) -> None:
     """The cost section of ``cloudbench plan``."""
-    from cloudbench.core.tables import titled_table
-
     cur = est.prices.currency
     t = titled_table(f"estimated cost ({est.stacks} stack(s); prices of {est.prices.date})",
                      ("provider", "vm_type", "hosts", "VM-hours", f"{cur}/h", cur),

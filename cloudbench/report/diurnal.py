@@ -17,6 +17,7 @@ a campaign of many series finds an effect by chance in at most α of campaigns.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from cloudbench.analysis.diurnal import diurnal_series, phase_bins, weekdays
 from cloudbench.core.units import fmt_duration, parse_duration
 from cloudbench.errors import AnalysisError, UsageError
 from cloudbench.store.manifest import Manifest
-from cloudbench.store.rundir import find_runs
+from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.store.summaries import read_summaries
 
 MIN_VALUES = 6
@@ -133,38 +134,9 @@ def diurnal(path: Path, period: str | float | None = None, alpha: float = 0.05,
             raise UsageError(f"--period: {e}") from None
         if period_s <= 0:
             raise UsageError("--period must be positive")
-    runs = find_runs(Path(path))
-    series: dict[tuple[str, str, str], list[tuple[float, float, int]]] = defaultdict(list)
-    units: dict[tuple[str, str, str], str] = {}
-    tzname = "UTC"
-    day: float | None = None
-    used = 0
-    first, last = float("inf"), float("-inf")
-    for index, run in enumerate(runs):
-        m = run.manifest()
-        sched = schedule_of(m)
-        if sched is not None:
-            tzname = sched[0]
-            day = sched[1] if day is None else day
-        times = value_times(m)
-        table = read_summaries(run)
-        if table.num_rows == 0:
-            continue
-        used += 1
-        cols = {c: table.column(c).to_pylist() for c in ("repetition", "workload", "metric", "group", "value",
-                                                         "unit")}
-        for i in range(table.num_rows):
-            at = times.get((cols["repetition"][i], cols["workload"][i]))
-            if at is None:
-                continue
-            key = (cols["workload"][i], cols["metric"][i], cols["group"][i])
-            series[key].append((at, float(cols["value"][i]), index))
-            units[key] = cols["unit"][i]
-            first, last = min(first, at), max(last, at)
-        if m.started_utc:
-            first = min(first, _epoch(m.started_utc))
-        if m.ended_utc:
-            last = max(last, _epoch(m.ended_utc))
+    vals = _run_values(find_runs(Path(path)))
+    series, units, tzname, day, used = vals.series, vals.units, vals.tzname, vals.day, vals.used
+    first, last = vals.first, vals.last
     if not series:
         raise AnalysisError(f"{path}: no run with summaries and trial times to analyse")
     day_s = day if day is not None else 86400.0
@@ -196,6 +168,62 @@ def diurnal(path: Path, period: str | float | None = None, alpha: float = 0.05,
     for field, adjusted in (("p_at_period", "p_holm"), ("kruskal_p", "kruskal_p_holm"),
                             ("mw_p", "mw_p_holm")):
         _holm(out, field, adjusted, alpha)
+    verdict = _verdict(out, period_s, alpha, power)
+    return {"path": str(path), "period_s": period_s, "day_s": day_s, "timezone": tzname, "runs": used,
+            "covered_s": covered, "alpha": alpha, "power": power, "verdict": verdict, "series": out}
+
+
+@dataclass
+class _RunValues:
+    """Each series' (time, value, run index) points over a campaign's runs, and what they cover."""
+
+    series: dict[tuple[str, str, str], list[tuple[float, float, int]]]
+    units: dict[tuple[str, str, str], str]
+    tzname: str
+    day: float | None
+    used: int
+    first: float
+    last: float
+
+
+def _run_values(runs: list[RunDir]) -> _RunValues:
+    """The values of every series of ``runs`` at their trials' times (runs without summaries skipped)."""
+    series: dict[tuple[str, str, str], list[tuple[float, float, int]]] = defaultdict(list)
+    units: dict[tuple[str, str, str], str] = {}
+    tzname = "UTC"
+    day: float | None = None
+    used = 0
+    first, last = float("inf"), float("-inf")
+    for index, run in enumerate(runs):
+        m = run.manifest()
+        sched = schedule_of(m)
+        if sched is not None:
+            tzname = sched[0]
+            day = sched[1] if day is None else day
+        times = value_times(m)
+        table = read_summaries(run)
+        if table.num_rows == 0:
+            continue
+        used += 1
+        cols = {c: table.column(c).to_pylist() for c in ("repetition", "workload", "metric", "group", "value",
+                                                         "unit")}
+        for i in range(table.num_rows):
+            at = times.get((cols["repetition"][i], cols["workload"][i]))
+            if at is None:
+                continue
+            key = (cols["workload"][i], cols["metric"][i], cols["group"][i])
+            series[key].append((at, float(cols["value"][i]), index))
+            units[key] = cols["unit"][i]
+            first, last = min(first, at), max(last, at)
+        if m.started_utc:
+            first = min(first, _epoch(m.started_utc))
+        if m.ended_utc:
+            last = max(last, _epoch(m.ended_utc))
+    return _RunValues(series, units, tzname, day, used, first, last)
+
+
+def _verdict(out: list[dict[str, Any]], period_s: float, alpha: float, power: float) -> str:
+    """The campaign's time-of-day verdict from the Holm-adjusted series rows."""
     tested = [r for r in out if r.get("p_holm") is not None]
     sig = [r for r in tested if r["significant"]]
     if sig:
@@ -206,14 +234,13 @@ def diurnal(path: Path, period: str | float | None = None, alpha: float = 0.05,
                    f"each series' smallest detectable amplitude ({power:.0%} power, alpha {alpha:g}) is given")
     else:
         verdict = "too few runs to test for a time-of-day effect"
-    return {"path": str(path), "period_s": period_s, "day_s": day_s, "timezone": tzname, "runs": used,
-            "covered_s": covered, "alpha": alpha, "power": power, "verdict": verdict, "series": out}
+    return verdict
 
 
 def _holm(rows: list[dict[str, Any]], field: str, adjusted: str, alpha: float) -> None:
     """Holm's adjustment over the series of ``field`` into ``adjusted`` (statsmodels); the
     primary test's rejections become ``significant``."""
-    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.multitest import multipletests  # noqa: PLC0415 - heavy library, only the fits pay for it
 
     tested = [r for r in rows if r.get(field) is not None]
     if not tested:

@@ -96,6 +96,7 @@ def normalize_controller_cidr(value: str) -> str:
 
 
 def controller_cidr_error(value: str) -> str | None:
+    """Why ``value`` is not an acceptable controller CIDR (an IPv4 network narrow enough), or None."""
     try:
         net = ipaddress.ip_network(value, strict=False)
     except ValueError:
@@ -121,7 +122,7 @@ def _subnet_cidr(value: str) -> tuple[ipaddress.IPv4Network | None, str | None]:
 
 
 def _check_static(prov: StaticProviderModel, doc: LocatedYaml) -> list[SpecError]:
-    import asyncssh  # only specs with static hosts pay for importing it
+    import asyncssh  # noqa: PLC0415 - heavy library; only specs with static hosts pay for importing it
 
     errors: list[SpecError] = []
     base: Loc = ("providers", "static")

@@ -43,6 +43,7 @@ class LocatedYaml:
 
 
 def format_loc(loc: Loc) -> str:
+    """A location in a YAML document as a dotted path with indices (``workloads[0].rate``)."""
     out = ""
     for item in loc:
         if isinstance(item, int):
@@ -53,6 +54,7 @@ def format_loc(loc: Loc) -> str:
 
 
 def load_yaml(text: str, path: str) -> LocatedYaml:
+    """Parse a YAML spec, keeping the line of every value; SpecError names the file and line."""
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

@@ -81,10 +81,12 @@ class PhysicalHostModel(Model):
 
 
 class ZoneModel(Model):
+    """A zone of a provider in a spec: its subnets."""
     subnets: dict[Name, SubnetModel] = Field(min_length=1)
 
 
 class RegionModel(Model):
+    """A region of a provider in a spec: its zones and, optionally, its location."""
     zones: dict[str, ZoneModel] = Field(min_length=1)
     location: tuple[float, float] | None = Field(
         None, description="latitude, longitude in degrees (for propagation bounds)"
@@ -92,6 +94,7 @@ class RegionModel(Model):
 
 
 class ProviderModel(Model):
+    """A provider in a spec: its regions."""
     regions: dict[str, RegionModel] = Field(min_length=1)
 
 

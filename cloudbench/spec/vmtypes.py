@@ -23,7 +23,6 @@ deliver (the configured truth the throughput and drain reports compare with).
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -31,7 +30,6 @@ from pydantic import Field, model_validator
 from cloudbench.spec.fields import BitRate, Duration, Model, Size
 
 VM_TYPE_RE = r"^[A-Za-z][A-Za-z0-9_.-]{0,47}$"
-_VM_TYPE = re.compile(VM_TYPE_RE)
 # Header bytes a shaper counts on the wire (goodput_fraction)
 ETH_HEADER = 14
 IP_HEADER = 20
@@ -129,11 +127,8 @@ def resolve_vm_type(name: str, user: dict[str, VmTypeModel] | None = None) -> Vm
 
 
 def known_vm_types(user: dict[str, Any] | None = None) -> list[str]:
+    """The VM type names a spec may use: the built-in ones and the spec's own."""
     return sorted({*BUILTIN_VM_TYPES, *(user or {})})
-
-
-def valid_vm_type_name(name: str) -> bool:
-    return _VM_TYPE.match(name) is not None
 
 
 def goodput_fraction(protocol: str = "tcp", mtu: int = 1500, payload: int | None = None) -> float:

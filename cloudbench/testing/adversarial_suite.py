@@ -50,7 +50,16 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
+from cloudbench.analysis.checks import run_checks
+from cloudbench.analysis.confirm import ConfirmParams, RepetitionRef, Series, SeriesKey, analyse_series
+from cloudbench.analysis.events import detect_pair_events
+from cloudbench.analysis.levelshift import level_shift_rows
+from cloudbench.analysis.throughput import capacity_lower_bound_95, falling_trend
+from cloudbench.analysis.tokenbucket import estimate_drain, estimate_refill, interval_seconds
+from cloudbench.report.diurnal import diurnal
 from cloudbench.testing import adversarial as gen
+from cloudbench.testing.fake_results import _BASE_TIME, FakeRun, make_campaign
+from cloudbench.workloads.echo.params import window_of
 
 FloatArray = NDArray[np.float64]
 Kind = Literal["interval", "test", "power", "rate"]
@@ -127,6 +136,7 @@ def _cover(lo: FloatArray, hi: FloatArray, truth: FloatArray | float) -> tuple[i
 
 @dataclass(frozen=True)
 class ConfirmOut:
+    """What one confirm run on simulated repetitions gave: the interval and the prediction labels."""
     ci_low: float
     ci_high: float
     reliable: bool  # any target's prediction labelled reliable
@@ -135,8 +145,6 @@ class ConfirmOut:
 
 def adapt_confirm(values: FloatArray, p: float = 0.5) -> list[ConfirmOut]:
     """``cloudbench confirm`` on series of repetitions ``(datasets, n)`` (run order)."""
-    from cloudbench.analysis.confirm import ConfirmParams, RepetitionRef, Series, SeriesKey, analyse_series
-
     n = values.shape[1]
     refs = tuple(RepetitionRef("run", i) for i in range(n))
     series = [Series(SeriesKey("echo", "rtt_p50_us", f"g{d}"), "us", refs, np.asarray(v)) for d, v in
@@ -152,8 +160,6 @@ def adapt_confirm(values: FloatArray, p: float = 0.5) -> list[ConfirmOut]:
 
 def adapt_checks(values: FloatArray) -> dict[str, bool]:
     """The assumption checks beside every repetition CI: check name -> warned."""
-    from cloudbench.analysis.checks import run_checks
-
     return {c.name: c.warned for c in run_checks(values)}
 
 
@@ -162,9 +168,6 @@ def adapt_diurnal(c: gen.Campaign, series: int, period: str = "24h") -> list[dic
     :mod:`cloudbench.testing.fake_results`): one result per campaign of ``series``
     series; ``c`` must come from :func:`campaign_for_fake_runs` (its times are the fake
     runs' times)."""
-    from cloudbench.report.diurnal import diurnal
-    from cloudbench.testing.fake_results import FakeRun, make_campaign
-
     n_runs = int(c.run.max()) + 1
     reps = int(np.bincount(c.run).max())
     out = []
@@ -182,8 +185,6 @@ def adapt_diurnal(c: gen.Campaign, series: int, period: str = "24h") -> list[dic
 
 def adapt_pair_events(t_s: FloatArray, rtt_us: FloatArray, round_s: float, window_s: float) -> list[Any]:
     """The echo report's per-pair events (kind, size, size_low, size_high, p_value, time_s)."""
-    from cloudbench.analysis.events import detect_pair_events
-
     return list(detect_pair_events(t_s, rtt_us, round_s, window_s, round_index=np.arange(len(t_s))))
 
 
@@ -191,8 +192,6 @@ def adapt_level_shifts(window_s: float, means: FloatArray, medians: FloatArray) 
     """The echo report's level shifts of one group's window series: the group's series is built
     by the analysis from its pairs' window series (here one pair; ``means`` are what a window
     also has, for estimators that would use them)."""
-    from cloudbench.analysis.levelshift import level_shift_rows
-
     t = np.arange(len(medians)) * window_s
     rows = level_shift_rows([(0, "t", "a>b", "same_zone", t, np.asarray(medians))])
     return [r for r in rows if str(r.get("series", "")).startswith("group:")]
@@ -200,8 +199,6 @@ def adapt_level_shifts(window_s: float, means: FloatArray, medians: FloatArray) 
 
 def adapt_pair_shifts(window_s: float, medians: FloatArray) -> list[dict[str, Any]]:
     """The echo report's level shifts of one pair's window medians."""
-    from cloudbench.analysis.levelshift import level_shift_rows
-
     t = np.arange(len(medians)) * window_s
     rows = level_shift_rows([(0, "t", "a>b", "same_zone", t, np.asarray(medians))])
     return [r for r in rows if not str(r.get("series", "")).startswith("group:")]
@@ -209,38 +206,28 @@ def adapt_pair_shifts(window_s: float, medians: FloatArray) -> list[dict[str, An
 
 def default_window_s(duration_s: float) -> float:
     """The echo workload's default window for a trial of ``duration_s``."""
-    from cloudbench.workloads.echo.params import window_of
-
     return window_of({"duration": duration_s})
 
 
 def adapt_drain(d: gen.Drain, window_s: float = 2.0) -> Any:
     """The drain report's first-drain estimate (``high``, ``low``, ``time_to_empty``,
     ``budget``: each with ``low``/``high`` bounds, bit/s, s from the series start, bits)."""
-    from cloudbench.analysis.tokenbucket import estimate_drain, interval_seconds
-
     dt = interval_seconds(d.t_start, d.t_end)
     return estimate_drain(d.t_start, d.t_end, d.nbytes, window_intervals=max(1, round(window_s / dt)))
 
 
 def adapt_refill(first: Any, d: gen.Drain, rest_s: float) -> Any:
     """The drain report's refill estimate (``refill`` with bounds, bit/s of tokens)."""
-    from cloudbench.analysis.tokenbucket import estimate_refill
-
     return estimate_refill(first, d.t_start, d.t_end, d.nbytes, rest_s)
 
 
 def adapt_capacity(t0: FloatArray, t1: FloatArray, nbytes: FloatArray) -> float | None:
     """The throughput report's "cap ≥ (95 %)" (bit/s)."""
-    from cloudbench.analysis.throughput import capacity_lower_bound_95
-
     return capacity_lower_bound_95(t0, t1, nbytes)
 
 
 def adapt_falling_trend(values: FloatArray) -> bool:
     """The throughput report's "falls over successive trials" warning."""
-    from cloudbench.analysis.throughput import falling_trend
-
     tr = falling_trend(values)
     return tr is not None and tr.falling
 
@@ -293,8 +280,6 @@ def campaign_for_fake_runs(rng: np.random.Generator, datasets: int, **kw: Any) -
     """:func:`~cloudbench.testing.adversarial.hourly_campaign` on the clock of
     :func:`cloudbench.testing.fake_results.make_campaign` (a run an hour from its start time,
     repetitions 5 minutes apart), so that :func:`adapt_diurnal` can write it."""
-    from cloudbench.testing.fake_results import _BASE_TIME
-
     return gen.hourly_campaign(rng, datasets, start=_BASE_TIME.timestamp(), start_jitter=0.0, rep_gap_s=300.0,
                                **kw)
 
@@ -326,7 +311,7 @@ def diurnal_rows(scale: float = 1.0, seed: int = 12, series: int = 50, day_effec
                  Row("diurnal: Holm-adjusted p (series)", g, "test", 0.05, rej("p_holm"), tot, unit="runs"),
                  Row("diurnal: verdict 'time-of-day effect'", f"{g}, {series} series/campaign", "test", 0.10,
                      sum(r["verdict"].startswith("time-of-day effect") for r in res), len(res), unit="campaigns",
-                     note="issue 23: at most 1 in 10 campaigns")]
+                     note="the target: at most 1 in 10 campaigns")]
     # a real effect: a 24 h sine of 1.5x the per-run SD
     camps = _n(6, scale, least=1)
     amp = 1.5 * 5.0
@@ -536,6 +521,7 @@ def throughput_rows(scale: float = 1.0, seed: int = 16) -> list[Row]:
 
 @dataclass(frozen=True)
 class Suite:
+    """A named group of rows of the adversarial suite and the function that computes them."""
     name: str
     run: Callable[..., list[Row]]
     doc: str = field(default="")
@@ -549,4 +535,5 @@ SUITES: tuple[Suite, ...] = (
 
 
 def run_all(scale: float = 1.0, only: Sequence[str] = ()) -> list[Row]:
+    """Every row of the suites (or of those named in ``only``), at ``scale`` times the full sizes."""
     return [r for s in SUITES if not only or s.name in only for r in s.run(scale=scale)]

@@ -15,6 +15,7 @@ getting an empty success. Every request is recorded in :attr:`StubHttp.calls`::
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import requests
+import urllib3
 from requests.adapters import BaseAdapter
 
 Body = Any  # JSON-able, or a callable (Call) -> JSON-able
@@ -31,6 +33,7 @@ Rule = tuple[str, str, int, Body]  # method, regex searched in "path?query", sta
 
 @dataclass(frozen=True)
 class Call:
+    """One HTTP request the stub transport received: method, path, query and JSON body."""
     method: str
     path: str
     query: dict[str, list[str]]
@@ -44,6 +47,7 @@ class Call:
 
 @dataclass
 class StubHttp(BaseAdapter):
+    """A requests transport that answers from scripted rules and records every call."""
     rules: Sequence[Rule] = ()
     calls: list[Call] = field(default_factory=list)
 
@@ -71,10 +75,6 @@ class StubHttp(BaseAdapter):
 
 
 def _response(request: requests.PreparedRequest, status: int, body: Any) -> requests.Response:
-    import io
-
-    import urllib3
-
     data = json.dumps(body).encode()
     r = requests.Response()
     r.status_code = status
@@ -90,7 +90,7 @@ def _response(request: requests.PreparedRequest, status: int, body: Any) -> requ
 
 def gcp_client(cls: Callable[..., Any], http: StubHttp) -> Any:
     """A ``google.cloud.compute_v1`` client (REST) whose requests ``http`` answers."""
-    from google.auth.credentials import AnonymousCredentials
+    from google.auth.credentials import AnonymousCredentials  # noqa: PLC0415 - an optional cloud SDK (the gcp/azure extras)
 
     client = cls(credentials=AnonymousCredentials())  # type: ignore[no-untyped-call]
     client._transport._session.mount("https://", http)
@@ -105,13 +105,13 @@ class StubCredential:
     scopes: list[tuple[str, ...]] = field(default_factory=list)
 
     def get_token(self, *scopes: str, **_: Any) -> Any:
-        from azure.core.credentials import AccessToken
+        from azure.core.credentials import AccessToken  # noqa: PLC0415 - an optional cloud SDK (the gcp/azure extras)
 
         self.scopes.append(scopes)
         return AccessToken(self.token, 4102444800)
 
     def get_token_info(self, *scopes: str, **_: Any) -> Any:
-        from azure.core.credentials import AccessTokenInfo
+        from azure.core.credentials import AccessTokenInfo  # noqa: PLC0415 - an optional cloud SDK (the gcp/azure extras)
 
         self.scopes.append(scopes)
         return AccessTokenInfo(self.token, 4102444800)
@@ -120,7 +120,7 @@ class StubCredential:
 def azure_client(cls: Callable[..., Any], http: StubHttp, subscription: str = "sub-1",
                  credential: Any = None) -> Any:
     """An ``azure.mgmt.*`` management client whose requests ``http`` answers."""
-    from azure.core.pipeline.transport import RequestsTransport
+    from azure.core.pipeline.transport import RequestsTransport  # noqa: PLC0415 - an optional cloud SDK (the gcp/azure extras)
 
     session = requests.Session()
     session.mount("https://", http)

@@ -16,17 +16,23 @@ from typing import Any
 
 import numpy as np
 
+from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
 from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES
 from cloudbench.store import formats
 from cloudbench.store.manifest import (
+    HostRecord,
     Manifest,
     RepetitionRecord,
     ResolvedMetadata,
     TrialRecord,
     save_manifest,
 )
+from cloudbench.store.parquet import ParquetStream
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import summary_row, write_summaries
+from cloudbench.workers.echo import FLAG_TIMEOUT, FLAG_WARMUP
+from cloudbench.workloads import workload_kind
+from cloudbench.workloads.echo.controller import _ENCODINGS, ECHO_SCHEMA, echo_host_table, echo_schema_metadata
 
 _BASE_TIME = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
 
@@ -183,12 +189,6 @@ def write_echo_run(campaign_dir: Path, *, repetitions: int = 2, rounds: int = 20
     level shift on one pair. Each host's records are ingested in chunks of
     ``chunk_rounds`` rounds as the controller ingests a worker's file.
     """
-    from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
-    from cloudbench.store.manifest import HostRecord, TrialRecord
-    from cloudbench.store.parquet import ParquetStream
-    from cloudbench.workers.echo import FLAG_TIMEOUT, FLAG_WARMUP
-    from cloudbench.workloads.echo.controller import _ENCODINGS, ECHO_SCHEMA, echo_host_table, echo_schema_metadata
-
     rng = np.random.default_rng(seed)
     start = _BASE_TIME
     run_id = f"{start:%Y%m%dT%H%M%SZ}-e{seed:03x}"
@@ -242,7 +242,6 @@ def write_echo_run(campaign_dir: Path, *, repetitions: int = 2, rounds: int = 20
                              "quorums": [dict(q) for q in quorums]}]},
                         seed=seed, started_utc=_utc(start), repetitions=reps, trials=trials, files=files)
     save_manifest(rd.manifest_path, manifest)
-    from cloudbench.workloads import workload_kind
 
     rows = workload_kind("echo").summarize(rd, manifest, manifest.workloads()[0])
     manifest.files["summaries.parquet"] = write_summaries(rd, rows)

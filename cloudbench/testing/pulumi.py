@@ -26,6 +26,9 @@ This module does not import the Pulumi SDK.
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +43,7 @@ from cloudbench.providers.clouds import common as cc
 from cloudbench.providers.clouds.accounts import Demand
 from cloudbench.providers.clouds.automation import ConfigMap, Output, PulumiProvider, StackRef
 from cloudbench.spec.model import Spec
+from cloudbench.testing import pulumi_standin
 
 Event = tuple[str, str]
 """``(operation, stack name)``; operation is ``stack``, ``up``, ``destroy`` or ``remove``."""
@@ -203,11 +207,6 @@ class PulumiStandin:
     def __init__(self, base: Path, version: str = "v3.190.0", up: str = "ok", destroy: str = "ok",
                  outputs: dict[str, Any] | None = None, cancel_seconds: float = 0.5,
                  left: list[dict[str, str]] | None = None) -> None:
-        import shlex
-        import sys
-
-        from cloudbench.testing import pulumi_standin
-
         self.base = Path(base).resolve()
         self.bin_dir = self.base / "bin"
         self.bin_dir.mkdir(parents=True, exist_ok=True)
@@ -228,8 +227,6 @@ class PulumiStandin:
     @property
     def path(self) -> str:
         """``PATH`` with the stand-in first."""
-        import os
-
         return os.pathsep.join([str(self.bin_dir), os.environ.get("PATH", "")])
 
     def records(self) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ DIR_VAR = "CB_PULUMI_STANDIN"
 
 
 class Standin:
+    """The fake ``pulumi`` command: it follows a scripted behaviour and logs every call."""
     def __init__(self, base: Path, argv: list[str]) -> None:
         self.base = base
         self.argv = argv
@@ -226,6 +227,7 @@ def _option(args: list[str], name: str) -> str | None:
 
 
 def main() -> int:
+    """Run the stand-in on the command line it was given (its script is in ``$DIR_VAR``)."""
     return Standin(Path(os.environ[DIR_VAR]), sys.argv[1:]).run()
 
 

@@ -1,4 +1,4 @@
-"""The aggregates the HTML report's figures draw from (issue 14): box statistics, CCDF
+"""The aggregates the HTML report's figures draw from: box statistics, CCDF
 points, per-pair windowed means and binned rates, checked against numpy directly."""
 
 from __future__ import annotations

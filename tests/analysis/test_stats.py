@@ -22,7 +22,7 @@ from cloudbench.analysis.stats import (
     z_two_sided,
 )
 
-# REFERENCES.md: exact 95 % median CI ranks (1-based, k = n + 1 - j).
+# Exact 95 % median CI ranks (1-based, k = n + 1 - j), Le Boudec's table (Appendix A).
 MEDIAN_95_TABLE = {
     6: (1, 6), 7: (1, 7), 8: (1, 8), 9: (2, 8), 10: (2, 9), 11: (2, 10), 12: (3, 10),
     13: (3, 11), 14: (3, 12), 15: (4, 12), 16: (4, 13), 17: (5, 13), 18: (5, 14),

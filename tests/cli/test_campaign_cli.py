@@ -78,7 +78,7 @@ def test_diurnal_json(tmp_path: Path) -> None:
 
 
 def test_diurnal_refuses_a_period_longer_than_the_runs_and_defaults_to_the_compressed_day(tmp_path: Path) -> None:
-    """Issue 23: a compressed-day campaign (schedule.day 4h here) defaults to its day, never to 24 h
+    """A compressed-day campaign (schedule.day 4h here) defaults to its day, never to 24 h
     (which printed `8.64e+04±7.9e+07s`); a period beyond what the runs cover exits 2."""
     sched = {"every": 3600.0, "count": 30, "timezone": "UTC", "day": 14400.0}
     runs = [FakeRun({("rtt_p50_us", "g"): [100.0 + (i % 4), 101.0 + (i % 4)]}, schedule=sched) for i in range(30)]

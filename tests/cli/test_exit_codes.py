@@ -164,7 +164,8 @@ def test_usage_2_bad_spec_names_file_line_and_field(tmp_path: Path, command: str
 @pytest.mark.parametrize(("bad", "message"), [
     (["--error", "5"], "error: --error '5': must be between 0 and 100% exclusive (a bare number is a fraction"),
     (["--level", "95"], "error: --level '95': must be between 0 and 100% exclusive"),
-    (["--trials", "many"], "Invalid value for '--trials'"),  # refused by Typer itself
+    (["--subsets", "many"], "Invalid value for '--subsets'"),  # refused by Typer itself
+    (["--trials", "many"], "Invalid value for '--subsets'"),  # the old spelling of --subsets
 ])
 def test_usage_2_bad_option_value_writes_nothing(tmp_path: Path, bad: list[str], message: str) -> None:
     campaign = make_campaign(tmp_path, "demo", [FakeRun({("rtt_p50_us", "same_zone"): normal_values(20, 100, 0.05)})])
@@ -175,7 +176,7 @@ def test_usage_2_bad_option_value_writes_nothing(tmp_path: Path, bad: list[str],
     assert "Traceback" not in r.stderr
     assert tree(tmp_path) == before
     # the same command with good values writes confirm.json: "nothing written" above means something
-    good = python_m("cloudbench", "confirm", str(campaign), "--error", "5%", "--trials", "20", cwd=tmp_path)
+    good = python_m("cloudbench", "confirm", str(campaign), "--error", "5%", "--subsets", "20", cwd=tmp_path)
     assert good.returncode == ExitCode.OK, good.stderr
     assert (campaign / "confirm.json").exists()
 

@@ -1,4 +1,4 @@
-"""The contract every provider passes (STYLE.md 1): fake here, netns and static as root."""
+"""The contract every provider passes (one Protocol, one contract test): fake here, netns and static as root."""
 
 from __future__ import annotations
 

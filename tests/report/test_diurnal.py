@@ -119,7 +119,7 @@ def test_the_report_of_a_scheduled_run_carries_the_campaign_s_verdict(tmp_path: 
 
 
 def test_the_html_report_of_a_scheduled_run_draws_the_heat_map_and_the_coverage_grid(tmp_path: Path) -> None:
-    """Issue 14: the hour × day heat map and the coverage grid, once campaigns exist."""
+    """The hour × day heat map and the coverage grid, once campaigns exist."""
     from cloudbench.report.build import build_report
     from cloudbench.report.html import render_html
     from cloudbench.store.rundir import find_runs

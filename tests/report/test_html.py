@@ -1,4 +1,4 @@
-"""report/index.html from report.json content alone (issue 14): reading order, one file
+"""report/index.html from report.json content alone: reading order, one file
 without URLs, a figure per aggregate with a text alternative, figure files, the CLI options."""
 
 from __future__ import annotations

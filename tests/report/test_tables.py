@@ -1,4 +1,4 @@
-"""Terminal tables never cut a header word (issue 14, point 6): every table of the
+"""Terminal tables never cut a header word: every table of the
 report, plan, cost and confirm, printed at 80 and at 200 columns."""
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ def test_acks_first_classes_only_order_packets() -> None:
 
 def test_goodput_fraction_matches_frame_arithmetic() -> None:
     # MTU 1500, TCP with timestamps: 1448 payload bytes per 1514-byte frame;
-    # TESTBED-NOTES saw 191 Mbit/s behind a 200 Mbit/s shaper.
+    # the testbed measured 191 Mbit/s behind a 200 Mbit/s shaper.
     assert goodput_fraction("tcp") == pytest.approx(1448 / 1514)
     assert 200e6 * goodput_fraction("tcp") == pytest.approx(191.28e6, rel=1e-3)
     assert goodput_fraction("udp", payload=1472) == pytest.approx(1472 / 1514)

@@ -4,6 +4,7 @@ of p50 and p99, and quorum latencies. Inputs are the section's keys only."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -183,19 +184,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], color=st.color, linestyle=st.dash, marker=st.marker,
                 markersize=5, linewidth=2.0, label=None if g in seen else g)
         seen.add(g)
-    n_steps = n_spikes = 0
-    for s in sec.get("level_shifts") or []:
-        if not (finite(s.get("time_s")) and finite(s.get("before")) and finite(s.get("after"))):
-            continue
-        x = x_of(s["trial"], s["time_s"])
-        if s["kind"] == "step":
-            n_steps += 1
-            ax.plot([x], [s["after"]], marker="^" if s["after"] >= s["before"] else "v", color="black",
-                    markerfacecolor="yellow", markersize=9, linestyle="none", zorder=5)
-        else:
-            n_spikes += 1
-            ax.plot([x], [s["before"] + (s.get("size") or 0.0)], marker="*", color="black",
-                    markerfacecolor="red", markersize=11, linestyle="none", zorder=5)
+    n_steps, n_spikes = _mark_shifts(ax, sec.get("level_shifts") or [], x_of)
     handles, _ = ax.get_legend_handles_labels()
     handles += [Line2D([], [], color="0.4", linewidth=0.6, label="one pair (thin)"),
                 Line2D([], [], marker="^", color="black", markerfacecolor="yellow", linestyle="none",
@@ -219,6 +208,25 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
            f"line per host pair, {len(windows)} group windows; {n_steps} level shift(s) marked with "
            f"triangles and {n_spikes} spike(s) with stars{pairs_note}.")
     return Plot(f"{slug(wname)}-time", f"{wname}: windowed means over time", alt, fig)
+
+
+def _mark_shifts(ax: Any, shifts: list[dict[str, Any]], x_of: Callable[[str, float], Any]) -> tuple[int, int]:
+    """Mark each level shift on ``ax`` (a step: a triangle at its new level; a spike: a star at
+    its peak); the numbers of steps and spikes marked."""
+    n_steps = n_spikes = 0
+    for s in shifts:
+        if not (finite(s.get("time_s")) and finite(s.get("before")) and finite(s.get("after"))):
+            continue
+        x = x_of(s["trial"], s["time_s"])
+        if s["kind"] == "step":
+            n_steps += 1
+            ax.plot([x], [s["after"]], marker="^" if s["after"] >= s["before"] else "v", color="black",
+                    markerfacecolor="yellow", markersize=9, linestyle="none", zorder=5)
+        else:
+            n_spikes += 1
+            ax.plot([x], [s["before"] + (s.get("size") or 0.0)], marker="*", color="black",
+                    markerfacecolor="red", markersize=11, linestyle="none", zorder=5)
+    return n_steps, n_spikes
 
 
 def grid_plot(wname: str, sec: dict[str, Any]) -> Plot | None:

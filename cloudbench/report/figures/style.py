@@ -22,6 +22,7 @@ from cloudbench.core.topology import GROUP_ORDER
 
 @dataclass(frozen=True)
 class GroupStyle:
+    """How a figure draws one group: color, marker, line style and hatch (readable in grey)."""
     color: str
     marker: str
     dash: Any  # a matplotlib linestyle

@@ -63,6 +63,7 @@ def ring(senders: list[str], hosts: list[str]) -> list[tuple[str, str]]:
 
 
 class ColocationKind(WorkloadKind):
+    """The ``colocation`` workload kind: the shared-NIC audit of hosts that may share a machine."""
     kind = "colocation"
     better = COLOCATION_BETTER
     params = ColocationWorkload

@@ -189,10 +189,10 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
 def write_figures(run: RunDir, wname: str, sec: dict[str, Any], out: Path) -> list[Path]:
     """``<workload>_egress_r<rep>.png``: per host, egress under full load beside its nominal
     rate and its rate alone, coloured by inferred group (the blog's bar chart)."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - matplotlib is heavy: only reports that draw figures pay for it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - matplotlib is heavy: only reports that draw figures pay for it
 
     written: list[Path] = []
     reps = sorted({r["repetition"] for r in sec.get("hosts", [])})

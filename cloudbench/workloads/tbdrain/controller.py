@@ -14,6 +14,7 @@ from cloudbench.workloads.throughput.controller import PairKind
 
 
 class TbDrainKind(PairKind):
+    """The ``tbdrain`` workload kind: token-bucket drains of a pair's throughput."""
     kind = "tbdrain"
     better = DRAIN_BETTER
     params = TbDrainWorkload

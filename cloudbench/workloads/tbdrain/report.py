@@ -20,7 +20,7 @@ from cloudbench.core.tables import titled_table
 from cloudbench.spec.vmtypes import expected_goodput
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
-from cloudbench.workloads.throughput.data import MBIT, RunFacts, Series, load_series, trend_warnings
+from cloudbench.workloads.throughput.data import MBIT, RunFacts, Transfer, load_transfers, trend_warnings
 from cloudbench.workloads.throughput.report import fmt_cell, print_warnings, series_points
 
 TABLES = ("drains",)
@@ -28,12 +28,14 @@ TABLES = ("drains",)
 
 @dataclass
 class DrainResult:
-    series: Series
+    """The drain (and optional refill) estimates of one throughput series."""
+    series: Transfer
     first: DrainEstimate
     refill: RefillEstimate | None
 
 
-def drain_results(series: list[Series], spec_w: dict[str, Any]) -> list[DrainResult]:
+def drain_results(series: list[Transfer], spec_w: dict[str, Any]) -> list[DrainResult]:
+    """Estimate the drain and refill of each series with the workload's window and factor."""
     out: list[DrainResult] = []
     interval = float(spec_w.get("interval", 1.0))
     w = max(1, round(float(spec_w.get("window", UTA_WINDOW_S)) / interval))
@@ -59,6 +61,7 @@ def _e(est: Estimate | None, scale: float, name: str) -> dict[str, float]:
 
 
 def drain_rows(results: list[DrainResult], facts: RunFacts) -> list[dict[str, Any]]:
+    """The report rows of the drain results, one per series."""
     rows: list[dict[str, Any]] = []
     for d in results:
         s, f = d.series, d.first
@@ -100,7 +103,7 @@ def _pm(row: dict[str, Any], key: str, digits: int = 1) -> str:
 def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any]:
     """The report section of one tbdrain workload (``w``: its spec entry)."""
     facts = RunFacts(manifest)
-    series = load_series(run, w["name"])
+    series = load_transfers(run, w["name"])
     out: dict[str, Any] = {"kind": w["kind"], "unit": "Mbit/s",
                            "rows": int(sum(len(s.burst) for s in series))}
     warnings = trend_warnings(series, facts, w["name"])

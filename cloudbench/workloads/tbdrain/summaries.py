@@ -8,7 +8,7 @@ from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow, SummaryRows, pair_group
 from cloudbench.workloads.tbdrain.report import drain_results, drain_rows
-from cloudbench.workloads.throughput.data import RunFacts, load_series
+from cloudbench.workloads.throughput.data import RunFacts, load_transfers
 
 # Which way is better, per summary metric (``cloudbench compare``): a larger budget, faster rates.
 DRAIN_BETTER = {"high_rate_mbps": "higher", "low_rate_mbps": "higher", "time_to_empty_s": "higher",
@@ -18,7 +18,7 @@ DRAIN_BETTER = {"high_rate_mbps": "higher", "low_rate_mbps": "higher", "time_to_
 def drain_summaries(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> list[SummaryRow]:
     """Per drain: drained, high and low rate, time to empty, budget, refill rate."""
     rows = SummaryRows(run, w["name"])
-    series = load_series(run, w["name"])
+    series = load_transfers(run, w["name"])
     for d in drain_rows(drain_results(series, w), RunFacts(manifest)):
         g = pair_group(d["src"], d["dst"])
         rep = d["repetition"]

@@ -79,11 +79,13 @@ THROUGHPUT_SCHEMA = pa.schema(
 _DICT_COLS = ("trial", "src", "dst", "direction", "tool", "protocol", "side")
 
 def directions(w: PairWorkloadModel) -> list[str]:
+    """The directions a pair workload measures: forward, reverse or both."""
     return ["forward", "reverse"] if w.direction == "both" else [w.direction]
 
 
 def client_config(w: PairWorkloadModel, client: HostAccess, server: HostAccess,
                   direction: str) -> dict[str, Any]:
+    """The tput worker's client configuration for one pair and direction."""
     return {
         "schema": formats.TPUT_RECORD.current, "host": client.name, "tool": w.tool,
         "target": server.address, "source": client.address, "port": w.port,
@@ -205,6 +207,7 @@ async def run_client(ctx: TrialContext, client: HostAccess, cfg: dict[str, Any],
 
 
 class ThroughputKind(PairKind):
+    """The ``throughput`` workload kind: bulk transfers between pairs with nuttcp or iperf3."""
     kind = "throughput"
     better = THROUGHPUT_BETTER
     params = ThroughputWorkload
@@ -216,6 +219,7 @@ class ThroughputKind(PairKind):
 
 async def start_server(ctx: TrialContext, host: HostAccess, tool: str, port: int,
                        tag: str) -> dict[str, Any]:
+    """Start the tool's server on ``host`` through the tput worker; its reply names the pid."""
     cfg = {"tool": tool, "port": port, "listen": host.address,
            "log": f"{host.workdir}/{tag}-server.log"}
     path = f"{host.workdir}/{tag}-server.json"
@@ -230,12 +234,14 @@ async def start_server(ctx: TrialContext, host: HostAccess, tool: str, port: int
 
 
 async def stop_server(ctx: TrialContext, host: HostAccess, pid: int, port: int) -> dict[str, Any]:
+    """Stop the tool's server that ``start_server`` started (the worker checks it is ours)."""
     cmd = f"cd {shlex.quote(host.workdir)} && exec {host.python} tput.py stop {pid} {port}"
     r = await ctx.remote.run(host, cmd, timeout=SERVER_TIMEOUT_S)
     return last_json(r.stdout) or {}
 
 
 def last_json(text: str) -> dict[str, Any] | None:
+    """The last line of ``text`` that is a JSON object, or None."""
     for line in reversed(text.strip().splitlines()):
         try:
             v = json.loads(line)

@@ -27,8 +27,9 @@ MBIT = 1e6
 
 
 @dataclass
-class Series:
-    """One direction of one trial: its report intervals in time order."""
+class Transfer:
+    """A transfer: one direction of one trial, its report intervals in time order (not a
+    *series*, which is one metric over repetitions: ARCHITECTURE.md, Vocabulary)."""
 
     repetition: int
     trial: str
@@ -55,7 +56,7 @@ class Series:
         return sorted({int(b) for b in self.burst})
 
 
-def load_series(run: RunDir, workload: str, engine: Engine | None = None) -> list[Series]:
+def load_transfers(run: RunDir, workload: str, engine: Engine | None = None) -> list[Transfer]:
     """Every direction of every trial of ``workload`` in ``run``, read through the query engine.
 
     One DuckDB query sorts the intervals by (trial, direction, burst, start) and hands
@@ -95,9 +96,9 @@ def load_series(run: RunDir, workload: str, engine: Engine | None = None) -> lis
     t_start, t_end, nbytes = num("t_start_us") / 1e6, num("t_end_us") / 1e6, num("bytes")
     retrans, lost, packets = num("retrans"), num("lost"), num("packets")
     burst = np.asarray(cols["burst"], dtype=np.int64)
-    out: list[Series] = []
+    out: list[Transfer] = []
     for a, b in zip(starts, ends, strict=True):
-        out.append(Series(
+        out.append(Transfer(
             repetition=int(cols["repetition"][a]), trial=str(trial[a]), src=str(cols["src"][a]),
             dst=str(cols["dst"][a]), direction=str(direction[a]), tool=str(cols["tool"][a]),
             protocol=str(cols["protocol"][a]), side=str(cols["side"][a]), burst=burst[a:b],
@@ -140,20 +141,23 @@ class RunFacts:
 
 
 def mbit(v: float | None) -> float:
+    """Bits per second as Mbit/s (NaN for None)."""
     return math.nan if v is None else v / MBIT
 
 
-def mean_rate(s: Series) -> float:
+def mean_rate(s: Transfer) -> float:
+    """The mean rate of a series in bit/s: all its bytes over all its time."""
     secs = float(np.sum(s.t_end - s.t_start))
     return float(np.sum(s.nbytes) * 8 / secs) if secs > 0 else math.nan
 
 
-def interval_rates(s: Series) -> FloatArray:
+def interval_rates(s: Transfer) -> FloatArray:
+    """The rates of a series' full intervals in bit/s."""
     secs = s.t_end - s.t_start
     return rates_of(s.nbytes, secs)[full_mask(secs)]
 
 
-def trend_warnings(series: list[Series], facts: RunFacts, workload: str) -> list[str]:
+def trend_warnings(series: list[Transfer], facts: RunFacts, workload: str) -> list[str]:
     """A falling trend over successive trials that reuse the same sender (same hosts)."""
     seqs: dict[tuple[str, str, str], list[tuple[str, float]]] = defaultdict(list)
     for s in series:

@@ -33,6 +33,7 @@ MIN_TAIL_S = 0.05
 
 @dataclass
 class Interval:
+    """One report interval of a throughput tool: bytes and rate, and retransmits or UDP losses."""
     start_s: float  # since the tool's first report interval began
     end_s: float
     bytes: int
@@ -51,6 +52,7 @@ class Interval:
 
 @dataclass
 class ToolRun:
+    """One run of a throughput tool, parsed: its intervals, totals and whether it finished."""
     tool: str
     intervals: list[Interval]
     totals: dict[str, float] = field(default_factory=dict)
@@ -61,6 +63,7 @@ class ToolRun:
 
 
 def parse_kv(line: str) -> dict[str, str]:
+    """The ``key=value`` items of a line (nuttcp's -fparse output)."""
     out: dict[str, str] = {}
     for item in line.split():
         key, sep, value = item.partition("=")
@@ -197,6 +200,7 @@ def parse_iperf3(text: str, reverse: bool = False) -> ToolRun:
 
 
 def parse_tool(tool: str, text: str, reverse: bool = False) -> ToolRun:
+    """Parse a tool's recorded output (nuttcp or iperf3)."""
     if tool == "nuttcp":
         return parse_nuttcp(text)
     if tool == "iperf3":
@@ -209,6 +213,7 @@ def parse_tool(tool: str, text: str, reverse: bool = False) -> ToolRun:
 
 @dataclass
 class BurstRecord:
+    """One burst of a tput worker record: its times, the tool's exit code and output."""
     index: int
     attempt: int
     start_ns: int
@@ -230,6 +235,7 @@ class BurstRecord:
 
 @dataclass
 class TputRecord:
+    """A tput worker record: its header, its bursts and the bursts it skipped."""
     header: dict[str, Any]
     bursts: list[BurstRecord]
     skipped: list[dict[str, Any]] = field(default_factory=list)

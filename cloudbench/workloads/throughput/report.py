@@ -29,9 +29,9 @@ from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.throughput.data import (
     RunFacts,
-    Series,
+    Transfer,
     interval_rates,
-    load_series,
+    load_transfers,
     mbit,
     mean_rate,
     trend_warnings,
@@ -40,7 +40,7 @@ from cloudbench.workloads.throughput.data import (
 TABLES = ("trials", "asymmetry", "cv_rmse")
 
 
-def trial_rows(series: list[Series], facts: RunFacts, spec_w: dict[str, Any]) -> list[dict[str, Any]]:
+def trial_rows(series: list[Transfer], facts: RunFacts, spec_w: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per series: distribution, loss, capacity bound (UDP), level shift.
 
     An on/off pattern is several bursts: its statistics cover the sending time
@@ -82,7 +82,7 @@ def trial_rows(series: list[Series], facts: RunFacts, spec_w: dict[str, Any]) ->
     return rows
 
 
-def _loss_pct(s: Series) -> float:
+def _loss_pct(s: Transfer) -> float:
     ok = np.isfinite(s.lost) & np.isfinite(s.packets)
     if not ok.any() or np.sum(s.packets[ok]) <= 0:
         return math.nan
@@ -105,7 +105,7 @@ def asymmetry_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def cv_rmse_rows(series: list[Series], facts: RunFacts) -> list[dict[str, Any]]:
+def cv_rmse_rows(series: list[Transfer], facts: RunFacts) -> list[dict[str, Any]]:
     """CV_RMSE between zone pairs of one region pair (Persico et al. §5.6).
 
     Samples are paired by repetition (the mean of each zone pair's trials in that
@@ -113,7 +113,7 @@ def cv_rmse_rows(series: list[Series], facts: RunFacts) -> list[dict[str, Any]]:
     interval index within the first trial of each zone pair (the trials ran one
     after the other, not at the same time as in Persico et al.).
     """
-    by_zone: dict[tuple[str, str], dict[tuple[str, str], list[Series]]] = defaultdict(
+    by_zone: dict[tuple[str, str], dict[tuple[str, str], list[Transfer]]] = defaultdict(
         lambda: defaultdict(list))
     for s in series:
         a, b = facts.hosts.get((s.repetition, s.src)), facts.hosts.get((s.repetition, s.dst))
@@ -143,7 +143,7 @@ def cv_rmse_rows(series: list[Series], facts: RunFacts) -> list[dict[str, Any]]:
 def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any]:
     """The report section of one throughput workload (``w``: its spec entry)."""
     facts = RunFacts(manifest)
-    series = load_series(run, w["name"])
+    series = load_transfers(run, w["name"])
     out: dict[str, Any] = {"kind": w["kind"], "unit": "Mbit/s", "rows": int(sum(len(s.burst)
                                                                                for s in series))}
     rows = trial_rows(series, facts, w)
@@ -155,7 +155,7 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def series_points(series: list[Series], facts: RunFacts, max_points: int = 600) -> list[dict[str, Any]]:
+def series_points(series: list[Transfer], facts: RunFacts, max_points: int = 600) -> list[dict[str, Any]]:
     """Each series as at most ``max_points`` points per burst, for figures: ``repetition``,
     ``trial``, ``src``, ``dst``, ``direction``, ``group``, and lists ``burst``, ``t_s``
     (bin middle, s after the series' first interval began) and ``mbps`` (the bin's

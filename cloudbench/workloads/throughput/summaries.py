@@ -11,7 +11,7 @@ import numpy as np
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow, SummaryRows, pair_group
-from cloudbench.workloads.throughput.data import MBIT, RunFacts, interval_rates, load_series
+from cloudbench.workloads.throughput.data import MBIT, RunFacts, interval_rates, load_transfers
 from cloudbench.workloads.throughput.report import trial_rows
 
 # Which way is better, per summary metric (``cloudbench compare``).
@@ -22,7 +22,7 @@ THROUGHPUT_BETTER = {"throughput_cov": "lower", "throughput_*": "higher", "capac
 def throughput_summaries(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> list[SummaryRow]:
     """Mean per pair and direction; per latency group: mean, p50, p5, CoV, shifts, UDP loss, capacity."""
     rows = SummaryRows(run, w["name"])
-    series = load_series(run, w["name"])
+    series = load_transfers(run, w["name"])
     trows = trial_rows(series, RunFacts(manifest), w)
     groups: dict[tuple[int, str], list[int]] = defaultdict(list)
     for i, r in enumerate(trows):

@@ -40,6 +40,7 @@ from cloudbench.workloads.traceroute.summaries import PATH_BETTER, path_summarie
 
 
 class TracerouteKind(WorkloadKind):
+    """The ``traceroute`` workload kind: the paths between pairs, traced by the traceroute worker."""
     kind = "traceroute"
     better = PATH_BETTER
     params = TracerouteWorkload

@@ -72,6 +72,7 @@ class Trace:
 
 
 def is_anonymous(node: str) -> bool:
+    """Whether a path node is a hop that did not answer (its name starts with ``ANON``)."""
     return node.startswith(ANON)
 
 

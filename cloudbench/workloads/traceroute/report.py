@@ -144,10 +144,10 @@ def write_figures(run: RunDir, wname: str, w: dict[str, Any], out: Path) -> list
 
 def draw_mda(g: PathGraph, path: Path, title: str, table: PrefixTable | None = None) -> None:
     """A PNG of the MDA graph: hops left to right, parallel interfaces stacked."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - matplotlib is heavy: only reports that draw figures pay for it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - matplotlib is heavy: only reports that draw figures pay for it
 
     hops = [[g.src], *g.hops()]
     pos: dict[str, tuple[float, float]] = {}

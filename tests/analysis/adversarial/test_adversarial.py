@@ -1,10 +1,10 @@
-"""Issue 23, point 7: the adversarial coverage suite at reduced sizes.
+"""The adversarial coverage suite at reduced sizes.
 
 Every row of :mod:`cloudbench.testing.adversarial_suite` (the full sizes run in
 ``bench/bench_adversarial.py``) is one test: an interval fails when its coverage is
 more than 3 Monte Carlo SEs under nominal, a test when its rejection rate is more than
 3 SEs over α. The sizes here are smaller (wider SEs) but still fail every row that
-misses by the margins of issue 23. Rows that fail on today's estimators are marked
+misses by those margins. Rows that fail on today's estimators are marked
 ``xfail(strict=True)`` with the reason: when an estimator's fix lands they pass, the
 strict mark turns that into a failure, and the mark is removed.
 """

@@ -133,7 +133,7 @@ def test_report_of_a_recorded_run(recorded: RunDir) -> None:
 
 
 def test_the_cloud_firewalls_open_the_colocation_tool_ports() -> None:
-    """Issue 15's ports from the spec: the audit's servers listen on `port`..`port + streams` (nuttcp)."""
+    """The colocation tool's ports from the spec: the audit's servers listen on `port`..`port + streams` (nuttcp)."""
     from cloudbench.workloads.colocation.params import ColocationWorkload
 
     (nuttcp,) = ColocationWorkload(kind="colocation", port=6100, streams=3).listen_ports()

@@ -34,7 +34,7 @@ from cloudbench.workloads.throughput.controller import (
     client_config,
     throughput_table,
 )
-from cloudbench.workloads.throughput.data import RunFacts, Series, trend_warnings
+from cloudbench.workloads.throughput.data import RunFacts, Transfer, trend_warnings
 from cloudbench.workloads.throughput.params import UDP_SOCKET_BUFFER
 from cloudbench.workloads.throughput.report import cv_rmse_rows, section
 from cloudbench.workloads.throughput.summaries import throughput_summaries
@@ -274,9 +274,9 @@ def test_throughput_summaries_and_section(tmp_path: Path) -> None:
     assert read_parquet(run.path / "udp" / "r000-t001-udp.parquet", kind="throughput").num_rows == 3
 
 
-def _series(rep: int, trial: str, src: str, dst: str, mbps: float, n: int = 5) -> Series:
+def _series(rep: int, trial: str, src: str, dst: str, mbps: float, n: int = 5) -> Transfer:
     t0 = np.arange(n, dtype=float)
-    return Series(rep, trial, src, dst, "forward", "nuttcp", "tcp", "receiver",
+    return Transfer(rep, trial, src, dst, "forward", "nuttcp", "tcp", "receiver",
                   np.zeros(n, dtype=np.int64), t0, t0 + 1, np.full(n, mbps * 1e6 / 8),
                   np.zeros(n), np.full(n, np.nan), np.full(n, np.nan))
 
