@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, stats
+from scipy.signal import lfilter
 
 HOURS = 24
 WEEKEND = (5, 6)  # Saturday, Sunday (weekday 0 = Monday)
@@ -385,8 +386,7 @@ def _glsar_f(x: FloatArray, y: FloatArray) -> FloatArray:
 def _ar_bootstrap_p(t: FloatArray, y: FloatArray, period: float, f_obs: float) -> float:
     """p-value of ``f_obs`` under the null of no sinusoid with AR(2) errors, by a parametric
     bootstrap of the whole GLSAR procedure (see the module's docstring)."""
-    from scipy.signal import lfilter
-    from statsmodels.regression.linear_model import yule_walker
+    from statsmodels.regression.linear_model import yule_walker  # noqa: PLC0415 - heavy library, only the fits pay for it
 
     yc = y - y.mean()
     rho, _ = yule_walker(yc, order=AR_ORDER, method="mle", result_object=False)
