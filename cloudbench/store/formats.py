@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudbench.errors import ResultError
-from cloudbench.workers import echo as echo_worker
+from cloudbench.workers import echo_protocol as echo_format
 from cloudbench.workers import tput as tput_worker
 from cloudbench.workers import traceroute as traceroute_worker
 
@@ -93,7 +93,7 @@ COMPARE = Format("compare.json", 1, {
        "intervals, p, p_holm, verdict), threshold, unit_of_analysis, differences",
 })
 CLOUD_OUTPUTS = Format("stack outputs", 1, {1: "first version: schema, cloud, campaign, hosts"})
-ECHO_RAW = Format("echo worker file", echo_worker.SCHEMA, {
+ECHO_RAW = Format("echo worker file", echo_format.SCHEMA, {
     1: "magic CBECHO1, JSON header, 24-byte records (worker 1 and worker 2 write the same layout)",
     2: "worker 3: 32-byte records ending in connect_ns (handshake of a per-round connection, "
        "-1 otherwise); `connection` and `idle_s` in config and header; read 1 as connect_ns -1",

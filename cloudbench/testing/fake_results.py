@@ -186,7 +186,7 @@ def write_echo_run(campaign_dir: Path, *, repetitions: int = 2, rounds: int = 20
     from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
     from cloudbench.store.manifest import HostRecord, TrialRecord
     from cloudbench.store.parquet import ParquetStream
-    from cloudbench.workers.echo import FLAG_TIMEOUT, FLAG_WARMUP
+    from cloudbench.workers.echo_protocol import FLAG_TIMEOUT, FLAG_WARMUP
     from cloudbench.workloads.echo.controller import _ENCODINGS, ECHO_SCHEMA, echo_host_table, echo_schema_metadata
 
     rng = np.random.default_rng(seed)
