@@ -406,7 +406,7 @@ class Sender(object):
         self.frame = new_frame(cfg)
         self.errors: dict[str, int] = {}
         # Every mode connects persistently first; per_round then opens its own per round.
-        self.links: Connections = PersistentConnections(cfg, writer, self.ep, self.wake_r, self.frame,
+        self.connections: Connections = PersistentConnections(cfg, writer, self.ep, self.wake_r, self.frame,
                                                         self.errors)
         self.kernel_stamps = cfg.rx_stamp == "kernel"
         self.timeout_ns = int(cfg.timeout_s * 1e9)
@@ -423,7 +423,7 @@ class Sender(object):
     @property
     def rounds_sent(self) -> int:
         """Rounds sent so far."""
-        return self.links.rounds_sent
+        return self.connections.rounds_sent
 
     def error_list(self) -> list[str]:
         """The errors seen, each once, with its count if more than one."""
@@ -431,20 +431,20 @@ class Sender(object):
 
     def connect_phase(self) -> None:
         """Connect to every peer, retrying until all are up or connect_timeout_s is over."""
-        links = self.links
-        assert isinstance(links, PersistentConnections)
-        links.connect_all()
+        conns = self.connections
+        assert isinstance(conns, PersistentConnections)
+        conns.connect_all()
 
     def start_rounds(self) -> None:
         """Fix round 0's time; per_round closes the connect phase's connections."""
         if self.per_round:  # the connect phase only checked that every server is up
-            offset = self.links.offset
-            self.links.close()
-            self.links = RoundConnections(self.cfg, self.w, self.ep, self.wake_r, self.frame, self.errors)
-            self.links.offset = offset
+            offset = self.connections.offset
+            self.connections.close()
+            self.connections = RoundConnections(self.cfg, self.w, self.ep, self.wake_r, self.frame, self.errors)
+            self.connections.offset = offset
         self.t0 = time.monotonic_ns() + 1_000_000  # 1 ms for the header write
         self.warm_end = self.t0 + int(self.cfg.warmup_s * 1e9)
-        self.links.start(self.t0, self.warm_end)
+        self.connections.start(self.t0, self.warm_end)
 
     def rounds(self) -> None:
         """Send every round on schedule until each (round, peer) has its row.
@@ -469,9 +469,9 @@ class Sender(object):
         setitimer = signal.setitimer
         itimer = signal.ITIMER_REAL
         poll = self.ep.poll
-        links = self.links
-        dispatch = links.dispatch
-        send_round = links.send_round
+        conns = self.connections
+        dispatch = conns.dispatch
+        send_round = conns.send_round
         w = self.w
         t0 = self.t0
         interval = self.interval_ns
@@ -486,11 +486,11 @@ class Sender(object):
         while True:
             now = mono()
             if now >= next_sweep:
-                next_sweep = links.sweep(now)
-            if now >= links.next_maint:
-                links.upkeep(now, rnd < n_rounds)
+                next_sweep = conns.sweep(now)
+            if now >= conns.next_maint:
+                conns.upkeep(now, rnd < n_rounds)
             if rnd >= n_rounds or w.n >= w.soft:  # only then does it matter what is in flight
-                idle = links.outstanding() == 0
+                idle = conns.outstanding() == 0
                 if idle and w.n >= w.soft:
                     w.flush()  # while nothing is in flight
                 if idle and rnd >= n_rounds:
@@ -502,7 +502,7 @@ class Sender(object):
                 if lag > tolerance:
                     self.late_sends += 1
                 rnd += 1
-                links.rounds_sent = rnd
+                conns.rounds_sent = rnd
                 # Behind schedule, the overdue rounds go out at twice the rate rather
                 # than in one burst, whose frames would queue behind each other at
                 # both ends and inflate the very round trips being measured.
@@ -510,13 +510,13 @@ class Sender(object):
                              if rnd < n_rounds else INF)
                 if next_sweep == INF:
                     next_sweep = now + timeout_ns + SWEEP_GRACE_NS
-                armed = min(next_send, next_sweep, links.next_maint)
+                armed = min(next_send, next_sweep, conns.next_maint)
                 setitimer(itimer, max((armed - now) / 1e9, 1e-6))  # before the sends
                 if self.kernel_stamps:
-                    links.offset = clock_offset()
+                    conns.offset = clock_offset()
                 send_round(rnd - 1)
             else:
-                wake = min(next_send, next_sweep, links.next_maint)
+                wake = min(next_send, next_sweep, conns.next_maint)
                 if wake <= now:
                     continue
                 if wake < armed or armed <= now:
@@ -526,7 +526,7 @@ class Sender(object):
 
     def close(self) -> None:
         """Close every connection, the epoll set and the wakeup pipe."""
-        self.links.close()
+        self.connections.close()
         self.ep.close()
         os.close(self.wake_r)
         os.close(self.wake_w)
@@ -689,8 +689,8 @@ def cmd_run(config_path: str, out_path: str) -> int:
         "cpu_s": round(me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 6),
         "wall_s": round(time.monotonic() - wall0, 6),
         "late_sends": sender.late_sends, "max_send_lag_us": sender.max_lag_ns // 1000,
-        "kernel_stamps": sender.links.n_kernel, "user_stamps": sender.links.n_user,
-        "connects": sender.links.connects, "errors": errors,
+        "kernel_stamps": sender.connections.n_kernel, "user_stamps": sender.connections.n_user,
+        "connects": sender.connections.connects, "errors": errors,
     }
     sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
     sys.stdout.flush()

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from cloudbench.errors import ResultError
+from cloudbench.runner import worker_bundle, worker_versions
 from cloudbench.workers import echo as worker
 from cloudbench.workers import echo_connections as connections
 from cloudbench.workers import echo_protocol as protocol
@@ -252,14 +253,14 @@ def sender_with_echo_pair(tmp_path: Path) -> Iterator[tuple[worker.Sender, conne
             socket.create_server(("127.0.0.3", 0)) as listener:
         sender = worker.Sender(cfg, protocol.RecordWriter(f))
         try:
-            links = sender.links
-            assert isinstance(links, connections.PersistentConnections)
-            p = links.peers[0]
+            conns = sender.connections
+            assert isinstance(conns, connections.PersistentConnections)
+            p = conns.peers[0]
             p.sock = socket.create_connection(listener.getsockname())
-            links.by_fd[p.sock.fileno()] = p
+            conns.by_fd[p.sock.fileno()] = p
             far, _ = listener.accept()
             with far:
-                links.connected(p)  # turns on SO_TIMESTAMPNS: the kernel stamps from now on
+                conns.connected(p)  # turns on SO_TIMESTAMPNS: the kernel stamps from now on
                 wait_for_kernel_stamps(listener)
                 yield sender, p, far
         finally:
@@ -274,9 +275,9 @@ def test_echo_is_stamped_when_it_arrived_not_when_it_is_read(tmp_path: Path) -> 
         far.sendall(frame)  # the echo arrives now ...
         arrived = time.monotonic_ns()
         time.sleep(0.2)  # ... and is read 200 ms later
-        sender.links.on_readable(p, time.monotonic_ns(), protocol.clock_offset())
+        sender.connections.on_readable(p, time.monotonic_ns(), protocol.clock_offset())
         ts = time.monotonic_ns()
-        assert sender.w.n == 1 and sender.links.n_kernel == 1 and sender.links.n_user == 0
+        assert sender.w.n == 1 and sender.connections.n_kernel == 1 and sender.connections.n_user == 0
         _rnd, _peer, flags, st, recv_ns, _c = RECORD2.unpack_from(sender.w.buf, 0)
         assert flags == 0 and st == send_ns
         assert send_ns <= recv_ns <= arrived + 20_000_000 < ts  # not when it was read
@@ -293,10 +294,10 @@ def test_a_stamp_outside_send_to_now_falls_back_to_the_read_time(tmp_path: Path)
             far.sendall(frame)
             time.sleep(0.05)
             ts = time.monotonic_ns()
-            sender.links.on_readable(p, ts, protocol.clock_offset() + step_s * 1_000_000_000)
+            sender.connections.on_readable(p, ts, protocol.clock_offset() + step_s * 1_000_000_000)
             _rnd, _peer, flags, st, recv_ns, _c = RECORD2.unpack_from(sender.w.buf, rnd * RECORD2.size)
             assert (_rnd, flags, st, recv_ns) == (rnd, 0, send_ns, ts)
-        assert sender.links.n_user == 2 and sender.links.n_kernel == 0
+        assert sender.connections.n_user == 2 and sender.connections.n_kernel == 0
 
 
 def test_silent_peer_gives_timeout_rows_for_each_round(tmp_path: Path) -> None:
@@ -640,9 +641,9 @@ def test_per_round_connections_are_new_ones_each_round(tmp_path: Path) -> None:
     finally:
         f.close()
     assert interrupted == 0 and not [e for e in errors if "refused" in e or "server" in e], errors
-    assert sender.w.rows == 6 and sender.links.connects >= 5  # 0.6 s at 10/s, one peer
+    assert sender.w.rows == 6 and sender.connections.connects >= 5  # 0.6 s at 10/s, one peer
     _, rec = read_echo_file(tmp_path / "h0.bin")
-    assert int((rec["connect_ns"] > 0).sum()) == sender.links.connects  # each handshake in its own row
+    assert int((rec["connect_ns"] > 0).sum()) == sender.connections.connects  # each handshake in its own row
     assert ((rec["flags"] & FLAG_TIMEOUT) == 0).sum() >= 5
 
 
@@ -847,3 +848,20 @@ def test_memory_stays_flat_over_a_long_fast_trial(tmp_path: Path) -> None:
         print(f"\nworker {i}: RSS {min(early) / 1024:.1f} MiB at 8-15 s, {max(late) / 1024:.1f} MiB "
               f"at {seconds - 10:.0f}+ s ({growth_kib / 1024:+.1f} MiB) over {rounds * 2:,} rows")
         assert growth_kib <= 4 * 1024, series  # flat: a leak of 100 B per row would add ~14 MiB here
+
+
+def test_every_shipped_file_of_the_worker_is_in_the_version_the_pooling_guard_compares(tmp_path: Path) -> None:
+    """A change to any of the worker's files, not only echo.py, changes the manifest's workers."""
+    bundle = worker_bundle(["echo"])
+    assert {f.name for f in bundle} >= set(EchoKind.worker_files)
+    before = worker_versions(bundle)
+    assert before["echo"]["version"] == worker.WORKER_VERSION
+    for name in EchoKind.worker_files:
+        copies = []
+        for f in bundle:
+            shutil.copy(f, tmp_path / f.name)
+            copies.append(tmp_path / f.name)
+        with (tmp_path / name).open("a") as edited:
+            edited.write("\n# edited\n")
+        after = worker_versions(copies)
+        assert [k for k in before if before[k] != after[k]] == [Path(name).stem], name
