@@ -48,6 +48,7 @@ from cloudbench.store.parquet import SCHEMA_KEY, read_parquet, write_parquet
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SUMMARY_KIND, SUMMARY_SCHEMA
 from cloudbench.workers import echo as echo_worker
+from cloudbench.workers import echo_protocol
 from cloudbench.workers import throughput as throughput_worker
 from cloudbench.workloads import parse_spec
 from cloudbench.workloads.echo.reader import FLAG_TIMEOUT, read_echo_file
@@ -221,8 +222,8 @@ def write_echo(path: Path, header: dict[str, Any], records: list[tuple[int, int,
     """An echo file as the worker writes it: its magic, header length and record writer."""
     blob = json.dumps(header, separators=(",", ":")).encode()
     with path.open("wb", buffering=0) as f:
-        f.write(echo_worker.MAGIC + echo_worker.HEADER_LEN.pack(len(blob)) + blob)
-        writer = echo_worker.RecordWriter(f)
+        f.write(echo_protocol.MAGIC + echo_protocol.HEADER_LEN.pack(len(blob)) + blob)
+        writer = echo_protocol.RecordWriter(f)
         for r in records:
             writer.add(*r)
         writer.flush()

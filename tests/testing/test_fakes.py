@@ -28,7 +28,7 @@ from cloudbench.testing import pulumi as fake_pulumi
 from cloudbench.testing import remote as fake_remote
 from cloudbench.testing.fakes import FakeProvider
 from cloudbench.testing.remote import Call, FakeRemote, Invocation, Reply, UnscriptedCommandError
-from cloudbench.workers.echo import FLAG_WARMUP, MAGIC, RECORD
+from cloudbench.workers.echo_protocol import FLAG_WARMUP, MAGIC, RECORD
 from cloudbench.workloads import parse_spec, workload_kind
 from cloudbench.workloads.base import Trial, TrialContext
 from tests.paths import DATA, QUICKSTART
