@@ -690,7 +690,7 @@ def test_no_module_but_formats_and_the_workers_has_a_version_constant() -> None:
         offenders += [f"{rel}: {c}" for c in version_constants(path.read_text())]
     assert not offenders, "versions belong in cloudbench/store/formats.py:\n" + "\n".join(offenders)
     # and the finder does look at the workers' own constants, which formats.py imports
-    assert version_constants((ROOT / "cloudbench/workers/echo.py").read_text())
+    assert version_constants((ROOT / "cloudbench/workers/echo_protocol.py").read_text())
 
 
 def test_a_manifest_writes_no_unset_resolved_or_disk_keys_and_keeps_set_ones() -> None:
