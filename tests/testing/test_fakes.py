@@ -315,7 +315,7 @@ def test_a_campaign_runs_offline_with_fake_provider_and_remote(tmp_path: Path) -
     assert all(h.facts["kernel"] == "fake" for r in m.repetitions for h in r.hosts)
     hosts = [h.name for h in spec.topology()]
     put = {(c.host, c.target.rsplit("/", 1)[1]) for c in fake.calls if c.op == "put"}
-    assert put == {(h, f) for h in hosts for f in ("echo.py", "facts.py")}
+    assert put == {(h, f) for h in hosts for f in ("echo.py", "echo_connections.py", "echo_protocol.py", "facts.py")}
     assert sorted(c.host for c in fake.calls if c.op == "get") == sorted(hosts * 2)  # one raw file per host and rep
     s = read_summaries(run).to_pydict()
     p50 = {(r, g): v for r, g, v, metric in zip(s["repetition"], s["group"], s["value"], s["metric"], strict=True)
