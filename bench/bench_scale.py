@@ -40,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cloudbench.workers.echo import FLAG_TIMEOUT, MAGIC, RECORD, SCHEMA  # noqa: E402
+from cloudbench.workers.echo_protocol import FLAG_TIMEOUT, MAGIC, RECORD, SCHEMA  # noqa: E402
 from cloudbench.workloads.echo.controller import _ZSTD_LEVEL as ZSTD_LEVEL  # noqa: E402
 
 HOSTS = 8

@@ -315,7 +315,7 @@ def main() -> int:
               f"{r['cloudbench_median_mbps']:>11} {r['ratio_of_medians']:>8} {r['ratio']:>7} "
               f"{_ci_text(r['ratio_ci95']):>15}   "
               f"{'ok' if r['ok'] else 'MISSED'}")
-    print(f"client worker CPU (tput.py itself, not the tool): at most {worker_cpu:.2%} of one "
+    print(f"client worker CPU (throughput.py itself, not the tool): at most {worker_cpu:.2%} of one "
           "CPU over a trial")
     ok = all(r["ok"] for r in results)
     print(json.dumps({"bench": "throughput", "target_ratio": TARGET, "blocks": args.blocks,

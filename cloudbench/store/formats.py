@@ -3,7 +3,7 @@
 A reader accepts the versions a format's history lists and refuses the others
 with a :class:`~cloudbench.errors.ResultError` naming the file: a newer version
 says to upgrade cloudbench, any other that the file is damaged. The
-formats a worker writes on a host (raw echo records, tput records, traceroute
+formats a worker writes on a host (raw echo records, throughput records, traceroute
 output, and the configs the controller sends) take their version from the
 worker module itself, which stays stdlib-only and standalone: one number, one
 place. Old files of every version listed here stay readable; where a version
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudbench.errors import ResultError
-from cloudbench.workers import echo as echo_worker
-from cloudbench.workers import tput as tput_worker
+from cloudbench.workers import echo_protocol as echo_format
+from cloudbench.workers import throughput as throughput_worker
 from cloudbench.workers import traceroute as traceroute_worker
 
 
@@ -93,13 +93,14 @@ COMPARE = Format("compare.json", 1, {
        "intervals, p, p_holm, verdict), threshold, unit_of_analysis, differences",
 })
 CLOUD_OUTPUTS = Format("stack outputs", 1, {1: "first version: schema, cloud, campaign, hosts"})
-ECHO_RAW = Format("echo worker file", echo_worker.SCHEMA, {
+ECHO_RAW = Format("echo worker file", echo_format.SCHEMA, {
     1: "magic CBECHO1, JSON header, 24-byte records (worker 1 and worker 2 write the same layout)",
     2: "worker 3: 32-byte records ending in connect_ns (handshake of a per-round connection, "
        "-1 otherwise); `connection` and `idle_s` in config and header; read 1 as connect_ns -1",
 })
-TPUT_RECORD = Format("tput worker record", tput_worker.SCHEMA, {
-    1: "JSON lines: header, burst start/end, tool output lines with monotonic times",
+THROUGHPUT_RECORD = Format("throughput worker record", throughput_worker.SCHEMA, {
+    1: "JSON lines: header, burst start/end, tool output lines with monotonic times (the header's "
+       "`worker` is `tput` up to worker tput-1, `throughput` from worker throughput-2 on; nothing reads it)",
 })
 TRACEROUTE_OUTPUT = Format("traceroute worker output", traceroute_worker.SCHEMA, {
     1: "scamper JSON lines of tracelb, one source per file",
@@ -108,5 +109,5 @@ JOURNAL = Format("campaign journal", 1, {
     1: "first version: SQLite tables meta, slots, trials, events (cloudbench.campaign.journal)",
 })
 
-ALL: tuple[Format, ...] = (MANIFEST, PARQUET, REPORT, CONFIRM, COMPARE, CLOUD_OUTPUTS, ECHO_RAW, TPUT_RECORD,
+ALL: tuple[Format, ...] = (MANIFEST, PARQUET, REPORT, CONFIRM, COMPARE, CLOUD_OUTPUTS, ECHO_RAW, THROUGHPUT_RECORD,
                            TRACEROUTE_OUTPUT, JOURNAL)

@@ -30,7 +30,7 @@ from cloudbench.store.manifest import (
 from cloudbench.store.parquet import ParquetStream
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import summary_row, write_summaries
-from cloudbench.workers.echo import FLAG_TIMEOUT, FLAG_WARMUP
+from cloudbench.workers.echo_protocol import FLAG_TIMEOUT, FLAG_WARMUP
 from cloudbench.workloads import workload_kind
 from cloudbench.workloads.echo.controller import _ENCODINGS, ECHO_SCHEMA, echo_host_table, echo_schema_metadata
 

@@ -6,6 +6,14 @@ Runs on measured hosts with nothing but ``python3`` (3.8+, stdlib only, Linux).
     python3 echo.py serve CONFIG.json         server only; serves until stdin reaches EOF
                                               and no inbound connection is left, or the deadline
 
+Files (shipped together, side by side in the host's work directory; WORKER_VERSION
+below versions all three, and the manifest records each file's checksum):
+
+    echo.py              this entry point: the echo server, the sender's loop, the run
+    echo_protocol.py     the wire protocol, the raw file format, CONFIG
+    echo_connections.py  the sender's connections: the persistent and the per-round
+                         state machines
+
 Protocol (TCP, TCP_NODELAY both ways). The client sends a hello
 ``HELLO = >8sHH`` (``b"CBEHELO1"``, its host id, token length) followed by the
 token bytes; the server compares the token with ``hmac.compare_digest`` and
@@ -56,6 +64,8 @@ Format history:
     schema 1 (worker 2): the same format; echoes stamped by the kernel.
     schema 2 (worker 3): 32-byte records with connect_ns; ``connection`` and ``idle_s``
                          in CONFIG and header; hello CBEHELO2 with an ACK.
+    schema 2 (worker 4): the same format and protocol; the worker is three files (the
+                         connection modes in echo_connections.py).
 
 Hot loop (measured on 2-vCPU VMs against sockperf and C clients; see bench/bench_echo.py):
 
@@ -82,9 +92,7 @@ Hot loop (measured on 2-vCPU VMs against sockperf and C clients; see bench/bench
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import errno
 import gc
 import hashlib
 import hmac
@@ -97,195 +105,80 @@ import resource
 import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
-WORKER_VERSION = "3"
-SCHEMA = 2
+if TYPE_CHECKING or __package__:  # cloudbench.workers.echo (the controller and the tests)
+    from .echo_connections import (
+        SWEEP_GRACE_NS,
+        Connections,
+        PersistentConnections,
+        RoundConnections,
+        new_frame,
+    )
+    from .echo_protocol import (
+        ACK,
+        HEADER_LEN,
+        HELLO,
+        HELLO_ACK_MAGIC,
+        HELLO_MAGIC,
+        INF,
+        MAGIC,
+        MAX_TOKEN,
+        SCHEMA,
+        Config,
+        ConfigError,
+        RecordWriter,
+        clock_offset,
+        family,
+        load_config,
+        log,
+        server_deadline_s,
+        write_all,
+    )
+else:  # a script on a host: the worker's files side by side in one directory
+    from echo_connections import (
+        SWEEP_GRACE_NS,
+        Connections,
+        PersistentConnections,
+        RoundConnections,
+        new_frame,
+    )
+    from echo_protocol import (
+        ACK,
+        HEADER_LEN,
+        HELLO,
+        HELLO_ACK_MAGIC,
+        HELLO_MAGIC,
+        INF,
+        MAGIC,
+        MAX_TOKEN,
+        SCHEMA,
+        Config,
+        ConfigError,
+        RecordWriter,
+        clock_offset,
+        family,
+        load_config,
+        log,
+        server_deadline_s,
+        write_all,
+    )
 
-MAGIC = b"CBECHO1\n"
-HEADER_LEN = struct.Struct(">I")
-RECORD = struct.Struct("<IHBxqqq")
-FRAME_HEADER = struct.Struct(">IHI")
-ROUND_FIELD = struct.Struct(">I")
-HELLO = struct.Struct(">8sHH")
-HELLO_MAGIC = b"CBEHELO1"
-HELLO_ACK_MAGIC = b"CBEHELO2"  # the same hello, and the client wants ACK once authenticated
-ACK = b"K"
-CONNECTIONS = ("persistent", "per_round")
+WORKER_VERSION = "4"
 
-FLAG_TIMEOUT = 1
-FLAG_WARMUP = 2
-FLAG_CONN_LOST = 4
-FLAG_SEND_FAILED = 8
-
-MAX_TOKEN = 256
-MAX_PAYLOAD = 16 * 1024 * 1024
-MAX_PEERS = 4096
-MAX_OUTBOUND = 256 * 1024  # bytes queued in user space per peer before a row is send_failed
-RECORDS_PER_CHUNK = 4096  # records packed before a forced write (128 KiB)
-CONNECT_RETRY_S = 0.1  # between connect attempts while the connect phase lasts
-RECONNECT_S = 1.0  # between reconnect attempts while rounds run
-SWEEP_GRACE_NS = 20_000_000  # a frame is swept as a timeout this long after its deadline
-ATTEMPT_S = 3.0  # one connect attempt (TCP connect) may take this long at most
 HELLO_TIMEOUT_S = 5.0  # server side: a client must send its hello within this
 MAX_UNAUTHENTICATED = 64
 READY_TIMEOUT_S = 10.0
 ECHO_BUFFER = 256 * 1024
 SERVER_EXIT_GRACE_S = 5.0
 
-_STATE_IDLE = 0
-_STATE_CONNECTING = 1
-_STATE_CONNECTED = 2
-_STATE_GREETING = 3  # per_round: hello sent, waiting for the server's ACK
-
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux asm-generic and x86 value
-_TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux
-_TIMESPEC32 = struct.Struct("@ii")  # and on 32-bit
-_CMSG_SPACE = 64  # room for one timestamp control message
-_READ_EVENTS = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
-_WRITE_EVENTS = select.EPOLLOUT | select.EPOLLERR
-
-_INF = 1 << 62
-IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linux 4.2+
-
-
-class ConfigError(Exception):
-    """CONFIG.json is missing, unreadable or invalid."""
-
 
 class Interrupted(BaseException):
     """SIGTERM or SIGINT arrived; the run stops and keeps what it has."""
-
-
-def _log(msg: str) -> None:
-    sys.stderr.write("echo[%d]: %s\n" % (os.getpid(), msg))
-    sys.stderr.flush()
-
-
-# --------------------------------------------------------------------------- config
-
-
-class PeerSpec(object):
-    __slots__ = ("addr", "id", "name", "port")
-
-    def __init__(self, id: int, name: str, addr: str, port: int) -> None:
-        self.id = id
-        self.name = name
-        self.addr = addr
-        self.port = port
-
-    def as_dict(self) -> dict[str, object]:
-        return {"id": self.id, "name": self.name, "addr": self.addr, "port": self.port}
-
-
-class Config(object):
-    __slots__ = (
-        "connect_timeout_s",
-        "connection",
-        "duration_s",
-        "host",
-        "host_id",
-        "idle_s",
-        "linger_s",
-        "listen",
-        "payload",
-        "peers",
-        "port",
-        "rate",
-        "rx_stamp",
-        "timeout_s",
-        "token",
-        "warmup_s",
-    )
-
-    def __init__(self, raw: dict[str, object]) -> None:
-        # Schema 1 configs (worker 2) lack `connection` and `idle_s`: persistent, not idle.
-        if raw.get("schema") not in (1, SCHEMA):
-            raise ConfigError("config schema %r is not supported (this worker reads schemas 1 "
-                              "and %d)" % (raw.get("schema"), SCHEMA))
-        self.host = _str(raw, "host")
-        self.host_id = _int(raw, "host_id", 0, 0xFFFF)
-        self.listen = _str(raw, "listen")
-        self.port = _int(raw, "port", 1, 65535)
-        self.token = _str(raw, "token").encode("utf-8")
-        if not self.token or len(self.token) > MAX_TOKEN:
-            raise ConfigError("token must be 1..%d bytes" % MAX_TOKEN)
-        self.rate = _float(raw, "rate", 1e-6, 1e6)
-        self.payload = _int(raw, "payload", 0, MAX_PAYLOAD)
-        self.duration_s = _float(raw, "duration_s", 0.0, 1e7)
-        self.warmup_s = _float(raw, "warmup_s", 0.0, 1e7)
-        self.timeout_s = _float(raw, "timeout_s", 1e-6, 3600.0)
-        self.connect_timeout_s = _float(raw, "connect_timeout_s", 0.0, 3600.0)
-        self.linger_s = _float(raw, "linger_s", 0.0, 3600.0)
-        self.rx_stamp = raw.get("rx_stamp", "kernel")
-        if self.rx_stamp not in ("kernel", "user"):
-            raise ConfigError("'rx_stamp' must be \"kernel\" or \"user\", got %r" % (self.rx_stamp,))
-        self.connection = raw.get("connection", "persistent")
-        if self.connection not in CONNECTIONS:
-            raise ConfigError("'connection' must be one of %s, got %r"
-                              % (", ".join(CONNECTIONS), self.connection))
-        self.idle_s = _float(raw, "idle_s", 0.0, 1e6) if "idle_s" in raw else 0.0
-        if self.idle_s and self.connection != "persistent":
-            raise ConfigError("'idle_s' needs connection \"persistent\"")
-        peers = raw.get("peers")
-        if not isinstance(peers, list) or len(peers) > MAX_PEERS:
-            raise ConfigError("peers must be a list of at most %d objects" % MAX_PEERS)
-        self.peers: list[PeerSpec] = []
-        seen: set[int] = set()
-        for i, p in enumerate(peers):
-            if not isinstance(p, dict):
-                raise ConfigError("peers[%d] must be an object" % i)
-            spec = PeerSpec(_int(p, "id", 0, 0xFFFF), _str(p, "name"), _str(p, "addr"),
-                            _int(p, "port", 1, 65535))
-            if spec.id in seen:
-                raise ConfigError("peers[%d]: duplicate id %d" % (i, spec.id))
-            seen.add(spec.id)
-            self.peers.append(spec)
-
-
-def _str(d: dict[str, object], key: str) -> str:
-    v = d.get(key)
-    if not isinstance(v, str) or not v:
-        raise ConfigError("%r must be a non-empty string, got %r" % (key, v))
-    return v
-
-
-def _int(d: dict[str, object], key: str, lo: int, hi: int) -> int:
-    v = d.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise ConfigError("%r must be an integer in [%d, %d], got %r" % (key, lo, hi, v))
-    return v
-
-
-def _float(d: dict[str, object], key: str, lo: float, hi: float) -> float:
-    v = d.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-        raise ConfigError("%r must be a number in [%g, %g], got %r" % (key, lo, hi, v))
-    return float(v)
-
-
-def load_config(path: str) -> Config:
-    try:
-        with open(path, "rb") as f:
-            raw = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConfigError("cannot read %s: %s" % (path, e)) from e
-    if not isinstance(raw, dict):
-        raise ConfigError("%s: top level must be an object" % path)
-    return Config(raw)
-
-
-def _family(addr: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in addr else socket.AF_INET
-
-
-def server_deadline_s(cfg: Config) -> float:
-    """Seconds after its start at which the server stops whatever happens."""
-    return cfg.connect_timeout_s + cfg.warmup_s + cfg.duration_s + cfg.timeout_s + cfg.linger_s
 
 
 # --------------------------------------------------------------------------- server
@@ -361,7 +254,7 @@ class EchoServer(object):
                     self.unauthenticated += 1
                     self.conns[conn.fileno()] = conn
             if too_many:
-                _log("server: refusing connection from %s: too many connections" % (addr[0],))
+                log("server: refusing connection from %s: too many connections" % (addr[0],))
                 conn.close()
                 continue
             t = threading.Thread(target=self._handle, args=(conn, str(addr[0])),
@@ -415,7 +308,7 @@ class EchoServer(object):
         with self.lock:
             self.rejected += 1
             self.last_rejected = "%s (%s)" % (peer_addr, why)
-        _log("server: rejected connection from %s: %s" % (peer_addr, why))
+        log("server: rejected connection from %s: %s" % (peer_addr, why))
 
     def _shutdown(self) -> None:
         with self.lock:
@@ -465,16 +358,16 @@ def cmd_serve(config_path: str) -> int:
     try:
         cfg = load_config(config_path)
     except ConfigError as e:
-        _log(str(e))
+        log(str(e))
         return 2
     start = time.monotonic_ns()
     try:
-        listener = socket.socket(_family(cfg.listen), socket.SOCK_STREAM)
+        listener = socket.socket(family(cfg.listen), socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((cfg.listen, cfg.port))
         listener.listen(128)
     except OSError as e:
-        _log("server: cannot listen on %s:%d: %s" % (cfg.listen, cfg.port, e))
+        log("server: cannot listen on %s:%d: %s" % (cfg.listen, cfg.port, e))
         return 1
     server = EchoServer(cfg, listener)
     sys.stdout.write("READY\n")
@@ -491,640 +384,67 @@ def cmd_serve(config_path: str) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- output
-
-
-class RecordWriter(object):
-    """Packs records into a preallocated chunk and writes whole chunks to the file."""
-
-    __slots__ = ("buf", "cap", "f", "n", "pack_into", "rows", "soft", "timeouts")
-
-    def __init__(self, f: io.FileIO) -> None:
-        self.f = f  # unbuffered: the chunk is the buffer
-        self.cap = RECORDS_PER_CHUNK
-        self.soft = RECORDS_PER_CHUNK // 2
-        self.buf = bytearray(RECORD.size * self.cap)
-        self.n = 0
-        self.rows = 0
-        self.timeouts = 0
-        self.pack_into = RECORD.pack_into
-
-    def add(self, rnd: int, peer: int, flags: int, send_ns: int, recv_ns: int,
-            connect_ns: int = -1) -> None:
-        self.pack_into(self.buf, self.n * 32, rnd, peer, flags, send_ns, recv_ns, connect_ns)
-        self.n += 1
-        self.rows += 1
-        if flags & FLAG_TIMEOUT:
-            self.timeouts += 1
-        if self.n == self.cap:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.n:
-            _write_all(self.f, memoryview(self.buf)[: self.n * RECORD.size])
-            self.n = 0
-
-
-def _write_all(f: io.FileIO, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while len(view):
-        n = f.write(view)
-        if not n:
-            raise OSError(errno.EIO, "short write")
-        view = view[n:]
-
-
 # --------------------------------------------------------------------------- sender
 
 
-def clock_offset() -> int:
-    """CLOCK_REALTIME - CLOCK_MONOTONIC in ns, to map kernel receive stamps onto CLOCK_MONOTONIC.
-
-    The two clocks move together; only a step of the wall clock changes the
-    offset. One reading can still be microseconds off: the first clock read
-    after the CPU woke from idle may take that long (measured here: up to
-    10 µs). So it is the realtime reading that sits between the closest pair
-    of monotonic readings, out of up to four tries.
-    """
-    mono = time.monotonic_ns
-    real = time.clock_gettime_ns
-    clock = time.CLOCK_REALTIME
-    best_gap = _INF
-    best = 0
-    for _ in range(4):
-        m1 = mono()
-        r = real(clock)
-        m2 = mono()
-        if m2 - m1 < best_gap:
-            best_gap = m2 - m1
-            best = r - (m1 + m2) // 2
-            if best_gap < 1000:
-                break
-    return best
-
-
-class Peer(object):
-    __slots__ = (
-        "attempt_deadline",
-        "conn_start",
-        "connect_ns",
-        "expired",
-        "have",
-        "id",
-        "last_error",
-        "mask",
-        "next_attempt",
-        "out",
-        "pending",
-        "q",
-        "rbuf",
-        "rview",
-        "sock",
-        "spec",
-        "state",
-    )
-
-    def __init__(self, spec: PeerSpec, rbuf_size: int) -> None:
-        self.spec = spec
-        self.id = spec.id
-        self.sock: socket.socket | None = None
-        self.state = _STATE_IDLE
-        self.mask = 0  # the events epoll watches on sock for us (0: not registered)
-        self.attempt_deadline = 0
-        self.next_attempt = 0
-        # Frames in flight, oldest first: (round, send time).
-        self.q: collections.deque[tuple[int, int]] = collections.deque()
-        self.expired = 0  # leading entries of q already recorded as timeouts
-        self.rbuf = bytearray(rbuf_size)
-        self.rview = memoryview(self.rbuf)
-        self.have = 0  # bytes of a partly received echo at the start of rbuf
-        self.out = bytearray()  # bytes the socket did not take yet
-        self.last_error = ""
-        # per_round: the round whose connection is being set up (-1: none), when its
-        # connect started, and its handshake time (-1 on persistent connections).
-        self.pending = -1
-        self.conn_start = 0
-        self.connect_ns = -1
-
-    def label(self) -> str:
-        return "peer %s (id %d, %s:%d)" % (self.spec.name, self.id, self.spec.addr,
-                                           self.spec.port)
-
-
 class Sender(object):
-    """Sends the rounds and receives the echoes in one thread, one epoll loop.
+    """Sends the rounds on schedule and receives the echoes in one thread, one epoll loop.
 
-    A reply's receive time is the kernel's receive timestamp (see the module
-    docstring), so it does not depend on when this loop gets to read it.
+    The connections (:mod:`echo_connections`) do the sending and receiving; this is
+    the schedule: when each round goes out, when timeouts are swept and connections
+    looked after, when records are written, when the run is over.
     """
 
     def __init__(self, cfg: Config, writer: RecordWriter) -> None:
         self.cfg = cfg
         self.w = writer
-        self.fs = FRAME_HEADER.size + cfg.payload
-        self.frame = bytearray(self.fs)
-        FRAME_HEADER.pack_into(self.frame, 0, 0, cfg.host_id, cfg.payload)
-        self.frame[FRAME_HEADER.size:] = os.urandom(cfg.payload)
-        self.frame_view = memoryview(self.frame)
-        # The self-loop goes last: its reply comes back fastest and would otherwise
-        # compete for the CPU with the sends to the other peers.
-        specs = sorted(cfg.peers, key=lambda p: p.id == cfg.host_id)
-        self.peers = [Peer(p, max(65536, 2 * self.fs)) for p in specs]
-        self.by_fd: dict[int, Peer] = {}
         self.ep = select.epoll()
         self.wake_r, self.wake_w = os.pipe()  # the signal wakeup pipe (SIGALRM: next round)
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
         self.ep.register(self.wake_r, select.EPOLLIN)
+        self.frame = new_frame(cfg)
+        self.errors: dict[str, int] = {}
+        # Every mode connects persistently first; per_round then opens its own per round.
+        self.connections: Connections = PersistentConnections(cfg, writer, self.ep, self.wake_r, self.frame,
+                                                        self.errors)
         self.kernel_stamps = cfg.rx_stamp == "kernel"
-        self.n_kernel = 0  # echoes stamped by the kernel
-        self.n_user = 0  # echoes stamped when epoll returned
-        self.offset = clock_offset()  # CLOCK_REALTIME - CLOCK_MONOTONIC, re-read every round
         self.timeout_ns = int(cfg.timeout_s * 1e9)
         self.per_round = cfg.connection == "per_round"
-        self.round_conns = False  # per_round and the rounds have started (not the connect phase)
         rate = 1.0 / cfg.idle_s if cfg.idle_s else cfg.rate  # idle_s: each peer every idle_s
         self.interval_ns = 1e9 / rate
         self.n_rounds = max(0, math.ceil((cfg.duration_s + cfg.warmup_s) * rate - 1e-9))
         self.late_tolerance_ns = int(min(1e6, self.interval_ns / 2))
         self.t0 = 0
         self.warm_end = 0
-        self.rounds_sent = 0
         self.late_sends = 0
         self.max_lag_ns = 0
-        self.retry_ns = int(CONNECT_RETRY_S * 1e9)
-        self.next_maint = 0  # when connect attempts need attention next
-        self.errors: dict[str, int] = {}
-        token = cfg.token
-        self.hello = HELLO.pack(HELLO_MAGIC, cfg.host_id, len(token)) + token
-        self.hello_ack = HELLO.pack(HELLO_ACK_MAGIC, cfg.host_id, len(token)) + token
-        self.connects = 0  # per_round connections whose handshake completed
 
-    # ---- bookkeeping
-
-    def error(self, msg: str) -> None:
-        self.errors[msg] = self.errors.get(msg, 0) + 1
+    @property
+    def rounds_sent(self) -> int:
+        """Rounds sent so far."""
+        return self.connections.rounds_sent
 
     def error_list(self) -> list[str]:
+        """The errors seen, each once, with its count if more than one."""
         return [m if c == 1 else "%s (x%d)" % (m, c) for m, c in self.errors.items()]
-
-    def outstanding(self) -> int:
-        """Frames in flight, and per_round connections being set up, that have no row yet."""
-        return sum(len(p.q) - p.expired + (p.pending >= 0) for p in self.peers)
-
-    def _row_now(self, p: Peer, rnd: int, flags: int, t: int) -> None:
-        self.w.add(rnd, p.id, flags | (FLAG_WARMUP if t < self.warm_end else 0), t, 0)
-
-    def _watch(self, p: Peer) -> None:
-        """Make epoll watch what the peer's state needs: connect done, echoes, room to send."""
-        m = 0
-        if p.state == _STATE_CONNECTING:
-            m = select.EPOLLOUT
-        elif p.state in (_STATE_CONNECTED, _STATE_GREETING):
-            m = select.EPOLLIN | (select.EPOLLOUT if p.out else 0)
-        if m == p.mask or p.sock is None:
-            return
-        fd = p.sock.fileno()
-        if not p.mask:
-            self.ep.register(fd, m)
-        else:
-            self.ep.modify(fd, m)
-        p.mask = m
-
-    # ---- connections
-
-    def _attempt(self, p: Peer, now: int) -> None:
-        cfg = self.cfg
-        s = socket.socket(_family(p.spec.addr), socket.SOCK_STREAM)
-        try:
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            s.bind((cfg.listen, 0))  # leave from the experiment address, whatever the routes
-            s.setblocking(False)
-            err = s.connect_ex((p.spec.addr, p.spec.port))
-        except OSError as e:
-            s.close()
-            self._attempt_failed(p, now, str(e))
-            return
-        p.sock = s
-        self.by_fd[s.fileno()] = p
-        if err == 0:
-            self._connected(p)
-        elif err in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
-            p.state = _STATE_CONNECTING
-            p.attempt_deadline = now + int(min(ATTEMPT_S, max(cfg.connect_timeout_s, 0.1)) * 1e9)
-            self.next_maint = min(self.next_maint, p.attempt_deadline)
-            self._watch(p)
-        else:
-            self._drop(p)
-            self._attempt_failed(p, now, os.strerror(err))
-
-    def _attempt_failed(self, p: Peer, now: int, why: str) -> None:
-        p.state = _STATE_IDLE
-        p.next_attempt = now + self.retry_ns
-        p.last_error = "%s: connect failed: %s" % (p.label(), why)
-        self.next_maint = min(self.next_maint, p.next_attempt)
-
-    def _connected(self, p: Peer) -> None:
-        sock = p.sock
-        assert sock is not None
-        if self.kernel_stamps:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            except OSError as e:
-                self.error("no kernel receive timestamps, echoes stamped in user space: %s" % e)
-        p.state = _STATE_CONNECTED
-        p.out = bytearray(self.hello)  # p.have is 0: _drop reset it
-        p.last_error = ""
-        self._flush_out(p)
-
-    def _drop(self, p: Peer) -> None:
-        """Forget the peer's socket and close it."""
-        sock = p.sock
-        p.sock = None
-        p.state = _STATE_IDLE
-        p.out = bytearray()
-        p.have = 0
-        if sock is not None:
-            fd = sock.fileno()
-            self.by_fd.pop(fd, None)
-            if p.mask:
-                with contextlib.suppress(OSError):
-                    self.ep.unregister(fd)
-            sock.close()
-        p.mask = 0
-
-    def _broken(self, p: Peer, now: int, why: str) -> None:
-        """The connection broke: rows for what was in flight; retry later."""
-        self._fail_inflight(p)
-        self._drop(p)
-        if p.pending >= 0:
-            self._round_failed(p, "connection lost: %s" % why)
-            return
-        p.next_attempt = now + self.retry_ns
-        self.next_maint = min(self.next_maint, p.next_attempt)
-        self.error("%s: connection lost: %s" % (p.label(), why))
-        _log("%s: connection lost after round %d: %s" % (p.label(), self.rounds_sent - 1, why))
-
-    def _fail_inflight(self, p: Peer, flags: int = FLAG_TIMEOUT | FLAG_CONN_LOST) -> None:
-        """Frames in flight become rows with ``flags`` (a broken connection: conn_lost)."""
-        add = self.w.add
-        warm_end = self.warm_end
-        q = p.q
-        for i in range(p.expired, len(q)):  # the first p.expired are timeout rows already
-            rnd, st = q[i]
-            add(rnd, p.id, flags | (FLAG_WARMUP if st < warm_end else 0), st, 0, p.connect_ns)
-        q.clear()
-        p.expired = 0
-
-    def _maintain(self, now: int) -> int:
-        """Start due connect attempts, abandon stale ones; return when to look again."""
-        nxt = _INF
-        for p in self.peers:
-            if p.state == _STATE_IDLE:
-                if now >= p.next_attempt:
-                    self._attempt(p, now)
-                if p.state == _STATE_IDLE:
-                    nxt = min(nxt, p.next_attempt)
-            if p.state == _STATE_CONNECTING:
-                if now >= p.attempt_deadline:
-                    self._drop(p)
-                    self._attempt_failed(p, now, "timed out")
-                    nxt = min(nxt, p.next_attempt)
-                else:
-                    nxt = min(nxt, p.attempt_deadline)
-        self.next_maint = nxt
-        return nxt
-
-    def _on_writable(self, p: Peer, now: int) -> None:
-        sock = p.sock
-        if sock is None:
-            return
-        if p.state == _STATE_CONNECTING:
-            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            if err:
-                self._drop(p)
-                if self.round_conns:
-                    self._round_failed(p, "connect failed: %s" % os.strerror(err))
-                else:
-                    self._attempt_failed(p, now, os.strerror(err))
-            elif self.round_conns:
-                self._round_connected(p, now)
-            else:
-                self._connected(p)
-        elif p.state in (_STATE_CONNECTED, _STATE_GREETING) and p.out:
-            self._flush_out(p)
-
-    def _flush_out(self, p: Peer) -> None:
-        sock = p.sock
-        assert sock is not None
-        try:
-            n = sock.send(p.out, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            n = 0
-        except OSError as e:
-            self._broken(p, time.monotonic_ns(), str(e))
-            return
-        del p.out[:n]
-        self._watch(p)
-
-    # ---- echoes
-
-    def _on_readable(self, p: Peer, ts: int, offset: int) -> None:
-        """Read what the peer echoed; ``ts`` is when epoll returned, ``offset`` is
-        CLOCK_REALTIME - CLOCK_MONOTONIC (see :func:`clock_offset`)."""
-        sock = p.sock
-        if sock is None or p.state != _STATE_CONNECTED:
-            return
-        have = p.have
-        try:
-            n, anc, _flags, _addr = sock.recvmsg_into([p.rview[have:]], _CMSG_SPACE,
-                                                      socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as e:
-            self._broken(p, ts, str(e))
-            return
-        if not n:
-            self._broken(p, ts, "closed by peer" + ("" if self.rounds_sent > 1 else
-                                                    " (wrong token or not an echo server?)"))
-            return
-        stamp = 0
-        if anc:
-            level, kind, data = anc[0]
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                sec, nsec = (_TIMESPEC if len(data) >= _TIMESPEC.size else _TIMESPEC32
-                             ).unpack_from(data)
-                stamp = sec * 1_000_000_000 + nsec - offset
-                if stamp > ts:
-                    stamp = 0  # the wall clock stepped forward after the offset was read
-        have += n
-        if have >= self.fs:
-            have, why = self._consume(p, have, stamp, ts)
-            if why:
-                p.have = 0
-                self._broken(p, ts, why)
-                return
-        p.have = have
-        if self.round_conns and not p.q:
-            self._drop(p)  # the round's echo is in: this connection has done its work
-
-    def _consume(self, p: Peer, have: int, stamp: int, ts: int) -> tuple[int, str]:
-        """Match whole echoed frames to the in-flight queue.
-
-        Returns the bytes left over and, if the stream is out of sync, why.
-        """
-        fs = self.fs
-        buf = p.rbuf
-        q = p.q
-        add = self.w.add
-        unpack_from = ROUND_FIELD.unpack_from
-        connect_ns = p.connect_ns
-        off = 0
-        while have - off >= fs:
-            got = unpack_from(buf, off)[0]
-            if not q:
-                return 0, "echo of round %d that was never sent" % got
-            expected, st = q[0]
-            if expected != got:
-                return 0, "echo out of sync: round %d, expected %d" % (got, expected)
-            q.popleft()
-            if p.expired:
-                p.expired -= 1  # a late reply to a row already recorded as a timeout
-            else:
-                if stamp >= st:
-                    rt = stamp
-                    self.n_kernel += 1
-                else:  # no kernel stamp, or the wall clock stepped back after the offset was read
-                    rt = ts
-                    self.n_user += 1
-                flags = FLAG_WARMUP if st < self.warm_end else 0
-                if rt - st > self.timeout_ns:
-                    add(expected, p.id, flags | FLAG_TIMEOUT, st, 0, connect_ns)
-                else:
-                    add(expected, p.id, flags, st, rt, connect_ns)
-            off += fs
-        rest = have - off
-        if rest:
-            buf[0:rest] = buf[off:have]
-        return rest, ""
-
-    def _sweep(self, now: int) -> int:
-        """Record timeouts for frames unanswered for timeout_s; return the next deadline.
-
-        A frame is swept only SWEEP_GRACE_NS after its deadline: a reply that arrived
-        in time but is not read yet is never recorded as a timeout before it is matched.
-        """
-        tmo = self.timeout_ns + SWEEP_GRACE_NS
-        warm_end = self.warm_end
-        add = self.w.add
-        nxt = _INF
-        for p in self.peers:
-            q = p.q
-            i = p.expired
-            end = len(q)
-            while i < end:
-                rnd, st = q[i]
-                if st + tmo > now:
-                    nxt = min(nxt, st + tmo)
-                    break
-                add(rnd, p.id, FLAG_TIMEOUT | (FLAG_WARMUP if st < warm_end else 0), st, 0,
-                    p.connect_ns)
-                i += 1
-            p.expired = i
-        return nxt
-
-    # ---- sends
-
-    def _send_round(self, rnd: int) -> None:
-        """Send round ``rnd`` to every peer; the caller blocks in epoll right after."""
-        mono = time.monotonic_ns
-        frame = self.frame
-        ROUND_FIELD.pack_into(frame, 0, rnd)
-        dontwait = socket.MSG_DONTWAIT
-        for p in self.peers:
-            sock = p.sock
-            if p.state != _STATE_CONNECTED or sock is None or p.out:
-                self._send_slow(p, rnd)
-                continue
-            t = mono()
-            p.q.append((rnd, t))  # a failed send still gets its row (conn_lost)
-            try:
-                n = sock.send(frame, dontwait)
-            except (BlockingIOError, InterruptedError):
-                n = 0
-            except OSError as e:
-                self._broken(p, t, str(e))
-                continue
-            if n < self.fs:
-                p.out += self.frame_view[n:]
-                self._watch(p)
-
-    def _send_slow(self, p: Peer, rnd: int) -> None:
-        """A peer that is not connected, or whose earlier frames still wait to go out."""
-        t = time.monotonic_ns()
-        if p.state != _STATE_CONNECTED or p.sock is None:
-            self._row_now(p, rnd, FLAG_TIMEOUT | FLAG_CONN_LOST, t)
-        elif len(p.out) + self.fs > MAX_OUTBOUND:
-            self._row_now(p, rnd, FLAG_TIMEOUT | FLAG_SEND_FAILED, t)
-        else:
-            p.q.append((rnd, t))
-            p.out += self.frame  # goes out when the socket is writable again
-
-    # ---- a connection per round (connection: per_round)
-
-    def _open_rounds(self, rnd: int) -> None:
-        """:meth:`_send_round` of ``per_round``: round ``rnd``'s own connection to every peer."""
-        for p in self.peers:
-            self._open_round(p, rnd)
-
-    def _open_round(self, p: Peer, rnd: int) -> None:
-        """Start round ``rnd``'s own connection to ``p`` (its row comes when it ends)."""
-        if p.pending >= 0 or p.sock is not None:
-            self._abandon(p)
-        t = time.monotonic_ns()
-        p.pending = rnd
-        p.conn_start = t
-        p.connect_ns = -1
-        p.attempt_deadline = t + self.timeout_ns
-        self.next_maint = min(self.next_maint, p.attempt_deadline)
-        s = socket.socket(_family(p.spec.addr), socket.SOCK_STREAM)
-        try:
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            # The port is chosen at connect() for the 4-tuple, not at bind() for any
-            # destination: thousands of connections in TIME_WAIT do not run out of ports.
-            with contextlib.suppress(OSError):
-                s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
-            s.bind((self.cfg.listen, 0))
-            s.setblocking(False)
-            err = s.connect_ex((p.spec.addr, p.spec.port))
-        except OSError as e:
-            s.close()
-            self._round_failed(p, "connect failed: %s" % e)
-            return
-        p.sock = s
-        self.by_fd[s.fileno()] = p
-        if err == 0:
-            self._round_connected(p, time.monotonic_ns())
-        elif err in (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK):
-            p.state = _STATE_CONNECTING
-            self._watch(p)
-        else:
-            self._drop(p)
-            self._round_failed(p, "connect failed: %s" % os.strerror(err))
-
-    def _round_connected(self, p: Peer, now: int) -> None:
-        """Handshake done: record its time, send the hello that asks for an ACK."""
-        p.connect_ns = now - p.conn_start
-        self.connects += 1
-        p.state = _STATE_GREETING
-        if self.kernel_stamps:
-            with contextlib.suppress(OSError):
-                assert p.sock is not None
-                p.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        p.out = bytearray(self.hello_ack)
-        self._flush_out(p)
-
-    def _on_ack(self, p: Peer, now: int) -> None:
-        """The server accepted the hello: send the round's frame, timed from now."""
-        sock = p.sock
-        assert sock is not None
-        try:
-            got = sock.recv(16, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as e:
-            self._broken(p, now, str(e))
-            return
-        if got != ACK:
-            self._broken(p, now, "closed during the hello (wrong token?)" if not got
-                         else "unexpected reply %r to the hello" % got[:16])
-            return
-        ROUND_FIELD.pack_into(self.frame, 0, p.pending)
-        p.state = _STATE_CONNECTED
-        p.q.append((p.pending, time.monotonic_ns()))
-        p.pending = -1
-        p.out += self.frame
-        self._flush_out(p)
-
-    def _round_failed(self, p: Peer, why: str) -> None:
-        """The pending round got no frame out: a timeout row (its handshake time if known)."""
-        rnd, st = p.pending, p.conn_start
-        p.pending = -1
-        flags = FLAG_TIMEOUT | FLAG_CONN_LOST | (FLAG_WARMUP if st < self.warm_end else 0)
-        self.w.add(rnd, p.id, flags, st, 0, p.connect_ns)
-        self.error("%s: %s" % (p.label(), why))
-
-    def _abandon(self, p: Peer) -> None:
-        """The next round is due and this one is unfinished: it is a timeout."""
-        self._drop(p)
-        if p.pending >= 0:
-            self._round_failed(p, "round not finished when the next one started")
-        self._fail_inflight(p, FLAG_TIMEOUT)
-
-    def _expire_rounds(self, now: int) -> None:
-        """Connections whose handshake or hello outlived the timeout become timeout rows."""
-        nxt = _INF
-        for p in self.peers:
-            if p.pending < 0:
-                continue
-            if now >= p.attempt_deadline:
-                self._drop(p)
-                self._round_failed(p, "connect or hello not done within the timeout")
-            else:
-                nxt = min(nxt, p.attempt_deadline)
-        self.next_maint = nxt
-
-    # ---- the loop
-
-    def _dispatch(self, events: list[tuple[int, int]]) -> None:
-        """Handle what one epoll wait returned."""
-        ts = time.monotonic_ns()
-        offset = self.offset
-        by_fd = self.by_fd
-        wake_r = self.wake_r
-        for fd, ev in events:
-            if fd == wake_r:
-                with contextlib.suppress(OSError):
-                    os.read(wake_r, 4096)
-                continue
-            p = by_fd.get(fd)
-            if p is None:
-                continue
-            if ev & _READ_EVENTS and p.state == _STATE_CONNECTED:
-                self._on_readable(p, ts, offset)
-            elif ev & _READ_EVENTS and p.state == _STATE_GREETING:
-                self._on_ack(p, ts)
-            if ev & _WRITE_EVENTS and by_fd.get(fd) is p:
-                self._on_writable(p, ts)
 
     def connect_phase(self) -> None:
         """Connect to every peer, retrying until all are up or connect_timeout_s is over."""
-        mono = time.monotonic_ns
-        deadline = mono() + int(self.cfg.connect_timeout_s * 1e9)
-        while True:
-            now = mono()
-            nxt = self._maintain(now)
-            if all(p.state == _STATE_CONNECTED for p in self.peers) or now >= deadline:
-                break
-            wake = min(nxt, deadline)
-            self._dispatch(self.ep.poll(max(wake - now, 0) / 1e9))
-        for p in self.peers:
-            if p.state != _STATE_CONNECTED:
-                self.error(p.last_error or "%s: not connected" % p.label())
-                if p.state == _STATE_CONNECTING:
-                    self._drop(p)
-        self.retry_ns = int(RECONNECT_S * 1e9)
+        conns = self.connections
+        assert isinstance(conns, PersistentConnections)
+        conns.connect_all()
 
     def start_rounds(self) -> None:
+        """Fix round 0's time; per_round closes the connect phase's connections."""
         if self.per_round:  # the connect phase only checked that every server is up
-            for p in self.peers:
-                self._drop(p)
-            self.round_conns = True
+            offset = self.connections.offset
+            self.connections.close()
+            self.connections = RoundConnections(self.cfg, self.w, self.ep, self.wake_r, self.frame, self.errors)
+            self.connections.offset = offset
         self.t0 = time.monotonic_ns() + 1_000_000  # 1 ms for the header write
         self.warm_end = self.t0 + int(self.cfg.warmup_s * 1e9)
-        for p in self.peers:
-            p.next_attempt = self.t0 + self.retry_ns
-        self.next_maint = self.t0 + self.retry_ns
+        self.connections.start(self.t0, self.warm_end)
 
     def rounds(self) -> None:
         """Send every round on schedule until each (round, peer) has its row.
@@ -1149,8 +469,9 @@ class Sender(object):
         setitimer = signal.setitimer
         itimer = signal.ITIMER_REAL
         poll = self.ep.poll
-        dispatch = self._dispatch
-        send_round = self._open_rounds if self.per_round else self._send_round
+        conns = self.connections
+        dispatch = conns.dispatch
+        send_round = conns.send_round
         w = self.w
         t0 = self.t0
         interval = self.interval_ns
@@ -1160,21 +481,16 @@ class Sender(object):
         catch_up_gap = int(interval / 2)
         rnd = 0
         next_send = t0
-        next_sweep = _INF
-        armed = _INF  # when the interval timer fires next
+        next_sweep = INF
+        armed = INF  # when the interval timer fires next
         while True:
             now = mono()
             if now >= next_sweep:
-                next_sweep = self._sweep(now)
-            if now >= self.next_maint:
-                if self.round_conns:
-                    self._expire_rounds(now)
-                elif rnd < n_rounds:
-                    self._maintain(now)
-                else:
-                    self.next_maint = _INF  # no reconnects once every round is sent
+                next_sweep = conns.sweep(now)
+            if now >= conns.next_maint:
+                conns.upkeep(now, rnd < n_rounds)
             if rnd >= n_rounds or w.n >= w.soft:  # only then does it matter what is in flight
-                idle = self.outstanding() == 0
+                idle = conns.outstanding() == 0
                 if idle and w.n >= w.soft:
                     w.flush()  # while nothing is in flight
                 if idle and rnd >= n_rounds:
@@ -1186,31 +502,31 @@ class Sender(object):
                 if lag > tolerance:
                     self.late_sends += 1
                 rnd += 1
-                self.rounds_sent = rnd
+                conns.rounds_sent = rnd
                 # Behind schedule, the overdue rounds go out at twice the rate rather
                 # than in one burst, whose frames would queue behind each other at
                 # both ends and inflate the very round trips being measured.
                 next_send = (max(t0 + int(rnd * interval), now + catch_up_gap)
-                             if rnd < n_rounds else _INF)
-                if next_sweep == _INF:
+                             if rnd < n_rounds else INF)
+                if next_sweep == INF:
                     next_sweep = now + timeout_ns + SWEEP_GRACE_NS
-                armed = min(next_send, next_sweep, self.next_maint)
+                armed = min(next_send, next_sweep, conns.next_maint)
                 setitimer(itimer, max((armed - now) / 1e9, 1e-6))  # before the sends
                 if self.kernel_stamps:
-                    self.offset = clock_offset()
+                    conns.offset = clock_offset()
                 send_round(rnd - 1)
             else:
-                wake = min(next_send, next_sweep, self.next_maint)
+                wake = min(next_send, next_sweep, conns.next_maint)
                 if wake <= now:
                     continue
                 if wake < armed or armed <= now:
                     armed = wake
                     setitimer(itimer, max((wake - now) / 1e9, 1e-6))
-            dispatch(poll(-1 if armed < _INF else 1.0))
+            dispatch(poll(-1 if armed < INF else 1.0))
 
     def close(self) -> None:
-        for p in self.peers:
-            self._drop(p)
+        """Close every connection, the epoll set and the wakeup pipe."""
+        self.connections.close()
         self.ep.close()
         os.close(self.wake_r)
         os.close(self.wake_w)
@@ -1317,7 +633,7 @@ def _measure(cfg: Config, config_path: str, f: io.FileIO) -> tuple[Sender, list[
                 "python": platform.python_version(), "kernel": platform.release(),
             }
             blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
-            _write_all(f, MAGIC + HEADER_LEN.pack(len(blob)) + blob)
+            write_all(f, MAGIC + HEADER_LEN.pack(len(blob)) + blob)
             gc.disable()
             gc.freeze()
             try:
@@ -1352,14 +668,14 @@ def cmd_run(config_path: str, out_path: str) -> int:
     try:
         cfg = load_config(config_path)
     except ConfigError as e:
-        _log(str(e))
+        log(str(e))
         return 2
     try:
         with open(out_path, "wb", buffering=0) as f:
             sender, errors, interrupted = _measure(cfg, config_path, f)
         digest = _sha256(out_path)
     except OSError as e:
-        _log("cannot write %s: %s" % (out_path, e))
+        log("cannot write %s: %s" % (out_path, e))
         return 1
     if interrupted:
         errors.append("interrupted by signal %d after %d of %d rounds"
@@ -1373,8 +689,8 @@ def cmd_run(config_path: str, out_path: str) -> int:
         "cpu_s": round(me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 6),
         "wall_s": round(time.monotonic() - wall0, 6),
         "late_sends": sender.late_sends, "max_send_lag_us": sender.max_lag_ns // 1000,
-        "kernel_stamps": sender.n_kernel, "user_stamps": sender.n_user,
-        "connects": sender.connects, "errors": errors,
+        "kernel_stamps": sender.connections.n_kernel, "user_stamps": sender.connections.n_user,
+        "connects": sender.connections.connects, "errors": errors,
     }
     sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
     sys.stdout.flush()

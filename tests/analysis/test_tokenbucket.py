@@ -19,8 +19,8 @@ from cloudbench.analysis.tokenbucket import (
     volume_sd,
 )
 from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES, expected_goodput
-from cloudbench.workers import tput as tput_worker
-from cloudbench.workloads.throughput.reader import data_start_ns, parse_tool, parse_tput_record
+from cloudbench.workers import throughput as throughput_worker
+from cloudbench.workloads.throughput.reader import data_start_ns, parse_throughput_record, parse_tool
 from tests.paths import DATA as TESTS_DATA
 
 DATA = TESTS_DATA / "tput"
@@ -62,7 +62,7 @@ def test_worker_applies_the_same_rule_online() -> None:
         n_high = int(rng.integers(1, 15))
         rates = list(rng.normal(200.0, 20.0, n_high)) + list(rng.normal(60.0, 15.0, 20))
         online = next((m for m in range(1, len(rates) + 1)
-                       if tput_worker.drained(rates[:m], 10, 0.75)), None)
+                       if throughput_worker.drained(rates[:m], 10, 0.75)), None)
         assert online == drained_at(rates, 10, 0.75)
 
 
@@ -135,7 +135,7 @@ def test_refill_needs_a_first_drain() -> None:
 
 def test_real_drain_behind_tbf_matches_the_configured_bucket() -> None:
     """Recorded on the testbed behind TBF 200/50 Mbit, 75 MiB, with a 5 s rest."""
-    rec = parse_tput_record((DATA / "record_nuttcp_drain_tb_small.jsonl").read_text())
+    rec = parse_throughput_record((DATA / "record_nuttcp_drain_tb_small.jsonl").read_text())
     parts = []
     for b in rec.bursts:
         run = parse_tool("nuttcp", b.text)

@@ -2,7 +2,7 @@
 
 Run as root from the repository root: ``python tests/data/record_tput.py``.
 It builds two namespaces joined by a veth pair (198.18.254.0/24), shapes the
-sender with tc where a case needs it, runs ``workers/tput.py`` there, and writes
+sender with tc where a case needs it, runs ``workers/throughput.py`` there, and writes
 ``tests/data/tput/*.txt|json|jsonl``. The namespaces and every process are
 removed in ``finally``. The files in git were made on a 2-vCPU Debian VM with
 nuttcp 6.1.2 and iperf3 3.12.
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKER = ROOT / "cloudbench" / "workers" / "tput.py"
+WORKER = ROOT / "cloudbench" / "workers" / "throughput.py"
 OUT = Path(__file__).resolve().parent / "tput"
 A, B = "cbrec-a", "cbrec-b"
 ADDR_A, ADDR_B = "198.18.254.1", "198.18.254.2"

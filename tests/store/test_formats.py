@@ -48,10 +48,11 @@ from cloudbench.store.parquet import SCHEMA_KEY, read_parquet, write_parquet
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SUMMARY_KIND, SUMMARY_SCHEMA
 from cloudbench.workers import echo as echo_worker
-from cloudbench.workers import tput as tput_worker
+from cloudbench.workers import echo_protocol
+from cloudbench.workers import throughput as throughput_worker
 from cloudbench.workloads import parse_spec
 from cloudbench.workloads.echo.reader import FLAG_TIMEOUT, read_echo_file
-from cloudbench.workloads.throughput.reader import parse_tput_record
+from cloudbench.workloads.throughput.reader import parse_throughput_record
 from cloudbench.workloads.traceroute.reader import parse_output
 from tests.paths import DATA, ROOT
 
@@ -221,8 +222,8 @@ def write_echo(path: Path, header: dict[str, Any], records: list[tuple[int, int,
     """An echo file as the worker writes it: its magic, header length and record writer."""
     blob = json.dumps(header, separators=(",", ":")).encode()
     with path.open("wb", buffering=0) as f:
-        f.write(echo_worker.MAGIC + echo_worker.HEADER_LEN.pack(len(blob)) + blob)
-        writer = echo_worker.RecordWriter(f)
+        f.write(echo_protocol.MAGIC + echo_protocol.HEADER_LEN.pack(len(blob)) + blob)
+        writer = echo_protocol.RecordWriter(f)
         for r in records:
             writer.add(*r)
         writer.flush()
@@ -262,13 +263,14 @@ def echo_fixture(path: Path, version: int, tmp: Path) -> None:
         assert header["connection"] == "per_round" and bool((ok["connect_ns"] > 0).all())
 
 
-# -- tput worker records ----------------------------------------------------------------------
+# -- throughput worker records -------------------------------------------------------------------
 def write_tput(path: Path, schema: int) -> None:
-    """A record as ``tput.py client`` writes it, through the worker's own Recorder."""
-    rec = tput_worker.Recorder(str(path))
+    """A record as ``throughput.py client`` writes it, through the worker's own Recorder."""
+    rec = throughput_worker.Recorder(str(path))
     try:
-        rec.write({"type": "header", "schema": schema, "worker": "tput", "version": tput_worker.WORKER_VERSION,
-                   "clock": "CLOCK_MONOTONIC", "host": "a", "config": {"tool": "nuttcp"}})
+        rec.write({"type": "header", "schema": schema, "worker": "throughput",
+                   "version": throughput_worker.WORKER_VERSION, "clock": "CLOCK_MONOTONIC", "host": "a",
+                   "config": {"tool": "nuttcp"}})
         base = {"burst": 0, "attempt": 0}
         rec.write({"type": "start", **base, "t_ns": 100, "argv": ["nuttcp", "-T1", "198.18.1.11"]})
         rec.write({"type": "out", **base, "t_ns": 1_000_000_100,
@@ -281,9 +283,9 @@ def write_tput(path: Path, schema: int) -> None:
 
 def tput_roundtrip(tmp: Path) -> None:
     path = tmp / "tput.jsonl"
-    write_tput(path, formats.TPUT_RECORD.current)
-    rec = parse_tput_record(path.read_text())
-    assert rec.header["schema"] == formats.TPUT_RECORD.current and rec.header["host"] == "a"
+    write_tput(path, formats.THROUGHPUT_RECORD.current)
+    rec = parse_throughput_record(path.read_text())
+    assert rec.header["schema"] == formats.THROUGHPUT_RECORD.current and rec.header["host"] == "a"
     (b,) = rec.bursts
     assert (b.start_ns, b.end_ns, b.sent_until_ns, b.rc, b.stop) == (100, 1_000_000_200, 1_000_000_150, 0, "time")
     assert b.lines == ["megabytes=11.9209 real_seconds=1.00 rate_Mbps=100.0000 retrans=0"]
@@ -292,12 +294,12 @@ def tput_roundtrip(tmp: Path) -> None:
 def tput_future(tmp: Path, version: int) -> tuple[str, Callable[[], object]]:
     path = tmp / "tput.jsonl"
     write_tput(path, version)
-    return str(path), lambda: parse_tput_record(path.read_text(), str(path))
+    return str(path), lambda: parse_throughput_record(path.read_text(), str(path))
 
 
 def tput_fixture(path: Path, version: int, tmp: Path) -> None:
     # a real nuttcp on/off run (2 bursts of 2 s) on the testbed
-    rec = parse_tput_record(path.read_text())
+    rec = parse_throughput_record(path.read_text())
     assert rec.header["schema"] == version and rec.header["config"]["tool"] == "nuttcp"
     assert [(b.index, b.rc, b.stop) for b in rec.bursts] == [(0, 0, "time"), (1, 0, "time")]
     assert all(any("real_seconds=" in line for line in b.lines) for b in rec.bursts)
@@ -450,7 +452,7 @@ CASES = (
     Case(formats.PARQUET, "parquet", parquet_fixture, parquet_roundtrip, parquet_future),
     Case(formats.REPORT, "report", report_fixture, report_roundtrip, report_future),
     Case(formats.ECHO_RAW, "echo", echo_fixture, echo_roundtrip, echo_future),
-    Case(formats.TPUT_RECORD, "tput-record", tput_fixture, tput_roundtrip, tput_future, error=RecordError),
+    Case(formats.THROUGHPUT_RECORD, "tput-record", tput_fixture, tput_roundtrip, tput_future, error=RecordError),
     # Outputs come from the program this cloudbench just ran: a mismatch is a bug, not an old file.
     Case(formats.CLOUD_OUTPUTS, "cloud-outputs", outputs_fixture, outputs_roundtrip, outputs_future,
          error=ProvisionError, says="program and driver disagree"),
@@ -688,7 +690,7 @@ def test_no_module_but_formats_and_the_workers_has_a_version_constant() -> None:
         offenders += [f"{rel}: {c}" for c in version_constants(path.read_text())]
     assert not offenders, "versions belong in cloudbench/store/formats.py:\n" + "\n".join(offenders)
     # and the finder does look at the workers' own constants, which formats.py imports
-    assert version_constants((ROOT / "cloudbench/workers/echo.py").read_text())
+    assert version_constants((ROOT / "cloudbench/workers/echo_protocol.py").read_text())
 
 
 def test_a_manifest_writes_no_unset_resolved_or_disk_keys_and_keeps_set_ones() -> None:

@@ -28,7 +28,7 @@ from cloudbench.testing import pulumi as fake_pulumi
 from cloudbench.testing import remote as fake_remote
 from cloudbench.testing.fakes import FakeProvider
 from cloudbench.testing.remote import Call, FakeRemote, Invocation, Reply, UnscriptedCommandError
-from cloudbench.workers.echo import FLAG_WARMUP, MAGIC, RECORD
+from cloudbench.workers.echo_protocol import FLAG_WARMUP, MAGIC, RECORD
 from cloudbench.workloads import parse_spec, workload_kind
 from cloudbench.workloads.base import Trial, TrialContext
 from tests.paths import DATA, QUICKSTART
@@ -315,7 +315,7 @@ def test_a_campaign_runs_offline_with_fake_provider_and_remote(tmp_path: Path) -
     assert all(h.facts["kernel"] == "fake" for r in m.repetitions for h in r.hosts)
     hosts = [h.name for h in spec.topology()]
     put = {(c.host, c.target.rsplit("/", 1)[1]) for c in fake.calls if c.op == "put"}
-    assert put == {(h, f) for h in hosts for f in ("echo.py", "facts.py")}
+    assert put == {(h, f) for h in hosts for f in ("echo.py", "echo_connections.py", "echo_protocol.py", "facts.py")}
     assert sorted(c.host for c in fake.calls if c.op == "get") == sorted(hosts * 2)  # one raw file per host and rep
     s = read_summaries(run).to_pydict()
     p50 = {(r, g): v for r, g, v, metric in zip(s["repetition"], s["group"], s["value"], s["metric"], strict=True)

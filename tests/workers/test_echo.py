@@ -25,7 +25,11 @@ import numpy as np
 import pytest
 
 from cloudbench.errors import ResultError
+from cloudbench.runner import worker_bundle, worker_versions
 from cloudbench.workers import echo as worker
+from cloudbench.workers import echo_connections as connections
+from cloudbench.workers import echo_protocol as protocol
+from cloudbench.workloads.echo.controller import EchoKind
 from cloudbench.workloads.echo.reader import (
     FLAG_CONN_LOST,
     FLAG_SEND_FAILED,
@@ -50,7 +54,7 @@ def free_port(addr: str) -> int:
 def host_config(name: str, host_id: int, addr: str, port: int, peers: list[dict[str, Any]],
                 **overrides: Any) -> dict[str, Any]:
     cfg: dict[str, Any] = {
-        "schema": worker.SCHEMA, "host": name, "host_id": host_id, "listen": addr, "port": port,
+        "schema": protocol.SCHEMA, "host": name, "host_id": host_id, "listen": addr, "port": port,
         "token": TOKEN, "peers": peers, "rate": 50.0, "payload": 256, "duration_s": 1.0,
         "warmup_s": 0.2, "timeout_s": 0.5, "connect_timeout_s": 3.0, "linger_s": 1.0,
     }
@@ -97,7 +101,7 @@ def serving(tmp_path: Path, addr: str, port: int, **kw: Any) -> Iterator[subproc
 
 
 def run_workers(tmp_path: Path, configs: list[dict[str, Any]], limit_s: float = 15.0,
-                python: str = sys.executable) -> list[tuple[dict[str, Any], Path, int]]:
+                python: str = sys.executable, worker: Path = WORKER) -> list[tuple[dict[str, Any], Path, int]]:
     """Run `echo.py run` for every config at once; (summary, out file, exit code) each."""
     cmds = []
     outs = []
@@ -106,7 +110,7 @@ def run_workers(tmp_path: Path, configs: list[dict[str, Any]], limit_s: float = 
         cfg_path.write_text(json.dumps(cfg))
         out = tmp_path / f"{cfg['host']}.bin"
         outs.append(out)
-        cmds.append([python, str(WORKER), "run", str(cfg_path), str(out)])
+        cmds.append([python, str(worker), "run", str(cfg_path), str(out)])
     results = []
     with started(cmds, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as procs:
         deadline = time.monotonic() + limit_s
@@ -157,7 +161,7 @@ def test_three_hosts_every_row_present_with_self_loop(tmp_path: Path) -> None:
     rounds = 60  # (1.0 s + 0.2 s warm-up) at 50/s
     for cfg, (summary, out, code) in zip(configs, results, strict=True):
         assert code == 0, summary
-        assert summary["schema"] == 2 and summary["worker_version"] == "3"
+        assert summary["schema"] == 2 and summary["worker_version"] == worker.WORKER_VERSION == "4"
         assert summary["host"] == cfg["host"]
         assert summary["errors"] == []
         assert summary["rounds"] == rounds
@@ -227,7 +231,7 @@ def wait_for_kernel_stamps(listener: socket.socket) -> None:
     (a deferred static-key switch); wait until a probe connection gets one."""
     deadline = time.monotonic() + 5.0
     with socket.create_connection(listener.getsockname()) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, worker.SO_TIMESTAMPNS, 1)
+        probe.setsockopt(socket.SOL_SOCKET, protocol.SO_TIMESTAMPNS, 1)
         far, _ = listener.accept()
         with far:
             while time.monotonic() < deadline:
@@ -240,21 +244,23 @@ def wait_for_kernel_stamps(listener: socket.socket) -> None:
 
 
 @contextlib.contextmanager
-def sender_with_echo_pair(tmp_path: Path) -> Iterator[tuple[worker.Sender, worker.Peer,
+def sender_with_echo_pair(tmp_path: Path) -> Iterator[tuple[worker.Sender, connections.Peer,
                                                             socket.socket]]:
     """A Sender whose one peer is connected to a plain socket the test answers from."""
-    cfg = worker.Config(host_config("h0", 0, "127.0.0.2", 1, [
+    cfg = protocol.Config(host_config("h0", 0, "127.0.0.2", 1, [
         {"id": 1, "name": "h1", "addr": "127.0.0.3", "port": 1}], payload=16))
     with (tmp_path / "o.bin").open("wb", buffering=0) as f, \
             socket.create_server(("127.0.0.3", 0)) as listener:
-        sender = worker.Sender(cfg, worker.RecordWriter(f))
+        sender = worker.Sender(cfg, protocol.RecordWriter(f))
         try:
-            p = sender.peers[0]
+            conns = sender.connections
+            assert isinstance(conns, connections.PersistentConnections)
+            p = conns.peers[0]
             p.sock = socket.create_connection(listener.getsockname())
-            sender.by_fd[p.sock.fileno()] = p
+            conns.by_fd[p.sock.fileno()] = p
             far, _ = listener.accept()
             with far:
-                sender._connected(p)  # turns on SO_TIMESTAMPNS: the kernel stamps from now on
+                conns.connected(p)  # turns on SO_TIMESTAMPNS: the kernel stamps from now on
                 wait_for_kernel_stamps(listener)
                 yield sender, p, far
         finally:
@@ -269,9 +275,9 @@ def test_echo_is_stamped_when_it_arrived_not_when_it_is_read(tmp_path: Path) -> 
         far.sendall(frame)  # the echo arrives now ...
         arrived = time.monotonic_ns()
         time.sleep(0.2)  # ... and is read 200 ms later
-        sender._on_readable(p, time.monotonic_ns(), worker.clock_offset())
+        sender.connections.on_readable(p, time.monotonic_ns(), protocol.clock_offset())
         ts = time.monotonic_ns()
-        assert sender.w.n == 1 and sender.n_kernel == 1 and sender.n_user == 0
+        assert sender.w.n == 1 and sender.connections.n_kernel == 1 and sender.connections.n_user == 0
         _rnd, _peer, flags, st, recv_ns, _c = RECORD2.unpack_from(sender.w.buf, 0)
         assert flags == 0 and st == send_ns
         assert send_ns <= recv_ns <= arrived + 20_000_000 < ts  # not when it was read
@@ -288,10 +294,10 @@ def test_a_stamp_outside_send_to_now_falls_back_to_the_read_time(tmp_path: Path)
             far.sendall(frame)
             time.sleep(0.05)
             ts = time.monotonic_ns()
-            sender._on_readable(p, ts, worker.clock_offset() + step_s * 1_000_000_000)
+            sender.connections.on_readable(p, ts, protocol.clock_offset() + step_s * 1_000_000_000)
             _rnd, _peer, flags, st, recv_ns, _c = RECORD2.unpack_from(sender.w.buf, rnd * RECORD2.size)
             assert (_rnd, flags, st, recv_ns) == (rnd, 0, send_ns, ts)
-        assert sender.n_user == 2 and sender.n_kernel == 0
+        assert sender.connections.n_user == 2 and sender.connections.n_kernel == 0
 
 
 def test_silent_peer_gives_timeout_rows_for_each_round(tmp_path: Path) -> None:
@@ -553,18 +559,45 @@ def test_worker_runs_on_python38(tmp_path: Path) -> None:
 
 
 def test_worker_is_stdlib_only_and_py38_syntax() -> None:
+    """Every file the echo kind ships parses as Python 3.8 and imports the stdlib or its own
+    files only; every file of the worker it imports is shipped."""
     import ast
 
-    source = WORKER.read_text()
-    tree = ast.parse(source, feature_version=(3, 8))
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert imported <= set(sys.stdlib_module_names) | {"__future__"}
-    assert worker.WORKER_VERSION == "3" and worker.SCHEMA == 2
+    shipped = {Path(f).stem for f in EchoKind.worker_files}
+    imported: set[str] = set()
+    siblings: set[str] = set()
+    for stem in sorted(shipped):
+        tree = ast.parse((WORKER.parent / f"{stem}.py").read_text(), feature_version=(3, 8))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                # `from .echo_protocol import` in the package, `from echo_protocol import` on a host
+                (siblings if node.level or node.module.startswith("echo") else imported).add(
+                    node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+    assert siblings and siblings <= shipped, f"imported but not shipped: {siblings - shipped}"
+    assert worker.WORKER_VERSION == "4" and protocol.SCHEMA == 2
+
+
+def test_the_shipped_files_alone_run_the_worker(tmp_path: Path) -> None:
+    """As deployed: the echo kind's files side by side in a directory of their own, run as a
+    script (the sibling modules imported without the package), on every python found."""
+    host_dir = tmp_path / "host"
+    host_dir.mkdir()
+    for name in EchoKind.worker_files:
+        shutil.copy(WORKER.parent / name, host_dir / name)
+    pythons = [sys.executable] + [p for p in [find_python38()] if p]
+    for python in pythons:
+        for connection in ("persistent", "per_round"):
+            configs = mesh(2, duration_s=0.4, warmup_s=0.1, connection=connection)
+            for summary, out, code in run_workers(tmp_path, configs, python=python,
+                                                  worker=host_dir / "echo.py"):
+                # a per-round connection may not be set up within a round on a loaded machine
+                assert code == 0 and not [e for e in summary["errors"] if "round not finished" not in e], \
+                    (python, connection, summary)
+                _, rec = read_echo_file(out)
+                assert_complete(rec, 25, [0, 1])
 
 
 # --------------------------------------------------------------------------- connections
@@ -604,20 +637,20 @@ def test_per_round_connections_are_new_ones_each_round(tmp_path: Path) -> None:
     cfg_path.write_text(json.dumps(cfg))
     f = open(tmp_path / "h0.bin", "wb", buffering=0)  # noqa: SIM115 - closed in finally
     try:
-        sender, errors, interrupted = worker._measure(worker.Config(cfg), str(cfg_path), f)
+        sender, errors, interrupted = worker._measure(protocol.Config(cfg), str(cfg_path), f)
     finally:
         f.close()
     assert interrupted == 0 and not [e for e in errors if "refused" in e or "server" in e], errors
-    assert sender.w.rows == 6 and sender.connects >= 5  # 0.6 s at 10/s, one peer
+    assert sender.w.rows == 6 and sender.connections.connects >= 5  # 0.6 s at 10/s, one peer
     _, rec = read_echo_file(tmp_path / "h0.bin")
-    assert int((rec["connect_ns"] > 0).sum()) == sender.connects  # each handshake in its own row
+    assert int((rec["connect_ns"] > 0).sum()) == sender.connections.connects  # each handshake in its own row
     assert ((rec["flags"] & FLAG_TIMEOUT) == 0).sum() >= 5
 
 
 def test_the_server_forgets_the_threads_of_closed_connections(tmp_path: Path) -> None:
     """Per-round connections come and go all trial long: the server keeps no thread per past one."""
     addr = "127.0.0.2"
-    cfg = worker.Config(host_config("h0", 0, addr, free_port(addr), [{"id": 1, "name": "h1", "addr": addr,
+    cfg = protocol.Config(host_config("h0", 0, addr, free_port(addr), [{"id": 1, "name": "h1", "addr": addr,
                                                                       "port": 1}]))
     with socket.create_server((addr, 0)) as listener:
         server = worker.EchoServer(cfg, listener)
@@ -629,8 +662,8 @@ def test_the_server_forgets_the_threads_of_closed_connections(tmp_path: Path) ->
                 while not select.select([listener], [], [], 0.1)[0] and time.monotonic() < deadline:
                     pass
                 server._accept()
-                c.sendall(worker.HELLO.pack(worker.HELLO_ACK_MAGIC, 1, len(TOKEN)) + TOKEN.encode())
-                assert c.recv(1) == worker.ACK  # authenticated: its echo thread runs
+                c.sendall(protocol.HELLO.pack(protocol.HELLO_ACK_MAGIC, 1, len(TOKEN)) + TOKEN.encode())
+                assert c.recv(1) == protocol.ACK  # authenticated: its echo thread runs
         assert server.accepted == 3 * server.max_conns
         assert len(server.threads) <= 2 * server.max_conns + 1
         server._shutdown()
@@ -688,8 +721,8 @@ def test_idle_spaces_each_peers_messages_idle_apart(tmp_path: Path) -> None:
 )
 def test_bad_connection_settings_are_refused(overrides: dict[str, Any], message: str) -> None:
     cfg = host_config("h0", 0, "127.0.0.2", 9, [], **overrides)
-    with pytest.raises(worker.ConfigError, match=message):
-        worker.Config(cfg)
+    with pytest.raises(protocol.ConfigError, match=message):
+        protocol.Config(cfg)
 
 
 # --------------------------------------------------------------------------- reader
@@ -752,14 +785,14 @@ def test_reader_refuses_bad_files(tmp_path: Path, mutate: Any, message: str) -> 
 
 def test_reader_reads_what_the_worker_wrote_byte_for_byte(tmp_path: Path) -> None:
     """The worker's record struct and the reader's dtype agree field by field."""
-    assert worker.RECORD.format == RECORD2.format and worker.RECORD.size == 32
-    assert worker.MAGIC == MAGIC
+    assert protocol.RECORD.format == RECORD2.format and protocol.RECORD.size == 32
+    assert protocol.MAGIC == MAGIC
     path = tmp_path / "w.bin"
     header = {**HEADER, "schema": 2}
     with open(path, "wb", buffering=0) as f:
-        w = worker.RecordWriter(f)
+        w = protocol.RecordWriter(f)
         blob = json.dumps(header).encode()
-        f.write(worker.MAGIC + worker.HEADER_LEN.pack(len(blob)) + blob)
+        f.write(protocol.MAGIC + protocol.HEADER_LEN.pack(len(blob)) + blob)
         w.add(2**32 - 1, 65535, 0xF, -5, 2**62, 2**40)
         w.add(1, 2, 0, 10, 20)  # persistent: no handshake of its own
         w.flush()
@@ -815,3 +848,20 @@ def test_memory_stays_flat_over_a_long_fast_trial(tmp_path: Path) -> None:
         print(f"\nworker {i}: RSS {min(early) / 1024:.1f} MiB at 8-15 s, {max(late) / 1024:.1f} MiB "
               f"at {seconds - 10:.0f}+ s ({growth_kib / 1024:+.1f} MiB) over {rounds * 2:,} rows")
         assert growth_kib <= 4 * 1024, series  # flat: a leak of 100 B per row would add ~14 MiB here
+
+
+def test_every_shipped_file_of_the_worker_is_in_the_version_the_pooling_guard_compares(tmp_path: Path) -> None:
+    """A change to any of the worker's files, not only echo.py, changes the manifest's workers."""
+    bundle = worker_bundle(["echo"])
+    assert {f.name for f in bundle} >= set(EchoKind.worker_files)
+    before = worker_versions(bundle)
+    assert before["echo"]["version"] == worker.WORKER_VERSION
+    for name in EchoKind.worker_files:
+        copies = []
+        for f in bundle:
+            shutil.copy(f, tmp_path / f.name)
+            copies.append(tmp_path / f.name)
+        with (tmp_path / name).open("a") as edited:
+            edited.write("\n# edited\n")
+        after = worker_versions(copies)
+        assert [k for k in before if before[k] != after[k]] == [Path(name).stem], name

@@ -1,10 +1,10 @@
 """The colocation audit: controller side.
 
-One trial per repetition, on every selected host. A ``tput.py serve`` server
+One trial per repetition, on every selected host. A ``throughput.py serve`` server
 starts on each host for the whole trial (stopped by PID in ``finally``); then
 *probes* run one after another, chosen by
 :class:`~cloudbench.analysis.colocation.AdaptiveAudit`: in each, every sender
-runs ``tput.py client`` at once (TCP, ``streams`` streams) to a distinct peer —
+runs ``throughput.py client`` at once (TCP, ``streams`` streams) to a distinct peer —
 the next sender in host order, so each sender also receives one flow (a lone
 sender sends to the first other host). The first probe is everyone at full
 load; the rest find who shares a NIC. The clients' records are pulled, kept
@@ -67,7 +67,7 @@ class ColocationKind(WorkloadKind):
     kind = "colocation"
     better = COLOCATION_BETTER
     params = ColocationWorkload
-    worker_files = ("tput.py",)
+    worker_files = ("throughput.py",)
     report_tables = report.TABLES
 
     def expand(self, params: ColocationWorkload, spec: Spec) -> list[PairSet]:
@@ -144,7 +144,7 @@ class ColocationKind(WorkloadKind):
 
             async def one(h: HostAccess, index: int = index, seconds: float = seconds,
                           dst_of: dict[str, str] = dst_of) -> tuple[Path, dict[str, Any]]:
-                cfg = {"schema": formats.TPUT_RECORD.current, "host": h.name,
+                cfg = {"schema": formats.THROUGHPUT_RECORD.current, "host": h.name,
                        "target": hosts[dst_of[h.name]].address, "source": h.address,
                        **w.tool_config(seconds)}
                 stem = f"{tag}-p{index:03d}-{h.name}"

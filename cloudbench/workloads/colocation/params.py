@@ -61,7 +61,7 @@ class ColocationWorkload(WorkloadModel):
         return self.duration if phase == "full" else self.probe
 
     def tool_config(self, seconds: float) -> dict[str, Any]:
-        """The keys of a ``tput.py client`` config this workload sets (see workers/tput.py)."""
+        """The keys of a ``throughput.py client`` config this workload sets (see workers/throughput.py)."""
         return {"tool": self.tool, "port": self.port, "interval_s": self.interval, "length": None,
                 "streams": self.streams, "reverse": False, "protocol": "tcp",
                 "udp_rate_bps": 0.0, "socket_buffer": None,

@@ -110,7 +110,7 @@ class EchoKind(WorkloadKind):
     kind = "echo"
     better = ECHO_BETTER
     params = EchoWorkload
-    worker_files = ("echo.py",)
+    worker_files = ("echo.py", "echo_connections.py", "echo_protocol.py")
     report_tables = (*report.TABLES, *views.TABLES)
 
     def expand(self, params: EchoWorkload, spec: Spec) -> list[PairSet]:

@@ -32,7 +32,7 @@ import numpy as np
 
 from cloudbench.errors import ResultError
 from cloudbench.store.formats import ECHO_RAW
-from cloudbench.workers.echo import (
+from cloudbench.workers.echo_protocol import (
     FLAG_CONN_LOST,
     FLAG_SEND_FAILED,
     FLAG_TIMEOUT,

@@ -2,8 +2,8 @@
 
 One trial measures one pair (sender, receiver) and, with ``direction: both``,
 both directions one after the other. For every trial cloudbench starts the
-tool's server on the receiver (``workers/tput.py serve``), runs the client on
-the first host of the pair (``tput.py client``; reverse is the tool's own
+tool's server on the receiver (``workers/throughput.py serve``), runs the client on
+the first host of the pair (``throughput.py client``; reverse is the tool's own
 reverse mode, so connections always open from the pair's first host), and
 stops the server by PID in ``finally``. The worker's record (the raw tool
 output, line by line, with monotonic arrival times) is pulled back, checked
@@ -46,7 +46,7 @@ from cloudbench.store.summaries import SummaryRow
 from cloudbench.workloads.base import PairSet, TrialContext, TrialOutcome, WorkloadKind, ticking
 from cloudbench.workloads.throughput import report
 from cloudbench.workloads.throughput.params import PairWorkloadModel, ThroughputWorkload
-from cloudbench.workloads.throughput.reader import data_start_ns, parse_tool, parse_tput_record
+from cloudbench.workloads.throughput.reader import data_start_ns, parse_throughput_record, parse_tool
 from cloudbench.workloads.throughput.summaries import THROUGHPUT_BETTER, throughput_summaries
 
 # Beyond the measured time: server start, connections, pulls, the worker's slack.
@@ -87,7 +87,7 @@ def client_config(w: PairWorkloadModel, client: HostAccess, server: HostAccess,
                   direction: str) -> dict[str, Any]:
     """The tput worker's client configuration for one pair and direction."""
     return {
-        "schema": formats.TPUT_RECORD.current, "host": client.name, "tool": w.tool,
+        "schema": formats.THROUGHPUT_RECORD.current, "host": client.name, "tool": w.tool,
         "target": server.address, "source": client.address, "port": w.port,
         "interval_s": w.interval, "length": w.length, "streams": w.streams,
         "reverse": direction == "reverse", "bursts": w.bursts(), **w.tool_options(),
@@ -100,13 +100,13 @@ def direction_seconds(w: PairWorkloadModel) -> float:
 
 
 class PairKind(WorkloadKind):
-    """A workload that runs ``workers/tput.py`` on one pair per trial (throughput, tbdrain).
+    """A workload that runs ``workers/throughput.py`` on one pair per trial (throughput, tbdrain).
 
     A subclass names its spec model and the functions of its own ``summaries`` and
     ``report`` modules; the rest is shared.
     """
 
-    worker_files = ("tput.py",)
+    worker_files = ("throughput.py",)
     summaries: Callable[[RunDir, Manifest, dict[str, Any]], list[SummaryRow]]
     section: Callable[[RunDir, Manifest, dict[str, Any]], dict[str, Any]]
     render: Callable[[str, dict[str, Any], Console], None]
@@ -178,7 +178,7 @@ class PairKind(WorkloadKind):
 
 async def run_client(ctx: TrialContext, client: HostAccess, cfg: dict[str, Any], stem: str,
                      local: Path, seconds: float) -> tuple[Path, dict[str, Any]]:
-    """Run ``tput.py client`` with ``cfg`` on ``client`` and pull its record to ``local``.
+    """Run ``throughput.py client`` with ``cfg`` on ``client`` and pull its record to ``local``.
 
     ``stem`` names the remote config and record; ``seconds`` is the sending and
     pausing time the bursts take (the command's time limit is twice that plus
@@ -188,7 +188,7 @@ async def run_client(ctx: TrialContext, client: HostAccess, cfg: dict[str, Any],
     remote_cfg = f"{client.workdir}/{stem}.json"
     remote_out = f"{client.workdir}/{stem}.jsonl"
     await ctx.remote.write_text(client, remote_cfg, json.dumps(cfg))
-    cmd = (f"cd {shlex.quote(client.workdir)} && exec {client.python} tput.py client "
+    cmd = (f"cd {shlex.quote(client.workdir)} && exec {client.python} throughput.py client "
            f"{shlex.quote(remote_cfg)} {shlex.quote(remote_out)}")
     limit = 2 * seconds + WORKER_SLACK_S * len(cfg["bursts"]) + 10.0
     r = await ctx.remote.run(client, cmd, timeout=limit)
@@ -199,7 +199,7 @@ async def run_client(ctx: TrialContext, client: HostAccess, cfg: dict[str, Any],
     await ctx.remote.get(client, remote_out, local, sha256=summary.get("sha256"))
     failed = [x for x in summary.get("bursts", []) if x.get("stop") == "failed"]
     if failed and len(failed) == len(summary.get("bursts", [])):
-        tail = parse_tput_record(local.read_text(), str(local)).bursts
+        tail = parse_throughput_record(local.read_text(), str(local)).bursts
         err = tail[-1].stderr if tail else ""
         raise RemoteError(RemoteFailure(client.name, cmd, int(failed[-1].get("rc", -1)), err,
                                         f"{cfg['tool']} failed in every burst"))
@@ -224,7 +224,7 @@ async def start_server(ctx: TrialContext, host: HostAccess, tool: str, port: int
            "log": f"{host.workdir}/{tag}-server.log"}
     path = f"{host.workdir}/{tag}-server.json"
     await ctx.remote.write_text(host, path, json.dumps(cfg))
-    cmd = f"cd {shlex.quote(host.workdir)} && exec {host.python} tput.py serve {shlex.quote(path)}"
+    cmd = f"cd {shlex.quote(host.workdir)} && exec {host.python} throughput.py serve {shlex.quote(path)}"
     r = await ctx.remote.run(host, cmd, timeout=SERVER_TIMEOUT_S)
     info = last_json(r.stdout)
     if info is None or "pid" not in info:
@@ -235,7 +235,7 @@ async def start_server(ctx: TrialContext, host: HostAccess, tool: str, port: int
 
 async def stop_server(ctx: TrialContext, host: HostAccess, pid: int, port: int) -> dict[str, Any]:
     """Stop the tool's server that ``start_server`` started (the worker checks it is ours)."""
-    cmd = f"cd {shlex.quote(host.workdir)} && exec {host.python} tput.py stop {pid} {port}"
+    cmd = f"cd {shlex.quote(host.workdir)} && exec {host.python} throughput.py stop {pid} {port}"
     r = await ctx.remote.run(host, cmd, timeout=SERVER_TIMEOUT_S)
     return last_json(r.stdout) or {}
 
@@ -256,7 +256,7 @@ def throughput_table(records: list[tuple[str, Path, str, str]], repetition: int,
     """Rows of every report interval of a trial's worker records (see the module doc)."""
     cols: dict[str, list[Any]] = {f.name: [] for f in THROUGHPUT_SCHEMA}
     for direction, path, sender, receiver in records:
-        rec = parse_tput_record(path.read_text(), str(path))
+        rec = parse_throughput_record(path.read_text(), str(path))
         for b in rec.bursts:
             run = parse_tool(tool, b.text, reverse=direction == "reverse")
             anchor = data_start_ns(b, run)

@@ -47,7 +47,7 @@ class PairWorkloadModel(WorkloadModel):
         return [PortRange(f"{self.name}-{self.tool}", self.port, last, ("tcp", "udp"))]
 
     def bursts(self) -> list[dict[str, Any]]:
-        """What the worker runs per direction (see workers/tput.py)."""
+        """What the worker runs per direction (see workers/throughput.py)."""
         raise NotImplementedError
 
     def tool_options(self) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Parsers of throughput tool output (nuttcp ``-fparse``, iperf3 ``-J``) and of the
-throughput worker's record (``workers/tput.py``). Pure: text in, dataclasses out.
+throughput worker's record (``workers/throughput.py``). Pure: text in, dataclasses out.
 
 nuttcp ``-fparse`` prints ``key=value`` lines: one per interval (``megabytes=
 real_sec= rate_Mbps=`` and ``retrans=`` for TCP or ``drop= pkt= data_loss=`` for
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cloudbench.errors import RecordError
-from cloudbench.store.formats import TPUT_RECORD
+from cloudbench.store.formats import THROUGHPUT_RECORD
 
 MIB = 1024 * 1024
 # Below this, a remainder between the intervals and the total is rounding.
@@ -234,15 +234,15 @@ class BurstRecord:
 
 
 @dataclass
-class TputRecord:
-    """A tput worker record: its header, its bursts and the bursts it skipped."""
+class ThroughputRecord:
+    """A throughput worker record: its header, its bursts and the bursts it skipped."""
     header: dict[str, Any]
     bursts: list[BurstRecord]
     skipped: list[dict[str, Any]] = field(default_factory=list)
 
 
-def parse_tput_record(text: str, source: str = "worker record") -> TputRecord:
-    """The last attempt of every burst of a ``tput.py client`` record (``source`` names it in errors)."""
+def parse_throughput_record(text: str, source: str = "worker record") -> ThroughputRecord:
+    """The last attempt of every burst of a ``throughput.py client`` record (``source`` names it in errors)."""
     header: dict[str, Any] | None = None
     current: dict[tuple[int, int], BurstRecord] = {}
     ended: dict[int, BurstRecord] = {}
@@ -258,7 +258,7 @@ def parse_tput_record(text: str, source: str = "worker record") -> TputRecord:
         if n == 1 or header is None:
             if typ != "header":
                 raise RecordError(source, "the record does not start with a header")
-            TPUT_RECORD.check(rec.get("schema"), source, error=RecordError)
+            THROUGHPUT_RECORD.check(rec.get("schema"), source, error=RecordError)
             header = rec
             continue
         key = (int(rec.get("burst", -1)), int(rec.get("attempt", 0)))
@@ -280,7 +280,7 @@ def parse_tput_record(text: str, source: str = "worker record") -> TputRecord:
             skipped.append(rec)
     if header is None:
         raise RecordError(source, "the record is empty")
-    return TputRecord(header, [ended[i] for i in sorted(ended)], skipped)
+    return ThroughputRecord(header, [ended[i] for i in sorted(ended)], skipped)
 
 
 def data_start_ns(burst: BurstRecord, run: ToolRun) -> int:

@@ -161,24 +161,24 @@ def _trial_on_fakes(tmp_path: Path, fake_rules: list[tuple[str, str, int, str]])
 
 def test_a_server_that_does_not_start_is_a_failure_and_the_others_are_stopped(tmp_path: Path) -> None:
     outcome, fake = _trial_on_fakes(tmp_path, [
-        (r"tput\.py serve", "b2", 1, ""),
-        (r"tput\.py serve", "*", 0, '{"pid": 4242}'),
-        (r"tput\.py stop 4242", "*", 0, "{}"),
+        (r"throughput\.py serve", "b2", 1, ""),
+        (r"throughput\.py serve", "*", 0, '{"pid": 4242}'),
+        (r"throughput\.py stop 4242", "*", 0, "{}"),
     ])
     assert [f.host for f in outcome.failures] == ["b2"]
-    stopped = sorted(c.host for c in fake.calls if c.op == "run" and "tput.py stop" in c.target)
+    stopped = sorted(c.host for c in fake.calls if c.op == "run" and "throughput.py stop" in c.target)
     assert stopped == ["a1", "a2", "a3", "b1", "c1", "c2", "c3"]
-    assert not [c for c in fake.commands() if "tput.py client" in c]  # no probe on a partial ring
+    assert not [c for c in fake.commands() if "throughput.py client" in c]  # no probe on a partial ring
     assert outcome.stats["probes"] == 0 and outcome.files == {}
 
 
 def test_a_probe_whose_senders_fail_stops_the_audit_and_every_server(tmp_path: Path) -> None:
     outcome, fake = _trial_on_fakes(tmp_path, [
-        (r"tput\.py serve", "*", 0, '{"pid": 7}'),
-        (r"tput\.py client", "*", 1, ""),
-        (r"tput\.py stop 7", "*", 0, "{}"),
+        (r"throughput\.py serve", "*", 0, '{"pid": 7}'),
+        (r"throughput\.py client", "*", 1, ""),
+        (r"throughput\.py stop 7", "*", 0, "{}"),
     ])
     hosts = ["a1", "a2", "a3", "b1", "b2", "c1", "c2", "c3"]
     assert sorted(f.host for f in outcome.failures) == hosts  # one per sender of the full probe
     assert outcome.stats["stopped"] == "probe 1: a sender failed" and outcome.stats["probes"] == 0
-    assert sorted(c.host for c in fake.calls if c.op == "run" and "tput.py stop" in c.target) == hosts
+    assert sorted(c.host for c in fake.calls if c.op == "run" and "throughput.py stop" in c.target) == hosts

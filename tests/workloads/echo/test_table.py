@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from cloudbench.store.parquet import ParquetStream, read_parquet, write_parquet
-from cloudbench.workers.echo import MAGIC, RECORD, SCHEMA
+from cloudbench.workers.echo_protocol import MAGIC, RECORD, SCHEMA
 from cloudbench.workloads.echo.controller import ECHO_SCHEMA, echo_host_table, echo_table
 from cloudbench.workloads.echo.reader import (
     ECHO_DTYPE,

@@ -16,8 +16,8 @@ from cloudbench.workloads.throughput.reader import (
     data_start_ns,
     parse_iperf3,
     parse_nuttcp,
+    parse_throughput_record,
     parse_tool,
-    parse_tput_record,
 )
 from tests.paths import DATA as TESTS_DATA
 
@@ -99,7 +99,7 @@ def test_iperf3_udp_loss_fields() -> None:
 
 
 def test_iperf3_interrupted_drain_falls_back_to_the_sender_side() -> None:
-    rec = parse_tput_record(read("record_iperf3_drain_tb_small.jsonl"))
+    rec = parse_throughput_record(read("record_iperf3_drain_tb_small.jsonl"))
     (burst,) = rec.bursts
     run = parse_iperf3(burst.text)
     assert run.interrupted and run.side == "sender"
@@ -115,7 +115,7 @@ def test_iperf3_garbage_is_an_error_not_an_exception() -> None:
 
 
 def test_record_of_two_drains_with_rest() -> None:
-    rec = parse_tput_record(read("record_nuttcp_drain_tb_small.jsonl"))
+    rec = parse_throughput_record(read("record_nuttcp_drain_tb_small.jsonl"))
     assert rec.header["schema"] == 1 and rec.header["config"]["tool"] == "nuttcp"
     first, second = rec.bursts
     assert first.stop == second.stop == "drained"
@@ -148,7 +148,7 @@ def test_record_keeps_the_last_attempt_of_a_burst() -> None:
          "stop": "time", "stderr": ""},
         {"type": "skip", "burst": 1, "reason": "the first drain did not drain"},
     )
-    rec = parse_tput_record(text)
+    rec = parse_throughput_record(text)
     (b,) = rec.bursts
     assert (b.attempt, b.rc, b.stop, b.lines, b.line_ns) == (1, 0, "time",
                                                             ["megabytes=1 real_sec=1"], [30])
@@ -166,11 +166,11 @@ def test_record_keeps_the_last_attempt_of_a_burst() -> None:
 )
 def test_record_refuses_damage_and_unknown_schemas(text: str, words: str) -> None:
     with pytest.raises(RecordError, match=words):
-        parse_tput_record(text)
+        parse_throughput_record(text)
 
 
 def test_record_of_an_on_off_pattern() -> None:
-    rec = parse_tput_record(read("record_nuttcp_onoff_cap100.jsonl"))
+    rec = parse_throughput_record(read("record_nuttcp_onoff_cap100.jsonl"))
     assert [b.index for b in rec.bursts] == [0, 1]
     assert rec.bursts[1].rest_before_ns == pytest.approx(1e9, rel=0.05)
     for b in rec.bursts:

@@ -23,7 +23,7 @@ from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.parquet import read_parquet, write_parquet
 from cloudbench.store.rundir import RunDir
-from cloudbench.workers import tput
+from cloudbench.workers import throughput as throughput_worker
 from cloudbench.workloads import parse_spec, workload_kind
 from cloudbench.workloads.tbdrain.params import TbDrainWorkload
 from cloudbench.workloads.tbdrain.report import render as render_drains
@@ -136,21 +136,21 @@ def test_client_config_and_the_tool_command_lines() -> None:
     a, b = _host("a1", "198.18.1.10"), _host("c1", "198.18.3.10")
     udp = client_config(workload("udp"), a, b, "forward")
     assert udp["socket_buffer"] == UDP_SOCKET_BUFFER and udp["protocol"] == "udp"
-    argv = tput.client_argv(udp, 10.0)
+    argv = throughput_worker.client_argv(udp, 10.0)
     assert argv[:3] == ["iperf3", "-c", "198.18.3.10"]
     assert "-u" in argv and argv[argv.index("-b") + 1] == "300000000"
     assert argv[argv.index("-w") + 1] == str(UDP_SOCKET_BUFFER) and "-R" not in argv
     tcp = client_config(workload("tcp"), a, b, "reverse")
     assert tcp["socket_buffer"] is None and tcp["reverse"]
-    n = tput.client_argv(tcp, 2.5)
+    n = throughput_worker.client_argv(tcp, 2.5)
     assert n == ["nuttcp", "-P5000", "-p5001", "-i1", "-fparse", "-T2.5", "-r", "198.18.3.10"]
-    udp_n = tput.client_argv({**udp, "tool": "nuttcp", "length": 1472, "streams": 4}, 3)
+    udp_n = throughput_worker.client_argv({**udp, "tool": "nuttcp", "length": 1472, "streams": 4}, 3)
     assert {"-u", "-R300000", "-l1472", "-N4", "-w4096"} <= set(udp_n)
-    i3 = tput.client_argv({**udp, "tool": "iperf3"}, 2.2)
+    i3 = throughput_worker.client_argv({**udp, "tool": "iperf3"}, 2.2)
     assert i3[i3.index("-t") + 1] == "3"  # iperf3 -t takes whole seconds
     drain = client_config(workload("tbdrain"), a, b, "forward")
     assert drain["drain"] == {"window_s": 10.0, "factor": 0.75}
-    assert tput.server_argv({"tool": "nuttcp", "port": 5000}) == ["nuttcp", "-S", "--nofork",
+    assert throughput_worker.server_argv({"tool": "nuttcp", "port": 5000}) == ["nuttcp", "-S", "--nofork",
                                                                  "-P5000", "-p5001"]
 
 

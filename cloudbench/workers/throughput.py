@@ -2,9 +2,9 @@
 
 Usage (on a measured host, with nothing but python3 and the Debian tools):
 
-    python3 tput.py serve CONFIG.json          start the server, print {"pid": …} when listening
-    python3 tput.py stop PID PORT              stop that server (only if it is ours)
-    python3 tput.py client CONFIG.json OUT     run the bursts, record the tool output in OUT
+    python3 throughput.py serve CONFIG.json          start the server, print {"pid": …} when listening
+    python3 throughput.py stop PID PORT              stop that server (only if it is ours)
+    python3 throughput.py client CONFIG.json OUT     run the bursts, record the tool output in OUT
 
 The client runs the tool once per burst (an on/off pattern is several bursts with
 pauses; a token-bucket drain is a burst stopped when the rate has dropped and
@@ -13,7 +13,7 @@ parse the tool's numbers for the record: every stdout line goes to OUT as is,
 with the monotonic time it arrived, and the controller parses them. OUT is JSON
 lines, written as the run goes (memory stays bounded):
 
-    {"type": "header", "schema": 1, "worker": "tput", "version", "clock", "host", "config"}
+    {"type": "header", "schema": 1, "worker": "throughput", "version", "clock", "host", "config"}
     {"type": "start", "burst", "attempt", "t_ns", "argv"}
     {"type": "out", "burst", "attempt", "t_ns", "text"}         one per stdout line
     {"type": "sample", "burst", "attempt", "t_ns", "bytes"}     interface counter (iperf3 drains)
@@ -21,7 +21,10 @@ lines, written as the run goes (memory stays bounded):
      "stop", "stderr"}                                          stop: time|drained|deadline|failed
     {"type": "skip", "burst", "reason"}
 
-Times are ns of CLOCK_MONOTONIC since the header. Format history: schema 1 — first.
+Times are ns of CLOCK_MONOTONIC since the header. Format history: schema 1 — first
+(worker tput-1, then named tput.py and its header's ``worker`` "tput"); the same
+format from worker throughput-2 on, the file renamed to throughput.py and ``worker``
+"throughput" (the workload kind's word). Readers ignore ``worker``.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import time
 from typing import IO, Any
 
 SCHEMA = 1
-WORKER_VERSION = "tput-1"
+WORKER_VERSION = "throughput-2"
 READY_TIMEOUT_S = 5.0
 STOP_GRACE_S = 3.0
 # A tool that fails this fast without a single report never connected (server not
@@ -378,7 +381,7 @@ def client(cfg: dict[str, Any], out: str) -> dict[str, Any]:
     rec = Recorder(out)
     results: list[dict[str, Any]] = []
     try:
-        rec.write({"type": "header", "schema": SCHEMA, "worker": "tput", "version": WORKER_VERSION,
+        rec.write({"type": "header", "schema": SCHEMA, "worker": "throughput", "version": WORKER_VERSION,
                    "clock": "CLOCK_MONOTONIC", "host": cfg.get("host", ""), "config": cfg})
         levels: tuple[float, float] | None = None
         sent_until: int | None = None
@@ -424,7 +427,7 @@ def main(argv: list[str]) -> int:
         with open(argv[1]) as f:
             cfg = json.load(f)
         if cfg.get("schema") != SCHEMA:
-            sys.stderr.write("tput.py: config schema %r, this worker knows %d\n"
+            sys.stderr.write("throughput.py: config schema %r, this worker knows %d\n"
                              % (cfg.get("schema"), SCHEMA))
             return 2
         print(json.dumps(client(cfg, argv[2])))
@@ -437,5 +440,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
     except RuntimeError as e:
-        sys.stderr.write("tput.py: %s\n" % e)
+        sys.stderr.write("throughput.py: %s\n" % e)
         sys.exit(1)

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cloudbench.workloads.throughput.reader import parse_nuttcp, parse_tput_record
+from cloudbench.workloads.throughput.reader import parse_nuttcp, parse_throughput_record
 from tests.paths import ROOT
 
-WORKER = ROOT / "cloudbench" / "workers" / "tput.py"
+WORKER = ROOT / "cloudbench" / "workers" / "throughput.py"
 
 FAKE = """#!{python}
 import os, signal, sys, time
@@ -73,7 +73,7 @@ def rates(text: str) -> list[float]:
 def test_drain_stops_once_the_low_rate_held_then_rests_and_drains_again(tmp_path: Path) -> None:
     drain = {"seconds": 60, "stop": "drain", "pause_after_s": 0.3}
     summary, out = run_worker(tmp_path, "200x8,50x40;200x3,50x40", [drain, {**drain}])
-    rec = parse_tput_record(out.read_text())
+    rec = parse_throughput_record(out.read_text())
     first, second = rec.bursts
     assert first.stop == second.stop == "drained"
     # w = 2 s / 0.5 s = 4: drained at 8 high + 4 low; one more line may be in flight
@@ -89,14 +89,14 @@ def test_drain_stops_once_the_low_rate_held_then_rests_and_drains_again(tmp_path
 def test_a_budget_shorter_than_the_window_still_drains(tmp_path: Path) -> None:
     drain = {"seconds": 60, "stop": "drain"}
     _, out = run_worker(tmp_path, "200x2,50x40", [drain])
-    (b,) = parse_tput_record(out.read_text()).bursts
+    (b,) = parse_throughput_record(out.read_text()).bursts
     assert b.stop == "drained" and 6 <= len(rates(b.text)) <= 7
 
 
 def test_no_drain_means_no_second_drain(tmp_path: Path) -> None:
     drain = {"seconds": 60, "stop": "drain", "pause_after_s": 0.1}
     summary, out = run_worker(tmp_path, "100x20;100x20", [drain, {**drain}])
-    rec = parse_tput_record(out.read_text())
+    rec = parse_throughput_record(out.read_text())
     (only,) = rec.bursts
     assert only.stop == "time" and len(rates(only.text)) == 20
     assert rec.skipped[0]["burst"] == 1
@@ -105,7 +105,7 @@ def test_no_drain_means_no_second_drain(tmp_path: Path) -> None:
 
 def test_a_quick_failure_is_retried_and_the_record_keeps_the_last_attempt(tmp_path: Path) -> None:
     summary, out = run_worker(tmp_path, "fail;fail;200x3", [{"seconds": 2, "stop": "time"}])
-    (b,) = parse_tput_record(out.read_text()).bursts
+    (b,) = parse_throughput_record(out.read_text()).bursts
     assert b.attempt == 2 and b.rc == 0 and b.stop == "time"
     assert summary["bursts"][0]["attempt"] == 2
     lines = [json.loads(x) for x in out.read_text().splitlines()]
