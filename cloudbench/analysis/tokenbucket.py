@@ -97,6 +97,10 @@ SATURATED_SHARE = 0.9
 LEVEL = 0.95
 MIN_DEPENDENCE_N = 8  # intervals needed to estimate their lag-1 autocorrelation
 MAX_RHO = 0.8
+# Fewer intervals than this in both levels cannot tell their dependence: ρ is taken as at
+# least PRIOR_RHO (inflation (1 + ρ)/(1 − ρ) ≈ 2.1), and the output says so.
+PRIOR_N = 20
+PRIOR_RHO = 0.35
 Method = Literal["t", "bootstrap"]
 
 
@@ -185,21 +189,40 @@ def level_drift(x: FloatArray) -> float:
     return float(abs(np.mean(x[:half]) - np.mean(x[len(x) - half:])) / 2.0)
 
 
-def dependence_factor(*levels: FloatArray) -> float:
-    """Variance inflation (1 + ρ)/(1 − ρ) of the mean of a level read as AR(1), ρ the
-    lag-1 autocorrelation of the intervals of all ``levels`` (each relative to its own
+def dependence_rho(*levels: FloatArray) -> tuple[float, int]:
+    """Lag-1 autocorrelation ρ of the intervals of all ``levels`` (each relative to its own
     mean: the intervals of one series share one dependence), corrected for its bias
-    ((n·ρ̂ + 1)/(n − 4)) and kept in [0, ``MAX_RHO``]; 1 under ``MIN_DEPENDENCE_N``
-    intervals in all (too few to estimate ρ)."""
+    ((n·ρ̂ + 1)/(n − 4)) and kept in [0, ``MAX_RHO``], with the n it rests on; 0 under
+    ``MIN_DEPENDENCE_N`` intervals in all (too few to compute it)."""
     devs = [np.asarray(x, dtype=np.float64) / float(np.mean(x)) - 1.0 for x in levels
             if len(x) >= 2 and float(np.mean(x)) > 0]
     n = sum(len(d) for d in devs)
     den = sum(float(np.sum(d * d)) for d in devs)
     if n < MIN_DEPENDENCE_N or den <= 0:
-        return 1.0
+        return 0.0, n
     rho_hat = sum(float(np.sum(d[1:] * d[:-1])) for d in devs) / den
-    rho = min(max((n * rho_hat + 1.0) / (n - 4.0), 0.0), MAX_RHO)
+    rho = (n * rho_hat + 1.0) / (n - 4.0)
+    # a late counter read moves bytes into the next interval: a negative lag-1 term that
+    # cancels in a level's mean but hides its AR part from ρ̂₁; ρ₂ = φ² still reads it
+    r2 = sum(float(np.sum(d[2:] * d[:-2])) for d in devs) / den
+    rho = max(rho, math.sqrt(max((n * r2 + 1.0) / (n - 4.0), 0.0)))
+    return min(max(rho, 0.0), MAX_RHO), n
+
+
+def dependence_factor(*levels: FloatArray) -> float:
+    """Variance inflation (1 + ρ)/(1 − ρ) of the mean of a level read as AR(1), ρ of
+    :func:`dependence_rho`; 1 under ``MIN_DEPENDENCE_N`` intervals in all."""
+    rho, _n = dependence_rho(*levels)
     return (1.0 + rho) / (1.0 - rho)
+
+
+def finite_factor(rho: float, n: int) -> float:
+    """n·Var(mean)/σ² of n AR(1) intervals with lag-1 correlation ``rho``:
+    1 + 2·Σ_{k<n} (1 − k/n)·ρ^k (the asymptotic (1 + ρ)/(1 − ρ) overstates it at small n)."""
+    if n < 2 or rho == 0.0:
+        return 1.0
+    k = np.arange(1, n)
+    return float(1.0 + 2.0 * np.sum((1.0 - k / n) * rho ** k))
 
 
 @dataclass(frozen=True)
@@ -218,22 +241,27 @@ class LevelError:
 NO_ERROR = LevelError(math.nan, math.nan, math.nan, math.nan)
 
 
-def level_error(x: FloatArray, mean: float, factor: float = 1.0,
+def level_error(x: FloatArray, mean: float, rho: float = 0.0,
                 other: LevelError | None = None) -> LevelError:
-    """Student-t error of the mean of the interval rates ``x`` (dependence ``factor``,
-    :func:`dependence_factor`) with its drift as model error; with one interval, the
-    relative SD of one of ``other``'s intervals scaled to ``mean`` (a single interval is as
-    noisy as one interval, not as the mean of ``other``'s n), with ``other``'s degrees of
-    freedom (where that SD was estimated)."""
+    """Student-t error of the mean of the interval rates ``x`` read as AR(1) with lag-1
+    correlation ``rho`` (:func:`dependence_rho`), with its drift as model error; with one
+    interval, the relative SD of one of ``other``'s intervals scaled to ``mean`` (a single
+    interval is as noisy as one interval, not as the mean of ``other``'s n), with
+    ``other``'s degrees of freedom (where that SD was estimated).
+
+    At n intervals, n·Var(mean) = f_n·σ² (:func:`finite_factor`) and the sample variance
+    is biased low, E s² = σ²·(n − f_n)/(n − 1): σ² is estimated as s²·(n − 1)/(n − f_n).
+    Degrees of freedom: Satterthwaite's for s² of AR(1) data, (n − 1)·(1 − ρ²)/(1 + ρ²)."""
     n = len(x)
     if n < 2 or mean <= 0:
         if other is None or not math.isfinite(other.se) or n == 0 or mean <= 0:
             return NO_ERROR
         return LevelError(other.rel_sd * mean, other.df, other.rel_sd, other.rel_sd, other.factor)
-    f = factor
-    s = float(np.std(x, ddof=1))
-    se = math.sqrt(f * s * s / n + level_drift(x) ** 2)
-    return LevelError(se, max(n / f - 1.0, 1.0), se / mean, s / mean, f)
+    fn = finite_factor(rho, n)
+    sigma2 = float(np.var(x, ddof=1)) * (n - 1.0) / (n - fn)
+    se = math.sqrt(fn * sigma2 / n + level_drift(x) ** 2)
+    df = max((n - 1.0) * (1.0 - rho * rho) / (1.0 + rho * rho), 1.0)
+    return LevelError(se, df, se / mean, math.sqrt(sigma2) / mean, (1.0 + rho) / (1.0 - rho))
 
 
 def _t_draws(rng: np.random.Generator, mean: float, err: LevelError, n_boot: int) -> FloatArray:
@@ -309,11 +337,25 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
         # the largest of each level's own dependence and both levels' pooled one (a
         # short level's own cannot be estimated; the intervals of one series share
         # their process, but the levels' noise mixes may differ, so no pooling alone)
-        f = max(dependence_factor(shift.high_rates), dependence_factor(shift.low_rates),
-                dependence_factor(shift.high_rates, shift.low_rates))
-        he0 = level_error(shift.high_rates, shift.high_bps, f)
-        le = level_error(shift.low_rates, shift.low_bps, f, he0)
-        he = level_error(shift.high_rates, shift.high_bps, f, le)
+        rho_n = [dependence_rho(shift.high_rates), dependence_rho(shift.low_rates),
+                 dependence_rho(shift.high_rates, shift.low_rates)]
+        rho = max(r for r, _n in rho_n)
+        n_dep = rho_n[2][1]
+        if n_dep < PRIOR_N and rho < PRIOR_RHO:
+            # the data cannot tell the dependence: assume the prior's, and say by how much
+            # that widened the high level's interval (the one with the fewest intervals)
+            plain = level_error(shift.high_rates, shift.high_bps, rho)
+            rho = PRIOR_RHO
+            wider = level_error(shift.high_rates, shift.high_bps, rho)
+            if math.isfinite(plain.se) and plain.se > 0:
+                ratio = (wider.se * float(sps.t.ppf(0.975, wider.df))) / (
+                    plain.se * float(sps.t.ppf(0.975, plain.df)))
+                est.notes.append(f"dependence not estimable from {n_dep} intervals: interval "
+                                 f"widened by ×{ratio:.1f} (lag-1 correlation taken as "
+                                 f"{PRIOR_RHO:g}); sample faster or drain longer")
+        he0 = level_error(shift.high_rates, shift.high_bps, rho)
+        le = level_error(shift.low_rates, shift.low_bps, rho, he0)
+        he = level_error(shift.high_rates, shift.high_bps, rho, le)
         est.high_error, est.low_error = he, le
         hb = _t_draws(rng, shift.high_bps, he, n_boot)
         lb = _t_draws(rng, shift.low_bps, le, n_boot)
