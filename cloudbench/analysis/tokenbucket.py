@@ -27,21 +27,25 @@ Uncertainty (an interval must cover the configured truth, not only the noise of
 the levels, and hold at 1 s sampling, where a drain has two or three high-rate
 intervals). Each 95 % interval combines:
 
-1. **Noise of the levels** — Student-t, not a bootstrap: a level's mean has the
-   standard error s·√f/√n of its n clean interval rates (SD s) and n_eff − 1
-   degrees of freedom, n_eff = n/f. A percentile bootstrap of two or three
-   intervals covers 50–66 % (its spread is the sample's, without the t
-   quantile); the t interval is exact for independent normal intervals at any n.
-   f = (1 + ρ)/(1 − ρ) is the variance inflation of a mean of AR(1) intervals,
-   ρ their lag-1 autocorrelation corrected for its small-sample bias
-   ((n·ρ̂ + 1)/(n − 4), Kendall), kept in [0, 0.8]; below
-   ``MIN_DEPENDENCE_N`` intervals it cannot be estimated and is 1 (the few
-   degrees of freedom then carry the width). Both levels use the largest f of
-   the high level's, the low level's and both pooled (each relative to its
-   mean): a short level borrows the dependence the series shows elsewhere. A
-   level of one interval prints no interval; for the derived quantities its
-   error is one interval's, the other level's relative interval SD, with that
-   level's degrees of freedom.
+1. **Noise of the levels** — Student-t, not a bootstrap: a level's mean of n clean
+   interval rates read as AR(1) with lag-1 correlation ρ has the standard error
+   √(f_n·σ²/n), f_n = 1 + 2·Σ_{k<n}(1 − k/n)·ρ^k (:func:`finite_factor`), σ² estimated
+   as s²·(n − 1)/(n − f_n) (the sample variance of dependent intervals is biased low),
+   and Satterthwaite's (n − 1)·(1 − ρ²)/(1 + ρ²) degrees of freedom. A percentile
+   bootstrap of two or three intervals covers 50–66 % (its spread is the sample's,
+   without the t quantile); with ρ = 0 the interval is the t interval, exact for
+   independent normal intervals at any n. ρ is the larger of the lag-1 autocorrelation
+   and the square root of the lag-2 one, each corrected for its small-sample bias
+   ((n·r + 1)/(n − 4), Kendall) and kept in [0, ``MAX_RHO``]: a counter read late moves
+   bytes into the next interval, a negative lag-1 term that cancels in a level's mean
+   but hides the AR part from r₁ (ρ₂ = φ² still reads it). Both levels use the largest
+   ρ of the high level's, the low level's and both pooled (each relative to its
+   mean): a short level borrows the dependence the series shows elsewhere. Under
+   ``PRIOR_N`` intervals in both levels ρ cannot be estimated (from 2–5 intervals at
+   1 s sampling r₁ is noise): it is taken as at least ``PRIOR_RHO`` and the notes say
+   by how much that widened the high level's interval. A level of one interval
+   prints no interval; for the derived quantities its error is one interval's, the
+   other level's relative interval SD, with that level's degrees of freedom.
 2. **Model error of the levels** — a level is modelled as constant; its drift
    (half the difference between the means of its first and second halves) is
    added in quadrature to its standard error.
