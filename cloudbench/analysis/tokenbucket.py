@@ -174,6 +174,7 @@ class DrainEstimate:
     low_rates: FloatArray = field(default_factory=lambda: np.zeros(0))
     interval_s: float = 0.0  # sampling resolution (median interval length)
     high_error: LevelError | None = None  # Student-t errors of the levels (method "t")
+    volume_error: LevelError | None = None  # one interval's relative noise, both levels pooled
     low_error: LevelError | None = None
     method: Method = "t"
 
@@ -282,6 +283,29 @@ def level_interval(mean: float, err: LevelError, level: float = LEVEL) -> Estima
     return Estimate(mean, err.se, mean - half, mean + half)
 
 
+def volume_error(high: FloatArray, low: FloatArray, rho: float,
+                 fallback: LevelError) -> LevelError:
+    """The relative noise of one interval for the cumulative bytes V: both levels'
+    intervals relative to their own means, pooled (one series, one noise process; the
+    high level alone has two or three intervals at 1 s sampling, whose few degrees of
+    freedom made V's draws heavy-tailed), read as AR(1) with ``rho``; ``fallback``
+    (the high level's error) when the pool has under three intervals."""
+    devs = [np.asarray(x, dtype=np.float64) / float(np.mean(x)) for x in (high, low)
+            if len(x) >= 2 and float(np.mean(x)) > 0]
+    n = sum(len(d) for d in devs)
+    if n - len(devs) < 2:
+        return fallback
+    ss = sum(float(np.sum((d - d.mean()) ** 2)) for d in devs)
+    # each level loses one degree of freedom to its mean; the dependence bias as in
+    # level_error, from the longer level's length
+    m = max(len(d) for d in devs)
+    fn = finite_factor(rho, m)
+    bias = (m - fn) / (m - 1.0)
+    rel_sd = math.sqrt(ss / (n - len(devs)) / bias)
+    df = max((n - len(devs)) * (1.0 - rho * rho) / (1.0 + rho * rho), 1.0)
+    return LevelError(fallback.se, df, fallback.rel_se, rel_sd, (1.0 + rho) / (1.0 - rho))
+
+
 def volume_sd(bits: FloatArray, err: LevelError) -> float:
     """SD of a sum of interval volumes ``bits`` each as noisy (relative SD) as the
     intervals of the level ``err`` describes, dependence included (point 3 of the
@@ -364,8 +388,10 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
         hb = _t_draws(rng, shift.high_bps, he, n_boot)
         lb = _t_draws(rng, shift.low_bps, le, n_boot)
         # V(t_b) sums every interval before the first clean low one
-        v_sd = volume_sd(8.0 * b[: shift.first_low], he)
-        vb = v_sd * rng.standard_t(he.df, n_boot) if math.isfinite(v_sd) else np.full(n_boot,
+        ve = volume_error(shift.high_rates, shift.low_rates, rho, he)
+        est.volume_error = ve
+        v_sd = volume_sd(8.0 * b[: shift.first_low], ve)
+        vb = v_sd * rng.standard_t(ve.df, n_boot) if math.isfinite(v_sd) else np.full(n_boot,
                                                                                         math.nan)
     else:
         hb = _level_draws(rng, shift.high_rates, n_boot)
@@ -458,7 +484,7 @@ def estimate_refill(first: DrainEstimate, t_start: FloatArray, t_end: FloatArray
     rng = np.random.default_rng(seed)
     if first.method == "t" and first.low_error is not None and first.high_error is not None:
         lb = _t_draws(rng, lo, first.low_error, n_boot)
-        he = first.high_error
+        he = first.volume_error or first.high_error
         v_sd = volume_sd(8.0 * b[:j], he)
         vb = v_sd * rng.standard_t(he.df, n_boot) if math.isfinite(v_sd) else np.zeros(n_boot)
     else:

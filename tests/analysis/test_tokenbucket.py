@@ -18,6 +18,7 @@ from cloudbench.analysis.tokenbucket import (
     level_error,
     level_interval,
     uta_drained,
+    volume_error,
     volume_sd,
 )
 from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES, expected_goodput
@@ -287,3 +288,18 @@ def test_too_few_intervals_take_the_prior_dependence_and_say_so() -> None:
     fine = estimate_drain(*simulate(high, low, 3.0 * (high - low), 9.0, 0.1, noise=0.01, seed=5),
                           window_intervals=20)
     assert not any(n.startswith("dependence not estimable") for n in fine.notes)
+
+
+def test_the_volume_noise_pools_both_levels() -> None:
+    """V's relative noise per interval comes from both levels (each relative to its mean):
+    two high intervals and eight low ones give it eight degrees of freedom, not one, and
+    the pooled relative SD of the twelve deviations."""
+    rng = np.random.default_rng(2)
+    hi = 200e6 * (1 + 0.01 * rng.standard_normal(2))
+    lo = 50e6 * (1 + 0.01 * rng.standard_normal(8))
+    he = level_error(hi, float(hi.mean()))
+    ve = volume_error(hi, lo, 0.0, he)
+    assert he.df == 1 and ve.df == 8
+    devs = np.concatenate([hi / hi.mean() - 1, lo / lo.mean() - 1])
+    assert ve.rel_sd == pytest.approx(np.sqrt(np.sum(devs**2) / 8))
+    assert volume_error(hi[:1], lo[:2], 0.0, he) is he  # one degree of freedom: the fallback
