@@ -51,8 +51,10 @@ intervals). Each 95 % interval combines:
    added in quadrature to its standard error.
 3. **Noise of the cumulative bytes** — the budget is V(t_b) − low · t_b and V
    sums every interval before t_b, each as noisy as the level's intervals: V gets
-   a t error of SD r·√(f·Σ b_i²) (r the high level's relative interval SD, b_i
-   the bits of each interval). The refill's second budget likewise.
+   a t error of SD r·√(f·Σ b_i²) (r the relative interval SD of both levels pooled,
+   each relative to its mean, with their n_high + n_low − 2 degrees of freedom
+   reduced for ρ (:func:`volume_error`); b_i the bits of each interval). The
+   refill's second budget likewise.
 4. **Sampling resolution** — the switch is seen through intervals of length
    ``dt``: each draw of the time to empty gets a uniform error on
    ``[−dt/2, dt/2]``; each draw of the rest before a refill (its ends are
