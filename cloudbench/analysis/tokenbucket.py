@@ -27,28 +27,34 @@ Uncertainty (an interval must cover the configured truth, not only the noise of
 the levels, and hold at 1 s sampling, where a drain has two or three high-rate
 intervals). Each 95 % interval combines:
 
-1. **Noise of the levels** — Student-t, not a bootstrap: a level's mean has the
-   standard error s·√f/√n of its n clean interval rates (SD s) and n_eff − 1
-   degrees of freedom, n_eff = n/f. A percentile bootstrap of two or three
-   intervals covers 50–66 % (its spread is the sample's, without the t
-   quantile); the t interval is exact for independent normal intervals at any n.
-   f = (1 + ρ)/(1 − ρ) is the variance inflation of a mean of AR(1) intervals,
-   ρ their lag-1 autocorrelation corrected for its small-sample bias
-   ((n·ρ̂ + 1)/(n − 4), Kendall), kept in [0, 0.8]; below
-   ``MIN_DEPENDENCE_N`` intervals it cannot be estimated and is 1 (the few
-   degrees of freedom then carry the width). Both levels use the largest f of
-   the high level's, the low level's and both pooled (each relative to its
-   mean): a short level borrows the dependence the series shows elsewhere. A
-   level of one interval prints no interval; for the derived quantities its
-   error is one interval's, the other level's relative interval SD, with that
-   level's degrees of freedom.
+1. **Noise of the levels** — Student-t, not a bootstrap: a level's mean of n clean
+   interval rates read as AR(1) with lag-1 correlation ρ has the standard error
+   √(f_n·σ²/n), f_n = 1 + 2·Σ_{k<n}(1 − k/n)·ρ^k (:func:`finite_factor`), σ² estimated
+   as s²·(n − 1)/(n − f_n) (the sample variance of dependent intervals is biased low),
+   and Satterthwaite's (n − 1)·(1 − ρ²)/(1 + ρ²) degrees of freedom. A percentile
+   bootstrap of two or three intervals covers 50–66 % (its spread is the sample's,
+   without the t quantile); with ρ = 0 the interval is the t interval, exact for
+   independent normal intervals at any n. ρ is the larger of the lag-1 autocorrelation
+   and the square root of the lag-2 one, each corrected for its small-sample bias
+   ((n·r + 1)/(n − 4), Kendall) and kept in [0, ``MAX_RHO``]: a counter read late moves
+   bytes into the next interval, a negative lag-1 term that cancels in a level's mean
+   but hides the AR part from r₁ (ρ₂ = φ² still reads it). Both levels use the largest
+   ρ of the high level's, the low level's and both pooled (each relative to its
+   mean): a short level borrows the dependence the series shows elsewhere. Under
+   ``PRIOR_N`` intervals in both levels ρ cannot be estimated (from 2–5 intervals at
+   1 s sampling r₁ is noise): it is taken as at least ``PRIOR_RHO`` and the notes say
+   by how much that widened the high level's interval. A level of one interval
+   prints no interval; for the derived quantities its error is one interval's, the
+   other level's relative interval SD, with that level's degrees of freedom.
 2. **Model error of the levels** — a level is modelled as constant; its drift
    (half the difference between the means of its first and second halves) is
    added in quadrature to its standard error.
 3. **Noise of the cumulative bytes** — the budget is V(t_b) − low · t_b and V
    sums every interval before t_b, each as noisy as the level's intervals: V gets
-   a t error of SD r·√(f·Σ b_i²) (r the high level's relative interval SD, b_i
-   the bits of each interval). The refill's second budget likewise.
+   a t error of SD r·√(f·Σ b_i²) (r the relative interval SD of both levels pooled,
+   each relative to its mean, with their n_high + n_low − 2 degrees of freedom
+   reduced for ρ (:func:`volume_error`); b_i the bits of each interval). The
+   refill's second budget likewise.
 4. **Sampling resolution** — the switch is seen through intervals of length
    ``dt``: each draw of the time to empty gets a uniform error on
    ``[−dt/2, dt/2]``; each draw of the rest before a refill (its ends are
@@ -97,6 +103,10 @@ SATURATED_SHARE = 0.9
 LEVEL = 0.95
 MIN_DEPENDENCE_N = 8  # intervals needed to estimate their lag-1 autocorrelation
 MAX_RHO = 0.8
+# Fewer intervals than this in both levels cannot tell their dependence: ρ is taken as at
+# least PRIOR_RHO (inflation (1 + ρ)/(1 − ρ) ≈ 2.1), and the output says so.
+PRIOR_N = 20
+PRIOR_RHO = 0.35
 Method = Literal["t", "bootstrap"]
 
 
@@ -166,6 +176,7 @@ class DrainEstimate:
     low_rates: FloatArray = field(default_factory=lambda: np.zeros(0))
     interval_s: float = 0.0  # sampling resolution (median interval length)
     high_error: LevelError | None = None  # Student-t errors of the levels (method "t")
+    volume_error: LevelError | None = None  # one interval's relative noise, both levels pooled
     low_error: LevelError | None = None
     method: Method = "t"
 
@@ -185,21 +196,40 @@ def level_drift(x: FloatArray) -> float:
     return float(abs(np.mean(x[:half]) - np.mean(x[len(x) - half:])) / 2.0)
 
 
-def dependence_factor(*levels: FloatArray) -> float:
-    """Variance inflation (1 + ρ)/(1 − ρ) of the mean of a level read as AR(1), ρ the
-    lag-1 autocorrelation of the intervals of all ``levels`` (each relative to its own
+def dependence_rho(*levels: FloatArray) -> tuple[float, int]:
+    """Lag-1 autocorrelation ρ of the intervals of all ``levels`` (each relative to its own
     mean: the intervals of one series share one dependence), corrected for its bias
-    ((n·ρ̂ + 1)/(n − 4)) and kept in [0, ``MAX_RHO``]; 1 under ``MIN_DEPENDENCE_N``
-    intervals in all (too few to estimate ρ)."""
+    ((n·ρ̂ + 1)/(n − 4)) and kept in [0, ``MAX_RHO``], with the n it rests on; 0 under
+    ``MIN_DEPENDENCE_N`` intervals in all (too few to compute it)."""
     devs = [np.asarray(x, dtype=np.float64) / float(np.mean(x)) - 1.0 for x in levels
             if len(x) >= 2 and float(np.mean(x)) > 0]
     n = sum(len(d) for d in devs)
     den = sum(float(np.sum(d * d)) for d in devs)
     if n < MIN_DEPENDENCE_N or den <= 0:
-        return 1.0
+        return 0.0, n
     rho_hat = sum(float(np.sum(d[1:] * d[:-1])) for d in devs) / den
-    rho = min(max((n * rho_hat + 1.0) / (n - 4.0), 0.0), MAX_RHO)
+    rho = (n * rho_hat + 1.0) / (n - 4.0)
+    # a late counter read moves bytes into the next interval: a negative lag-1 term that
+    # cancels in a level's mean but hides its AR part from ρ̂₁; ρ₂ = φ² still reads it
+    r2 = sum(float(np.sum(d[2:] * d[:-2])) for d in devs) / den
+    rho = max(rho, math.sqrt(max((n * r2 + 1.0) / (n - 4.0), 0.0)))
+    return min(max(rho, 0.0), MAX_RHO), n
+
+
+def dependence_factor(*levels: FloatArray) -> float:
+    """Variance inflation (1 + ρ)/(1 − ρ) of the mean of a level read as AR(1), ρ of
+    :func:`dependence_rho`; 1 under ``MIN_DEPENDENCE_N`` intervals in all."""
+    rho, _n = dependence_rho(*levels)
     return (1.0 + rho) / (1.0 - rho)
+
+
+def finite_factor(rho: float, n: int) -> float:
+    """n·Var(mean)/σ² of n AR(1) intervals with lag-1 correlation ``rho``:
+    1 + 2·Σ_{k<n} (1 − k/n)·ρ^k (the asymptotic (1 + ρ)/(1 − ρ) overstates it at small n)."""
+    if n < 2 or rho == 0.0:
+        return 1.0
+    k = np.arange(1, n)
+    return float(1.0 + 2.0 * np.sum((1.0 - k / n) * rho ** k))
 
 
 @dataclass(frozen=True)
@@ -218,22 +248,27 @@ class LevelError:
 NO_ERROR = LevelError(math.nan, math.nan, math.nan, math.nan)
 
 
-def level_error(x: FloatArray, mean: float, factor: float = 1.0,
+def level_error(x: FloatArray, mean: float, rho: float = 0.0,
                 other: LevelError | None = None) -> LevelError:
-    """Student-t error of the mean of the interval rates ``x`` (dependence ``factor``,
-    :func:`dependence_factor`) with its drift as model error; with one interval, the
-    relative SD of one of ``other``'s intervals scaled to ``mean`` (a single interval is as
-    noisy as one interval, not as the mean of ``other``'s n), with ``other``'s degrees of
-    freedom (where that SD was estimated)."""
+    """Student-t error of the mean of the interval rates ``x`` read as AR(1) with lag-1
+    correlation ``rho`` (:func:`dependence_rho`), with its drift as model error; with one
+    interval, the relative SD of one of ``other``'s intervals scaled to ``mean`` (a single
+    interval is as noisy as one interval, not as the mean of ``other``'s n), with
+    ``other``'s degrees of freedom (where that SD was estimated).
+
+    At n intervals, n·Var(mean) = f_n·σ² (:func:`finite_factor`) and the sample variance
+    is biased low, E s² = σ²·(n − f_n)/(n − 1): σ² is estimated as s²·(n − 1)/(n − f_n).
+    Degrees of freedom: Satterthwaite's for s² of AR(1) data, (n − 1)·(1 − ρ²)/(1 + ρ²)."""
     n = len(x)
     if n < 2 or mean <= 0:
         if other is None or not math.isfinite(other.se) or n == 0 or mean <= 0:
             return NO_ERROR
         return LevelError(other.rel_sd * mean, other.df, other.rel_sd, other.rel_sd, other.factor)
-    f = factor
-    s = float(np.std(x, ddof=1))
-    se = math.sqrt(f * s * s / n + level_drift(x) ** 2)
-    return LevelError(se, max(n / f - 1.0, 1.0), se / mean, s / mean, f)
+    fn = finite_factor(rho, n)
+    sigma2 = float(np.var(x, ddof=1)) * (n - 1.0) / (n - fn)
+    se = math.sqrt(fn * sigma2 / n + level_drift(x) ** 2)
+    df = max((n - 1.0) * (1.0 - rho * rho) / (1.0 + rho * rho), 1.0)
+    return LevelError(se, df, se / mean, math.sqrt(sigma2) / mean, (1.0 + rho) / (1.0 - rho))
 
 
 def _t_draws(rng: np.random.Generator, mean: float, err: LevelError, n_boot: int) -> FloatArray:
@@ -248,6 +283,29 @@ def level_interval(mean: float, err: LevelError, level: float = LEVEL) -> Estima
         return Estimate(mean)
     half = float(sps.t.ppf(0.5 + level / 2.0, err.df)) * err.se
     return Estimate(mean, err.se, mean - half, mean + half)
+
+
+def volume_error(high: FloatArray, low: FloatArray, rho: float,
+                 fallback: LevelError) -> LevelError:
+    """The relative noise of one interval for the cumulative bytes V: both levels'
+    intervals relative to their own means, pooled (one series, one noise process; the
+    high level alone has two or three intervals at 1 s sampling, whose few degrees of
+    freedom made V's draws heavy-tailed), read as AR(1) with ``rho``; ``fallback``
+    (the high level's error) when the pool has under three intervals."""
+    devs = [np.asarray(x, dtype=np.float64) / float(np.mean(x)) for x in (high, low)
+            if len(x) >= 2 and float(np.mean(x)) > 0]
+    n = sum(len(d) for d in devs)
+    if n - len(devs) < 2:
+        return fallback
+    ss = sum(float(np.sum((d - d.mean()) ** 2)) for d in devs)
+    # each level loses one degree of freedom to its mean; the dependence bias as in
+    # level_error, from the longer level's length
+    m = max(len(d) for d in devs)
+    fn = finite_factor(rho, m)
+    bias = (m - fn) / (m - 1.0)
+    rel_sd = math.sqrt(ss / (n - len(devs)) / bias)
+    df = max((n - len(devs)) * (1.0 - rho * rho) / (1.0 + rho * rho), 1.0)
+    return LevelError(fallback.se, df, fallback.rel_se, rel_sd, (1.0 + rho) / (1.0 - rho))
 
 
 def volume_sd(bits: FloatArray, err: LevelError) -> float:
@@ -309,17 +367,33 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
         # the largest of each level's own dependence and both levels' pooled one (a
         # short level's own cannot be estimated; the intervals of one series share
         # their process, but the levels' noise mixes may differ, so no pooling alone)
-        f = max(dependence_factor(shift.high_rates), dependence_factor(shift.low_rates),
-                dependence_factor(shift.high_rates, shift.low_rates))
-        he0 = level_error(shift.high_rates, shift.high_bps, f)
-        le = level_error(shift.low_rates, shift.low_bps, f, he0)
-        he = level_error(shift.high_rates, shift.high_bps, f, le)
+        rho_n = [dependence_rho(shift.high_rates), dependence_rho(shift.low_rates),
+                 dependence_rho(shift.high_rates, shift.low_rates)]
+        rho = max(r for r, _n in rho_n)
+        n_dep = rho_n[2][1]
+        if n_dep < PRIOR_N and rho < PRIOR_RHO:
+            # the data cannot tell the dependence: assume the prior's, and say by how much
+            # that widened the high level's interval (the one with the fewest intervals)
+            plain = level_error(shift.high_rates, shift.high_bps, rho)
+            rho = PRIOR_RHO
+            wider = level_error(shift.high_rates, shift.high_bps, rho)
+            if math.isfinite(plain.se) and plain.se > 0:
+                ratio = (wider.se * float(sps.t.ppf(0.975, wider.df))) / (
+                    plain.se * float(sps.t.ppf(0.975, plain.df)))
+                est.notes.append(f"dependence not estimable from {n_dep} intervals: interval "
+                                 f"widened by ×{ratio:.1f} (lag-1 correlation taken as "
+                                 f"{PRIOR_RHO:g}); sample faster or drain longer")
+        he0 = level_error(shift.high_rates, shift.high_bps, rho)
+        le = level_error(shift.low_rates, shift.low_bps, rho, he0)
+        he = level_error(shift.high_rates, shift.high_bps, rho, le)
         est.high_error, est.low_error = he, le
         hb = _t_draws(rng, shift.high_bps, he, n_boot)
         lb = _t_draws(rng, shift.low_bps, le, n_boot)
         # V(t_b) sums every interval before the first clean low one
-        v_sd = volume_sd(8.0 * b[: shift.first_low], he)
-        vb = v_sd * rng.standard_t(he.df, n_boot) if math.isfinite(v_sd) else np.full(n_boot,
+        ve = volume_error(shift.high_rates, shift.low_rates, rho, he)
+        est.volume_error = ve
+        v_sd = volume_sd(8.0 * b[: shift.first_low], ve)
+        vb = v_sd * rng.standard_t(ve.df, n_boot) if math.isfinite(v_sd) else np.full(n_boot,
                                                                                         math.nan)
     else:
         hb = _level_draws(rng, shift.high_rates, n_boot)
@@ -412,7 +486,7 @@ def estimate_refill(first: DrainEstimate, t_start: FloatArray, t_end: FloatArray
     rng = np.random.default_rng(seed)
     if first.method == "t" and first.low_error is not None and first.high_error is not None:
         lb = _t_draws(rng, lo, first.low_error, n_boot)
-        he = first.high_error
+        he = first.volume_error or first.high_error
         v_sd = volume_sd(8.0 * b[:j], he)
         vb = v_sd * rng.standard_t(he.df, n_boot) if math.isfinite(v_sd) else np.zeros(n_boot)
     else:

@@ -146,6 +146,22 @@ def test_a_narrowed_drain_interval_fails(monkeypatch: pytest.MonkeyPatch) -> Non
     assert not broken[key].passed
 
 
+def test_drain_intervals_that_ignore_dependence_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drain levels read as independent intervals (ρ = 0, no prior: the estimator
+    before issue 23's point 5 wherever ρ could not be estimated) must fail the AR(1) rows
+    at these sizes; the estimator as it is passes them."""
+    from cloudbench.analysis import tokenbucket as tb
+
+    key = "drain: high rate 95 % interval | ar1 noise, read every 0.25 s"
+    rows = {r.key: r for r in suite.drain_rows(scale=0.1, noises=("ar1",), dts=(0.25,))}
+    assert rows[key].passed
+    monkeypatch.setattr(tb, "dependence_rho", lambda *levels: (0.0, sum(len(x) for x in levels)))
+    monkeypatch.setattr(tb, "PRIOR_RHO", 0.0)
+    broken = {r.key: r for r in suite.drain_rows(scale=0.1, noises=("ar1",), dts=(0.25,))}
+    print(rows[key].achieved, broken[key].achieved)
+    assert not broken[key].passed
+
+
 def test_a_test_that_over_rejects_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     """A falling-trend warning that fires whenever the last trial is under the first
     (about half the time under no trend) must fail the rejection-rate rule."""
