@@ -148,7 +148,7 @@ def test_a_narrowed_drain_interval_fails(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_drain_intervals_that_ignore_dependence_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     """The drain levels read as independent intervals (ρ = 0, no prior: the estimator
-    before issue 23's point 5 wherever ρ could not be estimated) must fail the AR(1) rows
+    before the dependence prior, wherever ρ could not be estimated) must fail the AR(1) rows
     at these sizes; the estimator as it is passes them."""
     from cloudbench.analysis import tokenbucket as tb
 
