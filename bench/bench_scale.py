@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cloudbench.workers.echo import FLAG_TIMEOUT, MAGIC, RECORD, SCHEMA  # noqa: E402
-from cloudbench.workloads.echo.controller import _ZSTD_LEVEL as ZSTD_LEVEL  # noqa: E402
+from cloudbench.workloads.echo.schema import ZSTD_LEVEL  # noqa: E402
 
 HOSTS = 8
 RATE = 100.0
@@ -123,14 +123,15 @@ def write_manifest(run_dir: Path, rows: int, parquet: Path) -> None:
 def ingest_child(files: list[str], dest: str, level: int) -> None:
     """Run in a child: ingest as the echo controller does; print rows and seconds."""
     from cloudbench.store.parquet import ParquetStream
-    from cloudbench.workloads.echo.controller import _ENCODINGS, ECHO_SCHEMA, echo_host_table, echo_schema_metadata
+    from cloudbench.workloads.echo.controller import echo_host_table
+    from cloudbench.workloads.echo.schema import ECHO_SCHEMA, ENCODINGS, echo_schema_metadata
     from cloudbench.workloads.echo.reader import open_echo_file
 
     names = {i: f"h{i}" for i in range(HOSTS)}
     hosts = labels()
     t0 = time.perf_counter()
     meta = echo_schema_metadata({h: 1_795_000_000_000_000 for h in names.values()}, RUN_ID, TRIAL)
-    with ParquetStream(Path(dest), ECHO_SCHEMA.with_metadata(meta), "echo", level, **_ENCODINGS) as out:
+    with ParquetStream(Path(dest), ECHO_SCHEMA.with_metadata(meta), "echo", level, **ENCODINGS) as out:
         for path in files:
             f = open_echo_file(Path(path))
             for chunk in f.chunks():

@@ -16,17 +16,24 @@ from typing import Any
 
 import numpy as np
 
+from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
 from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES
 from cloudbench.store import formats
 from cloudbench.store.manifest import (
+    HostRecord,
     Manifest,
     RepetitionRecord,
     ResolvedMetadata,
     TrialRecord,
     save_manifest,
 )
+from cloudbench.store.parquet import ParquetStream
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import summary_row, write_summaries
+from cloudbench.workers.echo import FLAG_TIMEOUT, FLAG_WARMUP
+from cloudbench.workloads import workload_kind
+from cloudbench.workloads.echo.controller import echo_host_table
+from cloudbench.workloads.echo.schema import ECHO_SCHEMA, ENCODINGS, echo_schema_metadata
 
 _BASE_TIME = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
 
@@ -183,12 +190,6 @@ def write_echo_run(campaign_dir: Path, *, repetitions: int = 2, rounds: int = 20
     level shift on one pair. Each host's records are ingested in chunks of
     ``chunk_rounds`` rounds as the controller ingests a worker's file.
     """
-    from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
-    from cloudbench.store.manifest import HostRecord, TrialRecord
-    from cloudbench.store.parquet import ParquetStream
-    from cloudbench.workers.echo import FLAG_TIMEOUT, FLAG_WARMUP
-    from cloudbench.workloads.echo.controller import _ENCODINGS, ECHO_SCHEMA, echo_host_table, echo_schema_metadata
-
     rng = np.random.default_rng(seed)
     start = _BASE_TIME
     run_id = f"{start:%Y%m%dT%H%M%SZ}-e{seed:03x}"
@@ -205,7 +206,7 @@ def write_echo_run(campaign_dir: Path, *, repetitions: int = 2, rounds: int = 20
         rel = f"{workload}/{trial_id}.parquet"
         meta = echo_schema_metadata({h[0]: 1_795_000_000_000_000 + rep * 600_000_000 + i * 1000
                                      for i, h in enumerate(hosts)}, run_id, trial_id)
-        with ParquetStream(rd.path / rel, ECHO_SCHEMA.with_metadata(meta), "echo", 9, **_ENCODINGS) as out:
+        with ParquetStream(rd.path / rel, ECHO_SCHEMA.with_metadata(meta), "echo", 9, **ENCODINGS) as out:
             for src in specs:
                 for c0 in range(0, rounds, chunk_rounds):
                     rnd = np.repeat(np.arange(c0, min(rounds, c0 + chunk_rounds), dtype=np.int64), len(hosts))
@@ -242,8 +243,6 @@ def write_echo_run(campaign_dir: Path, *, repetitions: int = 2, rounds: int = 20
                              "quorums": [dict(q) for q in quorums]}]},
                         seed=seed, started_utc=_utc(start), repetitions=reps, trials=trials, files=files)
     save_manifest(rd.manifest_path, manifest)
-    from cloudbench.workloads import workload_kind
-
     rows = workload_kind("echo").summarize(rd, manifest, manifest.workloads()[0])
     manifest.files["summaries.parquet"] = write_summaries(rd, rows)
     save_manifest(rd.manifest_path, manifest)

@@ -10,7 +10,8 @@ import pyarrow as pa
 
 from cloudbench.store.parquet import ParquetStream, read_parquet, write_parquet
 from cloudbench.workers.echo import MAGIC, RECORD, SCHEMA
-from cloudbench.workloads.echo.controller import ECHO_SCHEMA, echo_host_table, echo_table
+from cloudbench.workloads.echo.controller import echo_host_table, echo_table
+from cloudbench.workloads.echo.schema import ECHO_SCHEMA
 from cloudbench.workloads.echo.reader import (
     ECHO_DTYPE,
     FLAG_CONN_LOST,
