@@ -124,8 +124,8 @@ def ingest_child(files: list[str], dest: str, level: int) -> None:
     """Run in a child: ingest as the echo controller does; print rows and seconds."""
     from cloudbench.store.parquet import ParquetStream
     from cloudbench.workloads.echo.controller import echo_host_table
-    from cloudbench.workloads.echo.schema import ECHO_SCHEMA, ENCODINGS, echo_schema_metadata
     from cloudbench.workloads.echo.reader import open_echo_file
+    from cloudbench.workloads.echo.schema import ECHO_SCHEMA, ENCODINGS, echo_schema_metadata
 
     names = {i: f"h{i}" for i in range(HOSTS)}
     hosts = labels()
@@ -145,7 +145,7 @@ def report_child(run_dir: str, events: bool = False) -> None:
     """Run in a child: every table of the echo report section and the summaries, as `cloudbench report` does."""
     from cloudbench.store.rundir import RunDir
     from cloudbench.workloads.echo import report
-    from cloudbench.workloads.echo.data import aggregate_echo
+    from cloudbench.workloads.echo.aggregates import aggregate_echo
     from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
 
     run = RunDir(Path(run_dir))

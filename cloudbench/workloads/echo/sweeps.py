@@ -27,7 +27,7 @@ from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow, sweep_group
 from cloudbench.workloads.base import sweep_label
-from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
+from cloudbench.workloads.echo.aggregates import EchoAggregates, aggregate_echo
 from cloudbench.workloads.echo.params import window_of
 from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
 

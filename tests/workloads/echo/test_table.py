@@ -11,7 +11,6 @@ import pyarrow as pa
 from cloudbench.store.parquet import ParquetStream, read_parquet, write_parquet
 from cloudbench.workers.echo import MAGIC, RECORD, SCHEMA
 from cloudbench.workloads.echo.controller import echo_host_table, echo_table
-from cloudbench.workloads.echo.schema import ECHO_SCHEMA
 from cloudbench.workloads.echo.reader import (
     ECHO_DTYPE,
     FLAG_CONN_LOST,
@@ -20,6 +19,7 @@ from cloudbench.workloads.echo.reader import (
     open_echo_file,
     read_echo_file,
 )
+from cloudbench.workloads.echo.schema import ECHO_SCHEMA
 
 T0 = 5_000_000_000
 
