@@ -189,7 +189,7 @@ def child(*args: str) -> dict[str, object]:
 
 def main() -> int:
     if sys.argv[1:2] == ["--child"]:  # a measured process (see child), tuned as the `cloudbench` command is
-        from cloudbench.engine import keep_freed_memory
+        from cloudbench.core.allocator import keep_freed_memory
 
         keep_freed_memory()
         what, rest = sys.argv[2], sys.argv[3:]
