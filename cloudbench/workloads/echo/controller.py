@@ -59,6 +59,8 @@ PARQUET_FILE_BYTES = 7_000  # schema, metadata, dictionaries and footer: 6,861 B
 
 
 class EchoKind(WorkloadKind):
+    """``kind: echo``: all-pairs TCP echo RTT, run by ``workers/echo.py`` on every host of a trial."""
+
     kind = "echo"
     better = ECHO_BETTER
     params = EchoWorkload
