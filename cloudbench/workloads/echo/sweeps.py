@@ -144,8 +144,8 @@ def write_figure(name: str, rows: list[dict[str, Any]], out: Path) -> list[Path]
     """Latency against each swept parameter, one line per latency group (p50 and p99, the
     median over repetitions with its CI as error bars when there is one); the paths written."""
     # matplotlib (a heavy import) only when a figure is drawn, not for every report
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
-    from matplotlib.figure import Figure  # noqa: PLC0415
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     written = []
     for field in swept_fields(rows):
