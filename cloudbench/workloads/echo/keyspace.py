@@ -14,6 +14,7 @@ computes an index from its parts.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +25,8 @@ from cloudbench.store.manifest import Manifest
 N_GROUPS = len(GROUP_ORDER)
 """Latency groups (:data:`~cloudbench.core.topology.GROUP_ORDER`); a group's index is its position there."""
 _WINDOW_BITS = 32  # a window key's low bits: the window's index in its trial
+Index = Any
+"""An encoded index: an int for int arguments, a numpy array for arrays."""
 
 
 class KeySpace:
@@ -66,15 +69,15 @@ class KeySpace:
                     for (rep, name), lab in manifest.labels().items()})
 
     # cells and leaves
-    def cell(self, src: np.ndarray | int, dst: np.ndarray | int) -> np.ndarray | int:
+    def cell(self, src: np.ndarray | int, dst: np.ndarray | int) -> Index:
         """The (sender, peer) cell of a trial's matrices."""
         return src * self.n_hosts + dst
 
-    def leaf(self, rp: np.ndarray | int, src: np.ndarray | int, dst: np.ndarray | int) -> np.ndarray | int:
+    def leaf(self, rp: np.ndarray | int, src: np.ndarray | int, dst: np.ndarray | int) -> Index:
         """The leaf of (repetition, sender, peer)."""
         return (rp * self.n_hosts + src) * self.n_hosts + dst
 
-    def leaf_of_cell(self, rp: int, cell: np.ndarray | int) -> np.ndarray | int:
+    def leaf_of_cell(self, rp: int, cell: np.ndarray | int) -> Index:
         """The leaf of a cell of a trial of repetition ``rp``."""
         return rp * self.n_cells + cell
 
@@ -89,16 +92,16 @@ class KeySpace:
 
     # the report's keys
     @staticmethod
-    def group_key(group: np.ndarray | int) -> np.ndarray | int:
+    def group_key(group: np.ndarray | int) -> Index:
         """The key of a latency group overall."""
         return group
 
     @staticmethod
-    def rep_group_key(rp: np.ndarray | int, group: np.ndarray | int) -> np.ndarray | int:
+    def rep_group_key(rp: np.ndarray | int, group: np.ndarray | int) -> Index:
         """The key of a latency group in one repetition."""
         return N_GROUPS + rp * N_GROUPS + group
 
-    def pair_key(self, src: np.ndarray | int, dst: np.ndarray | int) -> np.ndarray | int:
+    def pair_key(self, src: np.ndarray | int, dst: np.ndarray | int) -> Index:
         """The key of a (sender, peer) pair over all repetitions."""
         return N_GROUPS + self.n_reps * N_GROUPS + src * self.n_hosts + dst
 
