@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cloudbench.workers.echo_protocol import FLAG_TIMEOUT, MAGIC, RECORD, SCHEMA  # noqa: E402
-from cloudbench.workloads.echo.controller import _ZSTD_LEVEL as ZSTD_LEVEL  # noqa: E402
+from cloudbench.workloads.echo.schema import ZSTD_LEVEL  # noqa: E402
 
 HOSTS = 8
 RATE = 100.0
@@ -123,14 +123,15 @@ def write_manifest(run_dir: Path, rows: int, parquet: Path) -> None:
 def ingest_child(files: list[str], dest: str, level: int) -> None:
     """Run in a child: ingest as the echo controller does; print rows and seconds."""
     from cloudbench.store.parquet import ParquetStream
-    from cloudbench.workloads.echo.controller import _ENCODINGS, ECHO_SCHEMA, echo_host_table, echo_schema_metadata
+    from cloudbench.workloads.echo.controller import echo_host_table
     from cloudbench.workloads.echo.reader import open_echo_file
+    from cloudbench.workloads.echo.schema import ECHO_SCHEMA, ENCODINGS, echo_schema_metadata
 
     names = {i: f"h{i}" for i in range(HOSTS)}
     hosts = labels()
     t0 = time.perf_counter()
     meta = echo_schema_metadata({h: 1_795_000_000_000_000 for h in names.values()}, RUN_ID, TRIAL)
-    with ParquetStream(Path(dest), ECHO_SCHEMA.with_metadata(meta), "echo", level, **_ENCODINGS) as out:
+    with ParquetStream(Path(dest), ECHO_SCHEMA.with_metadata(meta), "echo", level, **ENCODINGS) as out:
         for path in files:
             f = open_echo_file(Path(path))
             for chunk in f.chunks():
@@ -144,7 +145,7 @@ def report_child(run_dir: str, events: bool = False) -> None:
     """Run in a child: every table of the echo report section and the summaries, as `cloudbench report` does."""
     from cloudbench.store.rundir import RunDir
     from cloudbench.workloads.echo import report
-    from cloudbench.workloads.echo.data import aggregate_echo
+    from cloudbench.workloads.echo.aggregates import aggregate_echo
     from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
 
     run = RunDir(Path(run_dir))
@@ -188,7 +189,7 @@ def child(*args: str) -> dict[str, object]:
 
 def main() -> int:
     if sys.argv[1:2] == ["--child"]:  # a measured process (see child), tuned as the `cloudbench` command is
-        from cloudbench.engine import keep_freed_memory
+        from cloudbench.core.allocator import keep_freed_memory
 
         keep_freed_memory()
         what, rest = sys.argv[2], sys.argv[3:]

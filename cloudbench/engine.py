@@ -1,21 +1,25 @@
 """The embedded query engine: DuckDB over the store's Parquet files, out of core.
 
 Observation tables of a long campaign do not fit in Python (a 6-hour StormCloud
-trial is 138 M echo rows); every analysis that reads them goes through an
-:class:`Engine`, a DuckDB connection with a bounded memory budget that spills to
-disk beyond it. Queries read the Parquet files in place; only aggregates (groups,
-windows, pairs: tables of at most thousands of rows) come back to Python, as
-numpy arrays or pandas frames. DuckDB's ``quantile_cont`` is exact (it selects
-order statistics, it does not sketch) and interpolates like numpy's default
-(Hyndman & Fan type 7), so p99.999 of 138 M rows is computed from real
-observations.
+trial is 138 M echo rows). The analyses that query them with SQL — a campaign's
+dataset (:mod:`cloudbench.dataset`, ``cloudbench.open``) and the throughput
+workload's tables — go through an :class:`Engine`, a DuckDB connection with a
+bounded memory budget that spills to disk beyond it. Queries read the Parquet files
+in place; only aggregates (groups, windows, pairs: tables of at most thousands of
+rows) come back to Python, as numpy arrays or pandas frames. DuckDB's
+``quantile_cont`` is exact (it selects order statistics, it does not sketch) and
+interpolates like numpy's default (Hyndman & Fan type 7).
+
+The echo report does not come through here: its scan
+(:mod:`cloudbench.workloads.echo.scan`) reads the files with Arrow, because its
+holistic aggregates (percentiles of groups, pairs, windows and quorums) would hold
+every value of a group in DuckDB's memory (ARCHITECTURE.md, "Libraries, and why").
+The process's allocator tuning for such scans is :mod:`cloudbench.core.allocator`.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
-import platform
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -35,33 +39,6 @@ With Python, Arrow and the interpreter around it the process stays under the
 
 THREADS_ENV = "CLOUDBENCH_THREADS"
 MEMORY_ENV = "CLOUDBENCH_MEMORY_LIMIT"
-
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
-
-
-def keep_freed_memory(trim_bytes: int = 1 << 30, mmap_bytes: int = 32 << 20) -> bool:
-    """Tune this process for scans of large files; whether it applied (glibc only).
-
-    A scan allocates and frees tens of MB per row group (Arrow buffers, numpy
-    temporaries). Handed back to the kernel, each comes back as fresh pages the
-    kernel zeroes again: 2-3 s of system time in the 6-hour report. Here glibc keeps
-    up to ``trim_bytes`` of freed heap for reuse, serves blocks up to ``mmap_bytes``
-    (its maximum) from that heap, and Arrow allocates through the same malloc instead
-    of its own pool. Dask's nanny sets ``MALLOC_TRIM_THRESHOLD_`` for its workers for
-    the same reason. The ``cloudbench`` command calls this for its own process; a
-    notebook keeps its allocator unless it calls this itself.
-    """
-    if platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    if not (libc.mallopt(_M_TRIM_THRESHOLD, trim_bytes) and libc.mallopt(_M_MMAP_THRESHOLD, mmap_bytes)):
-        return False
-    pa.set_memory_pool(pa.system_memory_pool())
-    return True
 
 
 class Engine:
@@ -92,6 +69,7 @@ class Engine:
         self.close()
 
     def close(self) -> None:
+        """Close the connection and remove its spill files."""
         self.con.close()
         self._tmp.cleanup()
 
@@ -115,6 +93,7 @@ class Engine:
         return name
 
     def sql(self, query: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
+        """A query of this connection (``?`` placeholders bound to ``params``), as a lazy relation."""
         return self.con.sql(query, params=params)
 
 

@@ -3,7 +3,7 @@
 # Imported for their commands, in the order `cloudbench --help` lists them.
 from cloudbench.cli import spec, run, confirm, compare, campaign, gc, doctor  # noqa: I001
 from cloudbench.cli.app import app
-from cloudbench.engine import keep_freed_memory
+from cloudbench.core.allocator import keep_freed_memory
 
 __all__ = ["app", "campaign", "compare", "confirm", "doctor", "gc", "main", "run", "spec"]
 

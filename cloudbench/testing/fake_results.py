@@ -32,7 +32,8 @@ from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import summary_row, write_summaries
 from cloudbench.workers.echo_protocol import FLAG_TIMEOUT, FLAG_WARMUP
 from cloudbench.workloads import workload_kind
-from cloudbench.workloads.echo.controller import _ENCODINGS, ECHO_SCHEMA, echo_host_table, echo_schema_metadata
+from cloudbench.workloads.echo.controller import echo_host_table
+from cloudbench.workloads.echo.schema import ECHO_SCHEMA, ENCODINGS, echo_schema_metadata
 
 _BASE_TIME = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
 
@@ -205,7 +206,7 @@ def write_echo_run(campaign_dir: Path, *, repetitions: int = 2, rounds: int = 20
         rel = f"{workload}/{trial_id}.parquet"
         meta = echo_schema_metadata({h[0]: 1_795_000_000_000_000 + rep * 600_000_000 + i * 1000
                                      for i, h in enumerate(hosts)}, run_id, trial_id)
-        with ParquetStream(rd.path / rel, ECHO_SCHEMA.with_metadata(meta), "echo", 9, **_ENCODINGS) as out:
+        with ParquetStream(rd.path / rel, ECHO_SCHEMA.with_metadata(meta), "echo", 9, **ENCODINGS) as out:
             for src in specs:
                 for c0 in range(0, rounds, chunk_rounds):
                     rnd = np.repeat(np.arange(c0, min(rounds, c0 + chunk_rounds), dtype=np.int64), len(hosts))

@@ -15,7 +15,7 @@ from typing import Any
 from cloudbench.core.topology import GROUP_ORDER
 from cloudbench.core.units import fmt_duration
 from cloudbench.store.manifest import Manifest
-from cloudbench.workloads.echo.data import EchoAggregates
+from cloudbench.workloads.echo.aggregates import EchoAggregates
 
 TABLES = ("connect", "connection_modes")
 COLUMNS = ("p50", "p90", "p99", "p99.9", "max")

@@ -4,17 +4,7 @@ Every host of the trial runs ``workers/echo.py``: an echo server and a sender
 that, in rounds at ``rate``/s, sends to every peer (itself included through a real
 socket unless ``self_loop: false``). The raw per-host files are pulled back,
 checked against the checksum the worker printed, and merged into one Parquet
-file per trial:
-
-    repetition int16, round int32, src, dst (dictionary strings),
-    send_us int64 (µs since the sender's round 0), rtt_ns int64 (null on timeout),
-    timeout bool, warmup bool, conn_lost bool,
-    connect_ns int64 (the TCP handshake of the round's own connection with
-    ``connection: per_round``; null on persistent connections; absent in files
-    written before it existed)
-
-sorted by (src, dst, round), with byte-stream-split encoding of the times and
-zstd, so that a row costs under 4 bytes on disk at full nanosecond precision.
+file per trial, in the layout of :mod:`cloudbench.workloads.echo.schema`.
 """
 
 from __future__ import annotations
@@ -50,52 +40,14 @@ from cloudbench.workloads.base import (
     trial_params,
 )
 from cloudbench.workloads.echo import report, sweeps, views
-from cloudbench.workloads.echo.data import T0_UTC_KEY
 from cloudbench.workloads.echo.params import SWEPT, EchoWorkload
 from cloudbench.workloads.echo.reader import FLAG_CONN_LOST, FLAG_TIMEOUT, FLAG_WARMUP, EchoFile, open_echo_file
+from cloudbench.workloads.echo.schema import ECHO_SCHEMA, ENCODINGS, ZSTD_LEVEL, echo_schema_metadata
 from cloudbench.workloads.echo.summaries import ECHO_BETTER
 
 CONNECT_TIMEOUT_S = 10.0
 LINGER_S = 3.0
 
-ECHO_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.dictionary(pa.int16(), pa.string())),
-        ("repetition", pa.int16()),
-        ("trial", pa.dictionary(pa.int16(), pa.string())),
-        ("round", pa.int32()),
-        ("src", pa.dictionary(pa.int16(), pa.string())),
-        ("dst", pa.dictionary(pa.int16(), pa.string())),
-        ("group", pa.dictionary(pa.int8(), pa.string())),
-        ("send_us", pa.int64()),
-        ("rtt_ns", pa.int64()),
-        ("timeout", pa.bool_()),
-        ("warmup", pa.bool_()),
-        ("conn_lost", pa.bool_()),
-        ("connect_ns", pa.int64()),
-    ]
-)
-"""Echo observations, Parquet schema 2: one row per (sender, peer, round). ``run_id``,
-``trial`` and the pair's latency ``group`` are columns (constant or in long runs, so
-dictionary and RLE make them nearly free), so a campaign's files are one dataset any
-engine can group; ``send_us`` counts from the sender's round 0, whose CLOCK_REALTIME
-the file metadata holds per host (``cloudbench.t0_utc_us``)."""
-
-
-def echo_schema_metadata(t0_utc_us: Mapping[str, int], run_id: str, trial: str) -> dict[bytes, bytes]:
-    """File metadata of an echo observation file: each host's round 0 in UTC µs, run and trial."""
-    return {T0_UTC_KEY: json.dumps(dict(t0_utc_us), sort_keys=True).encode(),
-            b"cloudbench.run_id": run_id.encode(), b"cloudbench.trial": trial.encode()}
-
-
-# Measured on testbed runs (bytes/row): rtt_ns DELTA 2.85, PLAIN 2.93, BYTE_STREAM_SPLIT 2.49;
-# send_us DELTA 2.03, BYTE_STREAM_SPLIT 1.33 (zstd 19). Lossless, unlike rounding RTTs.
-_ENCODINGS = {"round": "DELTA_BINARY_PACKED", "send_us": "BYTE_STREAM_SPLIT", "rtt_ns": "BYTE_STREAM_SPLIT",
-              "connect_ns": "BYTE_STREAM_SPLIT"}
-# zstd level, by measurement (bench/bench_scale.py; quickstart testbed rows re-encoded):
-# level 9: 3.84 B/row real, 4.0 M rows/s ingest; 12: 3.69 B/row real, 2.8 M rows/s (6 h trial
-# ≈ 50 s); 15: 3.58, 1.7 M rows/s; 19: 3.57, 0.6 M rows/s (6 h ≈ 230 s, over the 120 s budget).
-_ZSTD_LEVEL = 12
 # Bytes on disk per observation, for the plan's disk estimate (cloudbench.space): the worker's
 # record (schema 2, exact) and the Parquet row: measured 3.53-3.81 B/row on quickstart trials
 # (473,821 to 512,380 B for 134,400 rows; more jitter compresses worse), 3.45 B/row on
@@ -107,6 +59,8 @@ PARQUET_FILE_BYTES = 7_000  # schema, metadata, dictionaries and footer: 6,861 B
 
 
 class EchoKind(WorkloadKind):
+    """``kind: echo``: all-pairs TCP echo RTT, run by ``workers/echo.py`` on every host of a trial."""
+
     kind = "echo"
     better = ECHO_BETTER
     params = EchoWorkload
@@ -243,7 +197,7 @@ class EchoKind(WorkloadKind):
         t0_utc = {host: int(f.header["t0_utc_ns"]) // 1000 for host, f in opened if "t0_utc_ns" in f.header}
         meta = echo_schema_metadata(t0_utc, run.run_id, tag)
         labels = {h.name: h for h in topology_hosts}
-        with ParquetStream(dest, ECHO_SCHEMA.with_metadata(meta), "echo", _ZSTD_LEVEL, **_ENCODINGS) as out:
+        with ParquetStream(dest, ECHO_SCHEMA.with_metadata(meta), "echo", ZSTD_LEVEL, **ENCODINGS) as out:
             for host, f in opened:  # host by host, chunk by chunk: memory bounded by a chunk
                 for chunk in f.chunks():
                     out.write(echo_host_table(host, int(f.header["t0_ns"]), chunk, names,

@@ -20,6 +20,8 @@ MAX_PER_ROUND_CONNECTS = 2000  # new connections a host opens per second at most
 Rate = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
 Payload = Annotated[Size, Field(ge=16, le=MAX_PAYLOAD)]
 SWEPT = ("payload", "rate")  # fields that take a list: one trial per value
+Quorum = tuple[str, list[str], list[int]]
+"""(name, members, k values) of one quorum of the spec, its group resolved to host names."""
 # The default window: a trial has at least this many (a 20 s trial 2 s windows), and
 # a long one windows of at most MAX_DEFAULT_WINDOW_S.
 WINDOWS_PER_TRIAL = 10

@@ -17,9 +17,10 @@ from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo import sweeps, views
-from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo, utc_of
+from cloudbench.workloads.echo.aggregates import EchoAggregates, aggregate_echo
 from cloudbench.workloads.echo.params import window_of
 from cloudbench.workloads.echo.summaries import spec_quorums
+from cloudbench.workloads.echo.trial_files import utc_of
 
 TABLES = ("groups", "quorums", "windows", "pairs", "level_shifts", "events")
 

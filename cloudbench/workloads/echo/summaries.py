@@ -8,7 +8,8 @@ from typing import Any
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow, quorum_group, summary_row
-from cloudbench.workloads.echo.data import EchoAggregates, Quorum
+from cloudbench.workloads.echo.aggregates import EchoAggregates
+from cloudbench.workloads.echo.params import Quorum
 
 # Which way is better, per summary metric (``cloudbench compare``): every RTT and the timeout share lower.
 ECHO_BETTER = {"rtt_*": "lower", "quorum_*": "lower", "timeout_frac": "lower"}

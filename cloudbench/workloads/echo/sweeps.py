@@ -27,7 +27,7 @@ from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow, sweep_group
 from cloudbench.workloads.base import sweep_label
-from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
+from cloudbench.workloads.echo.aggregates import EchoAggregates, aggregate_echo
 from cloudbench.workloads.echo.params import window_of
 from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
 
@@ -143,6 +143,7 @@ def swept_fields(rows: list[dict[str, Any]]) -> list[str]:
 def write_figure(name: str, rows: list[dict[str, Any]], out: Path) -> list[Path]:
     """Latency against each swept parameter, one line per latency group (p50 and p99, the
     median over repetitions with its CI as error bars when there is one); the paths written."""
+    # matplotlib (a heavy import) only when a figure is drawn, not for every report
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

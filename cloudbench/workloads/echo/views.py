@@ -25,7 +25,7 @@ from cloudbench.core.tables import fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo import connections, sweeps
-from cloudbench.workloads.echo.data import EchoAggregates, aggregate_echo
+from cloudbench.workloads.echo.aggregates import EchoAggregates, aggregate_echo
 from cloudbench.workloads.echo.params import window_of
 
 TABLES = ("modes", *connections.TABLES, *sweeps.TABLES)

@@ -1,5 +1,5 @@
 """The echo engine's reads from Arrow's buffers: values and null positions of ``rtt_ns``,
-and the true positions of ``timeout`` (:mod:`cloudbench.workloads.echo.data`)."""
+and the true positions of ``timeout`` (:mod:`cloudbench.workloads.echo.trial_files`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cloudbench.workloads.echo.data import _ints_and_nulls, _true_at
+from cloudbench.workloads.echo.trial_files import ints_and_nulls, true_at
 
 GARBAGE = -123_456_789
 
@@ -25,7 +25,7 @@ VALUES = [5, None, 7, 8, None, None, 11, 12, 13, None, 15]
 
 
 def _check(col: pa.ChunkedArray, values: list[int | None]) -> None:
-    vals, nulls = _ints_and_nulls(col)
+    vals, nulls = ints_and_nulls(col)
     want_nulls = [i for i, v in enumerate(values) if v is None]
     assert nulls.tolist() == want_nulls and nulls.dtype == np.int64
     assert len(vals) == len(values) and vals.dtype == np.int64
@@ -47,12 +47,12 @@ def test_several_chunks_narrow_types_and_no_nulls() -> None:
     _check(pa.chunked_array([narrow]), VALUES)
     full = [v for v in VALUES if v is not None]
     _check(pa.chunked_array([pa.array(full, type=pa.int64())]), full)
-    vals, nulls = _ints_and_nulls(pa.chunked_array([], type=pa.int64()))
+    vals, nulls = ints_and_nulls(pa.chunked_array([], type=pa.int64()))
     assert len(vals) == 0 and len(nulls) == 0
 
 
 def test_true_positions_skip_false_and_null() -> None:
     col = pa.chunked_array([pa.array([True, None, False]), pa.array([True, True, None])])
-    assert _true_at(col).tolist() == [0, 3, 4]
-    assert _true_at(col.chunk(0).slice(1)).tolist() == []
-    assert _true_at(pa.chunked_array([], type=pa.bool_())).tolist() == []
+    assert true_at(col).tolist() == [0, 3, 4]
+    assert true_at(col.chunk(0).slice(1)).tolist() == []
+    assert true_at(pa.chunked_array([], type=pa.bool_())).tolist() == []

@@ -12,8 +12,9 @@ import pytest
 from cloudbench.analysis import orderstats as ost
 from cloudbench.analysis.latency import PERCENTILES
 from cloudbench.testing.fake_results import write_echo_run
-from cloudbench.workloads.echo import data, report
-from cloudbench.workloads.echo.data import aggregate_echo
+from cloudbench.workloads.echo import matrices, report, scan, trial_files
+from cloudbench.workloads.echo.aggregates import aggregate_echo
+from cloudbench.workloads.echo.matrices import RoundMatrices
 from cloudbench.workloads.echo.params import window_of
 from cloudbench.workloads.echo.summaries import echo_summaries, spec_quorums
 from tests.workloads.echo import numpy_reference as ref
@@ -198,14 +199,14 @@ def test_pass_2_reading_the_files_again_equals_numpy(tmp_path: Path, monkeypatch
     quorums = spec_quorums(manifest, params)
     d = ref.load_echo(run, manifest, "echo")
     from_files = []
-    original = data._Scan._pass2_group
+    original = scan.EchoScan._values_in_row_group
 
     def spy(self: Any, *args: Any) -> Any:
         from_files.append(args[1])
         return original(self, *args)
 
-    monkeypatch.setattr(data, "KEEP_BYTES", 0)
-    monkeypatch.setattr(data._Scan, "_pass2_group", spy)
+    monkeypatch.setattr(scan, "KEEP_BYTES", 0)
+    monkeypatch.setattr(scan.EchoScan, "_values_in_row_group", spy)
     agg = aggregate_echo(run, manifest, "echo", window, quorums)
     assert len(from_files) > 2  # every row group of every trial file, read a second time
     assert agg.rows == len(d)
@@ -299,15 +300,15 @@ def test_rtts_beyond_four_seconds_and_mixed_row_groups_equal_numpy(tmp_path: Pat
     d = ref.load_echo(run, manifest, "echo")
     assert (d.rtt_us >= big / 1000.0).sum() >= 2
     dtypes = []
-    original = data._Scan._trial
+    original = RoundMatrices.for_file
 
-    def spy(self: Any, f: Any) -> Any:
+    def spy(f: Any, n_hosts: int) -> Any:
         assert f.row_groups > 1 and not any("src" in c or "warmup" in c for c in f.constant)
-        tr = original(self, f)
-        dtypes.append(tr.mat.dtype)
-        return tr
+        m = original(f, n_hosts)
+        dtypes.append(m.rtts.dtype)
+        return m
 
-    monkeypatch.setattr(data._Scan, "_trial", spy)
+    monkeypatch.setattr(RoundMatrices, "for_file", staticmethod(spy))
     agg = aggregate_echo(run, manifest, "echo", 2.0, quorums)
     assert dtypes == [np.dtype(cell)]
     _same_rows(agg.groups, ref.group_table(d), "groups")
@@ -393,13 +394,13 @@ def test_warm_up_only_row_groups_read_the_same_and_name_only_known_hosts(tmp_pat
     manifest = run.manifest()
     quorums = spec_quorums(manifest, manifest.workloads()[0])
     seen = []
-    original = data._Scan._trial
+    original = RoundMatrices.for_file
 
-    def spy(self: Any, f: Any) -> Any:
+    def spy(f: Any, n_hosts: int) -> Any:
         seen.append(f.constant[0].get("warmup"))
-        return original(self, f)
+        return original(f, n_hosts)
 
-    monkeypatch.setattr(data._Scan, "_trial", spy)
+    monkeypatch.setattr(RoundMatrices, "for_file", staticmethod(spy))
     agg = aggregate_echo(run, manifest, "echo", 2.0, quorums)
     assert seen == [None, True]  # rep 0's first row group mixes warm-up and measured rows, rep 1's is warm-up
     d = ref.load_echo(run, manifest, "echo")
@@ -505,14 +506,14 @@ def test_row_groups_in_runs_of_one_peer_are_written_by_slices_and_read_the_same(
     manifest = run.manifest()
     quorums = spec_quorums(manifest, manifest.workloads()[0])
     found: list[int] = []
-    original = data._runs
+    original = matrices.peer_runs
 
     def spy(dst: Any, rnd: Any) -> Any:
         out = original(dst, rnd)
         found.append(-1 if out is None else len(out) - 1)
         return out
 
-    monkeypatch.setattr(data, "_runs", spy)
+    monkeypatch.setattr(matrices, "peer_runs", spy)
     agg = aggregate_echo(run, manifest, "echo", 2.0, quorums)
     assert -1 not in found and max(found) >= (3 if group_rows > 1000 else 2)
     assert lost
@@ -545,10 +546,10 @@ def test_host_codes_of_a_column_in_chunks_with_their_own_dictionaries() -> None:
     col = pa.chunked_array([pa.array(["a-1", "b-1", "a-1"]).dictionary_encode(),
                             pa.array(["c-1", "zz-9", "b-1"]).dictionary_encode(),
                             pa.array(["b-1"]).dictionary_encode()])
-    codes, lut = data._host_codes(col, index)
+    codes, lut = trial_files.host_codes(col, index)
     assert lut[codes].tolist() == [0, 1, 0, 2, -1, 1, 1]
     with pytest.raises(ResultError, match="does not list") as e:
-        data._host_index(col, index, Path("r000-t00-echo.parquet"))
+        trial_files.host_index(col, index, Path("r000-t00-echo.parquet"))
     assert "r000-t00-echo.parquet" in str(e.value)
     known = pa.chunked_array([col.chunk(0), col.chunk(2)])
-    assert data._host_index(known, index, Path("x")).tolist() == [0, 1, 0, 1]
+    assert trial_files.host_index(known, index, Path("x")).tolist() == [0, 1, 0, 1]

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from cloudbench.store.parquet import ParquetStream, read_parquet, write_parquet
 from cloudbench.workers.echo_protocol import MAGIC, RECORD, SCHEMA
-from cloudbench.workloads.echo.controller import ECHO_SCHEMA, echo_host_table, echo_table
+from cloudbench.workloads.echo.controller import echo_host_table, echo_table
 from cloudbench.workloads.echo.reader import (
     ECHO_DTYPE,
     FLAG_CONN_LOST,
@@ -19,6 +19,7 @@ from cloudbench.workloads.echo.reader import (
     open_echo_file,
     read_echo_file,
 )
+from cloudbench.workloads.echo.schema import ECHO_SCHEMA
 
 T0 = 5_000_000_000
 

@@ -1,4 +1,4 @@
-"""The allocator tuning the ``cloudbench`` command applies to its own process (engine.keep_freed_memory)."""
+"""The allocator tuning the ``cloudbench`` command applies to its own process (core.allocator.keep_freed_memory)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 PROBE = """
 import json, pyarrow as pa
-from cloudbench.engine import keep_freed_memory
+from cloudbench.core.allocator import keep_freed_memory
 before = pa.default_memory_pool().backend_name
 applied = keep_freed_memory()
 print(json.dumps({"before": before, "applied": applied, "after": pa.default_memory_pool().backend_name}))

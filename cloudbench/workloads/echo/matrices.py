@@ -1,0 +1,222 @@
+"""One trial's round matrices: its row groups scattered into (sender, peer, round) cells.
+
+Per sender, a peers × rounds matrix of RTTs (ns, 4 bytes a cell; 8 when the footer
+shows an RTT above 4.29 s or says nothing of them) and each round's first send time.
+Cells hold the RTT + 2, 1 for a round without reply and 0 for no row, so a new matrix
+is zero pages that only the cells rows land in ever touch (:func:`decoded` reads
+them back). Row groups are scattered in threads: they write distinct cells, and the
+counts and send times they share are updated under the matrices' lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from cloudbench.errors import ResultError
+from cloudbench.workloads.echo.keyspace import KeySpace
+from cloudbench.workloads.echo.schema import CONSTANT_COLUMNS
+from cloudbench.workloads.echo.trial_files import (
+    NO_STATISTICS,
+    TrialFile,
+    host_codes,
+    host_index,
+    ints_and_nulls,
+    known_hosts,
+    read_row_group,
+    to_numpy,
+    true_at,
+)
+
+U32_LAST = 0xFFFFFFFD
+"""The largest RTT (ns) a 4-byte cell holds; above it cells take 8 bytes."""
+SEND_BASE = 1 << 62
+"""Send times are stored as SEND_BASE - µs (the first send is the largest; 0: no row), so new
+matrices are zero pages that only the cells rows land in ever touch."""
+MAX_RUNS = 256
+"""A row group in at most this many runs of one peer and consecutive rounds is written by slices."""
+
+
+def decoded(cells: np.ndarray) -> np.ndarray:
+    """Matrix cells as stored (0: no row, 1: no reply, else RTT + 2) as RTTs in ns, no row and
+    no reply wrapping round to the two largest values of the type (:func:`sentinels`), above
+    every RTT."""
+    out: np.ndarray = cells - cells.dtype.type(2)
+    return out
+
+
+def sentinels(dtype: np.dtype[Any]) -> tuple[int, int]:
+    """(no row, no reply) in :func:`decoded` cells: the two largest values of the type."""
+    top = int(np.iinfo(dtype).max)
+    return top - 1, top
+
+
+@dataclass
+class RoundMatrices:
+    """One trial file's round matrices, filled row group by row group (:func:`fill_row_group`)."""
+
+    rtts: np.ndarray
+    """(senders, peers, rounds): cells as :func:`decoded` reads them."""
+    first_sends: np.ndarray
+    """(senders, rounds): SEND_BASE - each round's first send (µs); 0 where none."""
+    measured: np.ndarray
+    """Per cell (sender, peer): measured rows."""
+    timeouts: np.ndarray
+    """Per cell: measured rows flagged timeout."""
+    repetitions: set[int] = field(default_factory=set)
+    handshakes: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    """Per row group: (leaf, handshake µs) of its per-round connections."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Row groups fill in threads: held while they add to the counts and send times."""
+
+    @classmethod
+    def for_file(cls, f: TrialFile, n_hosts: int) -> RoundMatrices:
+        """Empty matrices for a file, sized by its footer (or by reading its rounds)."""
+        rounds = f.max_round + 1
+        if f.max_round == NO_STATISTICS:  # find the last round first
+            rounds = max((int(to_numpy(read_row_group(f, g, ["round"]).column("round"), np.int64).max(initial=-1))
+                          for g in range(f.row_groups)), default=-1) + 1
+        H = n_hosts
+        dtype = np.dtype(np.uint32 if f.max_rtt is not None and f.max_rtt <= U32_LAST else np.uint64)
+        return cls(np.zeros((H, H, rounds), dtype=dtype), np.zeros((H, rounds), dtype=np.int64),
+                   np.zeros(H * H, dtype=np.int64), np.zeros(H * H, dtype=np.int64))
+
+    @property
+    def rounds(self) -> int:
+        """The rounds the matrices hold."""
+        return int(self.rtts.shape[2])
+
+
+def peer_runs(dst: np.ndarray, rnd: np.ndarray) -> np.ndarray | None:
+    """Bounds (first row of each run, then the row count) of the runs of one peer and consecutive
+    rounds; None beyond :data:`MAX_RUNS` runs."""
+    if not len(rnd):
+        return None
+    cut = np.flatnonzero((np.diff(rnd) != 1) | (dst[1:] != dst[:-1]))
+    if len(cut) >= MAX_RUNS:
+        return None
+    return np.concatenate([[0], cut + 1, [len(rnd)]])
+
+
+@dataclass
+class _MeasuredRows:
+    """One row group's rows without its warm-up rows, as the scatter needs them."""
+
+    rp: int  # the repetition's position
+    src: np.ndarray | int  # the sender's host position per row, or the row group's one sender
+    dst: np.ndarray  # dictionary codes of the peers
+    host_of_code: np.ndarray  # host position of each code of dst
+    rnd: np.ndarray
+    send: np.ndarray
+    rtt: np.ndarray
+    no_rtt: np.ndarray  # positions (few)
+    timeout: np.ndarray  # positions (few)
+    connect: pa.ChunkedArray | None
+
+    def cells(self, keys: KeySpace, pos: np.ndarray | slice) -> np.ndarray:
+        """The (sender, peer) cells of some rows."""
+        src = self.src[pos] if isinstance(self.src, np.ndarray) else self.src
+        out: np.ndarray = keys.cell(src, self.host_of_code[self.dst[pos]])
+        return out
+
+
+def fill_row_group(f: TrialFile, row_group: int, m: RoundMatrices, keys: KeySpace) -> int:
+    """Scatter one row group into the trial's matrices; its number of rows."""
+    n = f.row_group_rows(row_group)
+    if not n:
+        return 0
+    rows = _measured_rows(f, row_group, keys, n)
+    if len(rows.timeout) and not np.isin(rows.timeout, rows.no_rtt).all():
+        raise ResultError(str(f.path), "holds rows flagged timeout that carry an RTT "
+                          "(cloudbench writes a timeout's rtt_ns as null)")
+    rounds = m.rounds
+    if len(rows.rnd) and (int(rows.rnd.min()) < 0 or int(rows.rnd.max()) >= rounds):
+        raise ResultError(str(f.path), f"holds a round outside 0..{rounds - 1}, the rounds its footer's "
+                          "statistics give")
+    val = rows.rtt.astype(m.rtts.dtype)
+    val += 2  # see decoded
+    val[rows.no_rtt] = 1
+    first = SEND_BASE - rows.send
+    runs = peer_runs(rows.dst, rows.rnd) if isinstance(rows.src, int) else None
+    if runs is not None:  # a few runs of one peer and consecutive rounds (the ingest's order): slices
+        src = rows.src
+        assert isinstance(src, int)
+        peers = rows.host_of_code[rows.dst[runs[:-1]]]
+        spans = [(d, int(rows.rnd[a]), a, b) for a, b, d in zip(runs[:-1].tolist(), runs[1:].tolist(),
+                                                                 peers.tolist(), strict=True)]
+        for d, r0, a, b in spans:
+            m.rtts[src, d, r0:r0 + b - a] = val[a:b]
+        measured = np.bincount(keys.cell(src, peers), weights=np.diff(runs), minlength=keys.n_cells).astype(np.int64)
+    else:
+        cell = rows.cells(keys, slice(None))
+        m.rtts.reshape(-1)[cell * rounds + rows.rnd] = val  # distinct cells: row groups write in parallel
+        measured = np.bincount(cell, minlength=keys.n_cells)
+    timeouts = np.bincount(rows.cells(keys, rows.timeout), minlength=keys.n_cells) if len(rows.timeout) else None
+    with m.lock:  # the first send of each round
+        if runs is not None:
+            for _, r0, a, b in spans:
+                sends = m.first_sends[src, r0:r0 + b - a]
+                np.maximum(sends, first[a:b], out=sends)
+        else:
+            np.maximum.at(m.first_sends.reshape(-1), rows.src * rounds + rows.rnd, first)
+        m.measured += measured
+        if timeouts is not None:
+            m.timeouts += timeouts
+        m.repetitions.add(keys.repetitions[rows.rp])
+    cc = rows.connect
+    if cc is not None and cc.null_count < len(cc):  # handshake times of per-round connections (µs)
+        has = ~to_numpy(cc.is_null(), bool)
+        m.handshakes[row_group] = (keys.leaf_of_cell(rows.rp, rows.cells(keys, has)),
+                                   to_numpy(cc.fill_null(0), np.int64)[has] / 1000.0)
+    return n
+
+
+def _measured_rows(f: TrialFile, row_group: int, keys: KeySpace, n: int) -> _MeasuredRows:
+    """The columns of one row group the scatter needs, its warm-up rows dropped; the columns
+    its footer shows constant are not read."""
+    const = f.constant[row_group]
+    t = read_row_group(f, row_group, (
+        "round", "dst", "send_us", "rtt_ns", "timeout",
+        *(c for c in CONSTANT_COLUMNS if c not in const and (c != "connect_ns" or f.has_connect))))
+    rp = _row_group_rep(f, const, t, keys)
+    src = _senders(f, const, t, keys)
+    dst, lut = host_codes(t.column("dst"), keys.host_position)  # host position = lut[dst]
+    if (lut < 0).any():  # a name the manifest does not list: an error if any row (warm-up too) has it
+        known_hosts(lut[dst], f.path)
+    rnd = to_numpy(t.column("round"), np.int64)
+    send = to_numpy(t.column("send_us"), np.int64)
+    rtt, no_rtt = ints_and_nulls(t.column("rtt_ns"))  # no_rtt and timeout: positions (few)
+    timeout = true_at(t.column("timeout"))
+    cc = t.column("connect_ns") if "connect_ns" in t.column_names else None
+    warmup = const.get("warmup")
+    if warmup is not False:  # some rows (or all: the footer says) are warm-up
+        m = ~to_numpy(t.column("warmup"), bool) if warmup is None else np.zeros(n, dtype=bool)
+        if not m.all():
+            src = src[m] if isinstance(src, np.ndarray) else src
+            dst, rnd, send, rtt = dst[m], rnd[m], send[m], rtt[m]
+            at = np.cumsum(m) - 1  # a kept row's new position
+            no_rtt, timeout = at[no_rtt[m[no_rtt]]], at[timeout[m[timeout]]]
+            cc = cc.filter(pa.array(m)) if cc is not None else None
+    return _MeasuredRows(rp, src, dst, lut, rnd, send, rtt, no_rtt, timeout, cc)
+
+
+def _senders(f: TrialFile, const: dict[str, Any], t: pa.Table, keys: KeySpace) -> np.ndarray | int:
+    """Host positions of a row group's senders: the one its footer shows, or its column's."""
+    if "src" not in const:
+        return host_index(t.column("src"), keys.host_position, f.path)
+    return int(known_hosts(np.array([keys.host_position.get(str(const["src"]), -1)]), f.path)[0])
+
+
+def _row_group_rep(f: TrialFile, const: dict[str, Any], t: pa.Table, keys: KeySpace) -> int:
+    """The repetition (position) of a row group's rows, from its footer or its column; rows of
+    several repetitions are an error."""
+    if "repetition" in const:
+        return int(keys.rep_positions(np.array([const["repetition"]], dtype=np.int64), f.path)[0])
+    rps = keys.rep_positions(to_numpy(t.column("repetition"), np.int64), f.path)
+    if (rps != rps[0]).any():
+        raise ResultError(str(f.path), "holds rows of several repetitions; one file is one trial")
+    return int(rps[0])
