@@ -89,6 +89,7 @@ from scipy import stats as sps
 
 from cloudbench.analysis.throughput import (
     TRANSITION_BAND,
+    LevelShift,
     detect_level_shift,
     full_mask,
     rates_of,
@@ -130,6 +131,7 @@ def drained_at(rates: FloatArray | list[float], w: int, factor: float = UTA_FACT
 
 def uta_drained(rates: FloatArray | list[float], window_intervals: int,
                 factor: float = UTA_FACTOR) -> bool:
+    """Whether the rates drained by the UTA rule (a later window below ``factor`` of the first)."""
     r = np.asarray(rates, dtype=np.float64)
     w = adapt_window(len(r), window_intervals)
     return drained_at(r, w, factor) is not None
@@ -159,6 +161,7 @@ def _est(value: float, boot: FloatArray) -> Estimate:
 
 @dataclass
 class DrainEstimate:
+    """What one drain series shows: drained or not, the two levels, time to empty, budget."""
     drained: bool
     window_intervals: int
     high: Estimate | None = None  # bit/s
@@ -341,6 +344,45 @@ def interval_seconds(t_start: FloatArray, t_end: FloatArray) -> float:
     return float(np.median(full)) if len(full) else 0.0
 
 
+def _t_draws_of_levels(est: DrainEstimate, shift: LevelShift, b: FloatArray, rng: np.random.Generator,
+                       n_boot: int) -> tuple[FloatArray, FloatArray, FloatArray, LevelError, LevelError]:
+    """Student-t draws of the high and low levels and of the volume before the switch (the
+    ``"t"`` method), with the dependence between intervals; records the errors and notes on
+    ``est``. Returns (high draws, low draws, volume draws, high error, low error)."""
+    # the largest of each level's own dependence and both levels' pooled one (a
+    # short level's own cannot be estimated; the intervals of one series share
+    # their process, but the levels' noise mixes may differ, so no pooling alone)
+    rho_n = [dependence_rho(shift.high_rates), dependence_rho(shift.low_rates),
+             dependence_rho(shift.high_rates, shift.low_rates)]
+    rho = max(r for r, _n in rho_n)
+    n_dep = rho_n[2][1]
+    if n_dep < PRIOR_N and rho < PRIOR_RHO:
+        # the data cannot tell the dependence: assume the prior's, and say by how much
+        # that widened the high level's interval (the one with the fewest intervals)
+        plain = level_error(shift.high_rates, shift.high_bps, rho)
+        rho = PRIOR_RHO
+        wider = level_error(shift.high_rates, shift.high_bps, rho)
+        if math.isfinite(plain.se) and plain.se > 0:
+            ratio = (wider.se * float(sps.t.ppf(0.975, wider.df))) / (
+                plain.se * float(sps.t.ppf(0.975, plain.df)))
+            est.notes.append(f"dependence not estimable from {n_dep} intervals: interval "
+                             f"widened by ×{ratio:.1f} (lag-1 correlation taken as "
+                             f"{PRIOR_RHO:g}); sample faster or drain longer")
+    he0 = level_error(shift.high_rates, shift.high_bps, rho)
+    le = level_error(shift.low_rates, shift.low_bps, rho, he0)
+    he = level_error(shift.high_rates, shift.high_bps, rho, le)
+    est.high_error, est.low_error = he, le
+    hb = _t_draws(rng, shift.high_bps, he, n_boot)
+    lb = _t_draws(rng, shift.low_bps, le, n_boot)
+    # V(t_b) sums every interval before the first clean low one
+    ve = volume_error(shift.high_rates, shift.low_rates, rho, he)
+    est.volume_error = ve
+    v_sd = volume_sd(8.0 * b[: shift.first_low], ve)
+    vb = v_sd * rng.standard_t(ve.df, n_boot) if math.isfinite(v_sd) else np.full(n_boot,
+                                                                                    math.nan)
+    return hb, lb, vb, he, le
+
+
 def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
                    window_intervals: int, factor: float = UTA_FACTOR, n_boot: int = N_BOOT,
                    seed: int = 0, method: Method = "t") -> DrainEstimate:
@@ -364,37 +406,7 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
     start = float(t0[0])
     est.method = method
     if method == "t":
-        # the largest of each level's own dependence and both levels' pooled one (a
-        # short level's own cannot be estimated; the intervals of one series share
-        # their process, but the levels' noise mixes may differ, so no pooling alone)
-        rho_n = [dependence_rho(shift.high_rates), dependence_rho(shift.low_rates),
-                 dependence_rho(shift.high_rates, shift.low_rates)]
-        rho = max(r for r, _n in rho_n)
-        n_dep = rho_n[2][1]
-        if n_dep < PRIOR_N and rho < PRIOR_RHO:
-            # the data cannot tell the dependence: assume the prior's, and say by how much
-            # that widened the high level's interval (the one with the fewest intervals)
-            plain = level_error(shift.high_rates, shift.high_bps, rho)
-            rho = PRIOR_RHO
-            wider = level_error(shift.high_rates, shift.high_bps, rho)
-            if math.isfinite(plain.se) and plain.se > 0:
-                ratio = (wider.se * float(sps.t.ppf(0.975, wider.df))) / (
-                    plain.se * float(sps.t.ppf(0.975, plain.df)))
-                est.notes.append(f"dependence not estimable from {n_dep} intervals: interval "
-                                 f"widened by ×{ratio:.1f} (lag-1 correlation taken as "
-                                 f"{PRIOR_RHO:g}); sample faster or drain longer")
-        he0 = level_error(shift.high_rates, shift.high_bps, rho)
-        le = level_error(shift.low_rates, shift.low_bps, rho, he0)
-        he = level_error(shift.high_rates, shift.high_bps, rho, le)
-        est.high_error, est.low_error = he, le
-        hb = _t_draws(rng, shift.high_bps, he, n_boot)
-        lb = _t_draws(rng, shift.low_bps, le, n_boot)
-        # V(t_b) sums every interval before the first clean low one
-        ve = volume_error(shift.high_rates, shift.low_rates, rho, he)
-        est.volume_error = ve
-        v_sd = volume_sd(8.0 * b[: shift.first_low], ve)
-        vb = v_sd * rng.standard_t(ve.df, n_boot) if math.isfinite(v_sd) else np.full(n_boot,
-                                                                                        math.nan)
+        hb, lb, vb, he, le = _t_draws_of_levels(est, shift, b, rng, n_boot)
     else:
         hb = _level_draws(rng, shift.high_rates, n_boot)
         lb = _level_draws(rng, shift.low_rates, n_boot)
@@ -439,6 +451,7 @@ def estimate_drain(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,
 
 @dataclass
 class RefillEstimate:
+    """The refill rate after a rest of ``rest_s``: tokens back per second, with its interval."""
     rest_s: float
     refill: Estimate | None  # bit/s of tokens
     budget: Estimate | None  # bits above the low rate in the second drain
