@@ -25,7 +25,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from cloudbench.core.cluster import Cluster
-from cloudbench.core.files import is_disk_full, sha256_file, utc_now
+from cloudbench.core.files import is_disk_full, sha256_file, utc_stamp
 from cloudbench.core.version import __version__
 from cloudbench.cost import check_budget, check_leases
 from cloudbench.errors import (
@@ -215,21 +215,21 @@ class CampaignRunner:
                 moved[str(dest.relative_to(self.run.path))] = sha256_file(dest)
                 m.files.pop(str(rel), None)
             rec.status = "interrupted"
-            rec.ended_utc = rec.ended_utc or utc_now()
+            rec.ended_utc = rec.ended_utc or utc_stamp(micro=True)
             rec.files = moved
             m.files.update(moved)
             rec.attempt = attempt  # type: ignore[attr-defined]  # an extra field of the record
         for r in m.repetitions:
             if r.status is None:
                 r.status = "interrupted"
-                r.ended_utc = r.ended_utc or utc_now()
+                r.ended_utc = r.ended_utc or utc_stamp(micro=True)
         self.done = {t.id for t in m.trials if t.status in ("ok", "partial", "failed")}
         m.status = "running"
         m.error = None
         m.error_kind = None
         m.kept_raw = {}
         m.ended_utc = None
-        m.resumed_utc = [*(getattr(m, "resumed_utc", None) or []), utc_now()]  # type: ignore[attr-defined]
+        m.resumed_utc = [*(getattr(m, "resumed_utc", None) or []), utc_stamp(micro=True)]  # type: ignore[attr-defined]
         self._save()
 
     def _preflight(self, provider: Provider) -> None:
@@ -260,7 +260,7 @@ class CampaignRunner:
         rec.status = "ok" if not failures else ("partial" if outcome.rows else "failed")
         rec.rows, rec.files, rec.failures, rec.stats = outcome.rows, outcome.files, failures, outcome.stats
         rec.raw = {}
-        rec.ended_utc = utc_now()
+        rec.ended_utc = utc_stamp(micro=True)
         self.manifest.files.update(outcome.files)
         self._save()
 
@@ -355,7 +355,7 @@ class CampaignRunner:
             campaign=self.spec.name,
             run_id=self.run.run_id,
             status="running",
-            started_utc=utc_now(),
+            started_utc=utc_stamp(micro=True),
             spec_path=str(self.spec_path),
             spec_sha256=hashlib.sha256(text).hexdigest(),
             spec=self.spec.model_dump(mode="json"),
@@ -458,7 +458,7 @@ class CampaignRunner:
             if cluster is not None:
                 self.ui.phase(f"tearing down {cluster.stack}")
                 provider.destroy(cluster)
-            self.manifest.ended_utc = utc_now()
+            self.manifest.ended_utc = utc_stamp(micro=True)
             if self.manifest.error_kind != "disk_full":
                 with contextlib.suppress(CloudbenchError, OSError):
                     self._write_summaries()
@@ -486,7 +486,7 @@ class CampaignRunner:
             index=rep,
             provider=cluster.provider,
             stack=cluster.stack,
-            started_utc=utc_now(),
+            started_utc=utc_stamp(micro=True),
             hosts=[HostRecord.model_validate(h.to_dict()) for h in cluster.hosts],
             # testbed layout, emulated WAN links and their delay schedule, …: the ground
             # truth that travels with the observations
@@ -501,7 +501,7 @@ class CampaignRunner:
                 await self._deploy(remote, cluster, rec)
             except GroupRemoteError as e:
                 # Nothing measured yet in this repetition: record why, go on with the next.
-                rec.status, rec.ended_utc = "failed", utc_now()
+                rec.status, rec.ended_utc = "failed", utc_stamp(micro=True)
                 rec.failures = [FailureRecord.model_validate(vars(f)) for f in e.failures]
                 for f in e.failures:
                     self.ui.warn(f"repetition {rep + 1} skipped: {f.describe()}")
@@ -515,7 +515,7 @@ class CampaignRunner:
                 if i < len(trials) - 1 and self.plan.rest > 0:
                     self.ui.phase(f"resting {self.plan.rest:g}s")
                     await asyncio.sleep(self.plan.rest)
-        rec.ended_utc = utc_now()
+        rec.ended_utc = utc_stamp(micro=True)
         rec.status = "ok"
         self._save()
 
@@ -540,7 +540,7 @@ class CampaignRunner:
         ctx = TrialContext(trial, trial_params(self.spec.workload(trial.workload), trial), self.spec,
                            cluster, remote, self.run, self.token, self.ui.trial_tick)
         rec = TrialRecord(id=trial.id, repetition=trial.repetition, workload=trial.workload,
-                          kind=trial.kind, started_utc=utc_now(), status="running", sweep=dict(trial.sweep))
+                          kind=trial.kind, started_utc=utc_stamp(micro=True), status="running", sweep=dict(trial.sweep))
         self.manifest.trials.append(rec)
         self._save()
         if self.before_trial is not None:
@@ -550,7 +550,7 @@ class CampaignRunner:
             outcome = await kind.run(ctx)
         except DiskFullError as e:
             if e.kept:  # pulled whole, not ingested: kept for `run --resume` to ingest
-                rec.status, rec.raw, rec.ended_utc = "ingest", dict(e.kept), utc_now()
+                rec.status, rec.raw, rec.ended_utc = "ingest", dict(e.kept), utc_stamp(micro=True)
                 if e.outcome is not None:
                     rec.failures = [FailureRecord.model_validate(vars(f)) for f in e.outcome.failures]
                     rec.stats = e.outcome.stats
@@ -565,7 +565,7 @@ class CampaignRunner:
         if any(f.reason == DISK_FULL_REASON for f in outcome.failures):
             # a pull cut short by our disk: the trial's data is not whole, so it runs again on resume
             raise DiskFullError(str(self.run.path / "raw"), f"trial {trial.id}: {DISK_FULL_REASON}")
-        rec.ended_utc = utc_now()
+        rec.ended_utc = utc_stamp(micro=True)
         rec.status = "ok" if not outcome.failures else ("partial" if outcome.rows else "failed")
         rec.rows = outcome.rows
         rec.files = outcome.files

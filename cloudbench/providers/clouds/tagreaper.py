@@ -1,6 +1,6 @@
 """``cloudbench gc --cloud CLOUD``: find what cloudbench made by the clouds' own tags.
 
-The lease reaper (:func:`~cloudbench.providers.clouds.automation.reap`) needs the
+The lease reaper (:func:`~cloudbench.providers.clouds.leases.reap`) needs the
 local Pulumi state; this one does not. Every resource the programs make carries
 ``cloudbench-campaign``, ``cloudbench-stack``, ``cloudbench-owner`` and
 ``cloudbench-expiry`` (GCP: the same as labels, lowercased; on GCP resources that take

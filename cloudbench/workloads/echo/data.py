@@ -35,7 +35,6 @@ import threading
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ from cloudbench.analysis.latency import (
     pct_label,
 )
 from cloudbench.analysis.levelshift import Series
+from cloudbench.core.files import utc_stamp
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
 from cloudbench.errors import ResultError
 from cloudbench.store.manifest import Manifest
@@ -813,4 +813,4 @@ def utc_of(t0_us: float | None, offset_s: float) -> str | None:
     """ISO 8601 UTC of ``offset_s`` after ``t0_us`` (µs since the epoch); None when unknown."""
     if t0_us is None:
         return None
-    return datetime.fromtimestamp(t0_us / 1e6 + offset_s, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_stamp(t0_us / 1e6 + offset_s, micro=True)
