@@ -1,4 +1,4 @@
-"""Run a campaign: provision, deploy, trials in seeded order with rests, pull, tear down.
+"""One run of a campaign: provision, deploy, trials in seeded order with rests, pull, tear down.
 
 The manifest is written before the first host exists and after every trial, so
 a failure mid-run loses no data already measured; teardown runs in ``finally``
@@ -13,16 +13,13 @@ import hashlib
 import json
 import os
 import platform
-import re
 import secrets
 import shutil
-import signal
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 from cloudbench.core.cluster import Cluster
 from cloudbench.core.files import is_disk_full, sha256_file, utc_stamp
@@ -41,6 +38,9 @@ from cloudbench.plan import Plan, make_plan
 from cloudbench.providers import get_provider, reap_run
 from cloudbench.providers.base import Provider
 from cloudbench.remote import Remote
+from cloudbench.runner.bundle import worker_bundle, worker_versions
+from cloudbench.runner.diskfull import RESERVE_FILE
+from cloudbench.runner.ui import QuietUI, RunUI, signals_as_interrupts
 from cloudbench.space import check_free_space, estimate_space, reserve_bytes
 from cloudbench.spec.model import Spec
 from cloudbench.store.manifest import (
@@ -55,76 +55,8 @@ from cloudbench.store.manifest import (
 )
 from cloudbench.store.rundir import RunDir, new_run_id
 from cloudbench.store.summaries import SummaryRow, write_summaries
-from cloudbench.workloads import workload_kind
-from cloudbench.workloads.base import WORKERS_DIR, Trial, TrialContext, TrialOutcome, trial_params
-
-
-class RunUI(Protocol):
-    """What the runner tells a person while it works (the CLI draws it with rich)."""
-
-    def phase(self, text: str) -> None: ...
-    def trial_started(self, trial: Trial, number: int, total: int) -> None: ...
-    def trial_tick(self, text: str) -> None: ...
-    def trial_done(self, trial: Trial, outcome: TrialOutcome) -> None: ...
-    def warn(self, text: str) -> None: ...
-
-
-class QuietUI:
-    def phase(self, text: str) -> None:
-        pass
-
-    def trial_started(self, trial: Trial, number: int, total: int) -> None:
-        pass
-
-    def trial_tick(self, text: str) -> None:
-        pass
-
-    def trial_done(self, trial: Trial, outcome: TrialOutcome) -> None:
-        pass
-
-    def warn(self, text: str) -> None:
-        pass
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM, delivered like Ctrl-C so that the same cleanup runs."""
-
-
-@contextlib.contextmanager
-def signals_as_interrupts() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(f"signal {signal.Signals(signum).name}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-_VERSION_RE = re.compile(r'^WORKER_VERSION\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
-
-
-RESERVE_FILE = ".space-reserve"
-"""A file of zeros a run keeps in its directory while it runs: freed on a full disk, so that the
-manifest that records the failure is not itself the write that fails."""
-
-
-def worker_versions(bundle: list[Path]) -> dict[str, dict[str, str]]:
-    """Version constant and content digest of every worker file shipped to hosts."""
-    out: dict[str, dict[str, str]] = {}
-    for f in bundle:
-        text = f.read_bytes()
-        m = _VERSION_RE.search(text.decode(errors="replace"))
-        out[f.stem] = {"version": m.group(1) if m else "", "sha256": hashlib.sha256(text).hexdigest()}
-    return out
-
-
-def worker_bundle(kinds: list[str]) -> list[Path]:
-    files = {"facts.py"}
-    for k in kinds:
-        files.update(workload_kind(k).worker_files)
-    return [WORKERS_DIR / f for f in sorted(files)]
+from cloudbench.workloads import parse_spec, workload_kind
+from cloudbench.workloads.base import Trial, TrialContext, TrialOutcome, trial_params
 
 
 class CampaignRunner:
@@ -587,8 +519,6 @@ def resume_run(run_dir: str | Path, ui: RunUI | None = None, space_check: bool =
     The spec is the run's own: the file the manifest names if it is unchanged, else the
     copy in the manifest.
     """
-    from cloudbench.workloads import parse_spec
-
     run = RunDir(Path(run_dir))
     m = load_manifest(run.manifest_path)
     if not m.resumable:
@@ -616,38 +546,3 @@ def run_campaign(spec: Spec, spec_path: str | Path, results_root: str | Path,
     if "netns" in spec.providers and os.geteuid() != 0:
         raise CloudbenchError("the netns testbed needs root: run `sudo cloudbench run ...`")
     return CampaignRunner(spec, str(spec_path), Path(results_root), ui=ui, space_check=space_check).execute()
-
-
-@contextlib.contextmanager
-def disk_full_recorded(run: RunDir, what: str) -> Iterator[None]:
-    """Around writes after the run (its report): a full disk removes the partial ``report/`` (it is
-    rebuilt from the data), records the run as failed (disk full) and raises a one-line
-    :class:`DiskFullError`; ``run --resume`` then writes what is missing."""
-    reserve = run.path / RESERVE_FILE
-    try:
-        # its own reserve, taken while there is space: the record of a failure below must not fail
-        size = 2 * run.manifest_path.stat().st_size + (64 << 10)
-        with reserve.open("wb") as f:
-            os.posix_fallocate(f.fileno(), 0, size)
-        yield
-    except (OSError, sqlite3.OperationalError, DiskFullError) as e:
-        if not isinstance(e, DiskFullError) and not is_disk_full(e):
-            raise
-        reserve.unlink(missing_ok=True)
-        shutil.rmtree(run.path / "report", ignore_errors=True)
-        for tmp in run.path.rglob("*.tmp"):
-            tmp.unlink(missing_ok=True)
-        m = load_manifest(run.manifest_path)
-        m.status, m.error_kind = "failed", "disk_full"
-        m.error = f"disk full: {what}: {DISK_FULL_REASON}"
-        try:
-            save_manifest(run.manifest_path, m)
-        except OSError as e2:
-            if not is_disk_full(e2):
-                raise
-            raise DiskFullError(str(run.manifest_path), f"{what}: {DISK_FULL_REASON}, and the manifest could not "
-                                f"record it; free space, then `cloudbench run --resume {run.path}`") from None
-        raise DiskFullError(str(run.path), f"{what}: {DISK_FULL_REASON}; the run is recorded failed (disk full), "
-                            f"its data is whole; free space, then `cloudbench run --resume {run.path}`") from None
-    finally:
-        reserve.unlink(missing_ok=True)
