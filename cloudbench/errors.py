@@ -60,12 +60,12 @@ class SpecErrors(SpecError):
 
 
 class ProvisionError(CloudbenchError):
-    """A backend could not create (or destroy) what the topology asked for."""
+    """A provider could not create (or destroy) what the topology asked for."""
 
-    def __init__(self, backend: str, stack: str, message: str) -> None:
-        self.backend = backend
+    def __init__(self, provider: str, stack: str, message: str) -> None:
+        self.provider = provider
         self.stack = stack
-        super().__init__(f"{backend} [{stack}]: {message}")
+        super().__init__(f"{provider} [{stack}]: {message}")
 
 
 @dataclass
@@ -141,10 +141,10 @@ class ReapError(ProvisionError):
     "resource(s) not deleted")."""
 
     def __init__(self, done: list[str], failures: list[str], what: str = "stack(s) not destroyed",
-                 backend: str = "pulumi", hint: str = "") -> None:
+                 provider: str = "pulumi", hint: str = "") -> None:
         self.done = done
         self.failures = failures
-        super().__init__(backend, "gc", f"{len(failures)} {what}:\n  " + "\n  ".join(failures)
+        super().__init__(provider, "gc", f"{len(failures)} {what}:\n  " + "\n  ".join(failures)
                          + (f"\n{hint}" if hint else "")
                          + ("\ndone:\n  " + "\n  ".join(done) if done else ""))
 

@@ -1,4 +1,4 @@
-"""Provisioning backends behind one small protocol (:class:`base.Provider`).
+"""Providers of hosts behind one small protocol (:class:`base.Provider`).
 
 ``netns`` (the local testbed, :mod:`.netns`), the clouds through Pulumi
 (:mod:`.clouds`), and ``static`` hosts. A new provider is one module or folder
@@ -24,7 +24,7 @@ def get_provider(
     spec_path: str | Path | None = None,
     results_root: Path | None = None,
 ) -> Provider:
-    """The backend for a spec's provider name (clouds and static hosts need the ``spec``)."""
+    """The provider for a spec's provider name (clouds and static hosts need the ``spec``)."""
     if name == "netns":
         from cloudbench.providers.netns import NetnsProvider  # needs root only when used
 
@@ -44,7 +44,7 @@ def get_provider(
 
         return PulumiProvider(name, options, spec.name, results_root=results_root,
                               automation=PulumiAutomation(float(options.destroy_timeout)))
-    raise CloudbenchError(f"no provider backend named {name!r}")
+    raise CloudbenchError(f"no provider named {name!r}")
 
 
 def collect_garbage(results_root: Path, dry_run: bool = False,

@@ -83,7 +83,7 @@ def _pulumi_cli(probe: Probe) -> Finding:
     try:
         cli = probe.find()
     except ProvisionError as e:
-        reason = str(e).removeprefix(f"{e.backend} [{e.stack}]: ").removesuffix(f"; {INSTALL_HINT}")
+        reason = str(e).removeprefix(f"{e.provider} [{e.stack}]: ").removesuffix(f"; {INSTALL_HINT}")
         return Finding("pulumi CLI", FAIL, reason, INSTALL_HINT)
     return Finding("pulumi CLI", OK, f"{cli.path} {cli.text}")
 

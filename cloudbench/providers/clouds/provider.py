@@ -160,7 +160,7 @@ class PulumiProvider:
                 self.fetch_host_key = self._host_key_fetcher()  # built now: a missing SDK shows before `up`
             account = (self.account or accounts.real_account)(self.name, target)
         except ProvisionError as e:
-            why = str(e).removeprefix(f"{e.backend} [{e.stack}]: ")
+            why = str(e).removeprefix(f"{e.provider} [{e.stack}]: ")
             return [*out, Finding(f"{self.name} SDK", FAIL, why, f"pip install 'cloudbench[{self.name}]'")]
         except Exception as e:  # the SDK's own errors (e.g. no credentials at all)
             return [*out, Finding(f"{self.name} credentials", FAIL, f"{type(e).__name__}: {e}",
