@@ -46,6 +46,7 @@ class Interrupted(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def signals_as_interrupts() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Interrupted` (a KeyboardInterrupt): the same cleanup runs."""
     def handler(signum: int, frame: FrameType | None) -> None:
         raise Interrupted(f"signal {signal.Signals(signum).name}")
 

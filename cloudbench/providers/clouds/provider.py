@@ -91,6 +91,7 @@ def ready_check_command() -> str:
 
 
 def default_wait_ready(cluster: Cluster) -> None:
+    """Wait until every VM finished cloud-init with its tools installed (:func:`ready_check_command`)."""
     try:
         wait_ready(cluster, ready_check_command(), READY_TIMEOUT_S, poll=5.0)
     except GroupRemoteError as e:

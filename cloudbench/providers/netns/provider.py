@@ -144,6 +144,7 @@ def zone_side_of(p: TestbedPlan, zns: str) -> str:
 
 
 def region_side_of(p: TestbedPlan, rns: str) -> str:
+    """Address of a region router's uplink (the core routes the region's subnets to it)."""
     return zone_side_of(p, rns)
 
 
