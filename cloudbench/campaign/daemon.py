@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from cloudbench.campaign.journal import JOURNAL_FILE, Journal, SlotRow, trial_key
-from cloudbench.campaign.setup import LOCK_FILE, campaign_spec, iso
-from cloudbench.core.files import utc_now
+from cloudbench.campaign.setup import LOCK_FILE, campaign_spec
+from cloudbench.core.files import utc_stamp
 from cloudbench.errors import CloudbenchError, DiskFullError, InsufficientSpaceError
 from cloudbench.providers import reap_run
 from cloudbench.runner import CampaignRunner, signals_as_interrupts
@@ -184,17 +184,17 @@ class CampaignDaemon:
         run_dir = self.dir / run_id
         fields: dict[str, Any] = {"state": "running", "attempts": "+1", "run_id": run_id, "note": note}
         if slot.started_utc is None:
-            fields["started_utc"] = utc_now()
+            fields["started_utc"] = utc_stamp(micro=True)
         j.update_slot(slot.index, "start", f"run {run_id}; {note}", **fields)
         self.log(f"slot {slot.index}: run {run_id} ({note})")
         spec = self.spec.model_copy(update={"seed": slot.seed})
         hooks: dict[str, Any] = {
             "before_trial": lambda t: j.update_trial(trial_key(slot.index, t.id), "trial start", state="running",
-                                                     attempts="+1", run_id=run_id, started_utc=utc_now()),
+                                                     attempts="+1", run_id=run_id, started_utc=utc_stamp(micro=True)),
             "after_trial": lambda t, o: j.update_trial(
                 trial_key(slot.index, t.id), "trial end", f"{o.rows} rows",
                 state="finished" if o.rows or not o.failures else "failed",
-                ended_utc=utc_now(), rows=o.rows),
+                ended_utc=utc_stamp(micro=True), rows=o.rows),
             "ui": _LogUI(self.log, slot.index),
             **self.runner_kwargs,
         }
@@ -226,7 +226,7 @@ class CampaignDaemon:
                 self.log(f"slot {slot.index}: {WAITING_FOR_SPACE}: {e}")
             else:
                 j.update_slot(slot.index, "missed", f"refused for space: {e}", state="missed",
-                              ended_utc=iso(self.clock()), note=f"refused for space: {e}"[:500])
+                              ended_utc=utc_stamp(self.clock(), micro=True), note=f"refused for space: {e}"[:500])
                 j.close_slot_trials(slot.index, "missed", "slot refused for space")
                 self.log(f"slot {slot.index}: missed: refused for space: {e}")
             return
@@ -267,5 +267,5 @@ class CampaignDaemon:
             state = "failed" if status == "failed" else "finished"
             outcome = state
             why = f"run {status}"
-        j.update_slot(index, outcome, why, state=outcome, ended_utc=iso(self.clock()))
+        j.update_slot(index, outcome, why, state=outcome, ended_utc=utc_stamp(self.clock(), micro=True))
         self.log(f"slot {index}: {outcome}" + (f" ({why})" if why else ""))

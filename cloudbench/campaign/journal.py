@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudbench.core.files import is_disk_full, utc_now
+from cloudbench.core.files import is_disk_full, utc_stamp
 from cloudbench.errors import DISK_FULL_REASON, DiskFullError, ResultError
 from cloudbench.store.formats import JOURNAL
 
@@ -134,7 +134,7 @@ class Journal:
             c.executemany(
                 "INSERT INTO trials (id, slot, plan_id, repetition, workload, kind, state) "
                 "VALUES (:id, :slot, :plan_id, :repetition, :workload, :kind, 'planned')", trials)
-            c.execute("INSERT INTO events (utc, event) VALUES (?, 'created')", (utc_now(),))
+            c.execute("INSERT INTO events (utc, event) VALUES (?, 'created')", (utc_stamp(micro=True),))
         j.close()  # checkpoints the WAL into the file
         os.replace(tmp, path)
         return cls.open(path)
@@ -243,7 +243,7 @@ class Journal:
                 if n != 1:
                     raise KeyError(f"{table} has no {key} {value!r}")
             c.execute("INSERT INTO events (utc, slot, trial, event, detail) VALUES (?, ?, ?, ?, ?)",
-                      (utc_now(), slot, trial, event, detail))
+                      (utc_stamp(micro=True), slot, trial, event, detail))
 
     def close_slot_trials(self, index: int, state: str, note: str) -> int:
         """Every trial of the slot not yet done gets ``state`` (a missed or cancelled slot)."""
@@ -254,7 +254,7 @@ class Journal:
 
     def cancel_remaining(self) -> int:
         """``campaign stop``: every planned slot (and its trials) becomes cancelled."""
-        now = utc_now()
+        now = utc_stamp(micro=True)
         with self._tx() as c:
             idx = [r[0] for r in c.execute("SELECT idx FROM slots WHERE state = 'planned'")]
             c.execute("UPDATE slots SET state = 'cancelled', note = 'campaign stop' WHERE state = 'planned'")

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from cloudbench.campaign.journal import JOURNAL_FILE, Journal, trial_key
 from cloudbench.campaign.planner import plan_slots
-from cloudbench.core.files import utc_now
+from cloudbench.core.files import utc_stamp
 from cloudbench.errors import CloudbenchError, ResultError, UsageError
 from cloudbench.plan import make_plan
 from cloudbench.report.diurnal import WEEKDAYS, weekday_hour
@@ -34,10 +34,6 @@ from cloudbench.workloads import load_spec, parse_spec
 SPEC_COPY = "spec.yaml"
 LOCK_FILE = "campaign.lock"
 
-
-def iso(t: datetime) -> str:
-    """A time as an ISO 8601 UTC stamp with microseconds (``...Z``), as the journal stores it."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def effective_schedule(spec: Spec, overrides: dict[str, Any]) -> ScheduleModel:
@@ -80,13 +76,15 @@ def create_campaign(spec_path: Path, directory: Path | None = None, results: Pat
     d.mkdir(parents=True, exist_ok=True)
     (d / SPEC_COPY).write_bytes(text)
     meta = {
-        "name": spec.name, "state": "active", "created_utc": iso(created), "seed": spec.seed,
+        "name": spec.name, "state": "active", "created_utc": utc_stamp(created, micro=True),
+        "seed": spec.seed,
         "spec_path": str(Path(spec_path).resolve()), "spec_sha256": hashlib.sha256(text).hexdigest(),
         "schedule": schedule.model_dump(mode="json"), "providers": sorted(spec.providers),
         "space": space.to_dict(),  # the disk estimate at start (`campaign status` shows it)
     }
     Journal.create(d / JOURNAL_FILE, meta,
-                   [{"index": s.index, "base_utc": iso(s.base), "planned_utc": iso(s.planned),
+                   [{"index": s.index, "base_utc": utc_stamp(s.base, micro=True),
+                     "planned_utc": utc_stamp(s.planned, micro=True),
                      "spread_s": s.spread_s, "cell": s.cell, "seed": s.seed} for s in slots],
                    trials).close()
     return d
@@ -214,7 +212,7 @@ def systemd_unit(directory: Path) -> str:
         "SuccessExitStatus=130",
         "Restart=on-failure",
         "RestartSec=60",
-        f"# made by cloudbench at {utc_now()}",
+        f"# made by cloudbench at {utc_stamp(micro=True)}",
         "",
         "[Install]",
         "WantedBy=multi-user.target",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,6 +12,7 @@ from rich.markup import escape
 
 import cloudbench
 from cloudbench.cli.app import SpecArg, app, err, guard, out, print_warnings
+from cloudbench.core.files import utc_stamp
 from cloudbench.core.units import fmt_bytes
 
 campaign_app = typer.Typer(
@@ -26,7 +26,7 @@ DirArg = Annotated[Path, typer.Argument(help="campaign directory (made by `campa
 
 
 def _log(msg: str) -> None:
-    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = utc_stamp()
     err.print(f"{stamp} {escape(msg)}", highlight=False, soft_wrap=True)
 
 

@@ -43,10 +43,10 @@ class HostAccess:
 
 @dataclass
 class Cluster:
-    """Hosts ready for work, plus what their backend needs to destroy them."""
+    """Hosts ready for work, plus what their provider needs to destroy them."""
 
     provider: str
-    stack: str  # the backend's name for this set of hosts (short id, stack name)
+    stack: str  # the provider's name for this set of hosts (short id, stack name)
     topology: Topology
     hosts: list[HostAccess]
     client_key: Path  # private key of the controller (mode 0600)

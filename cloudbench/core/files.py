@@ -1,4 +1,4 @@
-"""File helpers every layer uses: checksums, atomic JSON, UTC timestamps."""
+"""File helpers every layer uses: checksums, atomic JSON, UTC timestamps, file-name slugs."""
 
 from __future__ import annotations
 
@@ -6,15 +6,39 @@ import errno
 import hashlib
 import json
 import os
+import re
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+UTC_SECONDS = "%Y-%m-%dT%H:%M:%SZ"
+UTC_MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"
+UTC_BASIC = "%Y%m%dT%H%M%SZ"  # ISO 8601's basic format: sortable and safe in file names
 
-def utc_now() -> str:
-    """Now, UTC, with microseconds (``2026-11-24T12:00:00.000000Z``)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+def utc_stamp(t: float | datetime | None = None, *, micro: bool = False, basic: bool = False) -> str:
+    """``t`` (seconds since the epoch or an aware datetime; default now) as an ISO 8601 UTC stamp.
+
+    ``2026-11-24T12:00:00Z`` by default, ``2026-11-24T12:00:00.000000Z`` with ``micro``,
+    ``20261124T120000Z`` with ``basic`` (run ids).
+    """
+    if t is None:
+        when = datetime.now(UTC)
+    elif isinstance(t, datetime):
+        if t.tzinfo is None:
+            raise ValueError(f"utc_stamp needs an aware datetime, got the naive {t!r}")
+        when = t.astimezone(UTC)
+    else:
+        when = datetime.fromtimestamp(t, UTC)
+    return when.strftime(UTC_BASIC if basic else UTC_MICRO if micro else UTC_SECONDS)
+
+
+def slug(text: str, empty: str = "x") -> str:
+    """A file-name-safe form of a name (workload, host, metric): runs of other characters
+    become ``_``; ``empty`` when nothing is left. Cloud resource names have their own rule
+    (:func:`cloudbench.providers.clouds.common.cloud_slug`)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or empty
 
 
 def sha256_file(path: Path) -> str:
@@ -36,15 +60,24 @@ def is_disk_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and ("[errno 28]" in str(e).lower() or "no space left on device" in str(e).lower())
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_json_atomic(path: Path, data: Any, mode: int | None = None) -> None:
     """Write ``data`` as JSON to ``path`` so that a crash leaves the old file or the new one.
 
     The text goes to ``<name>.tmp``, is fsynced and renamed over ``path``; if writing
     fails (disk full, Ctrl-C), the temporary file is removed and the error raised.
+    With ``mode`` (e.g. ``0o600`` for a file holding keys) the file has that mode from
+    its creation on, never a moment readable by others.
     """
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with tmp.open("w") as f:
+        if mode is None:
+            f = tmp.open("w")
+        else:
+            tmp.unlink(missing_ok=True)  # a crash's leftover may have another mode
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            os.fchmod(fd, mode)  # exactly ``mode``, whatever the umask
+            f = os.fdopen(fd, "w")
+        with f:
             json.dump(data, f, indent=2, sort_keys=False, default=str)
             f.write("\n")
             f.flush()

@@ -1,6 +1,6 @@
 """Provider-neutral topology: hosts labelled with provider, region, zone, subnet, vm_type.
 
-Every backend (netns testbed, Pulumi clouds, static hosts) receives a
+Every provider (netns testbed, Pulumi clouds, static hosts) receives a
 :class:`Topology` and returns a :class:`~cloudbench.core.cluster.Cluster`; the
 analysis only ever sees the labels defined here.
 """

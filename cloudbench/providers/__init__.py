@@ -1,4 +1,4 @@
-"""Provisioning backends behind one small protocol (:class:`base.Provider`).
+"""Providers of hosts behind one small protocol (:class:`base.Provider`).
 
 ``netns`` (the local testbed, :mod:`.netns`), the clouds through Pulumi
 (:mod:`.clouds`), and ``static`` hosts. A new provider is one module or folder
@@ -24,7 +24,7 @@ def get_provider(
     spec_path: str | Path | None = None,
     results_root: Path | None = None,
 ) -> Provider:
-    """The backend for a spec's provider name (clouds and static hosts need the ``spec``)."""
+    """The provider for a spec's provider name (clouds and static hosts need the ``spec``)."""
     if name == "netns":
         from cloudbench.providers.netns import NetnsProvider  # needs root only when used
 
@@ -39,11 +39,12 @@ def get_provider(
             base = Path(spec_path).parent if spec_path is not None else None
             return StaticProvider(options, campaign=spec.name, spec_dir=base)
         assert isinstance(options, CloudProviderModel)  # the spec validates it so
-        from cloudbench.providers.clouds.automation import PulumiAutomation, PulumiProvider
+        from cloudbench.providers.clouds.provider import PulumiProvider
+        from cloudbench.providers.clouds.stack import PulumiAutomation
 
         return PulumiProvider(name, options, spec.name, results_root=results_root,
                               automation=PulumiAutomation(float(options.destroy_timeout)))
-    raise CloudbenchError(f"no provider backend named {name!r}")
+    raise CloudbenchError(f"no provider named {name!r}")
 
 
 def collect_garbage(results_root: Path, dry_run: bool = False,
@@ -55,7 +56,7 @@ def collect_garbage(results_root: Path, dry_run: bool = False,
     expired or whose controller died. Lines come as they are done, so a failure
     of the reaper (:class:`~cloudbench.errors.ReapError`) comes after them.
     """
-    from cloudbench.providers.clouds.automation import reap
+    from cloudbench.providers.clouds.leases import reap
     from cloudbench.providers.netns import NetnsProvider
 
     yield from NetnsProvider().gc(dry_run=dry_run, include_live=include_live)
@@ -69,7 +70,7 @@ def reap_run(run_path: Path, results_root: Path) -> list[str]:
     and cloud stacks under ``results_root`` whose lease expired or controller died.
     Testbeds of other runs, and of live controllers, are left alone.
     """
-    from cloudbench.providers.clouds.automation import reap
+    from cloudbench.providers.clouds.leases import reap
     from cloudbench.providers.netns import NetnsProvider
 
     lines = NetnsProvider().gc(under=run_path)

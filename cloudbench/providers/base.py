@@ -40,7 +40,7 @@ class Finding:
 
 @runtime_checkable
 class Provider(Protocol):
-    """What every backend implements; all pass ``tests/providers/test_contract.py``."""
+    """What every provider implements; all pass ``tests/providers/test_contract.py``."""
 
     name: str
 

@@ -21,7 +21,7 @@ from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.core.topology import Topology
 from cloudbench.errors import GroupRemoteError, ProvisionError
 from cloudbench.providers.base import Finding
-from cloudbench.providers.clouds.common import slug
+from cloudbench.providers.clouds.common import cloud_slug
 from cloudbench.providers.ready import wait_ready
 from cloudbench.spec.providers import StaticHostModel, StaticProviderModel
 
@@ -62,7 +62,7 @@ class StaticProvider:
 
     def provision(self, topology: Topology, workdir: Path) -> Cluster:
         topo = topology.for_provider(self.name)
-        stack = f"{slug(self.campaign, 24)}-{secrets.token_hex(3)}"
+        stack = f"{cloud_slug(self.campaign, 24)}-{secrets.token_hex(3)}"
         key = self._check_key(stack)
         models = {h.name: h for h in self.options.hosts}
         hosts: list[HostAccess] = []

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from rich.markup import escape
 from cloudbench.analysis.changes import MIN_RUNS, Change, find_changes_holm
 from cloudbench.analysis.compare import Threshold
 from cloudbench.analysis.diurnal import run_values
+from cloudbench.core.files import utc_stamp
 from cloudbench.core.tables import titled_table
 from cloudbench.errors import AnalysisError
 from cloudbench.report.compare import parse_threshold, threshold_in
@@ -33,10 +33,6 @@ from cloudbench.store.rundir import find_runs
 from cloudbench.store.summaries import read_summaries
 
 ALPHA = 0.05
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _unit(unit: str) -> str:
@@ -50,7 +46,7 @@ def _pair(ci: tuple[float, float] | None) -> list[float] | None:
 def change_dict(key: tuple[str, str, str], unit: str, c: Change) -> dict[str, Any]:
     """One change as ``--json`` gives it."""
     return {"workload": key[0], "metric": key[1], "group": key[2], "unit": unit,
-            "time_utc": _iso(c.time_utc), "previous_run_utc": _iso(c.previous_utc),
+            "time_utc": utc_stamp(c.time_utc), "previous_run_utc": utc_stamp(c.previous_utc),
             "size": c.size, "size_ci": _pair(c.size_ci), "diff": c.diff, "diff_ci": _pair(c.diff_ci),
             "level_before": c.level_before, "level_after": c.level_after, "n_before": c.n_before,
             "n_after": c.n_after, "p": c.p, "p_holm": c.p_holm}

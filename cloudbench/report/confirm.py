@@ -10,7 +10,6 @@ series.
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,7 +36,7 @@ from cloudbench.analysis.confirm import (
     check_pooling,
 )
 from cloudbench.analysis.stats import level_name, quantile_name
-from cloudbench.core.files import write_json_atomic
+from cloudbench.core.files import slug, write_json_atomic
 from cloudbench.core.tables import titled_table
 from cloudbench.errors import AnalysisError, ResultError
 from cloudbench.store import formats
@@ -244,13 +243,9 @@ def confirm_to_json(result: ConfirmResult, figures: dict[int, str] | None = None
     }
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "series"
-
-
 def figure_name(r: SeriesResult) -> str:
     k = r.series.key
-    return f"confirm-{_slug(k.workload)}-{_slug(k.metric)}-{_slug(k.group)}.png"
+    return f"confirm-{slug(k.workload, 'series')}-{slug(k.metric, 'series')}-{slug(k.group, 'series')}.png"
 
 
 _ERROR_STYLES = (":", "--", "-.", (0, (1, 4)))

@@ -18,17 +18,16 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-from cloudbench.core.files import sha256_file
+from cloudbench.core.files import sha256_file, utc_stamp
 from cloudbench.errors import ResultError
 from cloudbench.store.manifest import Manifest, load_manifest
 
 
 def new_run_id() -> str:
     """A run id: the UTC start time, sortable, and a random suffix."""
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+    return utc_stamp(basic=True) + "-" + secrets.token_hex(2)
 
 
 @dataclass(order=True)

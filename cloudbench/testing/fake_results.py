@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from cloudbench.core.files import utc_stamp
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
 from cloudbench.spec.vmtypes import BUILTIN_VM_TYPES
 from cloudbench.store import formats
@@ -36,10 +37,6 @@ from cloudbench.workloads.echo.controller import echo_host_table
 from cloudbench.workloads.echo.schema import ECHO_SCHEMA, ENCODINGS, echo_schema_metadata
 
 _BASE_TIME = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
-
-
-def _utc(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -137,13 +134,13 @@ def write_run(campaign_dir: Path, run: FakeRun, index: int = 0, seed: int = 0) -
               **({"schedule": dict(run.schedule)} if run.schedule is not None else {})},
         seed=seed,
         worker_version=run.worker_version,
-        started_utc=_utc(start),
-        ended_utc=_utc(start + timedelta(minutes=rep_minutes * reps)),
+        started_utc=utc_stamp(start, micro=True),
+        ended_utc=utc_stamp(start + timedelta(minutes=rep_minutes * reps), micro=True),
         repetitions=[
             RepetitionRecord.model_validate({
                 "index": r,
-                "started_utc": _utc(start + timedelta(minutes=rep_minutes * r)),
-                "ended_utc": _utc(start + timedelta(minutes=rep_minutes * (r + 1))),
+                "started_utc": utc_stamp(start + timedelta(minutes=rep_minutes * r), micro=True),
+                "ended_utc": utc_stamp(start + timedelta(minutes=rep_minutes * (r + 1)), micro=True),
                 "hosts": _hosts(run, r),
             })
             for r in range(reps)
@@ -232,7 +229,7 @@ def write_echo_run(campaign_dir: Path, *, repetitions: int = 2, rounds: int = 20
         files[rel] = out.sha256
         trials.append(TrialRecord(id=trial_id, repetition=rep, workload=workload, kind="echo",
                                   status="ok", rows=out.rows, files={rel: out.sha256},
-                                  started_utc=_utc(start + timedelta(minutes=10 * rep))))
+                                  started_utc=utc_stamp(start + timedelta(minutes=10 * rep), micro=True)))
         reps.append(RepetitionRecord(index=rep, provider="netns", status="ok",
                                      hosts=[HostRecord(name=h.name, labels={
                                          "provider": h.provider, "region": h.region, "zone": h.zone,
@@ -241,7 +238,8 @@ def write_echo_run(campaign_dir: Path, *, repetitions: int = 2, rounds: int = 20
                         spec={"name": Path(campaign_dir).name, "workloads": [
                             {"name": workload, "kind": "echo", "rate": rate, "window": window,
                              "quorums": [dict(q) for q in quorums]}]},
-                        seed=seed, started_utc=_utc(start), repetitions=reps, trials=trials, files=files)
+                        seed=seed, started_utc=utc_stamp(start, micro=True), repetitions=reps, trials=trials,
+                        files=files)
     save_manifest(rd.manifest_path, manifest)
 
     rows = workload_kind("echo").summarize(rd, manifest, manifest.workloads()[0])

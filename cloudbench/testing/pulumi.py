@@ -1,7 +1,7 @@
 """A fake of Pulumi's Automation API for tests of the cloud provider: no Pulumi CLI, no cloud.
 
-:class:`~cloudbench.providers.clouds.automation.PulumiProvider` reaches Pulumi only
-through the two-method :class:`~cloudbench.providers.clouds.automation.Automation`
+:class:`~cloudbench.providers.clouds.provider.PulumiProvider` reaches Pulumi only
+through the two-method :class:`~cloudbench.providers.clouds.stack.Automation`
 interface. :class:`FakeAutomation` implements it: it records every call, keeps the
 stack config the driver wrote, and answers ``up`` with stack outputs shaped like
 the real programs' (one VM per host of the topology in that config), so the
@@ -41,7 +41,8 @@ from cloudbench.errors import ProvisionError
 from cloudbench.providers.base import Finding
 from cloudbench.providers.clouds import common as cc
 from cloudbench.providers.clouds.accounts import Demand
-from cloudbench.providers.clouds.automation import ConfigMap, Output, PulumiProvider, StackRef
+from cloudbench.providers.clouds.provider import PulumiProvider
+from cloudbench.providers.clouds.stack import ConfigMap, Output, StackRef
 from cloudbench.spec.model import Spec
 from cloudbench.testing import pulumi_standin
 
@@ -50,7 +51,7 @@ Event = tuple[str, str]
 
 
 class FakeStack:
-    """One selected stack of a :class:`FakeAutomation` (a :class:`~cloudbench.providers.clouds.automation.StackHandle`).
+    """One selected stack of a :class:`FakeAutomation` (a :class:`~cloudbench.providers.clouds.stack.StackHandle`).
 
     ``program`` is the inline program the driver passed (None when only
     destroying); it is kept for inspection, never run.
@@ -191,7 +192,7 @@ class PulumiStandin:
     """Puts a recording stand-in ``pulumi`` (:mod:`cloudbench.testing.pulumi_standin`) in ``base/bin``.
 
     Prepend :attr:`bin_dir` to ``PATH`` (``monkeypatch.setenv("PATH", standin.path)``) and
-    drive :class:`~cloudbench.providers.clouds.automation.PulumiAutomation` as usual::
+    drive :class:`~cloudbench.providers.clouds.stack.PulumiAutomation` as usual::
 
         standin = PulumiStandin(tmp_path / "pulumi", up="fail")
         monkeypatch.setenv("PATH", standin.path)

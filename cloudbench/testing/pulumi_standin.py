@@ -2,7 +2,7 @@
 
 Installed on ``PATH`` by :class:`cloudbench.testing.pulumi.PulumiStandin`, it lets a
 test drive the *real* Automation API adapter (``pulumi.automation`` and
-:mod:`cloudbench.providers.clouds.automation`) without the Pulumi CLI or a cloud.
+:mod:`cloudbench.providers.clouds.stack`) without the Pulumi CLI or a cloud.
 Every invocation appends a JSON line to ``<dir>/log.jsonl``: its arguments, working
 directory and environment (``event: "start"``), and later what happened
 (``"signal"``, ``"exit"``). It answers the commands the Automation API issues

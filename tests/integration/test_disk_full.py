@@ -149,10 +149,10 @@ def _patch_site(site: str, mnt: Path, mp: pytest.MonkeyPatch) -> None:
         mp.setattr(parquet_mod.ParquetStream, "__enter__",
                    _once(orig, lambda self: self.path.name.endswith("-echo.parquet"), mnt))
     elif site == "manifest":  # after the first trial is recorded ok
-        mp.setattr("cloudbench.runner.save_manifest", _once(
+        mp.setattr("cloudbench.runner.campaign_runner.save_manifest", _once(
             save_manifest, lambda path, m: any(t.status == "ok" for t in m.trials), mnt))
     elif site == "summaries":
-        mp.setattr("cloudbench.runner.write_summaries", _once(write_summaries, lambda *a: True, mnt))
+        mp.setattr("cloudbench.runner.campaign_runner.write_summaries", _once(write_summaries, lambda *a: True, mnt))
     elif site == "report":
         mp.setattr(cloudbench, "write_report", _once(cloudbench.write_report, lambda *a: True, mnt))
     elif site == "journal":

@@ -97,19 +97,19 @@ def test_sshd_config_is_key_only(quickstart_cluster: Cluster) -> None:
 def test_teardown_after_an_exception(provider: NetnsProvider, tmp_path: Path) -> None:
     topo = Topology([HostSpec("a", "netns", "r1", "r1-a", "s1", "local", 0),
                      HostSpec("b", "netns", "r2", "r2-a", "s2", "local", 1)])
-    sid = ""
+    stack = ""
     pids: list[int] = []
     with pytest.raises(RuntimeError):
         cluster = provider.provision(topo, tmp_path)
         try:
-            sid = cluster.stack
+            stack = cluster.stack
             pids = sshd_pids(cluster)
-            assert len(ours(sid)) == 2 + 1 + 2 + 2
+            assert len(ours(stack)) == 2 + 1 + 2 + 2
             raise RuntimeError("a trial blew up")
         finally:
             provider.destroy(cluster)
-    assert sid
-    assert_gone(sid, pids)
+    assert stack
+    assert_gone(stack, pids)
     provider.destroy(cluster)  # twice is harmless
 
 
@@ -124,7 +124,7 @@ def test_failed_provision_leaves_nothing(provider: NetnsProvider, tmp_path: Path
     topo = Topology([HostSpec("a", "netns", "r1", "r1-a", "s1", "local", 0)])
     with pytest.raises(ProvisionError, match="sshd of a exited"):
         provider.provision(topo, tmp_path)
-    (sid,) = claimed
-    assert ours(sid) == []
-    assert not (provider.state_root / f"{sid}.json").exists()
-    assert not (provider.state_root / sid).exists()
+    (stack,) = claimed
+    assert ours(stack) == []
+    assert not (provider.state_root / f"{stack}.json").exists()
+    assert not (provider.state_root / stack).exists()

@@ -30,7 +30,7 @@ from cloudbench.core.files import write_json_atomic
 from cloudbench.core.topology import Topology
 from cloudbench.errors import ProvisionError, RecordError, ResultError
 from cloudbench.providers.clouds import common as cc
-from cloudbench.providers.clouds.automation import cluster_from_outputs
+from cloudbench.providers.clouds.provider import cluster_from_outputs
 from cloudbench.report.files import MIGRATIONS, REPORT_DIR, REPORT_JSON, read_report, to_json, write_report
 from cloudbench.store import formats
 from cloudbench.store.formats import Format

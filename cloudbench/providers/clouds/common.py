@@ -13,7 +13,6 @@ import hashlib
 import importlib
 import ipaddress
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from cloudbench.core.files import write_json_atomic
 from cloudbench.core.topology import HostSpec, PortRange, Topology
 from cloudbench.errors import ProvisionError
 from cloudbench.store import formats
@@ -52,14 +52,14 @@ WORKER_PORTS: tuple[PortRange, ...] = (
 def worker_ports(topology: Topology) -> list[PortRange]:
     """The ports to open between the campaign's hosts, one entry per (range, protocol set).
 
-    Names are firewall-rule friendly (``slug``) and unique; identical ranges of two
+    Names are firewall-rule friendly (:func:`cloud_slug`) and unique; identical ranges of two
     workloads are opened once.
     """
     out: dict[tuple[int, int, tuple[str, ...]], PortRange] = {}
     for p in topology.ports or WORKER_PORTS:
         key = (p.first, p.last, tuple(sorted(p.protocols)))
         if key not in out:
-            out[key] = PortRange(slug(p.name, 40), p.first, p.last, key[2])
+            out[key] = PortRange(cloud_slug(p.name, 40), p.first, p.last, key[2])
     names: dict[str, int] = {}
     ports: list[PortRange] = []
     for p in out.values():
@@ -125,7 +125,7 @@ def new_host_keys(names: list[str], stack: str) -> dict[str, HostKeyPair]:
 
 
 # -- names, tags, labels -------------------------------------------------------------
-def slug(text: str, limit: int = 40) -> str:
+def cloud_slug(text: str, limit: int = 40) -> str:
     """A name every cloud accepts: lowercase letters, digits, hyphens; starts with a letter."""
     s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
     if not s or not s[0].isalpha():
@@ -145,10 +145,10 @@ def gcp_name(text: str) -> str:
     names (``S_1``, ``s-1``) apart.
     """
     limit = 63 - GCP_AUTONAME_SUFFIX
-    clean = slug(text, limit)
+    clean = cloud_slug(text, limit)
     if clean != text:
         digest = hashlib.sha1(text.encode()).hexdigest()[:6]
-        clean = f"{slug(text, limit - 7)}-{digest}"
+        clean = f"{cloud_slug(text, limit - 7)}-{digest}"
     return clean
 
 
@@ -161,7 +161,7 @@ def tags(settings: CloudSettings, name: str | None = None) -> dict[str, str]:
         "cloudbench-expiry": settings.expiry_utc,
     }
     if name is not None:
-        t["Name"] = f"{slug(settings.campaign)}-{name}"
+        t["Name"] = f"{cloud_slug(settings.campaign)}-{name}"
     return t
 
 
@@ -362,12 +362,7 @@ def write_program_file(path: Path, topology: Topology, settings: CloudSettings) 
     """
     doc = {"topology": topology.to_dict(), "settings": settings.to_dict(secrets=True)}
     path = Path(path).resolve()
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f)
-    tmp.replace(path)
+    write_json_atomic(path, doc, mode=0o600)  # never readable by others
     return path
 
 

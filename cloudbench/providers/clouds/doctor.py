@@ -73,7 +73,7 @@ def diagnose(spec: Spec | None, probe: Probe | None = None) -> list[Finding]:
 def _preflight(cloud: str, opts: CloudProviderModel, spec: Spec, probe: Probe) -> list[Finding]:
     """The provider's own preflight, as ``run`` does it before ``up``: project or subscription,
     the cloud's SDK, live credentials, offers and quotas (read-only)."""
-    from cloudbench.providers.clouds.automation import PulumiProvider
+    from cloudbench.providers.clouds.provider import PulumiProvider
 
     provider = PulumiProvider(cloud, opts, spec.name, account=probe.account, env=probe.env, home=probe.home)
     return provider.preflight(spec.topology())
@@ -83,7 +83,7 @@ def _pulumi_cli(probe: Probe) -> Finding:
     try:
         cli = probe.find()
     except ProvisionError as e:
-        reason = str(e).removeprefix(f"{e.backend} [{e.stack}]: ").removesuffix(f"; {INSTALL_HINT}")
+        reason = str(e).removeprefix(f"{e.provider} [{e.stack}]: ").removesuffix(f"; {INSTALL_HINT}")
         return Finding("pulumi CLI", FAIL, reason, INSTALL_HINT)
     return Finding("pulumi CLI", OK, f"{cli.path} {cli.text}")
 

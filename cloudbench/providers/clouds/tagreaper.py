@@ -1,6 +1,6 @@
 """``cloudbench gc --cloud CLOUD``: find what cloudbench made by the clouds' own tags.
 
-The lease reaper (:func:`~cloudbench.providers.clouds.automation.reap`) needs the
+The lease reaper (:func:`~cloudbench.providers.clouds.leases.reap`) needs the
 local Pulumi state; this one does not. Every resource the programs make carries
 ``cloudbench-campaign``, ``cloudbench-stack``, ``cloudbench-owner`` and
 ``cloudbench-expiry`` (GCP: the same as labels, lowercased; on GCP resources that take
@@ -162,7 +162,7 @@ def reap_tagged(inventory: Inventory, yes: bool = False, now: datetime | None = 
     failures = [msg for _, msg in errors] + [f"not listed: {e}" for e in listing.errors]
     if failures:
         what = "resource(s) not deleted" if not listing.errors else "resource(s) not deleted or listings failed"
-        raise ReapError(done, failures, what=what, backend=inventory.cloud,
+        raise ReapError(done, failures, what=what, provider=inventory.cloud,
                         hint=f"`cloudbench gc --cloud {inventory.cloud}{' --yes' if yes else ''}` tries again")
     return done
 

@@ -1,9 +1,10 @@
-"""The embedded default backend: the spec's topology as Linux network namespaces.
+"""The embedded default provider: the spec's topology as Linux network namespaces.
 
 Layout (all inside namespaces; nothing is added to the root namespace but the
 namespaces themselves and the sshd processes we start):
 
-* one namespace per host (``cb<sid>-<host>``; routers are ``cb<sid>-_…``) with ``eth0`` at 198.18.<subnet>.<10+i>/24;
+* one namespace per host (``cb<stack>-<host>``; routers are ``cb<stack>-_…``) with ``eth0`` at
+  198.18.<subnet>.<10+i>/24;
 * one router namespace per zone; it holds a bridge per subnet (gateway ``.1``),
   so hosts of a subnet share a bridge and subnets of a zone are one IP hop apart;
 * one router per region joining its zones, and one core router joining regions,
@@ -30,18 +31,20 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 
 from cloudbench.core.cluster import Cluster, HostAccess
+from cloudbench.core.files import write_json_atomic
 from cloudbench.core.netns import connect_in_netns, ip_batch, list_netns, netns_pids, run
 from cloudbench.core.processes import pid_alive, pid_cmdline
 from cloudbench.core.topology import Topology
 from cloudbench.errors import ProvisionError
 from cloudbench.providers.base import Finding
+from cloudbench.providers.netns.plan import TestbedPlan
+from cloudbench.providers.netns.wan import plan_wan
 
 DEFAULT_STATE_ROOT = "/run/cloudbench"
 SSHD = "/usr/sbin/sshd"
@@ -58,31 +61,18 @@ ROUTER_SYSCTLS = (
 )
 
 
-@dataclass
-class _Plan:
-    """Names and addresses of one testbed, computed before anything is created."""
-
-    sid: str
-    host_ns: dict[str, str] = field(default_factory=dict)
-    host_addr: dict[str, str] = field(default_factory=dict)
-    host_peer: dict[str, tuple[str, str]] = field(default_factory=dict)  # (zone router, veth peer)
-    routers: list[str] = field(default_factory=list)
-    root_batch: list[str] = field(default_factory=list)
-    ns_batches: dict[str, list[str]] = field(default_factory=dict)
-    wan: Any = None  # cloudbench.providers.netns.wan.WanPlan when the spec has a `wan:` section
-
-
-def _plan(topology: Topology, sid: str) -> _Plan:
-    p = _Plan(sid)
-    pre = f"cb{sid}-"
+def plan_testbed(topology: Topology, stack: str) -> TestbedPlan:
+    """The testbed of ``topology``: its namespaces, veth links, bridges and routes as ``ip`` batches."""
+    p = TestbedPlan(stack)
+    pre = f"cb{stack}-"
     if len(topology.hosts) == 0:
-        raise ProvisionError("netns", sid, "the topology has no hosts")
+        raise ProvisionError("netns", stack, "the topology has no hosts")
     subnets = [(h.region, h.zone, h.subnet) for h in topology.hosts]
     subnet_ids = {s: i for i, s in enumerate(dict.fromkeys(subnets))}
     zones = {z: i for i, z in enumerate(dict.fromkeys((r, z) for r, z, _ in subnets))}
     regions = {r: i for i, r in enumerate(dict.fromkeys(r for r, _, _ in subnets))}
     if len(subnet_ids) > 250:
-        raise ProvisionError("netns", sid, "the testbed supports at most 250 subnets")
+        raise ProvisionError("netns", stack, "the testbed supports at most 250 subnets")
     links = iter(LINK_BASE.subnets(new_prefix=30))
 
     def link(a_ns: str, a_if: str, b_ns: str, b_if: str) -> tuple[str, str]:
@@ -129,7 +119,7 @@ def _plan(topology: Topology, sid: str) -> _Plan:
             p.ns_batches[core].append(f"route add {net} via {region_side_of(p, region_ns[r])}")
         members = [h for h in topology.hosts if (h.region, h.zone, h.subnet) == (r, z, s)]
         if len(members) > 240:
-            raise ProvisionError("netns", sid, f"subnet {s!r} has more than 240 hosts")
+            raise ProvisionError("netns", stack, f"subnet {s!r} has more than 240 hosts")
         for i, h in enumerate(members):
             addr = str(net.network_address + 10 + i)
             p.host_addr[h.name] = addr
@@ -141,13 +131,11 @@ def _plan(topology: Topology, sid: str) -> _Plan:
             p.ns_batches[hns] += [f"addr add {addr}/24 dev eth0", "link set eth0 up",
                                   f"route add default via {gw}"]
     if wan:
-        from cloudbench.providers.netns.wan import plan_wan
-
         p.wan = plan_wan(p, topology, region_ns)
     return p
 
 
-def zone_side_of(p: _Plan, zns: str) -> str:
+def zone_side_of(p: TestbedPlan, zns: str) -> str:
     """Address of a zone router's uplink (the region routes the zone's subnets to it)."""
     for line in p.ns_batches[zns]:
         if line.startswith("addr add ") and line.endswith(" dev up0"):
@@ -155,7 +143,8 @@ def zone_side_of(p: _Plan, zns: str) -> str:
     raise AssertionError(f"{zns} has no uplink")
 
 
-def region_side_of(p: _Plan, rns: str) -> str:
+def region_side_of(p: TestbedPlan, rns: str) -> str:
+    """Address of a region router's uplink (the core routes the region's subnets to it)."""
     return zone_side_of(p, rns)
 
 
@@ -197,38 +186,35 @@ class NetnsProvider:
         self.state_root = Path(state_root or os.environ.get("CLOUDBENCH_STATE", DEFAULT_STATE_ROOT))
 
     # -- state file -------------------------------------------------------------------
-    def _state_path(self, sid: str) -> Path:
-        return self.state_root / f"{sid}.json"
+    def _state_path(self, stack: str) -> Path:
+        return self.state_root / f"{stack}.json"
 
-    def _write_state(self, sid: str, state: dict[str, Any]) -> None:
-        path = self._state_path(sid)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(path)
+    def _write_state(self, stack: str, state: dict[str, Any]) -> None:
+        write_json_atomic(self._state_path(stack), state)
 
-    def _claim_sid(self) -> str:
+    def _claim_stack(self) -> str:
         """A short id no other testbed on this machine holds (its state file, made O_EXCL)."""
         for _ in range(100):
-            sid = secrets.token_hex(3)
-            if any(n.startswith(f"cb{sid}-") for n in list_netns()):
+            stack = secrets.token_hex(3)
+            if any(n.startswith(f"cb{stack}-") for n in list_netns()):
                 continue
             try:
-                fd = os.open(self._state_path(sid), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+                fd = os.open(self._state_path(stack), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
             except FileExistsError:
                 continue
             os.close(fd)
-            return sid
+            return stack
         raise ProvisionError("netns", "-", f"no free testbed id in {self.state_root}")
 
     # -- provision ----------------------------------------------------------------------
     def provision(self, topology: Topology, workdir: Path) -> Cluster:
         check_prerequisites()
         self.state_root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        sid = self._claim_sid()
-        base = self.state_root / sid
-        plan = _plan(topology, sid)
+        stack = self._claim_stack()
+        base = self.state_root / stack
+        plan = plan_testbed(topology, stack)
         state: dict[str, Any] = {
-            "sid": sid,
+            "stack": stack,
             "created": time.time(),
             "controller_pid": os.getpid(),
             "controller_cmdline": pid_cmdline(os.getpid()),
@@ -237,8 +223,8 @@ class NetnsProvider:
             "namespaces": list(plan.routers) + list(plan.host_ns.values()),
             "pids": [],
         }
-        self._write_state(sid, state)
-        cluster = Cluster("netns", sid, topology, [], base / "client_key")
+        self._write_state(stack, state)
+        cluster = Cluster("netns", stack, topology, [], base / "client_key")
         try:
             self._build(topology, plan, base, state, cluster)
         except BaseException:
@@ -247,24 +233,24 @@ class NetnsProvider:
         return cluster
 
     def _build(
-        self, topology: Topology, plan: _Plan, base: Path, state: dict[str, Any], cluster: Cluster
+        self, topology: Topology, plan: TestbedPlan, base: Path, state: dict[str, Any], cluster: Cluster
     ) -> None:
-        sid = plan.sid
+        stack = plan.stack
         base.mkdir(mode=0o700)
-        run(["mkdir", "-p", "-m", "0755", "/run/sshd"], sid)  # sshd's privilege separation dir
-        ip_batch(plan.root_batch, stack=sid)
+        run(["mkdir", "-p", "-m", "0755", "/run/sshd"], stack)  # sshd's privilege separation dir
+        ip_batch(plan.root_batch, stack=stack)
         for ns, lines in plan.ns_batches.items():
-            ip_batch(lines, ns=ns, stack=sid)
+            ip_batch(lines, ns=ns, stack=stack)
         for ns in plan.routers:
-            run(["ip", "netns", "exec", ns, "sysctl", "-qw", *ROUTER_SYSCTLS], sid)
+            run(["ip", "netns", "exec", ns, "sysctl", "-qw", *ROUTER_SYSCTLS], stack)
         wan_facts = None
         if plan.wan is not None:
             from cloudbench.providers.netns.wan import start_wan
 
-            wan_facts = start_wan(plan.wan, base, state, sid, lambda: self._write_state(sid, state),
+            wan_facts = start_wan(plan.wan, base, state, stack, lambda: self._write_state(stack, state),
                                   self.state_root / "bin")
 
-        client = asyncssh.generate_private_key("ssh-ed25519", comment=f"cloudbench-{sid}")
+        client = asyncssh.generate_private_key("ssh-ed25519", comment=f"cloudbench-{stack}")
         client.write_private_key(str(cluster.client_key))
         os.chmod(cluster.client_key, 0o600)
         authorized = base / "authorized_keys"
@@ -276,7 +262,7 @@ class NetnsProvider:
             hd = base / "hosts" / h.name
             hd.mkdir(parents=True, mode=0o700)
             (hd / "work").mkdir(mode=0o700)
-            key = asyncssh.generate_private_key("ssh-ed25519", comment=f"{h.name}-{sid}")
+            key = asyncssh.generate_private_key("ssh-ed25519", comment=f"{h.name}-{stack}")
             key.write_private_key(str(hd / "ssh_host_ed25519_key"))
             os.chmod(hd / "ssh_host_ed25519_key", 0o600)
             conf = hd / "sshd_config"
@@ -304,17 +290,17 @@ class NetnsProvider:
                     facts={"kernel": kernel, "mtu": 1500, "netns": ns, "shaping": None},
                 )
             )
-        self._write_state(sid, state)
+        self._write_state(stack, state)
         deadline = time.monotonic() + 10.0
         for name, proc in procs:
             host = cluster.host(name)
-            _wait_listening(host, proc, deadline, sid)
+            _wait_listening(host, proc, deadline, stack)
         from cloudbench.providers.netns.shaping import apply_physical_hosts, apply_shaping
 
         apply_shaping(cluster, topology)  # vm_type -> tc on each host's eth0; facts["shaping"]
         # physical_host -> one shared NIC cap per physical host; facts["physical_host"]
         nics = apply_physical_hosts(cluster, topology, plan.host_peer)
-        cluster.facts = {"kernel": kernel, "state_file": str(self._state_path(sid)),
+        cluster.facts = {"kernel": kernel, "state_file": str(self._state_path(stack)),
                          "routers": plan.routers}
         if nics:
             cluster.facts["physical_hosts"] = nics
@@ -327,15 +313,15 @@ class NetnsProvider:
         return []
 
     def destroy(self, cluster: Cluster) -> None:
-        self._destroy_sid(cluster.stack)
+        self._destroy_stack(cluster.stack)
 
-    def _destroy_sid(self, sid: str) -> list[str]:
+    def _destroy_stack(self, stack: str) -> list[str]:
         removed: list[str] = []
-        path = self._state_path(sid)
+        path = self._state_path(stack)
         try:
             state = json.loads(path.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
-            state = {"namespaces": [n for n in list_netns() if n.startswith(f"cb{sid}-")], "pids": []}
+            state = {"namespaces": [n for n in list_netns() if n.startswith(f"cb{stack}-")], "pids": []}
         namespaces = [n for n in state.get("namespaces", []) if n in set(list_netns())]
         victims: list[int] = []
         for rec in state.get("pids", []):
@@ -348,9 +334,9 @@ class NetnsProvider:
         _terminate(sorted(set(victims)))
         removed += [f"pid {p}" for p in sorted(set(victims))]
         if namespaces:
-            ip_batch([f"netns del {n}" for n in namespaces], stack=sid, force=True)
+            ip_batch([f"netns del {n}" for n in namespaces], stack=stack, force=True)
             removed += [f"netns {n}" for n in namespaces]
-        d = Path(state.get("dir", self.state_root / sid))
+        d = Path(state.get("dir", self.state_root / stack))
         if d.exists() and d.parent == self.state_root:
             shutil.rmtree(d, ignore_errors=True)
             removed.append(f"dir {d}")
@@ -364,16 +350,16 @@ class NetnsProvider:
 
         ``under``: only testbeds provisioned for a run directory under this path.
         """
-        sids: dict[str, str] = {}
+        stacks: dict[str, str] = {}
         root = None if under is None else Path(under).resolve()
         if self.state_root.exists():
             for p in self.state_root.glob("*.json"):
-                sid = p.stem
+                stack = p.stem
                 try:
                     st = json.loads(p.read_text())
                 except json.JSONDecodeError:
                     if root is None:
-                        sids[sid] = "unreadable state file"
+                        stacks[stack] = "unreadable state file"
                     continue
                 if root is not None and not Path(st.get("workdir", "/nonexistent")).is_relative_to(root):
                     continue
@@ -381,22 +367,22 @@ class NetnsProvider:
                 alive = pid_alive(owner) and pid_cmdline(owner) == st.get("controller_cmdline")
                 if alive and not include_live:
                     continue
-                sids[sid] = "controller alive (forced)" if alive else f"controller {owner} is gone"
+                stacks[stack] = "controller alive (forced)" if alive else f"controller {owner} is gone"
         if include_live and root is None:
             # Namespaces of ours with no state file at all (a crash before the state
             # was written, or a state root that was wiped): only on request.
             for ns in list_netns():
                 m = NS_RE.match(ns)
-                if m and m.group(1) not in sids and not self._state_path(m.group(1)).exists():
-                    sids[m.group(1)] = "namespaces without a state file"
+                if m and m.group(1) not in stacks and not self._state_path(m.group(1)).exists():
+                    stacks[m.group(1)] = "namespaces without a state file"
         out: list[str] = []
-        for sid, why in sorted(sids.items()):
+        for stack, why in sorted(stacks.items()):
             if dry_run:
-                nss = [n for n in list_netns() if n.startswith(f"cb{sid}-")]
-                out.append(f"would remove testbed {sid} ({why}): {len(nss)} namespaces")
+                nss = [n for n in list_netns() if n.startswith(f"cb{stack}-")]
+                out.append(f"would remove testbed {stack} ({why}): {len(nss)} namespaces")
             else:
-                done = self._destroy_sid(sid)
-                out.append(f"removed testbed {sid} ({why}): {len(done)} objects")
+                done = self._destroy_stack(stack)
+                out.append(f"removed testbed {stack} ({why}): {len(done)} objects")
         return out
 
 
@@ -434,19 +420,19 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-def _wait_listening(host: HostAccess, proc: subprocess.Popen[bytes], deadline: float, sid: str) -> None:
+def _wait_listening(host: HostAccess, proc: subprocess.Popen[bytes], deadline: float, stack: str) -> None:
     assert host.netns is not None
     while True:
         if proc.poll() is not None:
             log = Path(host.workdir).parent / "sshd.log"
             tail = log.read_text()[-500:] if log.exists() else ""
-            raise ProvisionError("netns", sid, f"sshd of {host.name} exited ({proc.returncode}): {tail}")
+            raise ProvisionError("netns", stack, f"sshd of {host.name} exited ({proc.returncode}): {tail}")
         try:
             connect_in_netns(host.netns, host.address, host.ssh_port, 0.2).close()
             return
         except OSError:
             if time.monotonic() > deadline:
-                raise ProvisionError("netns", sid, f"sshd of {host.name} did not answer in time") from None
+                raise ProvisionError("netns", stack, f"sshd of {host.name} did not answer in time") from None
             time.sleep(0.005)
 
 

@@ -25,13 +25,14 @@ import ipaddress
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from cloudbench.core.files import utc_stamp
 from cloudbench.errors import ProvisionError
-from cloudbench.spec.wan import WanLink, WanModel, resolve_links
+from cloudbench.providers.netns.plan import TestbedPlan, WanLinkPlan, WanPlan
+from cloudbench.spec.wan import WanModel, resolve_links
 
 if TYPE_CHECKING:
     from cloudbench.core.topology import Topology
@@ -42,34 +43,6 @@ FIRST_REGION_ASN = 64513
 READY_TIMEOUT_S = 10.0
 TABLE_FWD = 100
 TABLE_REV = 101
-
-
-@dataclass
-class WanLinkPlan:
-    """Namespaces and addresses of one emulated link."""
-
-    link: WanLink
-    ns: str  # the delay router W
-    branch_ns: list[list[str]]  # [branch][hop]
-    a_side: str  # W's address toward region a (what W answers traceroute with)
-    forward_hops: list[list[str]] = field(default_factory=list)  # a→b: per branch, hop addresses
-    reverse_hops: list[list[str]] = field(default_factory=list)  # b→a
-    home: dict[str, str] = field(default_factory=dict)  # region -> its router's answering address
-
-    def to_facts(self) -> dict[str, Any]:
-        d = asdict(self.link)
-        d.update({"ns": self.ns, "branch_ns": self.branch_ns, "w_addr": self.a_side,
-                  "forward_hops": self.forward_hops, "reverse_hops": self.reverse_hops,
-                  "home": self.home})
-        return d
-
-
-@dataclass
-class WanPlan:
-    links: list[WanLinkPlan]
-    forwarder: Literal["auto", "c", "python"]
-    realtime: bool
-    asn_rows: list[tuple[str, int, str]]
 
 
 class _Alloc:
@@ -94,16 +67,16 @@ def _addrs(lines: list[str], dev_prefix: str) -> list[tuple[str, str]]:
     return out
 
 
-def plan_wan(p: Any, topology: Topology, region_ns: dict[str, str]) -> WanPlan:
+def plan_wan(p: TestbedPlan, topology: Topology, region_ns: dict[str, str]) -> WanPlan:
     """Add the WAN's namespaces, links, routes and rules to a netns provider plan.
 
     ``p`` is the provider's plan (``providers.netns.provider._Plan``): ``root_batch``,
-    ``ns_batches``, ``routers``, ``host_addr``, ``sid``.
+    ``ns_batches``, ``routers``, ``host_addr``, ``stack``.
     """
     assert topology.wan is not None
     wan = WanModel.model_validate(topology.wan)
     links = resolve_links(wan, list(region_ns), topology.region_coords)
-    pre = f"cb{p.sid}-"
+    pre = f"cb{p.stack}-"
     alloc = _Alloc()
     region_of_host = {h.name: h.region for h in topology.hosts}
     subnets: dict[str, list[str]] = {r: [] for r in region_ns}
@@ -115,7 +88,7 @@ def plan_wan(p: Any, topology: Topology, region_ns: dict[str, str]) -> WanPlan:
     for r, rns in region_ns.items():
         zone_links = _addrs(p.ns_batches[rns], "z")
         if not zone_links:
-            raise ProvisionError("netns", p.sid, f"region router of {r} has no zone link")
+            raise ProvisionError("netns", p.stack, f"region router of {r} has no zone link")
         home[r] = zone_links[0][0].split("/")[0]
 
     def veth(a_ns: str, a_if: str, b_ns: str, b_if: str) -> tuple[str, str]:
@@ -194,7 +167,7 @@ def plan_wan(p: Any, topology: Topology, region_ns: dict[str, str]) -> WanPlan:
     return WanPlan(plans, wan.forwarder, wan.realtime, asn_table(p, topology, region_ns))
 
 
-def asn_table(p: Any, topology: Topology, region_ns: dict[str, str]) -> list[tuple[str, int, str]]:
+def asn_table(p: TestbedPlan, topology: Topology, region_ns: dict[str, str]) -> list[tuple[str, int, str]]:
     """The testbed's IP→AS table: an AS per region, the transit AS for the WAN range."""
     asn = {r: FIRST_REGION_ASN + i for i, r in enumerate(region_ns)}
     rows: list[tuple[str, int, str]] = [(str(WAN_BASE), TRANSIT_ASN, "cb-transit")]
@@ -228,7 +201,7 @@ def _config_text(lp: WanLinkPlan, epoch: int, ready: Path, stats: Path, realtime
     return "\n".join(lines) + "\n"
 
 
-def start_wan(plan: WanPlan, base: Path, state: dict[str, Any], sid: str,
+def start_wan(plan: WanPlan, base: Path, state: dict[str, Any], stack: str,
               save: Callable[[], None], bin_dir: Path) -> dict[str, Any]:
     """Start one delay line per link (recorded in the state file); returns the WAN facts."""
     from cloudbench.providers.netns.forwarder import forwarder_argv
@@ -257,17 +230,17 @@ def start_wan(plan: WanPlan, base: Path, state: dict[str, Any], sid: str,
     for lp, proc, ready, log in procs:
         while not ready.exists():
             if proc.poll() is not None:
-                raise ProvisionError("netns", sid, f"WAN delay line of {lp.link.a} ↔ {lp.link.b} "
+                raise ProvisionError("netns", stack, f"WAN delay line of {lp.link.a} ↔ {lp.link.b} "
                                      f"exited ({proc.returncode}): {log.read_text()[-800:]}")
             if time.monotonic() > deadline:
-                raise ProvisionError("netns", sid, f"WAN delay line of {lp.link.a} ↔ {lp.link.b} "
+                raise ProvisionError("netns", stack, f"WAN delay line of {lp.link.a} ↔ {lp.link.b} "
                                      f"did not attach its TUN devices in {READY_TIMEOUT_S:g}s")
             time.sleep(0.005)
     return {
         "forwarder": kind,
         "realtime": plan.realtime,
         "epoch_monotonic_ns": epoch,
-        "epoch_utc": wall.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "epoch_utc": utc_stamp(wall, micro=True),
         "epoch_utc_s": wall_s,  # items with anchor: utc count from 1970-01-01 (spec.wan.delay_at)
         "links": [lp.to_facts() for lp in plan.links],
         "asn_table": [list(r) for r in plan.asn_rows],

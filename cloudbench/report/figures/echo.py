@@ -13,7 +13,8 @@ from matplotlib import dates as mdates
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.lines import Line2D
 
-from cloudbench.report.figures.style import GROUP_STYLES, Plot, finite, group_style, new_figure, slug
+from cloudbench.core.files import slug
+from cloudbench.report.figures.style import GROUP_STYLES, Plot, finite, group_style, new_figure
 
 BOX_KEYS = ("p5", "p25", "p50", "p75", "p95", "mean")
 MAX_PAIR_LINES = 200
@@ -128,7 +129,7 @@ def tail_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     return Plot(f"{slug(wname)}-tail", f"{wname}: RTT tail (CCDF)", alt, fig)
 
 
-def _utc(text: str | None) -> datetime | None:
+def _parse_utc(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
@@ -143,7 +144,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     windows = [r for r in sec.get("windows") or [] if finite(r.get("mean"))]
     if not windows:
         return None
-    starts = {t: _utc(u) for t, u in (sec.get("trial_utc") or {}).items()}
+    starts = {t: _parse_utc(u) for t, u in (sec.get("trial_utc") or {}).items()}
     half = float(sec.get("window_s") or 0.0) / 2.0
     use_utc = all(starts.get(r["trial"]) is not None for r in windows)
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from cloudbench.report.figures.style import Plot, finite, new_figure, slug
+from cloudbench.core.files import slug
+from cloudbench.report.figures.style import Plot, finite, new_figure
 
 MAX_GRAPHS = 24
 """MDA graphs drawn per workload (the pairs past it are named in the caption of the last)."""

@@ -126,11 +126,6 @@ def save(plot: Plot, folder: Path) -> tuple[str, list[Path]]:
     return svg, [svg_path, png_path]
 
 
-def slug(text: str) -> str:
-    """A file-name-safe form of a workload or host name."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
-
-
 def finite(x: Any) -> bool:
     """A number that can be drawn (report.json stores NaN as null)."""
     return isinstance(x, int | float) and not isinstance(x, bool) and x == x and abs(x) != float("inf")

@@ -9,7 +9,8 @@ from typing import Any, Literal
 import numpy as np
 from matplotlib.axes import Axes
 
-from cloudbench.report.figures.style import Plot, finite, group_style, new_figure, panel_grid, slug
+from cloudbench.core.files import slug
+from cloudbench.report.figures.style import Plot, finite, group_style, new_figure, panel_grid
 
 MAX_PANELS = 12
 """Series drawn per figure; the rest are named in the caption (their numbers stay in the tables)."""

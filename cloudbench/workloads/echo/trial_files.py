@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from cloudbench.core.files import utc_stamp
 from cloudbench.errors import ResultError
 from cloudbench.store.parquet import check_parquet
 from cloudbench.store.rundir import RunDir, iter_observation_files
@@ -182,4 +182,4 @@ def utc_of(t0_us: float | None, offset_s: float) -> str | None:
     None when unknown."""
     if t0_us is None:
         return None
-    return datetime.fromtimestamp(t0_us / 1e6 + offset_s, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_stamp(t0_us / 1e6 + offset_s, micro=True)

@@ -22,8 +22,11 @@ import pytest
 from cloudbench.core.cluster import Cluster
 from cloudbench.core.topology import Topology
 from cloudbench.errors import ProvisionError, ReapError
-from cloudbench.providers.clouds import automation as pp
 from cloudbench.providers.clouds import common as cc
+from cloudbench.providers.clouds import leases as cls
+from cloudbench.providers.clouds import passphrase as cpw
+from cloudbench.providers.clouds import provider as cpv
+from cloudbench.providers.clouds import stack as cst
 from cloudbench.providers.clouds.cli import find_cli, min_version
 from cloudbench.spec.providers import CloudProviderModel
 from cloudbench.testing.pulumi import FAKE_ENV, FakeAccount, PulumiStandin, StandinCall
@@ -47,12 +50,12 @@ def no_wait(cluster: Cluster) -> None:
     pass
 
 
-def make_provider(cloud: str, results: Path, destroy_timeout: float = 60.0) -> pp.PulumiProvider:
+def make_provider(cloud: str, results: Path, destroy_timeout: float = 60.0) -> cpv.PulumiProvider:
     spec = stormcloud(cloud)
     opts = spec.providers[cloud]
     assert isinstance(opts, CloudProviderModel)
-    return pp.PulumiProvider(cloud, opts, spec.name,
-                             automation=pp.PulumiAutomation(destroy_timeout, destroy_retry_s=0.0),
+    return cpv.PulumiProvider(cloud, opts, spec.name,
+                             automation=cst.PulumiAutomation(destroy_timeout, destroy_retry_s=0.0),
                              wait_ready=no_wait, results_root=results,
                              account=FakeAccount, env=FAKE_ENV, home=results)
 
@@ -73,8 +76,8 @@ def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     time the test looks): host private keys, client private keys and state passphrases."""
     found: list[str] = []
     write_program_file = cc.write_program_file
-    write_private = pp._write_private
-    write_secret = pp._write_secret
+    write_private = cpv._write_private
+    write_secret = cpw._write_secret
 
     def program_file(path: Path, topology: Topology, settings: cc.CloudSettings) -> Path:
         found.extend(k.private.strip() for k in settings.host_keys.values())
@@ -89,8 +92,8 @@ def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         write_secret(path, text)
 
     monkeypatch.setattr(cc, "write_program_file", program_file)
-    monkeypatch.setattr(pp, "_write_private", private)
-    monkeypatch.setattr(pp, "_write_secret", secret)
+    monkeypatch.setattr(cpv, "_write_private", private)
+    monkeypatch.setattr(cpw, "_write_secret", secret)
     return found
 
 
@@ -105,18 +108,18 @@ def no_secret_under(results: Path, secrets: list[str]) -> None:
                 assert sec not in text, f
                 for line in sec.splitlines()[1:2]:
                     assert line not in text, f
-    assert not list(results.rglob(cc.PROGRAM_FILE)) and not list(results.rglob(pp.CLIENT_KEY))
-    assert not list(results.rglob(pp.PASSPHRASE))
+    assert not list(results.rglob(cc.PROGRAM_FILE)) and not list(results.rglob(cls.CLIENT_KEY))
+    assert not list(results.rglob(cpw.PASSPHRASE))
 
 
 def check_calls(calls: list[StandinCall], ref_dir: Path, secrets: list[str], passphrase: Path | None = None) -> None:
     state = ref_dir / ".pulumi"
-    passphrase = passphrase or pp.passphrase_path(state)
+    passphrase = passphrase or cpw.passphrase_path(state)
     assert len(secrets) >= 3
     for c in calls:
         if c.command == "version":
             continue
-        assert Path(c.cwd).is_absolute() and Path(c.cwd).is_relative_to(state / pp.WORKSPACES), c
+        assert Path(c.cwd).is_absolute() and Path(c.cwd).is_relative_to(state / cst.WORKSPACES), c
         assert c.env["PULUMI_BACKEND_URL"] == f"file://{state}", c
         assert c.env["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(passphrase), c
         assert not Path(c.env["PULUMI_CONFIG_PASSPHRASE_FILE"]).is_relative_to(ref_dir.parent), c
@@ -164,7 +167,7 @@ def test_real_adapter_provision_failure_then_destroy(cloud: str, in_tmp: Path, m
     check_calls(calls, in_tmp / "results" / f"stormcloud-{cloud}", made)
     no_secret_under(in_tmp / "results", made)  # the run failed mid-way: its keys went with the stack
     # Nothing left: the stack is gone from the backend, and so is the lease.
-    assert not list((in_tmp / "results").rglob(f"{pp.LEASES}/*.json"))
+    assert not list((in_tmp / "results").rglob(f"{cls.LEASES}/*.json"))
     assert not list((in_tmp / "results").rglob(".pulumi/stacks/*/*.json"))
 
 
@@ -183,7 +186,7 @@ def test_real_adapter_provision_success_then_destroy(cloud: str, in_tmp: Path, m
     # up, then its outputs (masked and plain) and its summary.
     after_up = ["stack output", "stack output", "stack history"]
     assert commands(calls) == PROVISION + after_up, commands(calls)
-    leases = list((in_tmp / "results").rglob(f"{pp.LEASES}/*.json"))
+    leases = list((in_tmp / "results").rglob(f"{cls.LEASES}/*.json"))
     assert len(leases) == 1
     prov.destroy(cluster)
     calls = standin.calls()
@@ -240,7 +243,7 @@ def test_sdk_errors_during_destroy_and_gc_are_cloudbench_errors(in_tmp: Path, ma
     run_dir.mkdir(parents=True)
     cluster = prov.provision(topo, run_dir)
     live = prov._live[cluster.stack]
-    assert isinstance(live.handle, pp._AutoStack)
+    assert isinstance(live.handle, cst._AutoStack)
 
     def broken(**kwargs: Any) -> None:
         raise ValueError("unexpected field in the CLI's JSON")  # not a CommandError
@@ -252,26 +255,26 @@ def test_sdk_errors_during_destroy_and_gc_are_cloudbench_errors(in_tmp: Path, ma
     assert cluster.stack in msg and "ValueError: unexpected field" in msg
     assert "cloudbench gc --results" in msg and f"pulumi destroy --stack {cluster.stack}" in msg
     # gc: the lease stays and its destroy failure is reported, not raised as a traceback.
-    lease = next((in_tmp / "results").rglob(f"{pp.LEASES}/*.json"))
+    lease = next((in_tmp / "results").rglob(f"{cls.LEASES}/*.json"))
     data = json.loads(lease.read_text())
     data["expiry"] = time.time() - 1
     lease.write_text(json.dumps(data))
     no_secret_under(in_tmp / "results", made)  # a failed destroy takes the keys too
     standin.configure(destroy="fail")
-    auto = pp.PulumiAutomation(60.0, destroy_retry_s=0.0)
+    auto = cst.PulumiAutomation(60.0, destroy_retry_s=0.0)
     with pytest.raises(ReapError, match=rf"(?s){cluster.stack}.*DependencyViolation.*cloudbench gc"):
-        pp.reap(Path("results"), automation=auto)
+        cls.reap(Path("results"), automation=auto)
     assert lease.exists()
     # The results folder moved (or was copied for a colleague): the state's passphrase is found by
     # the id the state carries, from the secrets dir, not from the folder.
     (in_tmp / "moved").mkdir()
     (in_tmp / "results").rename(in_tmp / "moved" / "results")
     standin.configure(destroy="ok")
-    assert pp.reap(Path("moved/results"), automation=auto) == [
+    assert cls.reap(Path("moved/results"), automation=auto) == [
         f"destroyed gcp stack {cluster.stack} of campaign stormcloud-gcp (expired {data['expiry_utc']})"]
-    assert not list((in_tmp / "moved").rglob(f"{pp.LEASES}/*.json"))
+    assert not list((in_tmp / "moved").rglob(f"{cls.LEASES}/*.json"))
     no_secret_under(in_tmp / "moved", made)
-    passphrase = pp.passphrase_path(in_tmp / "moved" / "results" / "stormcloud-gcp" / ".pulumi")
+    passphrase = cpw.passphrase_path(in_tmp / "moved" / "results" / "stormcloud-gcp" / ".pulumi")
     assert passphrase.is_file()
     check_calls(standin.calls()[:-4], in_tmp / "results" / "stormcloud-gcp", made, passphrase)
     check_calls(standin.calls()[-4:], in_tmp / "moved" / "results" / "stormcloud-gcp", made, passphrase)
@@ -311,7 +314,7 @@ def test_a_locked_stack_is_destroyed_once_the_lock_is_free(in_tmp: Path, monkeyp
     topo = stormcloud("aws").topology()
     standin = PulumiStandin(in_tmp / "standin", destroy="locked", outputs=outputs_for(topo, "aws"))
     monkeypatch.setenv("PATH", standin.path)
-    monkeypatch.setattr(pp.time, "sleep", lambda s: None)
+    monkeypatch.setattr(cst.time, "sleep", lambda s: None)
     prov = make_provider("aws", Path("results"))
     run_dir = Path("results") / "stormcloud-aws" / "r"
     run_dir.mkdir(parents=True)
@@ -352,7 +355,7 @@ def test_an_interrupt_reaches_pulumi_and_destroy_follows_its_exit(how: str, in_t
     assert up.signal == "SIGINT"  # exactly Pulumi's graceful cancel, whatever we got
     assert up.exit_code == 255 and up.ended is not None
     assert destroy.started >= up.ended and destroy.exit_code == 0  # no lock left to wait for
-    assert not list((in_tmp / "results").rglob(f"{pp.LEASES}/*.json"))
+    assert not list((in_tmp / "results").rglob(f"{cls.LEASES}/*.json"))
     no_secret_under(in_tmp / "results", made)
 
 
@@ -362,10 +365,10 @@ def test_destroy_timeout_is_a_spec_setting(tmp_path: Path) -> None:
 
     spec = parse_spec(stormcloud_yaml("aws", "destroy_timeout: 45m"), "a.yaml")
     prov = get_provider("aws", spec=spec, results_root=tmp_path)
-    assert isinstance(prov, pp.PulumiProvider) and isinstance(prov.automation, pp.PulumiAutomation)
+    assert isinstance(prov, cpv.PulumiProvider) and isinstance(prov.automation, cst.PulumiAutomation)
     assert prov.automation.cancel_wait_s == 2700.0
     default = get_provider("aws", spec=stormcloud("aws"), results_root=tmp_path)
-    assert isinstance(default, pp.PulumiProvider) and isinstance(default.automation, pp.PulumiAutomation)
+    assert isinstance(default, cpv.PulumiProvider) and isinstance(default.automation, cst.PulumiAutomation)
     assert default.automation.cancel_wait_s >= 1200.0  # minutes, as clouds need, not 120 s
 
 
@@ -378,8 +381,8 @@ def test_any_sdk_exception_in_up_or_remove_is_a_provision_error(tmp_path: Path) 
 
         workspace = type("W", (), {"remove_stack": staticmethod(lambda name: 1 / 0)})()
 
-    ref = pp.StackRef("azure", "cloudbench-azure", "c-r01", tmp_path / ".pulumi")
-    handle = pp._AutoStack(Broken(), ref)
+    ref = cst.StackRef("azure", "cloudbench-azure", "c-r01", tmp_path / ".pulumi")
+    handle = cst._AutoStack(Broken(), ref)
     with pytest.raises(ProvisionError, match=r"azure \[c-r01\]: pulumi up failed: InvalidVersionError: .*destroyed"):
         handle.up(print)
     with pytest.raises(ProvisionError, match=r"c-r01.*ZeroDivisionError.*pulumi stack rm c-r01"):

@@ -27,9 +27,12 @@ import pytest
 
 from cloudbench.core import catalog
 from cloudbench.core.topology import Topology
-from cloudbench.errors import CloudbenchError, ProvisionError, SpecError
-from cloudbench.providers.clouds import automation as pp
+from cloudbench.errors import CloudbenchError, ProvisionError, ReapError, SpecError
 from cloudbench.providers.clouds import common as cc
+from cloudbench.providers.clouds import leases as cls
+from cloudbench.providers.clouds import passphrase as cpw
+from cloudbench.providers.clouds import provider as cpv
+from cloudbench.providers.clouds import stack as cst
 from cloudbench.spec.model import Spec
 from cloudbench.spec.providers import CloudProviderModel
 from cloudbench.testing.pulumi import FakeAutomation, fake_cloud_provider
@@ -201,7 +204,7 @@ def stack_inputs(auto: FakeAutomation, stack: str) -> cc.CloudSettings:
 def check_cluster(cloud: str, topo: Topology, settings: cc.CloudSettings, outputs: dict[str, Any],
                   subnet_cidr: Callable[[str], str], tmp_path: Path) -> None:
     """The outputs make the same kind of Cluster the netns provider returns."""
-    cluster = pp.cluster_from_outputs(cloud, settings.stack, topo, outputs, settings, tmp_path / "k")
+    cluster = cpv.cluster_from_outputs(cloud, settings.stack, topo, outputs, settings, tmp_path / "k")
     assert [h.name for h in cluster.hosts] == [h.name for h in topo.hosts]
     for h in cluster.hosts:
         assert ipaddress.ip_address(h.address) in ipaddress.ip_network(subnet_cidr(h.name)), h.name
@@ -314,7 +317,7 @@ def test_gcp_program(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch, tmp
     assert len(mocks.of("gcp:compute/network:Network")) == 1
     vms = {r.name.removeprefix("vm-"): r.inputs for r in mocks.of("gcp:compute/instance:Instance")}
     assert sorted(vms) == sorted(h.name for h in topo.hosts)
-    target = cc.slug(f"cb-{s.stack}", 63)
+    target = cc.cloud_slug(f"cb-{s.stack}", 63)
     for h in topo.hosts:
         vm = vms[h.name]
         assert vm["zone"] == h.zone and vm["machineType"] == "n2-standard-2"
@@ -559,7 +562,7 @@ def test_unknown_provider_name_is_a_spec_error() -> None:
 
 # -- the Automation driver with a fake ----------------------------------------------------------------
 def provider(auto: FakeAutomation, results: Path, spec: Spec | None = None,
-             ready: Callable[[Any], None] | None = None) -> pp.PulumiProvider:
+             ready: Callable[[Any], None] | None = None) -> cpv.PulumiProvider:
     return fake_cloud_provider(auto, spec or stormcloud("aws"), results, "aws", ready)
 
 
@@ -592,7 +595,7 @@ def test_driver_builds_cluster_and_destroys(tmp_path: Path) -> None:
         assert h.host_key == inputs.host_keys[h.name].public and "PRIVATE KEY" in inputs.host_keys[h.name].private
     assert inputs.controller_cidr == CONTROLLER
     # State and lease live under the campaign directory.
-    lease = tmp_path / spec.name / ".pulumi" / pp.LEASES / f"cloudbench-aws.{stack}.json"
+    lease = tmp_path / spec.name / ".pulumi" / cls.LEASES / f"cloudbench-aws.{stack}.json"
     assert "PRIVATE KEY" not in lease.read_text()
     assert json.loads(lease.read_text())["controller"]["pid"] == os.getpid()
     prov.destroy(cluster)
@@ -610,7 +613,7 @@ def test_driver_destroys_after_failing_up_and_sigint(tmp_path: Path) -> None:
     run_dir.mkdir(parents=True)
     auto = FakeAutomation()
 
-    def fail(ref: pp.StackRef) -> None:
+    def fail(ref: cst.StackRef) -> None:
         raise ProvisionError("aws", ref.stack, "InsufficientInstanceCapacity (partially created)")
 
     auto.on_up = fail
@@ -618,7 +621,7 @@ def test_driver_destroys_after_failing_up_and_sigint(tmp_path: Path) -> None:
         provider(auto, tmp_path).provision(spec.topology(), run_dir)
     assert [e[0] for e in auto.events] == ["stack", "up", "destroy", "remove"]
     assert auto.created == set()
-    assert list((tmp_path / spec.name / ".pulumi" / pp.LEASES).glob("*.json")) == []
+    assert list((tmp_path / spec.name / ".pulumi" / cls.LEASES).glob("*.json")) == []
 
     auto = FakeAutomation()
     auto.on_up = lambda ref: signal.raise_signal(signal.SIGINT)  # Ctrl-C while `up` runs
@@ -654,7 +657,7 @@ def _runner_with(tmp_path: Path, auto: FakeAutomation,
                  repetition: Callable[..., Any]) -> tuple[Any, list[str]]:
     runner_mod = pytest.importorskip("cloudbench.runner")
     spec = stormcloud("aws").model_copy(update={"repetitions": 2})
-    prov: list[pp.PulumiProvider] = []
+    prov: list[cpv.PulumiProvider] = []
 
     def factory(name: str) -> Any:
         prov.append(provider(auto, tmp_path / "results", spec))
@@ -703,7 +706,7 @@ def test_runner_destroys_stacks_on_success_failing_trial_and_sigint(tmp_path: Pa
 # -- the reaper ------------------------------------------------------------------------------------
 def _lease(root: Path, campaign: str, stack: str, expiry: float, pid: int | None = None,
            cmdline: str | None = None) -> Path:
-    path = root / campaign / ".pulumi" / pp.LEASES / f"cloudbench-aws.{stack}.json"
+    path = root / campaign / ".pulumi" / cls.LEASES / f"cloudbench-aws.{stack}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     from cloudbench.core.processes import pid_cmdline
 
@@ -724,57 +727,57 @@ def test_reaper_destroys_only_expired_or_orphaned_stacks(tmp_path: Path) -> None
     orphan = _lease(tmp_path, "b", "b-r01", now + 3600, pid=2**22 + 12345, cmdline="cloudbench run gone")
     auto = FakeAutomation()
 
-    lines = pp.reap(tmp_path, dry_run=True, automation=auto, now=now)
+    lines = cls.reap(tmp_path, dry_run=True, automation=auto, now=now)
     assert len(lines) == 2 and all(x.startswith("would destroy") for x in lines)
     assert auto.events == [] and expired.exists() and orphan.exists()
 
-    lines = pp.reap(tmp_path, automation=auto, now=now)
+    lines = cls.reap(tmp_path, automation=auto, now=now)
     assert sorted(e for e in auto.events if e[0] == "destroy") == [("destroy", "a-r01"), ("destroy", "b-r01")]
     assert any("expired" in x for x in lines) and any("controller" in x and "gone" in x for x in lines)
     assert not expired.exists() and not orphan.exists() and alive.exists()
     # The destroyed stack was selected where its lease is, in its campaign's backend.
-    assert pp.reap(tmp_path, automation=auto, now=now) == []
+    assert cls.reap(tmp_path, automation=auto, now=now) == []
 
 
 def test_reaper_keeps_lease_when_destroy_fails(tmp_path: Path) -> None:
     lease = _lease(tmp_path, "a", "a-r01", time.time() - 1)
     auto = FakeAutomation()
     auto.fail_destroy = True
-    with pytest.raises(pp.ReapError, match="fake destroy failure"):
-        pp.reap(tmp_path, automation=auto)
+    with pytest.raises(ReapError, match="fake destroy failure"):
+        cls.reap(tmp_path, automation=auto)
     assert lease.exists()
 
 
 def test_stack_ref_paths_follow_the_campaign_dir(tmp_path: Path) -> None:
-    ref = pp.StackRef("gcp", "cloudbench-gcp", "r-r01", tmp_path / "camp" / ".pulumi")
+    ref = cst.StackRef("gcp", "cloudbench-gcp", "r-r01", tmp_path / "camp" / ".pulumi")
     assert ref.backend_url == f"file://{tmp_path}/camp/.pulumi"
     assert ref.work_dir.is_relative_to(tmp_path / "camp")
-    p = pp.ensure_passphrase(ref.state_dir)
+    p = cpw.ensure_passphrase(ref.state_dir)
     assert (p.stat().st_mode & 0o777) == 0o600 and len(p.read_text()) > 20
     assert (ref.state_dir.stat().st_mode & 0o777) == 0o700
-    assert pp.ensure_passphrase(ref.state_dir).read_text() == p.read_text()  # stable
+    assert cpw.ensure_passphrase(ref.state_dir).read_text() == p.read_text()  # stable
     # kept outside the results folder, found again through the id the state carries
-    assert p == ref.passphrase_file and p.parent == pp.secrets_dir() and not p.is_relative_to(tmp_path / "camp")
-    assert not list((tmp_path / "camp").rglob(pp.PASSPHRASE))
-    assert p.name in (ref.state_dir / pp.PASSPHRASE_ID).read_text()
+    assert p == ref.passphrase_file and p.parent == cpw.secrets_dir() and not p.is_relative_to(tmp_path / "camp")
+    assert not list((tmp_path / "camp").rglob(cpw.PASSPHRASE))
+    assert p.name in (ref.state_dir / cpw.PASSPHRASE_ID).read_text()
 
 
 def test_an_old_passphrase_beside_the_state_moves_out_and_a_missing_one_is_refused(tmp_path: Path) -> None:
-    state = pp.ensure_state_dir(tmp_path / "old" / ".pulumi")
-    (state / pp.PASSPHRASE).write_text("from-an-older-cloudbench")
-    p = pp.ensure_passphrase(state)
-    assert p.read_text() == "from-an-older-cloudbench" and not (state / pp.PASSPHRASE).exists()
+    state = cpw.ensure_state_dir(tmp_path / "old" / ".pulumi")
+    (state / cpw.PASSPHRASE).write_text("from-an-older-cloudbench")
+    p = cpw.ensure_passphrase(state)
+    assert p.read_text() == "from-an-older-cloudbench" and not (state / cpw.PASSPHRASE).exists()
     assert (p.stat().st_mode & 0o777) == 0o600
     p.unlink()  # results copied to a machine without it
     with pytest.raises(ProvisionError, match=rf"passphrase of the Pulumi state {state} is not in "
-                       rf"{pp.secrets_dir()} \(file {p.name}\): copy it there"):
-        pp.ensure_passphrase(state)
+                       rf"{cpw.secrets_dir()} \(file {p.name}\): copy it there"):
+        cpw.ensure_passphrase(state)
 
 
 def test_the_secrets_dir_follows_the_environment(tmp_path: Path) -> None:
-    assert pp.secrets_dir({"CLOUDBENCH_SECRETS_DIR": "/s"}) == Path("/s")
-    assert pp.secrets_dir({"XDG_STATE_HOME": "/x"}) == Path("/x/cloudbench/secrets")
-    assert pp.secrets_dir({}) == Path.home() / ".local" / "state" / "cloudbench" / "secrets"
+    assert cpw.secrets_dir({"CLOUDBENCH_SECRETS_DIR": "/s"}) == Path("/s")
+    assert cpw.secrets_dir({"XDG_STATE_HOME": "/x"}) == Path("/x/cloudbench/secrets")
+    assert cpw.secrets_dir({}) == Path.home() / ".local" / "state" / "cloudbench" / "secrets"
 
 
 def test_pulumi_cli_entry_reads_the_stack_config(mocks: RecordingMocks, tmp_path: Path,
@@ -817,12 +820,12 @@ def test_cloudbench_works_without_the_cloud_sdks(tmp_path: Path) -> None:
         import sys
         for m in ("pulumi", "pulumi_aws", "pulumi_gcp", "pulumi_azure_native"):
             sys.modules[m] = None  # importing them now raises ImportError
-        import cloudbench.cli.app, cloudbench.cost, cloudbench.providers.clouds.automation, cloudbench.providers.static
+        import cloudbench.cli.app, cloudbench.cost, cloudbench.providers.clouds.leases, cloudbench.providers.static
         from cloudbench.providers import get_provider
         from cloudbench.workloads import load_spec
         spec = load_spec(sys.argv[1])
         cloudbench.cost.check_budget(spec, sys.argv[1])
-        print(type(get_provider("aws", spec=spec)).__name__, cloudbench.providers.clouds.automation.reap(sys.argv[2]))
+        print(type(get_provider("aws", spec=spec)).__name__, cloudbench.providers.clouds.leases.reap(sys.argv[2]))
         """)
     example = EXPERIMENTS / "stormcloud-aws.yaml"
     res = subprocess.run([sys.executable, "-c", code, str(example), str(tmp_path)],
@@ -838,18 +841,18 @@ def test_missing_cloud_sdk_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "pulumi_azure_native", None)
     topo = stormcloud("aws").topology()
     with pytest.raises(ProvisionError, match=r"pip install 'cloudbench\[azure\]'"):
-        pp.run_program("azure", topo.to_dict(), settings_for(topo, "azure"))
+        cst.run_program("azure", topo.to_dict(), settings_for(topo, "azure"))
 
 
 def test_state_paths_handed_to_pulumi_are_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--results results` (relative): the CLI runs in the workspace and would resolve it there."""
     monkeypatch.chdir(tmp_path)
-    ref = pp.StackRef("aws", "cloudbench-aws", "s1", Path("results") / "c" / ".pulumi")
+    ref = cst.StackRef("aws", "cloudbench-aws", "s1", Path("results") / "c" / ".pulumi")
     want = tmp_path / "results" / "c" / ".pulumi"
     assert ref.state_dir == want and ref.backend_url == f"file://{want}"
     assert ref.passphrase_file.is_absolute() and ref.work_dir.is_absolute()
     lease = Path("results") / "c" / ".pulumi" / "cloudbench-leases" / "x.json"
-    assert pp._ref_from_lease(lease, {"cloud": "aws", "project": "p", "stack": "s"}).state_dir == want
+    assert cls._ref_from_lease(lease, {"cloud": "aws", "project": "p", "stack": "s"}).state_dir == want
 
 
 @pytest.mark.parametrize(("given", "rule"), [("203.0.113.7", "203.0.113.7/32"),

@@ -8,7 +8,7 @@ import pytest
 from geographiclib.geodesic import Geodesic
 
 from cloudbench.errors import SpecError
-from cloudbench.providers.netns.provider import _plan
+from cloudbench.providers.netns.provider import plan_testbed
 from cloudbench.providers.netns.wan import TRANSIT_ASN, WAN_BASE
 from cloudbench.spec.wan import WanLink, delay_at, resolve_links
 from cloudbench.workloads import parse_spec
@@ -96,7 +96,7 @@ def test_delay_schedule_semantics() -> None:
 
 def test_netns_plan_replaces_core_with_wan_links() -> None:
     topo = parse_spec(SPEC).topology()
-    p = _plan(topo, "abc123")
+    p = plan_testbed(topo, "abc123")
     assert "cbabc123-_core" not in p.routers
     assert p.wan is not None
     # one W router per pair + ecmp × hops branch routers
@@ -120,7 +120,7 @@ def test_netns_plan_replaces_core_with_wan_links() -> None:
 
 def test_no_wan_keeps_the_core_router() -> None:
     text = SPEC[:SPEC.index("wan:")] + "workloads: [{kind: echo}]\n"
-    p = _plan(parse_spec(text).topology(), "abc123")
+    p = plan_testbed(parse_spec(text).topology(), "abc123")
     assert "cbabc123-_core" in p.routers and p.wan is None
 
 

@@ -126,7 +126,7 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                     azure.compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True,
                                                                 delete_option="Delete")]),
                 os_profile=azure.compute.OSProfileArgs(
-                    computer_name=cc.slug(h.name, 63), admin_username=cc.USER,
+                    computer_name=cc.cloud_slug(h.name, 63), admin_username=cc.USER,
                     custom_data=pulumi.Output.secret(user_data),
                     linux_configuration=azure.compute.LinuxConfigurationArgs(
                         disable_password_authentication=True,

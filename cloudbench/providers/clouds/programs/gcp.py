@@ -50,7 +50,7 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
     plan = cc.plan_addresses(topo)
     project = s.project  # as the preflight resolved it (spec, environment, gcloud, ADC)
     labels = cc.gcp_labels(s)
-    target = cc.slug(f"cb-{s.stack}", 63)  # network tag the firewall rules apply to
+    target = cc.cloud_slug(f"cb-{s.stack}", 63)  # network tag the firewall rules apply to
     # Networks, subnetworks, firewall rules and resource policies take no labels: their names
     # start with cloudbench- and their descriptions carry the tags, so `gc --cloud gcp` finds them.
     net = gcp.compute.Network(name("net"), auto_create_subnetworks=False, routing_mode="GLOBAL",

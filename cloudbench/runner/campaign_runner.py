@@ -1,4 +1,4 @@
-"""Run a campaign: provision, deploy, trials in seeded order with rests, pull, tear down.
+"""One run of a campaign: provision, deploy, trials in seeded order with rests, pull, tear down.
 
 The manifest is written before the first host exists and after every trial, so
 a failure mid-run loses no data already measured; teardown runs in ``finally``
@@ -13,19 +13,16 @@ import hashlib
 import json
 import os
 import platform
-import re
 import secrets
 import shutil
-import signal
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 from cloudbench.core.cluster import Cluster
-from cloudbench.core.files import is_disk_full, sha256_file, utc_now
+from cloudbench.core.files import is_disk_full, sha256_file, utc_stamp
 from cloudbench.core.version import __version__
 from cloudbench.cost import check_budget, check_leases
 from cloudbench.errors import (
@@ -41,6 +38,9 @@ from cloudbench.plan import Plan, make_plan
 from cloudbench.providers import get_provider, reap_run
 from cloudbench.providers.base import Provider
 from cloudbench.remote import Remote
+from cloudbench.runner.bundle import worker_bundle, worker_versions
+from cloudbench.runner.diskfull import RESERVE_FILE
+from cloudbench.runner.ui import QuietUI, RunUI, signals_as_interrupts
 from cloudbench.space import check_free_space, estimate_space, reserve_bytes
 from cloudbench.spec.model import Spec
 from cloudbench.store.manifest import (
@@ -55,76 +55,8 @@ from cloudbench.store.manifest import (
 )
 from cloudbench.store.rundir import RunDir, new_run_id
 from cloudbench.store.summaries import SummaryRow, write_summaries
-from cloudbench.workloads import workload_kind
-from cloudbench.workloads.base import WORKERS_DIR, Trial, TrialContext, TrialOutcome, trial_params
-
-
-class RunUI(Protocol):
-    """What the runner tells a person while it works (the CLI draws it with rich)."""
-
-    def phase(self, text: str) -> None: ...
-    def trial_started(self, trial: Trial, number: int, total: int) -> None: ...
-    def trial_tick(self, text: str) -> None: ...
-    def trial_done(self, trial: Trial, outcome: TrialOutcome) -> None: ...
-    def warn(self, text: str) -> None: ...
-
-
-class QuietUI:
-    def phase(self, text: str) -> None:
-        pass
-
-    def trial_started(self, trial: Trial, number: int, total: int) -> None:
-        pass
-
-    def trial_tick(self, text: str) -> None:
-        pass
-
-    def trial_done(self, trial: Trial, outcome: TrialOutcome) -> None:
-        pass
-
-    def warn(self, text: str) -> None:
-        pass
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM, delivered like Ctrl-C so that the same cleanup runs."""
-
-
-@contextlib.contextmanager
-def signals_as_interrupts() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(f"signal {signal.Signals(signum).name}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-_VERSION_RE = re.compile(r'^WORKER_VERSION\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
-
-
-RESERVE_FILE = ".space-reserve"
-"""A file of zeros a run keeps in its directory while it runs: freed on a full disk, so that the
-manifest that records the failure is not itself the write that fails."""
-
-
-def worker_versions(bundle: list[Path]) -> dict[str, dict[str, str]]:
-    """Version constant and content digest of every worker file shipped to hosts."""
-    out: dict[str, dict[str, str]] = {}
-    for f in bundle:
-        text = f.read_bytes()
-        m = _VERSION_RE.search(text.decode(errors="replace"))
-        out[f.stem] = {"version": m.group(1) if m else "", "sha256": hashlib.sha256(text).hexdigest()}
-    return out
-
-
-def worker_bundle(kinds: list[str]) -> list[Path]:
-    files = {"facts.py"}
-    for k in kinds:
-        files.update(workload_kind(k).worker_files)
-    return [WORKERS_DIR / f for f in sorted(files)]
+from cloudbench.workloads import parse_spec, workload_kind
+from cloudbench.workloads.base import Trial, TrialContext, TrialOutcome, trial_params
 
 
 class CampaignRunner:
@@ -215,21 +147,21 @@ class CampaignRunner:
                 moved[str(dest.relative_to(self.run.path))] = sha256_file(dest)
                 m.files.pop(str(rel), None)
             rec.status = "interrupted"
-            rec.ended_utc = rec.ended_utc or utc_now()
+            rec.ended_utc = rec.ended_utc or utc_stamp(micro=True)
             rec.files = moved
             m.files.update(moved)
             rec.attempt = attempt  # type: ignore[attr-defined]  # an extra field of the record
         for r in m.repetitions:
             if r.status is None:
                 r.status = "interrupted"
-                r.ended_utc = r.ended_utc or utc_now()
+                r.ended_utc = r.ended_utc or utc_stamp(micro=True)
         self.done = {t.id for t in m.trials if t.status in ("ok", "partial", "failed")}
         m.status = "running"
         m.error = None
         m.error_kind = None
         m.kept_raw = {}
         m.ended_utc = None
-        m.resumed_utc = [*(getattr(m, "resumed_utc", None) or []), utc_now()]  # type: ignore[attr-defined]
+        m.resumed_utc = [*(getattr(m, "resumed_utc", None) or []), utc_stamp(micro=True)]  # type: ignore[attr-defined]
         self._save()
 
     def _preflight(self, provider: Provider) -> None:
@@ -260,7 +192,7 @@ class CampaignRunner:
         rec.status = "ok" if not failures else ("partial" if outcome.rows else "failed")
         rec.rows, rec.files, rec.failures, rec.stats = outcome.rows, outcome.files, failures, outcome.stats
         rec.raw = {}
-        rec.ended_utc = utc_now()
+        rec.ended_utc = utc_stamp(micro=True)
         self.manifest.files.update(outcome.files)
         self._save()
 
@@ -355,7 +287,7 @@ class CampaignRunner:
             campaign=self.spec.name,
             run_id=self.run.run_id,
             status="running",
-            started_utc=utc_now(),
+            started_utc=utc_stamp(micro=True),
             spec_path=str(self.spec_path),
             spec_sha256=hashlib.sha256(text).hexdigest(),
             spec=self.spec.model_dump(mode="json"),
@@ -458,7 +390,7 @@ class CampaignRunner:
             if cluster is not None:
                 self.ui.phase(f"tearing down {cluster.stack}")
                 provider.destroy(cluster)
-            self.manifest.ended_utc = utc_now()
+            self.manifest.ended_utc = utc_stamp(micro=True)
             if self.manifest.error_kind != "disk_full":
                 with contextlib.suppress(CloudbenchError, OSError):
                     self._write_summaries()
@@ -486,7 +418,7 @@ class CampaignRunner:
             index=rep,
             provider=cluster.provider,
             stack=cluster.stack,
-            started_utc=utc_now(),
+            started_utc=utc_stamp(micro=True),
             hosts=[HostRecord.model_validate(h.to_dict()) for h in cluster.hosts],
             # testbed layout, emulated WAN links and their delay schedule, …: the ground
             # truth that travels with the observations
@@ -501,7 +433,7 @@ class CampaignRunner:
                 await self._deploy(remote, cluster, rec)
             except GroupRemoteError as e:
                 # Nothing measured yet in this repetition: record why, go on with the next.
-                rec.status, rec.ended_utc = "failed", utc_now()
+                rec.status, rec.ended_utc = "failed", utc_stamp(micro=True)
                 rec.failures = [FailureRecord.model_validate(vars(f)) for f in e.failures]
                 for f in e.failures:
                     self.ui.warn(f"repetition {rep + 1} skipped: {f.describe()}")
@@ -515,7 +447,7 @@ class CampaignRunner:
                 if i < len(trials) - 1 and self.plan.rest > 0:
                     self.ui.phase(f"resting {self.plan.rest:g}s")
                     await asyncio.sleep(self.plan.rest)
-        rec.ended_utc = utc_now()
+        rec.ended_utc = utc_stamp(micro=True)
         rec.status = "ok"
         self._save()
 
@@ -540,7 +472,7 @@ class CampaignRunner:
         ctx = TrialContext(trial, trial_params(self.spec.workload(trial.workload), trial), self.spec,
                            cluster, remote, self.run, self.token, self.ui.trial_tick)
         rec = TrialRecord(id=trial.id, repetition=trial.repetition, workload=trial.workload,
-                          kind=trial.kind, started_utc=utc_now(), status="running", sweep=dict(trial.sweep))
+                          kind=trial.kind, started_utc=utc_stamp(micro=True), status="running", sweep=dict(trial.sweep))
         self.manifest.trials.append(rec)
         self._save()
         if self.before_trial is not None:
@@ -550,7 +482,7 @@ class CampaignRunner:
             outcome = await kind.run(ctx)
         except DiskFullError as e:
             if e.kept:  # pulled whole, not ingested: kept for `run --resume` to ingest
-                rec.status, rec.raw, rec.ended_utc = "ingest", dict(e.kept), utc_now()
+                rec.status, rec.raw, rec.ended_utc = "ingest", dict(e.kept), utc_stamp(micro=True)
                 if e.outcome is not None:
                     rec.failures = [FailureRecord.model_validate(vars(f)) for f in e.outcome.failures]
                     rec.stats = e.outcome.stats
@@ -565,7 +497,7 @@ class CampaignRunner:
         if any(f.reason == DISK_FULL_REASON for f in outcome.failures):
             # a pull cut short by our disk: the trial's data is not whole, so it runs again on resume
             raise DiskFullError(str(self.run.path / "raw"), f"trial {trial.id}: {DISK_FULL_REASON}")
-        rec.ended_utc = utc_now()
+        rec.ended_utc = utc_stamp(micro=True)
         rec.status = "ok" if not outcome.failures else ("partial" if outcome.rows else "failed")
         rec.rows = outcome.rows
         rec.files = outcome.files
@@ -587,8 +519,6 @@ def resume_run(run_dir: str | Path, ui: RunUI | None = None, space_check: bool =
     The spec is the run's own: the file the manifest names if it is unchanged, else the
     copy in the manifest.
     """
-    from cloudbench.workloads import parse_spec
-
     run = RunDir(Path(run_dir))
     m = load_manifest(run.manifest_path)
     if not m.resumable:
@@ -616,38 +546,3 @@ def run_campaign(spec: Spec, spec_path: str | Path, results_root: str | Path,
     if "netns" in spec.providers and os.geteuid() != 0:
         raise CloudbenchError("the netns testbed needs root: run `sudo cloudbench run ...`")
     return CampaignRunner(spec, str(spec_path), Path(results_root), ui=ui, space_check=space_check).execute()
-
-
-@contextlib.contextmanager
-def disk_full_recorded(run: RunDir, what: str) -> Iterator[None]:
-    """Around writes after the run (its report): a full disk removes the partial ``report/`` (it is
-    rebuilt from the data), records the run as failed (disk full) and raises a one-line
-    :class:`DiskFullError`; ``run --resume`` then writes what is missing."""
-    reserve = run.path / RESERVE_FILE
-    try:
-        # its own reserve, taken while there is space: the record of a failure below must not fail
-        size = 2 * run.manifest_path.stat().st_size + (64 << 10)
-        with reserve.open("wb") as f:
-            os.posix_fallocate(f.fileno(), 0, size)
-        yield
-    except (OSError, sqlite3.OperationalError, DiskFullError) as e:
-        if not isinstance(e, DiskFullError) and not is_disk_full(e):
-            raise
-        reserve.unlink(missing_ok=True)
-        shutil.rmtree(run.path / "report", ignore_errors=True)
-        for tmp in run.path.rglob("*.tmp"):
-            tmp.unlink(missing_ok=True)
-        m = load_manifest(run.manifest_path)
-        m.status, m.error_kind = "failed", "disk_full"
-        m.error = f"disk full: {what}: {DISK_FULL_REASON}"
-        try:
-            save_manifest(run.manifest_path, m)
-        except OSError as e2:
-            if not is_disk_full(e2):
-                raise
-            raise DiskFullError(str(run.manifest_path), f"{what}: {DISK_FULL_REASON}, and the manifest could not "
-                                f"record it; free space, then `cloudbench run --resume {run.path}`") from None
-        raise DiskFullError(str(run.path), f"{what}: {DISK_FULL_REASON}; the run is recorded failed (disk full), "
-                            f"its data is whole; free space, then `cloudbench run --resume {run.path}`") from None
-    finally:
-        reserve.unlink(missing_ok=True)
