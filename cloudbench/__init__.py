@@ -64,7 +64,8 @@ if TYPE_CHECKING:
     from cloudbench.report.compare import compare_frame as compare
     from cloudbench.report.compare import render as render_compare
     from cloudbench.report.compare import to_json as compare_to_json
-    from cloudbench.report.confirm import confirm, confirm_to_json, render_confirm, write_confirm
+    from cloudbench.report.confirm import confirm, render_confirm, write_confirm
+    from cloudbench.report.confirm import confirm_document as confirm_to_json
     from cloudbench.report.cost import render_cost
     from cloudbench.report.diurnal import diurnal, render_diurnal
     from cloudbench.report.files import to_json as report_to_json
@@ -123,7 +124,7 @@ _API: dict[str, tuple[str, str]] = {
     "confirm": ("cloudbench.report.confirm", "confirm"),
     "render_confirm": ("cloudbench.report.confirm", "render_confirm"),
     "write_confirm": ("cloudbench.report.confirm", "write_confirm"),
-    "confirm_to_json": ("cloudbench.report.confirm", "confirm_to_json"),
+    "confirm_to_json": ("cloudbench.report.confirm", "confirm_document"),
     "report_to_json": ("cloudbench.report.files", "to_json"),
     "collect_garbage": ("cloudbench.providers", "collect_garbage"),
     "resume_run": ("cloudbench.runner", "resume_run"),

@@ -35,6 +35,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
+from cloudbench.analysis.quantiles import quantile_name
+
 FloatArray = NDArray[np.float64]
 
 # Coverage is a sum of floating-point binomial terms; a rounding error must not
@@ -92,13 +94,6 @@ def _check_p_level(p: float, level: float) -> None:
         raise ValueError(f"quantile p must be in (0, 1), got {p}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level}")
-
-
-def quantile_name(p: float) -> str:
-    """``median`` for 0.5, else ``p90``, ``p99``, ``p99.9`` ..."""
-    if math.isclose(p, 0.5):
-        return "median"
-    return "p" + f"{p * 100:.6g}"
 
 
 def level_name(level: float) -> str:

@@ -36,18 +36,13 @@ from cloudbench.analysis.compare import (
     decide,
     reduce_per_run,
 )
-from cloudbench.analysis.confirm import (
-    RepetitionRef,
-    RepetitionValue,
-    SeriesKey,
-    _json_difference,
-    check_pooling,
-)
+from cloudbench.analysis.confirm import RepetitionRef, RepetitionValue, SeriesKey
 from cloudbench.core.files import write_json_atomic
 from cloudbench.core.tables import titled_table
 from cloudbench.core.version import __version__
 from cloudbench.errors import AnalysisError, ResultError, UsageError
 from cloudbench.report.confirm import fmt_value, load_values
+from cloudbench.report.confirm_text import check_pooling, json_difference
 from cloudbench.store import formats
 from cloudbench.store.manifest import POOLING_METADATA
 from cloudbench.store.rundir import find_runs
@@ -277,7 +272,7 @@ def metadata_differences(a: dict[str, str], b: dict[str, str]) -> list[dict[str,
     for k in POOLING_METADATA:
         if k not in a or k not in b or a[k] == b[k]:
             continue
-        detail = (_json_difference(a[k], b[k], k) if k in _JSON_KEYS
+        detail = (json_difference(a[k], b[k], k) if k in _JSON_KEYS
                   else f"{k}: {a[k]!r} vs {b[k]!r}")
         out.append({"key": k, "a": a[k], "b": b[k], "detail": detail})
     return out
