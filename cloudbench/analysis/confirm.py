@@ -110,7 +110,17 @@ class Series:
 
     @property
     def n(self) -> int:
+        """The number of (finite) values."""
         return len(self.values)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Series):
+            return NotImplemented
+        return ((self.key, self.unit, self.refs, self.dropped, self.mismatches)
+                == (other.key, other.unit, other.refs, other.dropped, other.mismatches)
+                and np.array_equal(self.values, other.values, equal_nan=True))
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 
