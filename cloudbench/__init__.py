@@ -60,10 +60,11 @@ if TYPE_CHECKING:
     from cloudbench.report.build import build_report
     from cloudbench.report.changes import changes, render_changes
     from cloudbench.report.compare import compare as compare_result
-    from cloudbench.report.compare import compare_by, write_compare
+    from cloudbench.report.compare import compare_by
     from cloudbench.report.compare import compare_frame as compare
-    from cloudbench.report.compare import render as render_compare
     from cloudbench.report.compare import to_json as compare_to_json
+    from cloudbench.report.compare_render import render as render_compare
+    from cloudbench.report.compare_render import write_compare
     from cloudbench.report.confirm import confirm, render_confirm, write_confirm
     from cloudbench.report.confirm import confirm_document as confirm_to_json
     from cloudbench.report.cost import render_cost
@@ -142,8 +143,8 @@ _API: dict[str, tuple[str, str]] = {
     "compare": ("cloudbench.report.compare", "compare_frame"),
     "compare_result": ("cloudbench.report.compare", "compare"),
     "compare_by": ("cloudbench.report.compare", "compare_by"),
-    "render_compare": ("cloudbench.report.compare", "render"),
-    "write_compare": ("cloudbench.report.compare", "write_compare"),
+    "render_compare": ("cloudbench.report.compare_render", "render"),
+    "write_compare": ("cloudbench.report.compare_render", "write_compare"),
     "compare_to_json": ("cloudbench.report.compare", "to_json"),
     "render_diurnal": ("cloudbench.report.diurnal", "render_diurnal"),
     "changes": ("cloudbench.report.changes", "changes"),
