@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict, cast
 
 import pandas as pd
 
@@ -22,6 +22,7 @@ from cloudbench.analysis.compare import (
     ALPHA,
     MIN_N,
     Comparison,
+    ComparisonJSON,
     Direction,
     Threshold,
     compare_samples,
@@ -32,7 +33,7 @@ from cloudbench.analysis.confirm import RepetitionValue, SeriesKey
 from cloudbench.core.version import __version__
 from cloudbench.errors import AnalysisError, UsageError
 from cloudbench.report.confirm_text import JSON_KEYS, json_difference
-from cloudbench.report.sides import Side, SideRead, check_names, load_side, make_side, read_side
+from cloudbench.report.sides import Side, SideJSON, SideRead, check_names, load_side, make_side, read_side
 from cloudbench.report.threshold import parse_threshold, threshold_in
 from cloudbench.store import formats
 from cloudbench.store.manifest import POOLING_METADATA
@@ -43,6 +44,37 @@ HTML_NAME = "index.html"
 JSON_NAME = "compare.json"
 
 # ------------------------------------------------------------------ compare
+
+
+class RowJSON(TypedDict):
+    """A row of ``compare.json``: the series, its units of analysis and its comparison."""
+
+    workload: str
+    metric: str
+    group: str
+    unit: str
+    n_a: int
+    n_b: int
+    unit_of_analysis_a: str
+    unit_of_analysis_b: str
+    median_a: float | None
+    median_b: float | None
+    median_a_ci: list[float] | None
+    median_b_ci: list[float] | None
+    ratio: float | None
+    ratio_ci: list[float] | None
+    ratio_ci90: list[float] | None
+    ratio_method: str
+    diff: float | None
+    diff_ci: list[float] | None
+    diff_ci90: list[float] | None
+    p: float | None
+    p_holm: float | None
+    verdict: str
+    more_per_side: int | None
+    direction: Direction | None
+    decided_on: Literal["ratio", "diff"]
+    band: float
 
 
 @dataclass(frozen=True)
@@ -57,30 +89,143 @@ class Row:
     threshold: Threshold
     result: Comparison
 
+    def to_json(self) -> RowJSON:
+        """The row as ``compare.json`` holds it (keys in :class:`RowJSON`'s order)."""
+        full: dict[str, object] = {
+            "workload": self.key.workload, "metric": self.key.metric, "group": self.key.group,
+            "unit": self.unit, "unit_of_analysis_a": self.unit_a, "unit_of_analysis_b": self.unit_b,
+            "direction": self.direction, **self.result.to_json()}
+        return cast(RowJSON, {k: full[k] for k in RowJSON.__annotations__})
+
+    @classmethod
+    def from_json(cls, doc: RowJSON, threshold: Threshold) -> Row:
+        """The row back from :meth:`to_json`; ``threshold`` as given (an absolute one is converted
+        to the row's unit, as :func:`compare_pairs` does)."""
+        comparison = Comparison.from_json(cast(ComparisonJSON, {k: doc[k] for k in ComparisonJSON.__annotations__}))  # type: ignore[literal-required]
+        t = threshold if threshold.relative else Threshold(threshold_in(threshold, doc["unit"]) or 0.0, False,
+                                                          doc["unit"])
+        return cls(SeriesKey(doc["workload"], doc["metric"], doc["group"]), doc["unit"], doc["unit_of_analysis_a"],
+                   doc["unit_of_analysis_b"], doc["direction"], t, comparison)
+
+
+class KeyJSON(TypedDict):
+    """A series named in ``compare.json`` (``only_a``, ``only_b``)."""
+
+    workload: str
+    metric: str
+    group: str
+
+
+class DifferenceJSON(TypedDict):
+    """A key metadata value that differs between the sides, with its first differing field."""
+
+    key: str
+    a: str
+    b: str
+    detail: str
+
+
+class CompareJSON(TypedDict):
+    """``compare.json`` of one comparison (:data:`cloudbench.store.formats.COMPARE`)."""
+
+    schema: int
+    kind: str
+    version: str
+    a: SideJSON
+    b: SideJSON
+    threshold: str
+    threshold_value: float
+    threshold_relative: bool
+    alpha: float
+    min_n: int
+    unit_of_analysis: dict[str, str]
+    differences: list[DifferenceJSON]
+    only_a: list[KeyJSON]
+    only_b: list[KeyJSON]
+    notes: list[str]
+    method: dict[str, str]
+    rows: list[RowJSON]
+
+
+METHOD = {
+    "unit": "one value per run (median of its repetitions) when a side holds several runs; "
+            "its repetitions when it is one run",
+    "median_ci": "exact order-statistic CI, 95% (Le Boudec Thm. 2.1)",
+    "diff": "Hodges-Lehmann shift B - A; interval by inverting the Mann-Whitney test "
+            "(exact null distribution up to 10,000 pairs, normal beyond)",
+    "ratio": "Hodges-Lehmann ratio B/A (the shift of the log values) when every value is "
+             "positive, else 1 + shift / |median A|",
+    "p": "two-sided Mann-Whitney U (scipy), Holm-adjusted over the rows shown",
+    "verdict": f"better/worse: p_holm < {ALPHA} and the estimate beyond ±threshold; equivalent: "
+               "the 90% interval inside ±threshold (TOST at 5%); n < 6 per side: "
+               "inconclusive (n too small)",
+}
+"""How each number of ``compare.json`` was computed."""
+
+
+def _key_json(k: SeriesKey) -> KeyJSON:
+    return {"workload": k.workload, "metric": k.metric, "group": k.group}
+
+
+def _key(doc: KeyJSON) -> SeriesKey:
+    return SeriesKey(doc["workload"], doc["metric"], doc["group"])
+
 
 @dataclass
 class CompareResult:
+    """B compared with A: the rows of the matched series, the series only one side has, the key
+    metadata that differ and the notes."""
+
     a: Side
     b: Side
     threshold: Threshold
     rows: list[Row]
     only_a: list[SeriesKey]
     only_b: list[SeriesKey]
-    differences: list[dict[str, str]]
+    differences: list[DifferenceJSON]
     notes: list[str]
 
     @property
     def unit_of_analysis(self) -> dict[str, str]:
+        """Per side (``A``, ``B``), what one value is: ``run``, ``repetition`` or both."""
         def one(units: set[str]) -> str:
             return "/".join(sorted(units)) if units else "-"
 
         return {"A": one({r.unit_a for r in self.rows}), "B": one({r.unit_b for r in self.rows})}
 
+    def to_json(self) -> CompareJSON:
+        """``compare.json`` of this comparison (schema :data:`cloudbench.store.formats.COMPARE`)."""
+        t = self.threshold
+        return {
+            "schema": formats.COMPARE.current, "kind": "cloudbench.compare", "version": __version__,
+            "a": self.a.to_json(), "b": self.b.to_json(),
+            "threshold": t.text(), "threshold_value": t.value, "threshold_relative": t.relative,
+            "alpha": ALPHA, "min_n": MIN_N,
+            "unit_of_analysis": self.unit_of_analysis,
+            "differences": self.differences,
+            "only_a": [_key_json(k) for k in self.only_a],
+            "only_b": [_key_json(k) for k in self.only_b],
+            "notes": self.notes,
+            "method": METHOD,
+            "rows": [r.to_json() for r in self.rows],
+        }
 
-def metadata_differences(a: dict[str, str], b: dict[str, str]) -> list[dict[str, str]]:
+    @classmethod
+    def from_json(cls, doc: CompareJSON, labels: tuple[str, str] = ("A", "B")) -> CompareResult:
+        """The comparison back from :meth:`to_json` (the sides without their values); ``labels``:
+        the sides' names (the levels of ``--by``)."""
+        formats.COMPARE.check(doc.get("schema"), "compare.json")
+        relative, value = doc["threshold_relative"], doc["threshold_value"]
+        t = Threshold(value, relative, "" if relative else doc["threshold"].removeprefix(f"{value:g}"))
+        return cls(Side.from_json(doc["a"], labels[0]), Side.from_json(doc["b"], labels[1]), t,
+                   [Row.from_json(r, t) for r in doc["rows"]], [_key(k) for k in doc["only_a"]],
+                   [_key(k) for k in doc["only_b"]], list(doc["differences"]), list(doc["notes"]))
+
+
+def metadata_differences(a: dict[str, str], b: dict[str, str]) -> list[DifferenceJSON]:
     """The key metadata (the pooling keys of ``confirm``) that differ between the sides' first
     repetitions: ``{"key", "a", "b", "detail"}``; JSON-valued keys name their first differing field."""
-    out = []
+    out: list[DifferenceJSON] = []
     for k in POOLING_METADATA:
         if k not in a or k not in b or a[k] == b[k]:
             continue
@@ -237,93 +382,66 @@ def compare_by(paths: Sequence[str | Path], by: str, *, baseline: str | None = N
 # ----------------------------------------------------------------- outputs
 
 
-def _ci(ci: tuple[float, float] | None) -> list[float] | None:
-    return None if ci is None else [float(ci[0]), float(ci[1])]
+class CompareByJSON(TypedDict):
+    """``compare.json`` of ``--by``: every level against the baseline, the rows of all (each with
+    its sides ``a``/``b``), and each comparison in full under ``comparisons``."""
+
+    schema: int
+    kind: str
+    version: str
+    by: str | None
+    baseline: str
+    levels: list[str]
+    threshold: str
+    alpha: float
+    min_n: int
+    unit_of_analysis: dict[str, str]
+    differences: list[dict[str, str]]
+    rows: list[dict[str, object]]
+    comparisons: list[CompareJSON]
 
 
-def _num(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
-def row_dict(r: Row) -> dict[str, Any]:
-    c = r.result
+def to_json(res: CompareResult | Sequence[CompareResult], by: str | None = None) -> CompareJSON | CompareByJSON:
+    """``compare.json`` (schema 1): one comparison's :meth:`CompareResult.to_json`, or for several
+    (``--by``) a :class:`CompareByJSON`."""
+    if isinstance(res, CompareResult):
+        return res.to_json()
+    results = list(res)
+    if len(results) == 1 and by is None:
+        return results[0].to_json()
+    docs = [c.to_json() for c in results]
     return {
-        "workload": r.key.workload, "metric": r.key.metric, "group": r.key.group, "unit": r.unit,
-        "n_a": c.n_a, "n_b": c.n_b, "unit_of_analysis_a": r.unit_a, "unit_of_analysis_b": r.unit_b,
-        "median_a": _num(c.median_a.estimate), "median_b": _num(c.median_b.estimate),
-        "median_a_ci": None if not c.median_a.exists else [c.median_a.lower, c.median_a.upper],
-        "median_b_ci": None if not c.median_b.exists else [c.median_b.lower, c.median_b.upper],
-        "ratio": _num(c.ratio), "ratio_ci": _ci(c.ratio_ci), "ratio_ci90": _ci(c.ratio_ci90),
-        "ratio_method": c.ratio_method,
-        "diff": _num(c.diff), "diff_ci": _ci(c.diff_ci), "diff_ci90": _ci(c.diff_ci90),
-        "p": c.p, "p_holm": c.p_holm, "verdict": c.verdict, "more_per_side": c.more,
-        "direction": r.direction, "decided_on": c.decided_on, "band": c.band,
+        "schema": formats.COMPARE.current, "kind": "cloudbench.compare", "version": __version__, "by": by,
+        "baseline": results[0].a.label, "levels": [results[0].a.label] + [c.b.label for c in results],
+        "threshold": results[0].threshold.text(), "alpha": ALPHA, "min_n": MIN_N,
+        "unit_of_analysis": {c.a.label: c.unit_of_analysis["A"] for c in results}
+        | {c.b.label: c.unit_of_analysis["B"] for c in results},
+        "differences": [{**cast(dict[str, str], d), "a": c.a.label, "b": c.b.label}
+                        for c in results for d in c.differences],
+        "rows": [{"a": c.a.label, "b": c.b.label, **row} for c, doc in zip(results, docs, strict=True)
+                 for row in doc["rows"]],
+        "comparisons": docs,
     }
 
 
-def to_json(res: CompareResult | Sequence[CompareResult], by: str | None = None) -> dict[str, Any]:
-    """``compare.json`` (schema 1); for several comparisons (``--by``) the rows of all, each with its
-    sides ``a``/``b``, and each comparison in full under ``comparisons``."""
-    if not isinstance(res, CompareResult):
-        many = list(res)
-        if len(many) == 1 and by is None:
-            return to_json(many[0])
-        docs = [to_json(c) for c in many]
-        return {
-            "schema": formats.COMPARE.current, "kind": "cloudbench.compare", "version": __version__, "by": by,
-            "baseline": many[0].a.label, "levels": [many[0].a.label] + [c.b.label for c in many],
-            "threshold": many[0].threshold.text(), "alpha": ALPHA, "min_n": MIN_N,
-            "unit_of_analysis": {c.a.label: c.unit_of_analysis["A"] for c in many}
-            | {c.b.label: c.unit_of_analysis["B"] for c in many},
-            "differences": [d | {"a": c.a.label, "b": c.b.label} for c in many for d in c.differences],
-            "rows": [{"a": c.a.label, "b": c.b.label} | row for c, doc in zip(many, docs, strict=True)
-                     for row in doc["rows"]],
-            "comparisons": docs,
-        }
-    t = res.threshold
-
-    def side(s: Side) -> dict[str, Any]:
-        return {"path": s.spec, "campaign": s.campaign, "runs": s.runs, "metadata": s.metadata}
-
-    return {
-        "schema": formats.COMPARE.current, "kind": "cloudbench.compare", "version": __version__,
-        "a": side(res.a), "b": side(res.b),
-        "threshold": t.text(), "threshold_value": t.value, "threshold_relative": t.relative,
-        "alpha": ALPHA, "min_n": MIN_N,
-        "unit_of_analysis": res.unit_of_analysis,
-        "differences": res.differences,
-        "only_a": [_key_dict(k) for k in res.only_a],
-        "only_b": [_key_dict(k) for k in res.only_b],
-        "notes": res.notes,
-        "method": {
-            "unit": "one value per run (median of its repetitions) when a side holds several runs; "
-                    "its repetitions when it is one run",
-            "median_ci": "exact order-statistic CI, 95% (Le Boudec Thm. 2.1)",
-            "diff": "Hodges-Lehmann shift B - A; interval by inverting the Mann-Whitney test "
-                    "(exact null distribution up to 10,000 pairs, normal beyond)",
-            "ratio": "Hodges-Lehmann ratio B/A (the shift of the log values) when every value is "
-                     "positive, else 1 + shift / |median A|",
-            "p": "two-sided Mann-Whitney U (scipy), Holm-adjusted over the rows shown",
-            "verdict": f"better/worse: p_holm < {ALPHA} and the estimate beyond ±threshold; equivalent: "
-                       "the 90% interval inside ±threshold (TOST at 5%); n < 6 per side: "
-                       "inconclusive (n too small)",
-        },
-        "rows": [row_dict(r) for r in res.rows],
-    }
-
-
-def _key_dict(k: SeriesKey) -> dict[str, str]:
-    return {"workload": k.workload, "metric": k.metric, "group": k.group}
+def from_json(doc: CompareJSON | CompareByJSON) -> list[CompareResult]:
+    """The comparisons of a ``compare.json`` (:func:`to_json`): one, or one per level of ``--by``."""
+    if "comparisons" in doc:
+        by = cast(CompareByJSON, doc)
+        levels = by["levels"]
+        return [CompareResult.from_json(c, (levels[0], lv))
+                for c, lv in zip(by["comparisons"], levels[1:], strict=True)]
+    return [CompareResult.from_json(doc)]
 
 
 def to_frame(res: CompareResult | Sequence[CompareResult]) -> pd.DataFrame:
     """The rows as a pandas DataFrame (``cloudbench.compare``)."""
     results = many(res)
-    df = pd.DataFrame([{"a": c.a.label, "b": c.b.label} | row_dict(r) for c in results for r in c.rows])
+    df = pd.DataFrame([{"a": c.a.label, "b": c.b.label, **r.to_json()} for c in results for r in c.rows])
     df.attrs.update({"threshold": results[0].threshold.text(),
                      "unit_of_analysis": {c.a.label: c.unit_of_analysis["A"] for c in results}
                      | {c.b.label: c.unit_of_analysis["B"] for c in results},
-                     "differences": [d | {"a": c.a.label, "b": c.b.label} for c in results for d in c.differences]})
+                     "differences": [{**d, "a": c.a.label, "b": c.b.label} for c in results for d in c.differences]})
     return df
 
 

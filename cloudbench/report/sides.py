@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypedDict
 
 from cloudbench.analysis.confirm import RepetitionRef, RepetitionValue, SeriesKey
 from cloudbench.errors import AnalysisError, UsageError
@@ -37,6 +38,25 @@ class Side:
     kinds: dict[str, str]  # workload name -> kind
     notes: list[str] = field(default_factory=list)
     known: dict[str, set[str]] = field(default_factory=dict)  # workload/metric/group -> names before filters
+
+    def to_json(self) -> SideJSON:
+        """The side as ``compare.json`` holds it: what was compared, not its values."""
+        return {"path": self.spec, "campaign": self.campaign, "runs": self.runs, "metadata": self.metadata}
+
+    @classmethod
+    def from_json(cls, doc: SideJSON, label: str) -> Side:
+        """The side back from :meth:`to_json`, without its values (``compare.json`` has none)."""
+        return cls(label, doc["path"], Path(doc["path"]), doc["campaign"], list(doc["runs"]), [],
+                   dict(doc["metadata"]), {})
+
+
+class SideJSON(TypedDict):
+    """A side in ``compare.json``: as given, its campaign, its runs and its key metadata."""
+
+    path: str
+    campaign: str
+    runs: list[str]
+    metadata: dict[str, str]
 
 
 def _parse_time(text: str, where: str) -> float:
