@@ -92,6 +92,8 @@ class RepetitionValue:
 
 @dataclass(frozen=True, order=True)
 class SeriesKey:
+    """What a series is: a workload's metric in one group."""
+
     workload: str
     metric: str
     group: str

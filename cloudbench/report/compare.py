@@ -447,6 +447,7 @@ def to_frame(res: CompareResult | Sequence[CompareResult]) -> pd.DataFrame:
 
 
 def many(res: CompareResult | Sequence[CompareResult]) -> list[CompareResult]:
+    """One comparison or several as a list."""
     return [res] if isinstance(res, CompareResult) else list(res)
 
 

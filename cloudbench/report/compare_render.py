@@ -49,6 +49,7 @@ _STYLE = {"better": "green", "worse": "red", "different": "magenta", "equivalent
 
 
 def verdict_text(r: Row, markup: bool = True) -> str:
+    """The verdict, with ``~N more`` when inconclusive, coloured by rich markup when ``markup``."""
     c = r.result
     v = c.verdict
     if v == "inconclusive" and c.more is not None:

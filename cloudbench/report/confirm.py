@@ -58,10 +58,12 @@ from cloudbench.store.summaries import SUMMARY_SCHEMA, read_summaries
 
 
 def pct(e: float) -> str:
+    """``0.01`` -> ``1%``."""
     return f"{e * 100:.3g}%"
 
 
 def fmt_value(x: float | None) -> str:
+    """A value for a table: 4 significant digits, thousands separated from 10,000 on, ``-`` for none."""
     if x is None or not math.isfinite(x):
         return "-"
     if abs(x) >= 10_000:
@@ -80,6 +82,7 @@ def target_text(t: Target) -> str:
 
 
 def series_label(r: SeriesResult, several_workloads: bool) -> str:
+    """The metric, prefixed by its workload when several workloads are shown."""
     k = r.series.key
     return f"{k.workload}:{k.metric}" if several_workloads else k.metric
 
@@ -253,6 +256,7 @@ def _slug(text: str) -> str:
 
 
 def figure_name(r: SeriesResult) -> str:
+    """``confirm-<workload>-<metric>-<group>.png``, each part made file-name safe."""
     k = r.series.key
     return f"confirm-{_slug(k.workload)}-{_slug(k.metric)}-{_slug(k.group)}.png"
 
