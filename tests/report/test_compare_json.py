@@ -40,7 +40,7 @@ def test_by_round_trips(tmp_path: Path) -> None:
     doc = json.loads(json.dumps(to_json(results, "vm_type")))
     back = from_json(doc)
     assert [r.rows for r in back] == [r.rows for r in results]
-    assert [(r.a.label, r.b.label) for r in back] == [("big", "local")]
+    assert [(r.a.label, r.b.label) for r in back] == [("vm_type=big", "vm_type=local")]
     assert json.loads(json.dumps(to_json(back, "vm_type"))) == doc
 
 
