@@ -487,7 +487,8 @@ def test_the_fewest_repetitions_a_reliable_label_needs() -> None:
         (r,) = analyse_series([Series(SeriesKey("w", "m", "s"), "", (), rng.normal(100, 10, n))],
                               ConfirmParams(errors=(0.001,), subsets=50))
         pred = r.targets[0].prediction
-        assert pred is not None and ("spans only" in unreliable_reason(pred)) is (n < 24), unreliable_reason(pred)
+        assert pred is not None
+        assert ("spans only" in unreliable_reason(pred)) is (n < 24), unreliable_reason(pred)
 
 
 def test_moving_blocks_keep_neighbours_together() -> None:
