@@ -23,7 +23,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cloudbench.analysis.checks import run_checks
-from cloudbench.analysis.confirm import ConfirmParams, convergence
+from cloudbench.analysis.confirm import ConfirmParams
+from cloudbench.analysis.convergence import convergence
 from cloudbench.analysis.stats import min_n_for_ci, quantile_ci_ranks
 from cloudbench.report.confirm import confirm
 from cloudbench.testing.fake_results import FakeRun, make_campaign
@@ -82,7 +83,7 @@ def main() -> int:
           f"{sizes} sizes ({sizes * args.trials * args.metrics:,} subset CIs)")
 
     t0 = time.perf_counter()
-    curves = convergence(np.sort(data, axis=1), p, level, trials=args.trials, seed=args.seed)
+    curves = convergence(np.sort(data, axis=1), p, level, subsets=args.trials, seed=args.seed)
     t_vec = time.perf_counter() - t0
     verdict = "ok" if t_vec <= BUDGET_S else "OVER BUDGET"
     print(f"  vectorised:            {t_vec:7.2f} s   (budget {BUDGET_S:.0f} s: {verdict})")
@@ -95,7 +96,7 @@ def main() -> int:
         print(f"  naive, 1 metric:       {t_naive:7.2f} s   -> {args.metrics} metrics "
               f"~{t_naive_all:.1f} s (extrapolated), speed-up ~{t_naive_all / t_vec:.0f}x")
         c = curves[0]
-        other = convergence(np.sort(data[:1], axis=1), p, level, trials=args.trials,
+        other = convergence(np.sort(data[:1], axis=1), p, level, subsets=args.trials,
                             seed=args.seed + 1)[0]
         width = c.upper - c.lower
         diff = np.maximum(np.abs(c.lower - lo), np.abs(c.upper - hi)) / width
@@ -110,7 +111,7 @@ def main() -> int:
         values = {(f"metric_{m}", "same_zone"): data[m].tolist() for m in range(args.metrics)}
         path = make_campaign(Path(tmp), "bench", [FakeRun(values)])
         t0 = time.perf_counter()
-        result = confirm(path, ConfirmParams(trials=args.trials, seed=args.seed))
+        result = confirm(path, ConfirmParams(subsets=args.trials, seed=args.seed))
         t_all = time.perf_counter() - t0
     t0 = time.perf_counter()
     for row in data:

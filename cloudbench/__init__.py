@@ -67,11 +67,11 @@ if TYPE_CHECKING:
     from cloudbench.report.compare import compare as _compare_result
     from cloudbench.report.compare import compare_by as compare_by
     from cloudbench.report.compare import compare_frame as _compare
-    from cloudbench.report.compare import render as _render_compare
     from cloudbench.report.compare import to_json as _compare_to_json
-    from cloudbench.report.compare import write_compare as write_compare
+    from cloudbench.report.compare_render import render as _render_compare
+    from cloudbench.report.compare_render import write_compare as write_compare
     from cloudbench.report.confirm import confirm as confirm
-    from cloudbench.report.confirm import confirm_to_json as confirm_to_json
+    from cloudbench.report.confirm import confirm_document as _confirm_to_json
     from cloudbench.report.confirm import render_confirm as render_confirm
     from cloudbench.report.confirm import write_confirm as write_confirm
     from cloudbench.report.cost import render_cost as render_cost
@@ -103,6 +103,7 @@ if TYPE_CHECKING:
     compare_result = _compare_result
     compare = _compare
     render_compare = _render_compare
+    confirm_to_json = _confirm_to_json
     compare_to_json = _compare_to_json
     report_to_json = _report_to_json
     spec_schema = _spec_schema
@@ -151,7 +152,7 @@ _API: dict[str, tuple[str, str]] = {
     "confirm": ("cloudbench.report.confirm", "confirm"),
     "render_confirm": ("cloudbench.report.confirm", "render_confirm"),
     "write_confirm": ("cloudbench.report.confirm", "write_confirm"),
-    "confirm_to_json": ("cloudbench.report.confirm", "confirm_to_json"),
+    "confirm_to_json": ("cloudbench.report.confirm", "confirm_document"),
     "report_to_json": ("cloudbench.report.files", "to_json"),
     "collect_garbage": ("cloudbench.providers", "collect_garbage"),
     "resume_run": ("cloudbench.runner", "resume_run"),
@@ -169,8 +170,8 @@ _API: dict[str, tuple[str, str]] = {
     "compare": ("cloudbench.report.compare", "compare_frame"),
     "compare_result": ("cloudbench.report.compare", "compare"),
     "compare_by": ("cloudbench.report.compare", "compare_by"),
-    "render_compare": ("cloudbench.report.compare", "render"),
-    "write_compare": ("cloudbench.report.compare", "write_compare"),
+    "render_compare": ("cloudbench.report.compare_render", "render"),
+    "write_compare": ("cloudbench.report.compare_render", "write_compare"),
     "compare_to_json": ("cloudbench.report.compare", "to_json"),
     "render_diurnal": ("cloudbench.report.diurnal", "render_diurnal"),
     "changes": ("cloudbench.report.changes", "changes"),

@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
-from cloudbench.analysis.stats import QuantileCI, quantile_ci
+from cloudbench.analysis.stats import QuantileCI, quantile_ci, quantile_ci_at
 
 FloatArray = NDArray[np.float64]
 Direction = Literal["lower", "higher"]
@@ -128,6 +128,7 @@ class Threshold:
     unit: str = ""
 
     def text(self) -> str:
+        """``5%`` or ``50us``: as ``--threshold`` takes it."""
         return f"{self.value * 100:.3g}%" if self.relative else f"{self.value:g}{self.unit}"
 
 
@@ -161,7 +162,73 @@ class Comparison:
 
     @property
     def relative(self) -> float | None:
+        """B/A - 1 (None when there is no ratio)."""
         return None if self.ratio is None else self.ratio - 1.0
+
+    def to_json(self) -> ComparisonJSON:
+        """The comparison's numbers as a row of ``compare.json`` holds them."""
+        ma, mb = self.median_a, self.median_b
+        return {
+            "n_a": self.n_a, "n_b": self.n_b,
+            "median_a": _num(ma.estimate), "median_b": _num(mb.estimate),
+            "median_a_ci": None if not ma.exists else [ma.lower, ma.upper],  # type: ignore[list-item]
+            "median_b_ci": None if not mb.exists else [mb.lower, mb.upper],  # type: ignore[list-item]
+            "ratio": _num(self.ratio), "ratio_ci": _pair(self.ratio_ci), "ratio_ci90": _pair(self.ratio_ci90),
+            "ratio_method": self.ratio_method,
+            "diff": _num(self.diff), "diff_ci": _pair(self.diff_ci), "diff_ci90": _pair(self.diff_ci90),
+            "p": self.p, "p_holm": self.p_holm, "verdict": self.verdict, "more_per_side": self.more,
+            "decided_on": self.decided_on, "band": self.band,
+        }
+
+    @classmethod
+    def from_json(cls, doc: ComparisonJSON) -> Comparison:
+        """The comparison back from :meth:`to_json` (the medians' CIs rebuilt from n and bounds)."""
+        def median(n: int, est: float | None, ci: list[float] | None) -> QuantileCI:
+            return quantile_ci_at(n, 0.5, 0.95, math.nan if est is None else est,
+                                  None if ci is None else (ci[0], ci[1]))
+
+        return cls(doc["n_a"], doc["n_b"], median(doc["n_a"], doc["median_a"], doc["median_a_ci"]),
+                   median(doc["n_b"], doc["median_b"], doc["median_b_ci"]), doc["ratio"],
+                   _tuple(doc["ratio_ci"]), _tuple(doc["ratio_ci90"]), doc["ratio_method"],
+                   math.nan if doc["diff"] is None else doc["diff"], _tuple(doc["diff_ci"]),
+                   _tuple(doc["diff_ci90"]), doc["p"], doc["decided_on"], doc["band"], doc["p_holm"],
+                   doc["verdict"], doc["more_per_side"])
+
+
+class ComparisonJSON(TypedDict):
+    """A comparison's numbers in a row of ``compare.json``."""
+
+    n_a: int
+    n_b: int
+    median_a: float | None
+    median_b: float | None
+    median_a_ci: list[float] | None
+    median_b_ci: list[float] | None
+    ratio: float | None
+    ratio_ci: list[float] | None
+    ratio_ci90: list[float] | None
+    ratio_method: str
+    diff: float | None
+    diff_ci: list[float] | None
+    diff_ci90: list[float] | None
+    p: float | None
+    p_holm: float | None
+    verdict: str
+    more_per_side: int | None
+    decided_on: Literal["ratio", "diff"]
+    band: float
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _pair(ci: tuple[float, float] | None) -> list[float] | None:
+    return None if ci is None else [float(ci[0]), float(ci[1])]
+
+
+def _tuple(ci: list[float] | None) -> tuple[float, float] | None:
+    return None if ci is None else (ci[0], ci[1])
 
 
 def compare_samples(a: Sequence[float] | FloatArray, b: Sequence[float] | FloatArray,
@@ -284,8 +351,6 @@ def verdict(c: Comparison, p_holm: float | None, direction: Direction | None) ->
 
 def decide(rows: Sequence[Comparison], directions: Sequence[Direction | None]) -> list[Comparison]:
     """Holm over the rows' p-values, then each row's verdict (and ``more`` when inconclusive)."""
-    from dataclasses import replace
-
     adjusted = holm([r.p for r in rows])
     out = []
     for r, q, d in zip(rows, adjusted, directions, strict=True):

@@ -4,99 +4,66 @@ Repetitions are the unit of confidence. Every workload reduces a repetition to
 rows of ``summaries.parquet`` (one value per metric and group), which
 :mod:`cloudbench.report.confirm` loads with each repetition's key metadata; this module
 
-1. refuses to pool repetitions whose metadata differ (unless told to),
+1. finds the pooled repetitions whose metadata differ (:func:`pooling_mismatches`; the
+   report refuses them unless told to),
 2. gives the exact order-statistic CI of any quantile (:mod:`.stats`),
-3. runs the convergence analysis: for each size ``n`` from the smallest with a
-   CI up to ``N``, many random subsets of size ``n`` drawn without replacement;
-   the mean estimate and mean CI per size; the smallest ``n`` whose mean CI lies
-   within ±e of the mean estimate *and stays there* for every larger size; and
-   when the data never get there, a labelled prediction from the 1/√n law,
+3. runs the convergence analysis (:mod:`.convergence`): the smallest ``n`` whose mean CI
+   over random subsets lies within ±e of the mean estimate *and stays there* for every
+   larger size; and when the data never get there, a labelled prediction from the 1/√n
+   law (:mod:`.prediction`),
 4. runs the assumption checks (:mod:`.checks`) in repetition order.
 
 Differences from CONFIRM: exact binomial ranks with coverage >= level (CONFIRM's
 ``n/2 ∓ 1.96√n/2`` ranks cover as little as 92 % at n = 12), any quantile, "and
 stays inside" instead of the first size that fits, a prediction past the data.
 
-Vectorisation: a uniformly random subset of the data has the distribution of a
-uniformly random subset of *positions* in the sorted data, so only the
-positions of the order statistics a CI needs are drawn, exactly, from their
-joint law (beta-binomial gaps, :func:`subset_order_positions`): a few numpy
-calls on arrays holding every (size, trial) pair at once, whatever the subset
-sizes; the values are then gathered from every series of the same length in
-one indexing step.
+Numbers and dataclasses only: the words for them (notes, warnings, reasons, the pooling
+refusal) are in :mod:`cloudbench.report.confirm_text`. Each result serializes its own
+numbers (``to_json``/``from_json``); the report adds the words to make ``confirm.json``.
 """
 
 from __future__ import annotations
 
-import json
+import enum
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
 
-from cloudbench.analysis.checks import (
-    MIN_N_INDEPENDENCE,
-    MIN_N_MODES,
-    MIN_N_STATIONARITY,
-    MIN_N_TREND,
-    CheckResult,
-    run_checks,
-    warning_messages,
+from cloudbench.analysis.checks import CheckResult, run_checks
+from cloudbench.analysis.convergence import (
+    Convergence,
+    ConvergenceJSON,
+    convergence,
+    finite_or_none,
+    size_grid,
+    smallest_stable_n,
 )
-from cloudbench.analysis.stats import (
-    QuantileCI,
-    SqrtLawFit,
-    fit_sqrt_law,
-    min_n_for_ci,
-    quantile_ci,
-    quantile_ci_ranks,
-    quantile_name,
+from cloudbench.analysis.prediction import (
+    SLOPE_BOOT_SIZES,
+    SLOPE_BOOT_SUBSETS,
+    Prediction,
+    PredictionJSON,
+    SlopeBootstrap,
+    law_reliability,
+    prediction_from_json,
+    slope_bootstrap,
 )
+from cloudbench.analysis.quantiles import quantile_name
+from cloudbench.analysis.stats import QuantileCI, QuantileRanks, fit_sqrt_law, min_n_for_ci, quantile_ci
 from cloudbench.errors import AnalysisError
 
 FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 ProgressFn = Callable[[int, int], None]
 """Called as ``progress(done, total)``; a unit is one convergence size or one
 series' assumption checks."""
 
-# A prediction from the 1/√n law is *reliable* only when the data show the law:
-# the slope's own interval -- the SLOPE_LEVEL percentile interval of
-# the free log-log slope over SLOPE_BOOT moving-block bootstrap resamples of the
-# repetitions in their order (blocks of ceil(n^(1/3)), see slope_bootstrap) --
-# lies inside SLOPE_BAND (and so does the slope itself), the fit spans at least
-# MIN_SPAN in n (two octaves: 24 repetitions for the median at 95 %), AND the
-# independence, stationarity, trend and modes checks of the series ran and did
-# not warn. A bootstrap cannot see drift or a regime switch in the order of the
-# repetitions (the convergence curve draws random subsets, so it never sees the
-# order either); the checks do, which is why both are needed.
-# The band is not centred on -1/2: at n = 20-100 the exact-rank CI of i.i.d.
-# data shrinks a little faster than the law (mean free slope -0.56..-0.62 in
-# simulation: the subsets' extreme order statistics are wider than the normal
-# approximation), so it reaches further down than up. Coverage of the interval:
-# tests/analysis/coverage; the rates: bench/bench_confirm_reliable.py.
-LAW_SLOPE = -0.5
-SLOPE_BAND = (-0.8, -0.3)
-SLOPE_LEVEL = 0.80
-MIN_SPAN = 4.0
-SLOPE_BOOT = 200
-RELIABILITY_CHECKS = ("independence", "stationarity", "trend", "modes")
-# The law fitted on small n overshoots: exact ranks are conservative there, so the
-# half-widths it extrapolates from are wide. On i.i.d. normal samples of 40 the
-# prediction was 1.2-4x (2.5-97.5 %) the n at which the CI really reaches the
-# target (tests/analysis/coverage); the range's lower end is divided by this.
-LAW_OVERSHOOT = 2.5
-SLOPE_BOOT_TRIALS = 100
-SLOPE_BOOT_SIZES = 50  # a geometric grid is enough for a slope (N = 1000: 0.03 s, not 2 s)
-
 
 # --------------------------------------------------------------------------- data
-
 
 @dataclass(frozen=True, order=True)
 class RepetitionRef:
@@ -125,6 +92,8 @@ class RepetitionValue:
 
 @dataclass(frozen=True, order=True)
 class SeriesKey:
+    """What a series is: a workload's metric in one group."""
+
     workload: str
     metric: str
     group: str
@@ -143,36 +112,36 @@ class Series:
 
     @property
     def n(self) -> int:
+        """The number of (finite) values."""
         return len(self.values)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Series):
+            return NotImplemented
+        return ((self.key, self.unit, self.refs, self.dropped, self.mismatches)
+                == (other.key, other.unit, other.refs, other.dropped, other.mismatches)
+                and np.array_equal(self.values, other.values, equal_nan=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 
 @dataclass(frozen=True)
 class MetadataMismatch:
-    """A metadata key whose value differs between repetitions."""
+    """A metadata key whose value differs between repetitions (values in first-seen order)."""
 
     key: str
     values: dict[str, tuple[RepetitionRef, ...]]
 
-    def describe(self) -> str:
-        items = list(self.values.items())
-        (v1, refs1), (v2, refs2) = items[0], items[1]
-        if self.key in _JSON_KEYS:
-            what, root = _JSON_KEYS[self.key]
-            text = (f"{what} differ ({_json_difference(v1, v2, root)}): "
-                    f"{_describe_refs(refs1)} vs {_describe_refs(refs2)}")
-        else:
-            text = (f"{self.key} differs: {v1!r} in {_describe_refs(refs1)} vs {v2!r} in "
-                    f"{_describe_refs(refs2)}")
-        if len(items) > 2:
-            text += f" (and {len(items) - 2} more value(s))"
-        return text
-
 
 @dataclass
 class Dataset:
-    """Per-repetition values of a campaign (or one run), pooled under the guard."""
+    """Per-repetition values of a campaign (or one run), pooled under the guard.
 
-    path: Path
+    ``path``: where they were read (as given); ``allow_mixed``: whether repetitions with
+    differing key metadata were pooled anyway (their differences in ``mismatches``)."""
+
+    path: str
     campaign: str
     runs: list[str]
     values: list[RepetitionValue]
@@ -180,10 +149,6 @@ class Dataset:
     mismatches: dict[SeriesKey, list[MetadataMismatch]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     allow_mixed: bool = False
-
-    def mismatch_descriptions(self) -> list[str]:
-        """Every distinct metadata difference pooled under ``allow_mixed``."""
-        return list(dict.fromkeys(m.describe() for ms in self.mismatches.values() for m in ms))
 
     def series(self) -> list[Series]:
         """Values grouped per (workload, metric, group), ordered by run then repetition.
@@ -213,82 +178,6 @@ class Dataset:
         return out
 
 
-def _compress(indices: Iterable[int]) -> str:
-    xs = sorted(set(indices))
-    spans: list[str] = []
-    start = prev = xs[0]
-    for x in [*xs[1:], None]:
-        if x is not None and x == prev + 1:
-            prev = x
-            continue
-        spans.append(str(start) if start == prev else f"{start}-{prev}")
-        if x is not None:
-            start = prev = x
-    return ",".join(spans)
-
-
-def _describe_refs(refs: Sequence[RepetitionRef]) -> str:
-    by_run: dict[str, list[int]] = defaultdict(list)
-    for r in refs:
-        by_run[r.run_id].append(r.repetition)
-    parts = [f"run {run} repetition(s) {_compress(reps)}" for run, reps in by_run.items()]
-    if len(parts) > 3:
-        parts = [*parts[:3], f"{len(parts) - 3} more run(s)"]
-    return "; ".join(parts)
-
-
-# Pooling keys whose values are JSON documents: (what they are, root of a field's path).
-_JSON_KEYS = {
-    "workloads": ("workload parameters", "workloads"),
-    "vm_type_definitions": ("vm_type definitions", "vm_types"),
-    "wan": ("wan settings", "wan"),
-    "sweeps": ("swept values", "sweeps"),
-}
-
-
-def _json_difference(a: str, b: str, root: str = "workloads") -> str:
-    """First differing field of two JSON documents, as ``path: a vs b``."""
-    try:
-        ja, jb = json.loads(a), json.loads(b)
-    except json.JSONDecodeError:
-        return f"{a!r} vs {b!r}"
-
-    def walk(x: Any, y: Any, path: str) -> str | None:
-        if isinstance(x, list) and isinstance(y, list):
-            named = all(isinstance(i, dict) and "name" in i for i in [*x, *y])
-            if named:
-                dx = {i["name"]: i for i in x}
-                dy = {i["name"]: i for i in y}
-                for name in sorted(set(dx) | set(dy)):
-                    if name not in dx or name not in dy:
-                        here = ("present" if name in dx else "absent",
-                                "present" if name in dy else "absent")
-                        return f"{path}[{name}]: {here[0]} vs {here[1]}"
-                    found = walk(dx[name], dy[name], f"{path}[{name}]")
-                    if found:
-                        return found
-                return None
-            if len(x) != len(y):
-                return f"{path}: {len(x)} vs {len(y)} entries"
-            for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
-                found = walk(xi, yi, f"{path}[{i}]")
-                if found:
-                    return found
-            return None
-        if isinstance(x, dict) and isinstance(y, dict):
-            for k in sorted(set(x) | set(y)):
-                if (k in x) != (k in y):
-                    return f"{path}.{k}: {'present' if k in x else 'absent'} vs " \
-                           f"{'present' if k in y else 'absent'}"
-                found = walk(x[k], y[k], f"{path}.{k}")
-                if found:
-                    return found
-            return None
-        return None if x == y else f"{path}: {x!r} vs {y!r}"
-
-    return walk(ja, jb, root) or f"{root} differ"
-
-
 def find_mismatches(metas: Mapping[RepetitionRef, Mapping[str, str]]) -> list[MetadataMismatch]:
     """Key metadata values that differ between repetitions (first seen value first).
 
@@ -310,15 +199,15 @@ def find_mismatches(metas: Mapping[RepetitionRef, Mapping[str, str]]) -> list[Me
     return out
 
 
-def check_pooling(path: Path, series_refs: Mapping[SeriesKey, Iterable[RepetitionRef]],
-                  metas: Mapping[RepetitionRef, Mapping[str, str]],
-                  allow_mixed: bool) -> dict[SeriesKey, list[MetadataMismatch]]:
-    """Pooling guard: raise AnalysisError naming every differing key, unless allowed.
+def pooling_mismatches(series_refs: Mapping[SeriesKey, Iterable[RepetitionRef]],
+                       metas: Mapping[RepetitionRef, Mapping[str, str]]
+                       ) -> dict[SeriesKey, list[MetadataMismatch]]:
+    """Per series, the key metadata its pooled repetitions differ in (series without any left out).
 
-    pyperf-style checked metadata (STYLE.md §6): the repetitions pooled into one
-    series are exchangeable only when every key of the store's
-    ``POOLING_METADATA`` matches (names, the vm_type definitions, ``wan:``
-    settings, workload parameters with defaults, swept values, worker versions). Each series is checked on the
+    Checked metadata as pyperf checks its benchmarks' metadata before it joins them: the
+    repetitions pooled into one series are exchangeable only when every key of the store's
+    ``POOLING_METADATA`` matches (names, the vm_type definitions, ``wan:`` settings, workload
+    parameters with defaults, swept values, worker versions). Each series is checked on the
     repetitions it pools, so a run that adds only other metrics does not block it.
     """
     found: dict[SeriesKey, list[MetadataMismatch]] = {}
@@ -326,382 +215,117 @@ def check_pooling(path: Path, series_refs: Mapping[SeriesKey, Iterable[Repetitio
         ms = find_mismatches({r: metas[r] for r in refs})
         if ms:
             found[key] = ms
-    if found and not allow_mixed:
-        texts = list(dict.fromkeys(m.describe() for ms in found.values() for m in ms))
-        names = ", ".join(f"{k.metric}/{k.group}" for k in list(found)[:4])
-        more = f" and {len(found) - 4} more" if len(found) > 4 else ""
-        raise AnalysisError(
-            f"{path}: refusing to pool repetitions whose key metadata differ "
-            f"(series {names}{more}):\n  " + "\n  ".join(texts) + "\n"
-            "Analyse the runs separately (pass one run directory), or pass --allow-mixed "
-            "to pool them anyway."
-        )
     return found
 
 
-# -------------------------------------------------------------------- convergence
+# ------------------------------------------------------------------------ targets
 
 
-@dataclass(frozen=True)
-class Convergence:
-    """Mean estimate and mean CI bounds over random subsets, per subset size."""
+class Outcome(enum.Enum):
+    """How a target was settled (:func:`evaluate_target`)."""
 
-    sizes: IntArray
-    estimate: FloatArray
-    lower: FloatArray
-    upper: FloatArray
-    trials: int
-    every_size: bool
-
-    @property
-    def relative_half_width(self) -> FloatArray:
-        """``max(est - lo, hi - est) / |est|`` per size (inf where est is 0 and the CI is not)."""
-        half = np.maximum(self.estimate - self.lower, self.upper - self.estimate)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel = half / np.abs(self.estimate)
-        return np.where(half == 0, 0.0, rel)
+    NO_CI = "no_ci"  # the series is too short for any CI
+    REACHED = "reached"  # within ±e from ``n_needed`` on
+    NO_FIT = "no_fit"  # not reached, and too few sizes to fit the 1/√n law
+    PREDICTED = "predicted"  # not reached: ``prediction`` from the 1/√n law
 
 
-def size_grid(n_min: int, n_max: int, max_sizes: int) -> IntArray:
-    """Every size in ``[n_min, n_max]``, or a geometric grid of at most ``max_sizes``.
+class TargetJSON(TypedDict):
+    """A target in ``confirm.json`` (its ``note`` and its prediction's ``reason`` are worded by
+    the report)."""
 
-    The grid is dense where sizes are small (every size until its geometric
-    step exceeds one) and always includes both ends.
-    """
-    if n_max < n_min:
-        return np.empty(0, dtype=np.int64)
-    if n_max - n_min + 1 <= max_sizes:
-        return np.arange(n_min, n_max + 1, dtype=np.int64)
-
-    def grid(num: int) -> IntArray:
-        return np.unique(np.rint(np.geomspace(n_min, n_max, num)).astype(np.int64))
-
-    lo, hi = max_sizes, n_max - n_min + 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if len(grid(mid)) <= max_sizes:
-            lo = mid
-        else:
-            hi = mid - 1
-    return grid(lo)
-
-
-def subset_order_positions(rng: np.random.Generator, population: int, sizes: IntArray,
-                           ranks: IntArray, trials: int) -> IntArray:
-    """0-based positions, in ``range(population)``, of the ``ranks``-th smallest
-    members of ``trials`` uniformly random subsets (without replacement) per size.
-
-    ``ranks`` has shape ``(R, S)`` (1-based, ``<= sizes``); the result has shape
-    ``(R, S, trials)``, drawn from the exact joint law of those order statistics.
-
-    Method: a size-n subset of ``range(N)`` is a composition of the ``N - n``
-    left-out positions into ``n + 1`` gaps (before the first member, between
-    members, after the last); a uniform subset is a uniform composition, i.e.
-    Dirichlet-multinomial with all weights 1. The r-th member sits at
-    ``r - 1 + (sum of the first r gaps)``, and by the aggregation property that
-    sum is beta-binomial ``BB(N - n, r, n + 1 - r)``; given it, the remaining gaps
-    are again a uniform composition. So ranks are placed in increasing order
-    with one beta and one binomial draw each: ``O(R * S * trials)`` work, no
-    subset is ever materialised.
-    """
-    order = np.argsort(ranks, axis=0, kind="stable")
-    ranked = np.take_along_axis(ranks, order, axis=0)
-    shape = (len(sizes), trials)
-    left_out = np.broadcast_to(population - sizes[:, None], shape).astype(np.int64)
-    gaps = np.broadcast_to(sizes[:, None] + 1, shape).astype(np.int64)
-    skipped = np.zeros(shape, dtype=np.int64)
-    prev = np.zeros((len(sizes), 1), dtype=np.int64)
-    found = np.empty((len(ranks), *shape), dtype=np.int64)
-    for i in range(len(ranks)):
-        r = ranked[i][:, None]
-        block = r - prev  # gaps between the previous rank and this one
-        # Beta needs a > 0; a repeated rank (block 0) takes no gaps at all.
-        q = rng.beta(np.maximum(block, 1), gaps - block, size=shape)
-        drawn = np.where(block > 0, rng.binomial(left_out, q), 0)
-        skipped += drawn
-        left_out -= drawn
-        gaps -= block
-        found[i] = skipped + r - 1
-        prev = r
-    out = np.empty_like(found)
-    np.put_along_axis(out, np.broadcast_to(order[:, :, None], found.shape), found, axis=0)
-    return out
-
-
-# Sizes are processed in chunks of about this many subsets: large enough that
-# numpy's per-call overhead vanishes, small enough for a steady progress bar.
-_CHUNK_SUBSETS = 1 << 15
-
-
-def convergence(sorted_values: FloatArray, p: float = 0.5, level: float = 0.95, *,
-                trials: int = 200, seed: int = 0, max_sizes: int = 1000,
-                progress: Callable[[int], None] | None = None) -> list[Convergence]:
-    """Convergence curves of the exact p-quantile CI for series of equal length.
-
-    Method: CONFIRM (Maricq et al., OSDI'18) with exact binomial ranks
-    (Le Boudec, Thm. 2.1): for each size ``n`` from :func:`min_n_for_ci` to
-    ``N`` (or a grid, see :func:`size_grid`), ``trials`` subsets of size ``n``
-    drawn without replacement, independently per size; per size the mean (over
-    trials) estimate (Hyndman & Fan 7) and mean CI bounds.
-
-    A uniformly random subset of the data is a uniformly random subset of
-    positions in the sorted data, so only the positions of the needed order
-    statistics are drawn (:func:`subset_order_positions`), never whole subsets.
-
-    ``sorted_values`` has shape ``(m, N)`` (or ``(N,)``) and is ascending along
-    its last axis. All ``m`` series share the same random positions, so a
-    series' curve depends only on its values, ``seed`` and ``N``, never on which
-    other series are analysed with it. ``progress(k)`` is called with the number
-    of sizes done so far.
-    """
-    x = np.atleast_2d(np.asarray(sorted_values, dtype=np.float64))
-    m, big_n = x.shape
-    n_min = min_n_for_ci(p, level)
-    sizes = size_grid(n_min, big_n, max_sizes)
-    est = np.empty((m, len(sizes)))
-    lo = np.empty_like(est)
-    hi = np.empty_like(est)
-    # Rank of the lower/upper CI bound and of the two order statistics that
-    # Hyndman & Fan 7 interpolates between, per size (1-based).
-    ranks = np.empty((4, len(sizes)), dtype=np.int64)
-    frac = np.empty(len(sizes))
-    for i, n in enumerate(sizes.tolist()):
-        ci = quantile_ci_ranks(n, p, level)
-        assert ci is not None  # sizes start at the smallest n with a CI
-        h = (n - 1) * p
-        a = math.floor(h)
-        ranks[:, i] = (ci.j, ci.k, a + 1, min(a + 2, n))
-        frac[i] = h - a
-    rng = np.random.default_rng([seed, big_n])
-    chunk = max(1, _CHUNK_SUBSETS // trials)
-    for start in range(0, len(sizes), chunk):
-        part = slice(start, start + chunk)
-        pos = subset_order_positions(rng, big_n, sizes[part], ranks[:, part], trials)
-        mean = x[:, pos].mean(axis=-1)  # (m, 4, sizes in chunk)
-        lo[:, part], hi[:, part] = mean[:, 0], mean[:, 1]
-        est[:, part] = mean[:, 2] + frac[part] * (mean[:, 3] - mean[:, 2])
-        if progress is not None:
-            progress(min(start + chunk, len(sizes)))
-    every = len(sizes) == max(0, big_n - n_min + 1)
-    return [Convergence(sizes, est[s], lo[s], hi[s], trials, every) for s in range(m)]
-
-
-def smallest_stable_n(conv: Convergence, rel_error: float) -> int | None:
-    """Smallest size whose mean CI is within ±e of the mean estimate at it and at
-    every larger evaluated size; None when even the full sample is not within."""
-    within = conv.relative_half_width <= rel_error
-    if len(within) == 0 or not within[-1]:
-        return None
-    outside = np.flatnonzero(~within)
-    first = 0 if len(outside) == 0 else int(outside[-1]) + 1
-    return int(conv.sizes[first])
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """Repetitions needed by the 1/√n law when the data never reach the target.
-
-    ``n_low``–``n_high``: the 2.5–97.5 % range of the prediction over the
-    bootstrap data sets that gave ``slope_sd`` (0 when not computed);
-    ``slope_low``–``slope_high``: the slope's :data:`SLOPE_LEVEL` interval (nan when
-    not computed)."""
-
-    n: int
-    more: int
-    fit: SqrtLawFit
-    reliable: bool
-    note: str
-    slope_sd: float = math.nan
-    reason: str = ""
-    n_low: int = 0
-    n_high: int = 0
-    slope_low: float = math.nan
-    slope_high: float = math.nan
-
-
-@dataclass(frozen=True)
-class SlopeBootstrap:
-    """The free slope and the law's constant ``a`` over bootstrap resamples of a series."""
-
-    slopes: FloatArray
-    a: FloatArray
-
-    @property
-    def slope_sd(self) -> float:
-        s = self.slopes[np.isfinite(self.slopes)]
-        return float(np.std(s, ddof=1)) if len(s) >= 3 else math.nan
-
-    def slope_interval(self, level: float = SLOPE_LEVEL) -> tuple[float, float]:
-        """Percentile interval of the slope at ``level`` (nan, nan with fewer than 10 finite
-        slopes or when a tenth of the resamples had none: a slope that often undefined has
-        no interval)."""
-        s = self.slopes[np.isfinite(self.slopes)]
-        if len(s) < 10 or len(s) < 0.9 * len(self.slopes):
-            return math.nan, math.nan
-        lo, hi = np.percentile(s, [50 * (1 - level), 50 * (1 + level)])
-        return float(lo), float(hi)
-
-    def n_range(self, rel_error: float) -> tuple[int, int]:
-        """2.5–97.5 % of the bootstrap predictions, the lower end divided by
-        ``LAW_OVERSHOOT`` (the model's error: see there)."""
-        a = self.a[np.isfinite(self.a)]
-        if len(a) < 3:
-            return 0, 0
-        lo, hi = np.percentile((a / rel_error) ** 2, [2.5, 97.5])
-        return math.floor(float(lo) / LAW_OVERSHOOT), math.ceil(float(hi))
-
-
-def block_length(n: int) -> int:
-    """Block length of the moving-block bootstrap: ``ceil(n^(1/3))`` (the usual rate
-    for variances, Hall, Horowitz & Jing 1995), at least 1."""
-    return max(1, math.ceil(math.pow(n, 1 / 3) - 1e-9))
-
-
-def moving_block_resamples(rng: np.random.Generator, n: int, n_boot: int,
-                           length: int) -> IntArray:
-    """``(n_boot, n)`` indices of moving-block bootstrap resamples (Künsch 1989).
-
-    Each resample joins ``ceil(n / length)`` blocks of ``length`` consecutive
-    repetitions, their starts uniform over the ``n - length + 1`` possible ones,
-    cut to ``n``: neighbouring repetitions stay neighbours inside a block, so the
-    resamples keep short-range dependence that an i.i.d. bootstrap would erase.
-    """
-    length = min(max(1, length), n)
-    blocks = math.ceil(n / length)
-    starts = rng.integers(0, n - length + 1, (n_boot, blocks))
-    idx: IntArray = (starts[:, :, None] + np.arange(length)).reshape(n_boot, -1)[:, :n]
-    return idx
-
-
-def slope_bootstrap(values: FloatArray, p: float, level: float, *, n_boot: int = SLOPE_BOOT,
-                    trials: int = SLOPE_BOOT_TRIALS, seed: int = 0,
-                    max_sizes: int = 1000) -> SlopeBootstrap:
-    """Moving-block bootstrap of the 1/√n fit over the repetitions in their order.
-
-    Method: ``n_boot`` resamples of the same size (:func:`moving_block_resamples`,
-    blocks of :func:`block_length`), each run through :func:`convergence`
-    (sharing its random subsets, so one vectorised call) and
-    :func:`fit_sqrt_law`. ``values`` must be in repetition order. The slope's
-    interval is :meth:`SlopeBootstrap.slope_interval`; its coverage of the slope
-    that independent samples give is checked in tests/analysis/coverage."""
-    x = np.asarray(values, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    if len(x) < min_n_for_ci(p, level) or n_boot < 3:
-        return SlopeBootstrap(np.full(0, math.nan), np.full(0, math.nan))
-    rng = np.random.default_rng([seed, len(x), 23])
-    sets = np.sort(x[moving_block_resamples(rng, len(x), n_boot, block_length(len(x)))], axis=1)
-    curves = convergence(sets, p, level, trials=trials, seed=seed, max_sizes=max_sizes)
-    fits = [fit_sqrt_law(c.sizes, c.relative_half_width) for c in curves]
-    return SlopeBootstrap(np.array([f.slope if f else math.nan for f in fits]),
-                          np.array([f.a if f else math.nan for f in fits]))
-
-
-def min_n_for_reliable(p: float, level: float) -> int:
-    """The fewest repetitions with which a prediction can be labelled reliable at all:
-    a convergence curve spanning :data:`MIN_SPAN` in n from the smallest n with a CI,
-    and enough values for every check of :data:`RELIABILITY_CHECKS` (24 for the
-    median at 95 %, 116 for p90)."""
-    span = math.ceil(MIN_SPAN * min_n_for_ci(p, level) - 1e-9)
-    return max(span, MIN_N_INDEPENDENCE, MIN_N_STATIONARITY, MIN_N_TREND, MIN_N_MODES)
-
-
-def law_reliability(fit: SqrtLawFit, boot: SlopeBootstrap | None,
-                    checks: Sequence[CheckResult] = ()) -> tuple[bool, str]:
-    """Whether a 1/√n prediction may be called reliable, and if not why.
-
-    Reliable: the fit spans at least :data:`MIN_SPAN` in n, the slope and its
-    :data:`SLOPE_LEVEL` block-bootstrap interval lie inside :data:`SLOPE_BAND`,
-    and every check of :data:`RELIABILITY_CHECKS` ran on the series and did not warn.
-    """
-    reasons: list[str] = []
-    if not fit.span >= MIN_SPAN:
-        reasons.append(f"the fit spans only n={fit.slope_n_lo}..{fit.slope_n_hi} "
-                       f"(less than {MIN_SPAN:g}× in n)")
-    lo, hi = boot.slope_interval() if boot is not None else (math.nan, math.nan)
-    band = f"[{SLOPE_BAND[0]:g}, {SLOPE_BAND[1]:g}]"
-    if not math.isfinite(fit.slope):
-        reasons.append("the CI half-width has no log-log slope")
-    elif not (math.isfinite(lo) and math.isfinite(hi)):
-        reasons.append(f"the slope n^{fit.slope:.2f} has no interval (too few repetitions)")
-    elif not (SLOPE_BAND[0] <= lo <= hi <= SLOPE_BAND[1]
-              and SLOPE_BAND[0] <= fit.slope <= SLOPE_BAND[1]):
-        reasons.append(
-            f"the CI half-width scales as n^{fit.slope:.2f}, {SLOPE_LEVEL:.0%} interval "
-            f"{lo:.2f}..{hi:.2f}, not inside {band} around n^-0.5 (too few repetitions to "
-            "show the law, a tail-quantile CI still ending at the sample max or min, a gap "
-            "between modes, or dependent data)")
-    by_name = {c.name: c for c in checks}
-    warned = [n for n in RELIABILITY_CHECKS if n in by_name and by_name[n].warned]
-    unchecked = [n for n in RELIABILITY_CHECKS if n not in by_name or by_name[n].status == "skipped"]
-    if warned:
-        reasons.append(f"the {', '.join(warned)} check(s) warn (see the warnings)")
-    if unchecked:
-        reasons.append(f"the {', '.join(unchecked)} check(s) did not run (too few "
-                       "repetitions for them)")
-    return not reasons, "; ".join(reasons)
+    error: float
+    reached: bool
+    n_needed: int | None
+    prediction: PredictionJSON | None
 
 
 @dataclass(frozen=True)
 class Target:
-    """Outcome for one error bound ``e``."""
+    """Outcome for one error bound ``e`` on a series of ``n`` repetitions (``n_for_ci``: the
+    fewest with which the quantile has a CI at all)."""
 
     error: float
     n_needed: int | None
     prediction: Prediction | None
-    note: str
+    outcome: Outcome
+    n: int
+    n_for_ci: int
 
     @property
     def reached(self) -> bool:
+        """Whether the measured repetitions reach the bound."""
         return self.n_needed is not None
+
+    def to_json(self) -> TargetJSON:
+        """The target's numbers as ``confirm.json`` holds them."""
+        return {"error": self.error, "reached": self.reached, "n_needed": self.n_needed,
+                "prediction": None if self.prediction is None else self.prediction.to_json()}
 
 
 def evaluate_target(conv: Convergence | None, n: int, rel_error: float, p: float,
                     level: float, boot: SlopeBootstrap | None = None,
                     checks: Sequence[CheckResult] = ()) -> Target:
     """n needed for ``rel_error``, or a labelled 1/√n-law prediction."""
+    n_ci = min_n_for_ci(p, level)
     if conv is None or len(conv.sizes) == 0:
-        need = min_n_for_ci(p, level)
-        return Target(rel_error, None, None,
-                      f"no CI below n={need}; run at least {need - n} more repetition(s) first")
+        return Target(rel_error, None, None, Outcome.NO_CI, n, n_ci)
     found = smallest_stable_n(conv, rel_error)
     if found is not None:
-        return Target(rel_error, found, None,
-                      f"within ±{rel_error * 100:.3g}% from n={found} on, and at every "
-                      "larger size")
+        return Target(rel_error, found, None, Outcome.REACHED, n, n_ci)
     fit = fit_sqrt_law(conv.sizes, conv.relative_half_width)
     if fit is None:
-        return Target(rel_error, None, None,
-                      "not reached, and too few sizes with a finite relative CI to predict")
+        return Target(rel_error, None, None, Outcome.NO_FIT, n, n_ci)
     need = fit.required_n(rel_error)
     slope_sd = boot.slope_sd if boot is not None else math.nan
     n_low, n_high = boot.n_range(rel_error) if boot is not None else (0, 0)
     slope_lo, slope_hi = boot.slope_interval() if boot is not None else (math.nan, math.nan)
-    reliable, reason = law_reliability(fit, boot, checks)
-    span = f", 95 % range {n_low}..{n_high}" if n_high > 0 else ""
-    if reliable:
-        note = (f"PREDICTED from the 1/√n law (fit on n={fit.n_lo}..{fit.n_hi}, slope "
-                f"{fit.slope:.2f}, {SLOPE_LEVEL:.0%} interval {slope_lo:.2f}..{slope_hi:.2f} "
-                f"inside [{SLOPE_BAND[0]:g}, {SLOPE_BAND[1]:g}]; checks pass): about {need} "
-                f"repetitions{span}, {max(0, need - n)} more than the {n} measured")
-    else:
-        note = (f"ROUGH GUESS from the 1/√n law: about {need} repetitions, "
-                f"{max(0, need - n)} more than the {n} measured; not reliable: {reason}")
-    pred = Prediction(need, max(0, need - n), fit, reliable, note, slope_sd, reason, n_low, n_high,
+    reliability = law_reliability(fit, (slope_lo, slope_hi), checks)
+    pred = Prediction(need, max(0, need - n), fit, reliability, slope_sd, n_low, n_high,
                       slope_lo, slope_hi)
-    return Target(rel_error, None, pred, note)
+    return Target(rel_error, None, pred, Outcome.PREDICTED, n, n_ci)
+
+
+def target_from_json(doc: TargetJSON, conv: Convergence | None, n: int, n_for_ci: int,
+                     checks: Sequence[CheckResult]) -> Target:
+    """A target back from :meth:`Target.to_json`, given its series' curve, length and checks."""
+    if doc["n_needed"] is not None:
+        return Target(doc["error"], doc["n_needed"], None, Outcome.REACHED, n, n_for_ci)
+    if conv is None or len(conv.sizes) == 0:
+        return Target(doc["error"], None, None, Outcome.NO_CI, n, n_for_ci)
+    fit = fit_sqrt_law(conv.sizes, conv.relative_half_width)
+    if doc["prediction"] is None or fit is None:
+        return Target(doc["error"], None, None, Outcome.NO_FIT, n, n_for_ci)
+    pred = prediction_from_json(doc["prediction"], fit, checks)
+    return Target(doc["error"], None, pred, Outcome.PREDICTED, n, n_for_ci)
 
 
 # ----------------------------------------------------------------------- analysis
 
 
+class ParamsJSON(TypedDict):
+    """``params`` of ``confirm.json`` (the random subsets per size under ``trials``)."""
+
+    quantile: float
+    quantile_name: str
+    level: float
+    errors: list[float]
+    trials: int
+    seed: int
+    max_sizes: int
+    alpha: float
+    allow_mixed: bool
+
+
 @dataclass(frozen=True)
 class ConfirmParams:
-    """What to estimate (a quantile at a level), the error bounds, and how many random subsets."""
+    """What to estimate (a quantile at a level), the error bounds, and how many random subsets
+    per size (``subsets``)."""
 
     quantile: float = 0.5
     level: float = 0.95
     errors: tuple[float, ...] = (0.01, 0.05)
-    trials: int = 200
+    subsets: int = 200
     seed: int = 0
     max_sizes: int = 1000
     alpha: float = 0.05
@@ -713,22 +337,135 @@ class ConfirmParams:
             raise AnalysisError(f"confidence level must be in (0, 1), got {self.level}")
         if not self.errors or any(not 0 < e < 1 for e in self.errors):
             raise AnalysisError(f"error bounds must be in (0, 1), got {list(self.errors)}")
-        if self.trials < 1:
-            raise AnalysisError(f"trials must be >= 1, got {self.trials}")
+        if self.subsets < 1:
+            raise AnalysisError(f"subsets must be >= 1, got {self.subsets}")
         if self.seed < 0:
             raise AnalysisError(f"seed must be >= 0, got {self.seed}")
         if self.max_sizes < 2:
             raise AnalysisError(f"max_sizes must be >= 2, got {self.max_sizes}")
 
+    def to_json(self, allow_mixed: bool) -> ParamsJSON:
+        """The parameters as ``confirm.json`` holds them, with the pooling guard's setting."""
+        return {"quantile": self.quantile, "quantile_name": quantile_name(self.quantile),
+                "level": self.level, "errors": list(self.errors), "trials": self.subsets,
+                "seed": self.seed, "max_sizes": self.max_sizes, "alpha": self.alpha,
+                "allow_mixed": allow_mixed}
+
+    @classmethod
+    def from_json(cls, doc: ParamsJSON) -> ConfirmParams:
+        """The parameters back from :meth:`to_json`."""
+        return cls(doc["quantile"], doc["level"], tuple(doc["errors"]), doc["trials"], doc["seed"],
+                   doc["max_sizes"], doc["alpha"])
+
+
+class CIJSON(TypedDict):
+    """``ci`` of a series in ``confirm.json``: the bounds and their 1-based ranks."""
+
+    lower: float | None
+    upper: float | None
+    j: int
+    k: int
+    coverage: float
+
+
+class RepetitionJSON(TypedDict):
+    """One repetition's value of a series in ``confirm.json``."""
+
+    run_id: str
+    repetition: int
+    value: float | None
+
+
+class CheckJSON(TypedDict):
+    """One assumption check of a series in ``confirm.json``."""
+
+    name: str
+    method: str
+    status: str
+    message: str
+    values: dict[str, float | None]
+
+
+class SeriesJSON(TypedDict):
+    """A series' numbers in ``confirm.json`` (the report adds ``warnings`` and ``figure``)."""
+
+    workload: str
+    metric: str
+    group: str
+    unit: str
+    n: int
+    estimate: float | None
+    ci: CIJSON | None
+    ci_note: str
+    n_required_for_ci: int
+    relative_half_width: float | None
+    targets: list[TargetJSON]
+    checks: list[CheckJSON]
+    dropped: list[str]
+    repetitions: list[RepetitionJSON]
+    convergence: ConvergenceJSON | None
+
 
 @dataclass(frozen=True)
 class SeriesResult:
+    """One series analysed: its exact CI, convergence curve, targets and checks."""
+
     series: Series
     ci: QuantileCI
     convergence: Convergence | None
     targets: tuple[Target, ...]
     checks: tuple[CheckResult, ...]
-    warnings: tuple[str, ...]
+
+    def to_json(self) -> SeriesJSON:
+        """The series' numbers as ``confirm.json`` holds them."""
+        s, ci = self.series, self.ci
+        return {
+            "workload": s.key.workload, "metric": s.key.metric, "group": s.key.group,
+            "unit": s.unit, "n": s.n, "estimate": finite_or_none(ci.estimate),
+            "ci": None if ci.ranks is None else {
+                "lower": ci.lower, "upper": ci.upper, "j": ci.ranks.j, "k": ci.ranks.k,
+                "coverage": ci.ranks.coverage},
+            "ci_note": ci.note, "n_required_for_ci": ci.n_required,
+            "relative_half_width": finite_or_none(ci.relative_half_width),
+            "targets": [t.to_json() for t in self.targets],
+            "checks": [{"name": c.name, "method": c.method, "status": c.status, "message": c.message,
+                        "values": {k: finite_or_none(v) for k, v in c.values.items()}}
+                       for c in self.checks],
+            "dropped": [str(ref) for ref in s.dropped],
+            "repetitions": [{"run_id": ref.run_id, "repetition": ref.repetition,
+                             "value": finite_or_none(float(v))}
+                            for ref, v in zip(s.refs, s.values, strict=True)],
+            "convergence": None if self.convergence is None else self.convergence.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, doc: SeriesJSON, params: ConfirmParams) -> SeriesResult:
+        """The series back from :meth:`to_json` (metadata mismatches are not stored as data)."""
+        refs = tuple(RepetitionRef(r["run_id"], r["repetition"]) for r in doc["repetitions"])
+        dropped = tuple(RepetitionRef(*_split_ref(d)) for d in doc["dropped"])
+        values = np.array([math.nan if r["value"] is None else r["value"] for r in doc["repetitions"]],
+                          dtype=np.float64)
+        series = Series(SeriesKey(doc["workload"], doc["metric"], doc["group"]), doc["unit"], refs,
+                        values, dropped)
+        c = doc["ci"]
+        ci = QuantileCI(doc["n"], params.quantile, params.level,
+                        math.nan if doc["estimate"] is None else doc["estimate"],
+                        None if c is None else c["lower"], None if c is None else c["upper"],
+                        None if c is None else QuantileRanks(doc["n"], params.quantile, params.level,
+                                                           c["j"], c["k"], c["coverage"]),
+                        doc["n_required_for_ci"], doc["ci_note"])
+        conv = None if doc["convergence"] is None else Convergence.from_json(doc["convergence"])
+        checks = tuple(CheckResult(x["name"], x["method"], x["status"], x["message"],  # type: ignore[arg-type]
+                                   {k: math.nan if v is None else v for k, v in x["values"].items()})
+                       for x in doc["checks"])
+        n_ci = min_n_for_ci(params.quantile, params.level)
+        targets = tuple(target_from_json(t, conv, series.n, n_ci, checks) for t in doc["targets"])
+        return cls(series, ci, conv, targets, checks)
+
+
+def _split_ref(text: str) -> tuple[str, int]:
+    run_id, _, rep = text.rpartition("#")
+    return run_id, int(rep)
 
 
 @dataclass(frozen=True)
@@ -741,12 +478,14 @@ class ConfirmResult:
 
     @property
     def quantile_name(self) -> str:
+        """``median``, ``p90`` ... (:func:`.quantiles.quantile_name`)."""
         return quantile_name(self.params.quantile)
 
 
-def analyse_series(series: Sequence[Series], params: ConfirmParams, *,
-                   progress: ProgressFn | None = None) -> list[SeriesResult]:
-    """CI, convergence, targets and checks for each series (see module docstring)."""
+def _convergence_by_length(series: Sequence[Series], params: ConfirmParams,
+                           progress: ProgressFn | None) -> tuple[dict[int, Convergence], int, int]:
+    """Curves of every series long enough for a CI, series of one length in one vectorised call;
+    with the progress units done and in all."""
     p, level = params.quantile, params.level
     n_min = min_n_for_ci(p, level)
     by_len: dict[int, list[int]] = defaultdict(list)
@@ -764,11 +503,18 @@ def analyse_series(series: Sequence[Series], params: ConfirmParams, *,
             if progress is not None:
                 progress(base + k, total)
 
-        curves = convergence(stacked, p, level, trials=params.trials, seed=params.seed,
+        curves = convergence(stacked, p, level, subsets=params.subsets, seed=params.seed,
                              max_sizes=params.max_sizes, progress=tick)
         done += len(curves[0].sizes)
         convs.update(zip(members, curves, strict=True))
+    return convs, done, total
 
+
+def analyse_series(series: Sequence[Series], params: ConfirmParams, *,
+                   progress: ProgressFn | None = None) -> list[SeriesResult]:
+    """CI, convergence, targets and checks for each series (see module docstring)."""
+    p, level = params.quantile, params.level
+    convs, done, total = _convergence_by_length(series, params, progress)
     out = []
     for i, s in enumerate(series):
         ci = quantile_ci(s.values, p, level)
@@ -776,7 +522,7 @@ def analyse_series(series: Sequence[Series], params: ConfirmParams, *,
         boot = None
         if conv is not None and any(smallest_stable_n(conv, e) is None for e in params.errors):
             boot = slope_bootstrap(s.values, p, level, seed=params.seed,
-                                   trials=min(params.trials, SLOPE_BOOT_TRIALS),
+                                   subsets=min(params.subsets, SLOPE_BOOT_SUBSETS),
                                    max_sizes=min(params.max_sizes, SLOPE_BOOT_SIZES))
         checks = tuple(run_checks(s.values, params.alpha))
         targets = tuple(evaluate_target(conv, s.n, e, p, level, boot, checks)
@@ -784,17 +530,7 @@ def analyse_series(series: Sequence[Series], params: ConfirmParams, *,
         done += 1
         if progress is not None:
             progress(done, total)
-        warns = [f"pooled despite differing metadata: {m.describe()}" for m in s.mismatches]
-        if not ci.exists:
-            warns.append(ci.note)
-        if s.dropped:
-            warns.append(f"{len(s.dropped)} non-finite value(s) dropped "
-                         f"({', '.join(map(str, s.dropped[:5]))})")
-        warns += warning_messages(list(checks))
-        warns += [t.note for t in targets if t.prediction is not None and not t.prediction.reliable]
-        if ci.exists and ci.estimate == 0:
-            warns.append("the estimate is 0: a relative error bound is undefined")
-        out.append(SeriesResult(s, ci, conv, targets, checks, tuple(warns)))
+        out.append(SeriesResult(s, ci, conv, targets, checks))
     return out
 
 
@@ -803,5 +539,3 @@ def analyse(dataset: Dataset, params: ConfirmParams,
     """The whole repetition analysis of a loaded campaign."""
     results = analyse_series(dataset.series(), params, progress=progress)
     return ConfirmResult(dataset, params, tuple(results))
-
-

@@ -35,6 +35,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
+from cloudbench.analysis.quantiles import quantile_name
+
 FloatArray = NDArray[np.float64]
 
 # Coverage is a sum of floating-point binomial terms; a rounding error must not
@@ -92,13 +94,6 @@ def _check_p_level(p: float, level: float) -> None:
         raise ValueError(f"quantile p must be in (0, 1), got {p}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level}")
-
-
-def quantile_name(p: float) -> str:
-    """``median`` for 0.5, else ``p90``, ``p99``, ``p99.9`` ..."""
-    if math.isclose(p, 0.5):
-        return "median"
-    return "p" + f"{p * 100:.6g}"
 
 
 def level_name(level: float) -> str:
@@ -217,14 +212,25 @@ def quantile_ci(values: NDArray[np.floating] | list[float], p: float = 0.5,
     est = sample_quantile_sorted(xs, p)
     ranks = quantile_ci_ranks(n, p, level)
     if ranks is None:
-        return QuantileCI(n, p, level, est, None, None, None, need, no_ci_message(n, p, level))
+        return quantile_ci_at(n, p, level, est, None)
+    return quantile_ci_at(n, p, level, est, (float(xs[ranks.j - 1]), float(xs[ranks.k - 1])))
+
+
+def quantile_ci_at(n: int, p: float, level: float, estimate: float,
+                   bounds: tuple[float, float] | None) -> QuantileCI:
+    """The :class:`QuantileCI` of :func:`quantile_ci` from its numbers: a sample of ``n``, its
+    estimate and its CI's bounds (None when ``n`` allows no CI); the ranks, the ``n`` required
+    and the note follow from ``n``, ``p`` and ``level`` (a result read back from JSON)."""
+    _check_p_level(p, level)
+    need = min_n_for_ci(p, level)
+    ranks = quantile_ci_ranks(n, p, level) if n > 0 else None
+    if ranks is None or bounds is None:
+        return QuantileCI(n, p, level, estimate, None, None, None, need, no_ci_message(n, p, level))
     note = (
         f"ranks {ranks.j}..{ranks.k} of {n}, coverage {ranks.coverage:.4f} >= {level:.6g} "
         "(exact, Le Boudec Thm. 2.1)"
     )
-    return QuantileCI(
-        n, p, level, est, float(xs[ranks.j - 1]), float(xs[ranks.k - 1]), ranks, need, note
-    )
+    return QuantileCI(n, p, level, estimate, bounds[0], bounds[1], ranks, need, note)
 
 
 def z_two_sided(level: float) -> float:

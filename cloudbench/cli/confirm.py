@@ -91,8 +91,7 @@ def confirm(
     quantile: Annotated[str, typer.Option(
         help="quantile of the per-repetition values: 0.5, median, p90, 0.99")] = "0.5",
     subsets: Annotated[int, typer.Option(
-        "--subsets", "--trials", help="random subsets of the repetitions per size (--trials: the old "
-        "spelling)")] = 200,
+        "--subsets", "--trials", help="random subsets per size (--trials: its old name)")] = 200,
     seed: Annotated[int, typer.Option(help="seed of the random subsets")] = 0,
     max_sizes: Annotated[int, typer.Option(
         help="evaluate every size up to this many sizes, else a geometric grid")] = 1000,
@@ -112,7 +111,7 @@ def confirm(
         quantile=parse_quantile(quantile),
         level=parse_fraction(level, "--level"),
         errors=parse_errors(error),
-        trials=subsets,
+        subsets=subsets,
         seed=seed,
         max_sizes=max_sizes,
     )

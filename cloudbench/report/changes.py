@@ -26,9 +26,9 @@ from cloudbench.analysis.diurnal import run_values
 from cloudbench.core.files import utc_stamp
 from cloudbench.core.tables import titled_table
 from cloudbench.errors import AnalysisError
-from cloudbench.report.compare import parse_threshold, threshold_in
 from cloudbench.report.confirm import fmt_value
 from cloudbench.report.diurnal import schedule_of, value_times
+from cloudbench.report.threshold import parse_threshold, threshold_in
 from cloudbench.store.rundir import find_runs
 from cloudbench.store.summaries import read_summaries
 

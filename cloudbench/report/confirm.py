@@ -11,63 +11,63 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from rich.console import Console
 
 from cloudbench.analysis.confirm import (
-    MIN_SPAN,
-    SLOPE_BAND,
-    SLOPE_LEVEL,
     ConfirmParams,
     ConfirmResult,
     Dataset,
+    ParamsJSON,
     ProgressFn,
     RepetitionRef,
     RepetitionValue,
+    SeriesJSON,
     SeriesKey,
     SeriesResult,
     Target,
+    TargetJSON,
     analyse,
-    check_pooling,
 )
-from cloudbench.analysis.stats import level_name, quantile_name
+from cloudbench.analysis.prediction import MIN_SPAN, SLOPE_BAND, SLOPE_LEVEL, PredictionJSON
+from cloudbench.analysis.quantiles import quantile_name
+from cloudbench.analysis.stats import level_name
 from cloudbench.core.files import slug, write_json_atomic
 from cloudbench.core.tables import titled_table
 from cloudbench.errors import AnalysisError, ResultError
+from cloudbench.report.confirm_text import (
+    check_pooling,
+    mismatch_descriptions,
+    series_warnings,
+    target_note,
+    unreliable_reason,
+)
+from cloudbench.report.diurnal import repetition_hours, time_of_day_notes
 from cloudbench.store import formats
 from cloudbench.store.manifest import RESOLVED_POOLING_METADATA, Manifest, pooling_key
 from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.store.summaries import SUMMARY_SCHEMA, read_summaries
 
-# ------------------------------------------------------------------- parsing
-
-
 # ------------------------------------------------------------------ rendering
 
 
 def pct(e: float) -> str:
+    """``0.01`` -> ``1%``."""
     return f"{e * 100:.3g}%"
 
 
 def fmt_value(x: float | None) -> str:
+    """A value for a table: 4 significant digits, thousands separated from 10,000 on, ``-`` for none."""
     if x is None or not math.isfinite(x):
         return "-"
     if abs(x) >= 10_000:
         return f"{x:,.0f}"
     return f"{x:.4g}"
-
-
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
-def _floats(xs: Any) -> list[float | None]:
-    return [_finite(float(x)) for x in xs]
 
 
 def target_text(t: Target) -> str:
@@ -81,6 +81,7 @@ def target_text(t: Target) -> str:
 
 
 def series_label(r: SeriesResult, several_workloads: bool) -> str:
+    """The metric, prefixed by its workload when several workloads are shown."""
     k = r.series.key
     return f"{k.workload}:{k.metric}" if several_workloads else k.metric
 
@@ -127,10 +128,11 @@ def render_confirm(result: ConfirmResult, console: Console) -> None:
     for note in ds.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
     for r in result.series:
-        if not r.warnings:
+        warnings = series_warnings(r)
+        if not warnings:
             continue
         console.print(f"[bold]{series_label(r, several)} / {r.series.key.group}[/]:", highlight=False)
-        for w in r.warnings:
+        for w in warnings:
             console.print(f"  [yellow]![/] {w}", highlight=False, soft_wrap=True)
     if any(t.prediction is not None for r in result.series for t in r.targets):
         console.print(
@@ -143,107 +145,113 @@ def render_confirm(result: ConfirmResult, console: Console) -> None:
         )
 
 
-def confirm_to_json(result: ConfirmResult, figures: dict[int, str] | None = None) -> dict[str, Any]:
-    """The whole analysis as a JSON-ready dict (``confirm.json``, schema 1)."""
-    p, ds = result.params, result.dataset
-    figures = figures or {}
-    series = []
-    for i, r in enumerate(result.series):
-        s, ci, conv = r.series, r.ci, r.convergence
-        series.append({
-            "workload": s.key.workload,
-            "metric": s.key.metric,
-            "group": s.key.group,
-            "unit": s.unit,
-            "n": s.n,
-            "estimate": _finite(ci.estimate),
-            "ci": None if ci.ranks is None else {
-                "lower": ci.lower, "upper": ci.upper, "j": ci.ranks.j, "k": ci.ranks.k,
-                "coverage": ci.ranks.coverage,
-            },
-            "ci_note": ci.note,
-            "n_required_for_ci": ci.n_required,
-            "relative_half_width": _finite(ci.relative_half_width),
-            "targets": [
-                {
-                    "error": t.error,
-                    "reached": t.reached,
-                    "n_needed": t.n_needed,
-                    "prediction": None if t.prediction is None else {
-                        "n": t.prediction.n,
-                        "more": t.prediction.more,
-                        "law": "relative half-width = a / sqrt(n)",
-                        "a": t.prediction.fit.a,
-                        "fit_sizes": [t.prediction.fit.n_lo, t.prediction.fit.n_hi],
-                        "free_slope": _finite(t.prediction.fit.slope),
-                        "free_slope_sd": _finite(t.prediction.slope_sd),
-                        "free_slope_interval": {
-                            "level": SLOPE_LEVEL,
-                            "lower": _finite(t.prediction.slope_low),
-                            "upper": _finite(t.prediction.slope_high),
-                            "method": "percentile, moving-block bootstrap over repetition order",
-                        },
-                        "reliable_band": list(SLOPE_BAND),
-                        "slope_fit_sizes": [t.prediction.fit.slope_n_lo, t.prediction.fit.slope_n_hi],
-                        "n_range": ([t.prediction.n_low, t.prediction.n_high]
-                                    if t.prediction.n_high else None),
-                        "reliable": t.prediction.reliable,
-                        "reason": t.prediction.reason,
-                    },
-                    "note": t.note,
-                }
-                for t in r.targets
-            ],
-            "checks": [
-                {"name": c.name, "method": c.method, "status": c.status, "message": c.message,
-                 "values": {k: _finite(v) for k, v in c.values.items()}}
-                for c in r.checks
-            ],
-            "warnings": list(r.warnings),
-            "dropped": [str(ref) for ref in s.dropped],
-            "repetitions": [
-                {"run_id": ref.run_id, "repetition": ref.repetition, "value": _finite(float(v))}
-                for ref, v in zip(s.refs, s.values, strict=True)
-            ],
-            "convergence": None if conv is None else {
-                "trials": conv.trials,
-                "every_size": conv.every_size,
-                "sizes": conv.sizes.tolist(),
-                "estimate": _floats(conv.estimate),
-                "lower": _floats(conv.lower),
-                "upper": _floats(conv.upper),
-                "relative_half_width": _floats(conv.relative_half_width),
-            },
-            "figure": figures.get(i),
-        })
+class PredictionDoc(PredictionJSON):
+    """A prediction in ``confirm.json``: its numbers and why it is (not) reliable."""
+
+    reason: str
+
+
+class TargetDoc(TargetJSON):
+    """A target in ``confirm.json``: its numbers and what they mean."""
+
+    note: str
+
+
+class SeriesDoc(SeriesJSON):
+    """A series in ``confirm.json``: its numbers, its warnings and its figure's file name."""
+
+    warnings: list[str]
+    figure: str | None
+
+
+class MethodDoc(TypedDict):
+    """``method`` of ``confirm.json``: how each number was computed."""
+
+    ci: str
+    estimate: str
+    convergence: str
+
+
+class ConfirmDoc(TypedDict):
+    """``confirm.json`` (:data:`cloudbench.store.formats.CONFIRM`)."""
+
+    schema: int
+    kind: str
+    path: str
+    campaign: str
+    runs: list[str]
+    params: ParamsJSON
+    method: MethodDoc
+    metadata: dict[str, str]
+    mixed_metadata: list[str]
+    notes: list[str]
+    series: list[SeriesDoc]
+
+
+METHOD: MethodDoc = {
+    "ci": "exact order-statistic CI from the binomial (Le Boudec, Thm. 2.1); "
+          "shortest rank interval, symmetric for the median",
+    "estimate": "Hyndman & Fan definition 7",
+    "convergence": "mean over random subsets without replacement per size "
+                   "(CONFIRM, Maricq et al. OSDI'18); n needed = smallest size "
+                   "within ±e that stays within at every larger size",
+}
+
+# A series' keys in confirm.json: its numbers, with the warnings after the checks.
+_SERIES_ORDER = tuple(SeriesJSON.__annotations__)
+_WARNINGS_AT = _SERIES_ORDER.index("checks") + 1
+
+
+def _target_doc(t: Target) -> TargetDoc:
+    doc = t.to_json()
+    pred: PredictionDoc | None = None
+    if t.prediction is not None and doc["prediction"] is not None:
+        pred = {**doc["prediction"], "reason": unreliable_reason(t.prediction)}
+    return {**doc, "prediction": pred, "note": target_note(t)}
+
+
+def _series_doc(r: SeriesResult, figure: str | None) -> SeriesDoc:
+    nums = {**r.to_json(), "targets": [_target_doc(t) for t in r.targets]}
+    keys = (*_SERIES_ORDER[:_WARNINGS_AT], "warnings", *_SERIES_ORDER[_WARNINGS_AT:], "figure")
+    full = {**nums, "warnings": series_warnings(r), "figure": figure}
+    return cast(SeriesDoc, {k: full[k] for k in keys})
+
+
+def confirm_document(result: ConfirmResult, figures: Mapping[int, str] | None = None) -> ConfirmDoc:
+    """``confirm.json``: the results' own numbers (``to_json``) with their words."""
+    ds, figures = result.dataset, figures or {}
     return {
         "schema": formats.CONFIRM.current,
         "kind": "cloudbench.confirm",
         "path": str(ds.path),
         "campaign": ds.campaign,
         "runs": ds.runs,
-        "params": {
-            "quantile": p.quantile, "quantile_name": quantile_name(p.quantile),
-            "level": p.level, "errors": list(p.errors), "trials": p.trials, "seed": p.seed,
-            "max_sizes": p.max_sizes, "alpha": p.alpha,
-            "allow_mixed": ds.allow_mixed,
-        },
-        "method": {
-            "ci": "exact order-statistic CI from the binomial (Le Boudec, Thm. 2.1); "
-                  "shortest rank interval, symmetric for the median",
-            "estimate": "Hyndman & Fan definition 7",
-            "convergence": "mean over random subsets without replacement per size "
-                           "(CONFIRM, Maricq et al. OSDI'18); n needed = smallest size "
-                           "within ±e that stays within at every larger size",
-        },
+        "params": result.params.to_json(ds.allow_mixed),
+        "method": METHOD,
         "metadata": ds.metadata,
-        "mixed_metadata": ds.mismatch_descriptions(),
+        "mixed_metadata": mismatch_descriptions(ds.mismatches),
         "notes": ds.notes,
-        "series": series,
+        "series": [_series_doc(r, figures.get(i)) for i, r in enumerate(result.series)],
     }
 
 
+def confirm_from_document(doc: ConfirmDoc) -> ConfirmResult:
+    """The analysis back from ``confirm.json`` (:func:`confirm_document`): its parameters and
+    every series' numbers. The dataset holds each series' finite values with the first
+    repetition's metadata; the metadata differences are kept only as words
+    (``mixed_metadata``)."""
+    params = ConfirmParams.from_json(doc["params"])
+    series = tuple(SeriesResult.from_json(s, params) for s in doc["series"])
+    values = [RepetitionValue(ref, r.series.key.workload, r.series.key.metric, r.series.key.group,
+                              float(v), r.series.unit, 0, doc["metadata"])
+              for r in series for ref, v in zip(r.series.refs, r.series.values, strict=True)]
+    ds = Dataset(doc["path"], doc["campaign"], list(doc["runs"]), values, dict(doc["metadata"]),
+                 notes=list(doc["notes"]), allow_mixed=doc["params"]["allow_mixed"])
+    return ConfirmResult(ds, params, series)
+
+
 def figure_name(r: SeriesResult) -> str:
+    """``confirm-<workload>-<metric>-<group>.png``, each part made file-name safe."""
     k = r.series.key
     return f"confirm-{slug(k.workload, 'series')}-{slug(k.metric, 'series')}-{slug(k.group, 'series')}.png"
 
@@ -263,7 +271,7 @@ def draw_convergence(r: SeriesResult, params: ConfirmParams, path: Path) -> None
     n = conv.sizes
     qn = quantile_name(params.quantile)
     ax.fill_between(n, conv.lower, conv.upper, color="#9ecae1", alpha=0.7, linewidth=0,
-                    label=f"{level_name(params.level)} CI (mean of {conv.trials} subsets)")
+                    label=f"{level_name(params.level)} CI (mean of {conv.subsets} subsets)")
     ax.plot(n, conv.estimate, color="#08519c", linewidth=2.2, label=f"{qn} (mean of subsets)")
     notes = []
     for t, style in zip(r.targets, _ERROR_STYLES * 4, strict=False):
@@ -306,7 +314,7 @@ def write_confirm(result: ConfirmResult, out: Path) -> tuple[Path, dict[int, str
             draw_convergence(r, result.params, out / name)
             figures[i] = name
         json_path = out / "confirm.json"
-        write_json_atomic(json_path, confirm_to_json(result, figures))
+        write_json_atomic(json_path, confirm_document(result, figures))
     except OSError as e:
         raise ResultError(str(out), f"cannot write the confirm outputs: {e.strerror or e}") from e
     return json_path, figures
@@ -393,7 +401,7 @@ def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str
     mismatches = check_pooling(path, series_refs, metas, allow_mixed)
     run_pos = {run.run_id: i for i, run in enumerate(runs)}
     first = min(used, key=lambda r: (run_pos[r.run_id], r.repetition))
-    return Dataset(path, campaign, [r.run_id for r in runs], values, dict(metas[first]),
+    return Dataset(str(path), campaign, [r.run_id for r in runs], values, dict(metas[first]),
                    mismatches, notes, allow_mixed)
 
 
@@ -420,8 +428,6 @@ def confirm(path: Path, params: ConfirmParams | None = None, *, metrics: Sequenc
     time zone; a stratum of a scheduled campaign). The runs of a scheduled campaign are
     checked for a time-of-day effect, and each series that has one gets a note.
     """
-    from cloudbench.report.diurnal import repetition_hours, time_of_day_notes
-
     dataset = load_values(path, metrics=metrics, groups=groups, allow_mixed=allow_mixed)
     if hours:
         if any(not 0 <= h <= 23 for h in hours):

@@ -19,14 +19,10 @@ from numpy.typing import NDArray
 from scipy import stats as sps
 from scipy.signal import lfilter
 
-from cloudbench.analysis.confirm import (
-    SLOPE_BOOT_SIZES,
-    SLOPE_LEVEL,
-    convergence,
-    evaluate_target,
-    slope_bootstrap,
-)
+from cloudbench.analysis.confirm import evaluate_target
+from cloudbench.analysis.convergence import convergence
 from cloudbench.analysis.events import detect_pair_events, spike_size_interval, step_size_interval
+from cloudbench.analysis.prediction import SLOPE_BOOT_SIZES, SLOPE_LEVEL, slope_bootstrap
 from cloudbench.analysis.stats import fit_sqrt_law, quantile_ci_ranks
 from cloudbench.analysis.throughput import capacity_lower_bound_95
 from cloudbench.analysis.tokenbucket import Method, estimate_drain, estimate_refill
@@ -318,10 +314,10 @@ def confirm_predictions(datasets: int = 1000, seed: int = 5, n: int = 40,
         mu, sigma = 100.0, 5.0
         truth = expected_n_needed(rel_error, mu, sigma)
         data = rng.normal(mu, sigma, (datasets, n))
-        curves = convergence(np.sort(data, axis=1), 0.5, 0.95, trials=100, seed=seed)
+        curves = convergence(np.sort(data, axis=1), 0.5, 0.95, subsets=100, seed=seed)
         hit = 0
         for i, c in enumerate(curves):
-            boot = slope_bootstrap(data[i], 0.5, 0.95, n_boot=30, trials=50, seed=i)
+            boot = slope_bootstrap(data[i], 0.5, 0.95, n_boot=30, subsets=50, seed=i)
             t = evaluate_target(c, n, rel_error, 0.5, 0.95, boot)
             pr = t.prediction
             if pr is None:
@@ -346,7 +342,7 @@ def confirm_slope_intervals(datasets: int = 1000, seed: int = 6, n: int = 60, n_
     """
 
     def slopes_of(data: FloatArray, rep_seed: int) -> FloatArray:
-        curves = convergence(np.sort(data, axis=1), 0.5, 0.95, trials=trials, seed=rep_seed,
+        curves = convergence(np.sort(data, axis=1), 0.5, 0.95, subsets=trials, seed=rep_seed,
                              max_sizes=SLOPE_BOOT_SIZES)
         fits = [fit_sqrt_law(c.sizes, c.relative_half_width) for c in curves]
         return np.array([f.slope if f else math.nan for f in fits])
@@ -359,7 +355,7 @@ def confirm_slope_intervals(datasets: int = 1000, seed: int = 6, n: int = 60, n_
         widths = []
         for i in range(datasets):
             x = 100.0 * (1 + 0.1 * rng.standard_normal(n))
-            lo, hi = slope_bootstrap(x, 0.5, 0.95, n_boot=n_boot, trials=trials, seed=i,
+            lo, hi = slope_bootstrap(x, 0.5, 0.95, n_boot=n_boot, subsets=trials, seed=i,
                                      max_sizes=SLOPE_BOOT_SIZES).slope_interval()
             hit += lo <= truth <= hi
             widths.append(hi - lo)

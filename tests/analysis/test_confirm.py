@@ -16,27 +16,32 @@ from typer.testing import CliRunner
 
 from cloudbench.analysis.checks import CheckResult
 from cloudbench.analysis.confirm import (
-    RELIABILITY_CHECKS,
     ConfirmParams,
-    Convergence,
     Series,
     SeriesKey,
-    SlopeBootstrap,
     analyse_series,
-    block_length,
-    convergence,
     evaluate_target,
-    min_n_for_reliable,
-    moving_block_resamples,
+)
+from cloudbench.analysis.convergence import (
+    Convergence,
+    convergence,
     size_grid,
     smallest_stable_n,
     subset_order_positions,
+)
+from cloudbench.analysis.prediction import (
+    RELIABILITY_CHECKS,
+    SlopeBootstrap,
+    block_length,
+    min_n_for_reliable,
+    moving_block_resamples,
 )
 from cloudbench.analysis.stats import normal_required_n, quantile_ci, quantile_ci_ranks
 from cloudbench.cli.confirm import confirm as confirm_command
 from cloudbench.cli.confirm import parse_errors, parse_fraction, parse_quantile
 from cloudbench.errors import AnalysisError, CloudbenchError, ResultError, UsageError
 from cloudbench.report.confirm import confirm, load_values
+from cloudbench.report.confirm_text import mismatch_descriptions, series_warnings, target_note, unreliable_reason
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
 
 P50 = ("rtt_p50_us", "same_zone")
@@ -103,11 +108,11 @@ def test_non_finite_values_are_dropped_with_a_warning(tmp_path: Path) -> None:
     vals: list[float | None] = [*normal_values(12, 100, 0.05)]
     vals[3] = math.nan
     path = campaign(tmp_path, FakeRun({P50: vals}))
-    res = confirm(path, ConfirmParams(trials=20))
+    res = confirm(path, ConfirmParams(subsets=20))
     r = res.series[0]
     assert r.series.n == 11
     assert len(r.series.dropped) == 1 and r.series.dropped[0].repetition == 3
-    assert any("non-finite" in w for w in r.warnings)
+    assert any("non-finite" in w for w in series_warnings(r))
 
 
 # --------------------------------------------------------------------- pooling guard
@@ -124,9 +129,9 @@ def test_mismatched_vm_type_is_refused_naming_key_values_and_runs(tmp_path: Path
     assert runs[0] in msg and runs[1] in msg
     assert "--allow-mixed" in msg
     # With the override the data are pooled and the mismatch becomes a warning.
-    res = confirm(path, ConfirmParams(trials=10), allow_mixed=True)
+    res = confirm(path, ConfirmParams(subsets=10), allow_mixed=True)
     assert res.series[0].series.n == 12
-    assert any("vm_type" in w and "pooled despite" in w for w in res.series[0].warnings)
+    assert any("vm_type" in w and "pooled despite" in w for w in series_warnings(res.series[0]))
 
 
 def test_guard_checks_the_repetitions_each_series_pools(tmp_path: Path) -> None:
@@ -179,7 +184,7 @@ def test_a_vm_type_that_kept_its_name_but_changed_its_cap_does_not_pool(tmp_path
     assert "vm_type definitions differ (vm_types.capped.rate: 50000000.0 vs 200000000.0)" in msg
     assert runs[0] in msg and runs[1] in msg
     ds = load_values(path, allow_mixed=True)
-    assert any("vm_type definitions differ" in m for m in ds.mismatch_descriptions())
+    assert any("vm_type definitions differ" in m for m in mismatch_descriptions(ds.mismatches))
     assert ds.notes == []  # schema-2 manifests: nothing compared by name only
 
 
@@ -305,18 +310,18 @@ def test_too_small_n_is_explained(tmp_path: Path) -> None:
     r = confirm(path).series[0]
     assert not r.ci.exists
     assert r.convergence is None
-    assert any("n >= 6" in w and "2 more" in w for w in r.warnings)
+    assert any("n >= 6" in w and "2 more" in w for w in series_warnings(r))
     assert all(t.n_needed is None and t.prediction is None for t in r.targets)
-    assert all("at least 2 more" in t.note for t in r.targets)
+    assert all("at least 2 more" in target_note(t) for t in r.targets)
     p90 = confirm(path, ConfirmParams(quantile=0.9)).series[0]
-    assert any("n >= 29" in w for w in p90.warnings)
+    assert any("n >= 29" in w for w in series_warnings(p90))
 
 
 def test_convergence_is_seeded_and_starts_at_the_smallest_n() -> None:
     x = np.sort(np.random.default_rng(0).lognormal(0, 0.5, 40))
-    a = convergence(x, trials=50, seed=3)[0]
-    b = convergence(x, trials=50, seed=3)[0]
-    c = convergence(x, trials=50, seed=4)[0]
+    a = convergence(x, subsets=50, seed=3)[0]
+    b = convergence(x, subsets=50, seed=3)[0]
+    c = convergence(x, subsets=50, seed=4)[0]
     assert a.sizes[0] == 6 and a.sizes[-1] == 40 and a.every_size
     np.testing.assert_array_equal(a.lower, b.lower)
     assert not np.array_equal(a.lower[:-1], c.lower[:-1])
@@ -330,7 +335,7 @@ def test_convergence_matches_a_naive_subset_loop() -> None:
     rng = np.random.default_rng(7)
     x = np.sort(rng.gamma(2.0, 10.0, 30))
     trials = 400
-    conv = convergence(x, trials=trials, seed=1)[0]
+    conv = convergence(x, subsets=trials, seed=1)[0]
     for n in (6, 11, 20):
         lo, hi, est = [], [], []
         r = quantile_ci_ranks(n, 0.5, 0.95)
@@ -379,8 +384,8 @@ def test_subset_order_positions_follow_the_exact_law() -> None:
 def test_series_batched_together_do_not_influence_each_other() -> None:
     rng = np.random.default_rng(5)
     a, b = np.sort(rng.normal(10, 1, 50)), np.sort(rng.normal(50, 9, 50))
-    together = convergence(np.stack([a, b]), trials=30, seed=9)
-    alone = convergence(b, trials=30, seed=9)[0]
+    together = convergence(np.stack([a, b]), subsets=30, seed=9)
+    alone = convergence(b, subsets=30, seed=9)[0]
     np.testing.assert_allclose(together[1].upper, alone.upper, rtol=1e-12)
     np.testing.assert_allclose(together[1].estimate, alone.estimate, rtol=1e-12)
 
@@ -389,7 +394,7 @@ def _conv(sizes: list[int], rel: list[float]) -> Convergence:
     s = np.array(sizes, dtype=np.int64)
     est = np.full(len(sizes), 100.0)
     half = 100.0 * np.array(rel)
-    return Convergence(s, est, est - half, est + half, trials=1, every_size=True)
+    return Convergence(s, est, est - half, est + half, subsets=1, every_size=True)
 
 
 def test_n_needed_must_stay_within() -> None:
@@ -417,16 +422,16 @@ def test_prediction_is_labelled_and_flagged_when_cis_do_not_shrink() -> None:
     assert t.prediction.n == math.ceil((0.5 / 0.01) ** 2)
     assert t.prediction.more == t.prediction.n - 40
     assert not t.prediction.reliable  # no slope interval given: cannot be called reliable
-    assert "ROUGH GUESS" in t.note and "1/√n" in t.note
+    assert "ROUGH GUESS" in target_note(t) and "1/√n" in target_note(t)
     boot = _boot([-0.45, -0.5, -0.55, -0.6, -0.4])
     t = evaluate_target(shrinking, 40, 0.01, 0.5, 0.95, boot, _ok_checks())
-    assert t.prediction is not None and t.prediction.reliable, t.note
-    assert "PREDICTED" in t.note and t.prediction.n_low < t.prediction.n == t.prediction.n_high
+    assert t.prediction is not None and t.prediction.reliable, target_note(t)
+    assert "PREDICTED" in target_note(t) and t.prediction.n_low < t.prediction.n == t.prediction.n_high
     assert t.prediction.slope_low == pytest.approx(-0.6) and t.prediction.slope_high == pytest.approx(-0.4)
     flat = evaluate_target(_conv(sizes, [0.05] * len(sizes)), 40, 0.01, 0.5, 0.95, boot, _ok_checks())
     assert flat.prediction is not None and not flat.prediction.reliable
-    assert "ROUGH GUESS" in flat.note and "n^-0.00" in flat.prediction.reason
-    assert "not inside [-0.8, -0.3]" in flat.prediction.reason
+    assert "ROUGH GUESS" in target_note(flat) and "n^-0.00" in unreliable_reason(flat.prediction)
+    assert "not inside [-0.8, -0.3]" in unreliable_reason(flat.prediction)
 
 
 def test_prediction_is_reliable_only_on_the_law_over_a_span_of_two() -> None:
@@ -435,20 +440,20 @@ def test_prediction_is_reliable_only_on_the_law_over_a_span_of_two() -> None:
     narrow = _conv(list(range(9, 13)), [0.5 * n ** -0.21 for n in range(9, 13)])
     t = evaluate_target(narrow, 12, 0.01, 0.5, 0.95, _boot([-0.5, -0.45, -0.55]), _ok_checks())
     assert t.prediction is not None and not t.prediction.reliable
-    assert "spans only n=9..12" in t.prediction.reason
+    assert "spans only n=9..12" in unreliable_reason(t.prediction)
     # two octaves are needed: n = 6..23 is not enough, 6..24 is
     for last, reliable in ((23, False), (24, True)):
         sizes = list(range(6, last + 1))
         law = _conv(sizes, [0.5 / math.sqrt(n) for n in sizes])
         t = evaluate_target(law, last, 0.01, 0.5, 0.95, _boot([-0.5, -0.45, -0.55]), _ok_checks())
-        assert t.prediction is not None and t.prediction.reliable is reliable, t.note
+        assert t.prediction is not None and t.prediction.reliable is reliable, target_note(t)
     sizes = list(range(6, 41))
     law = _conv(sizes, [0.5 / math.sqrt(n) for n in sizes])
     # the old rule (|slope + 0.5| <= 2 bootstrap SDs) passed a wide spread; the band does not
     loose = _boot([-0.9, -0.1, -0.5, -0.3, -0.7])
     t = evaluate_target(law, 40, 0.01, 0.5, 0.95, loose, _ok_checks())
     assert t.prediction is not None and not t.prediction.reliable
-    assert "interval -0.90..-0.10, not inside [-0.8, -0.3]" in t.prediction.reason
+    assert "interval -0.90..-0.10, not inside [-0.8, -0.3]" in unreliable_reason(t.prediction)
     # the interval's ends decide, at the band's edges
     assert evaluate_target(law, 40, 0.01, 0.5, 0.95, _boot([-0.8, -0.3]), _ok_checks()).prediction.reliable  # type: ignore[union-attr]
     assert not evaluate_target(law, 40, 0.01, 0.5, 0.95, _boot([-0.81, -0.5]), _ok_checks()).prediction.reliable  # type: ignore[union-attr]
@@ -464,7 +469,7 @@ def test_a_warning_or_skipped_check_makes_a_rough_guess(name: str, status: str) 
                    for c in _ok_checks())
     t = evaluate_target(law, 40, 0.01, 0.5, 0.95, _boot([-0.5, -0.45, -0.55]), checks)
     assert t.prediction is not None and not t.prediction.reliable
-    assert name in t.prediction.reason
+    assert name in unreliable_reason(t.prediction)
     # a normality warning is no reason: the quantile CI is nonparametric
     normality = (*_ok_checks(), CheckResult("normality", "-", "warning", ""))
     t = evaluate_target(law, 40, 0.01, 0.5, 0.95, _boot([-0.5, -0.45, -0.55]), normality)
@@ -480,9 +485,10 @@ def test_the_fewest_repetitions_a_reliable_label_needs() -> None:
     rng = np.random.default_rng(7)
     for n in (23, 24):
         (r,) = analyse_series([Series(SeriesKey("w", "m", "s"), "", (), rng.normal(100, 10, n))],
-                              ConfirmParams(errors=(0.001,), trials=50))
+                              ConfirmParams(errors=(0.001,), subsets=50))
         pred = r.targets[0].prediction
-        assert pred is not None and ("spans only" in pred.reason) is (n < 24), pred.reason
+        assert pred is not None
+        assert ("spans only" in unreliable_reason(pred)) is (n < 24), unreliable_reason(pred)
 
 
 def test_moving_blocks_keep_neighbours_together() -> None:
@@ -518,7 +524,7 @@ def _ar1(rng: np.random.Generator, n: int) -> np.ndarray:
 def _reliable(gen: Any, n: int, count: int, seed: int) -> int:
     rng = np.random.default_rng(seed)
     batch = [Series(SeriesKey("w", "m", str(i)), "", (), gen(rng, n)) for i in range(count)]
-    results = analyse_series(batch, ConfirmParams(errors=(0.001,), trials=100))
+    results = analyse_series(batch, ConfirmParams(errors=(0.001,), subsets=100))
     preds = [r.targets[0].prediction for r in results]
     assert all(p is not None for p in preds)
     return sum(p.reliable for p in preds if p is not None)
@@ -567,7 +573,7 @@ def test_required_n_on_random_normal_samples() -> None:
     series = [Series(SeriesKey("w", "m", str(s)), "", (), np.array(normal_values(400, 100, cov, s)))
               for s in range(5)]
     found = [r.targets[0].n_needed for r in analyse_series(series, ConfirmParams(errors=(e,),
-                                                                                 trials=100))]
+                                                                                 subsets=100))]
     assert all(f is not None for f in found)
     med = statistics.median(f for f in found if f is not None)
     assert asym / 1.5 <= med <= asym * 1.5
@@ -584,7 +590,7 @@ def test_size_grid_caps_the_work() -> None:
 
 def test_large_campaigns_use_a_grid_of_sizes() -> None:
     x = np.sort(np.random.default_rng(8).normal(100, 5, 3000))
-    conv = convergence(x, trials=50, max_sizes=100)[0]
+    conv = convergence(x, subsets=50, max_sizes=100)[0]
     assert not conv.every_size
     assert len(conv.sizes) <= 100 and conv.sizes[0] == 6 and conv.sizes[-1] == 3000
     found = smallest_stable_n(conv, 0.01)
@@ -595,7 +601,7 @@ def test_progress_is_reported_up_to_the_total() -> None:
     series = [Series(SeriesKey("w", "m", g), "", (), np.array(normal_values(n, 100, 0.1, n)))
               for g, n in (("a", 30), ("b", 30), ("c", 50), ("d", 3))]
     calls: list[tuple[int, int]] = []
-    analyse_series(series, ConfirmParams(trials=10), progress=lambda d, t: calls.append((d, t)))
+    analyse_series(series, ConfirmParams(subsets=10), progress=lambda d, t: calls.append((d, t)))
     done = [d for d, _ in calls]
     assert done == sorted(done)
     assert {t for _, t in calls} == {(30 - 5) + (50 - 5) + len(series)}
@@ -604,7 +610,7 @@ def test_progress_is_reported_up_to_the_total() -> None:
 
 def test_constant_series_do_not_crash(tmp_path: Path) -> None:
     path = campaign(tmp_path, FakeRun({P50: [5.0] * 30}))
-    r = confirm(path, ConfirmParams(trials=20)).series[0]
+    r = confirm(path, ConfirmParams(subsets=20)).series[0]
     assert r.ci.relative_half_width == 0.0
     assert r.targets[0].n_needed == 6
     assert all(c.status == "skipped" for c in r.checks)
@@ -615,8 +621,8 @@ def test_bad_parameters_are_refused() -> None:
         ConfirmParams(quantile=1.0)
     with pytest.raises(AnalysisError, match="error bounds"):
         ConfirmParams(errors=(0.0,))
-    with pytest.raises(AnalysisError, match="trials"):
-        ConfirmParams(trials=0)
+    with pytest.raises(AnalysisError, match="subsets"):
+        ConfirmParams(subsets=0)
 
 
 # ------------------------------------------------------------------------------- CLI

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from cloudbench.report.compare import compare, write_compare
+from cloudbench.report.compare import compare
+from cloudbench.report.compare_render import write_compare
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
 
 from .browser import chromium, render_page

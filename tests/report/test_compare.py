@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 import cloudbench
 from cloudbench.cli import app
 from cloudbench.errors import AnalysisError, ExitCode, UsageError
-from cloudbench.report.compare import compare, parse_threshold, render, to_html, to_json
+from cloudbench.report.compare import CompareResult, compare, to_json
+from cloudbench.report.compare_render import render, to_html
+from cloudbench.report.threshold import parse_threshold
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
 from tests.paths import ROOT
 
@@ -38,7 +40,7 @@ def campaign(root: Path, name: str, *, runs: int = 8, reps: int = 3, rtt: float 
     return make_campaign(root, name, out)
 
 
-def rows_by(res: cloudbench.report.compare.CompareResult) -> dict[tuple[str, str], object]:  # type: ignore[name-defined]
+def rows_by(res: CompareResult) -> dict[tuple[str, str], object]:
     return {(r.key.metric, r.key.group): r for r in res.rows}
 
 

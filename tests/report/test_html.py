@@ -72,7 +72,7 @@ def full_report(run: RunDir) -> dict[str, Any]:
 def test_the_page_is_one_file_in_reading_order_with_a_figure_per_aggregate(tmp_path: Path) -> None:
     camp = make_campaign(tmp_path, "c", [FakeRun({("rtt_p50_us", "cross_zone"): normal_values(20, 500.0, 0.05, 1)})])
     run = RunDir(next(camp.glob("*/manifest.json")).parent)
-    write_confirm(confirm(camp, ConfirmParams(trials=20)), camp)
+    write_confirm(confirm(camp, ConfirmParams(subsets=20)), camp)
     page, *files = write_html(run, full_report(run))
     text = page.read_text()
     assert page == run.path / "report" / "index.html"

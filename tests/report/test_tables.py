@@ -163,7 +163,7 @@ def test_confirm_never_breaks_a_metric_name(width: int, tmp_path: Path) -> None:
     metrics = ["rtt_mean_us", "quorum_q2of3_p99_us", "timeout_frac"]
     camp = make_campaign(tmp_path, "c", [FakeRun({(m, "cross_subnet"): normal_values(12, 500.0, 0.05, i)
                                                   for i, m in enumerate(metrics)})])
-    result = confirm(camp, ConfirmParams(trials=20))
+    result = confirm(camp, ConfirmParams(subsets=20))
     text = printed(lambda c: render_confirm(result, c), width)
     assert_headers_whole(text, width, ["metric", "group", "n", "median", "CI", "±rel", "n for ±e", "warnings",
                                        *metrics, "cross_subnet"], messages=("!",))
