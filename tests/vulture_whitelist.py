@@ -22,6 +22,24 @@ last_high  # analysis/throughput.py LevelShift
 base_utc  # campaign/journal.py SlotRow: a column of the journal's slots table
 ssh  # store/manifest.py host entry: the ssh user@address a user may log in with
 position  # workloads/base.py Trial: its place in the repetition's random order (manifest)
+median_a_ci  # analysis/compare.py Comparison and report/compare.py Row: in compare.json
+median_b_ci  # same
+more_per_side  # same
+unit_of_analysis_a  # report/compare.py Row: in compare.json
+unit_of_analysis_b  # same
+threshold_value  # report/compare.py: in compare.json
+threshold_relative  # same
+min_n  # report/compare.py: in compare.json
+comparisons  # report/compare.py CompareByResult: in compare.json
+ci_note  # analysis/confirm.py Target: in confirm.json
+n_required_for_ci  # same
+fit_sizes  # analysis/prediction.py Prediction: in confirm.json
+free_slope  # same
+free_slope_sd  # same
+free_slope_interval  # same
+reliable_band  # same
+slope_fit_sizes  # same
+mixed_metadata  # report/confirm.py ConfirmDoc (TypedDict): a key of confirm.json
 
 # Typer commands: registered by decorator, called by the CLI.
 run_  # cli/campaign.py `cloudbench campaign run`

@@ -47,8 +47,6 @@ ALPHA = 0.05  # two-sided level of the p-values and of the 95 % interval; TOST a
 EXACT_MAX_CELLS = 10_000  # m*n up to which U's null distribution is computed exactly
 MAX_MORE = 100_000  # "more units would decide" beyond this is reported as out of reach
 
-VERDICTS = ("better", "worse", "different", "equivalent", "inconclusive", "inconclusive (n too small)")
-
 
 @lru_cache(maxsize=512)
 def mw_null_cdf(m: int, n: int) -> FloatArray:

@@ -47,7 +47,6 @@ IntArray = NDArray[np.int64]
 # simulation: the subsets' extreme order statistics are wider than the normal
 # approximation), so it reaches further down than up. Coverage of the interval:
 # tests/analysis/coverage; the rates: bench/bench_confirm_reliable.py.
-LAW_SLOPE = -0.5
 SLOPE_BAND = (-0.8, -0.3)
 SLOPE_LEVEL = 0.80
 MIN_SPAN = 4.0

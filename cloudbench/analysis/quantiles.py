@@ -9,7 +9,6 @@ quantile it is asked for (:func:`quantile_name`: ``median`` for 0.5).
 from __future__ import annotations
 
 import math
-import re
 
 from cloudbench.errors import AnalysisError
 
@@ -25,16 +24,6 @@ def percentile_name(p: float) -> str:
     if not 0.0 < p < 1.0:
         raise AnalysisError(f"a quantile's level must be in (0, 1), got {p}")
     return "p" + f"{p * 100:.6g}"
-
-
-def percentile_level(name: str) -> float:
-    """The level of a percentile's name: ``p99.9`` -> 0.999 (the inverse of :func:`percentile_name`)."""
-    if name in PERCENTILES:
-        return PERCENTILES[name]
-    m = re.fullmatch(r"p([0-9]+(?:\.[0-9]+)?)", name)
-    if m is None or not 0.0 < float(m.group(1)) < 100.0:
-        raise AnalysisError(f"{name!r} is not a percentile's name (p50, p99, p99.9, ...)")
-    return float(m.group(1)) / 100.0
 
 
 def quantile_name(p: float) -> str:

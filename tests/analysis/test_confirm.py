@@ -171,7 +171,7 @@ CAP50 = {"shaping": "cap", "rate": 50e6, "qdisc": "tbf", "peak_burst": 65536, "l
 
 
 def test_a_vm_type_that_kept_its_name_but_changed_its_cap_does_not_pool(tmp_path: Path) -> None:
-    """Issue 23, point 6: `capped` was 50 Mbit/s in one run and 200 Mbit/s in the next.
+    """`capped` was 50 Mbit/s in one run and 200 Mbit/s in the next.
     The old guard compared the name only and pooled them (`mixed_metadata: []`)."""
     path = campaign(tmp_path, FakeRun({P50: normal_values(6, 48, 0.05)}, vm_type="capped",
                                       vm_type_definition=CAP50),
@@ -435,8 +435,8 @@ def test_prediction_is_labelled_and_flagged_when_cis_do_not_shrink() -> None:
 
 
 def test_prediction_is_reliable_only_on_the_law_over_a_span_of_two() -> None:
-    """Issue 16, point 4: the example of the issue (n = 9..12, slope -0.21) is a rough
-    guess; so is a slope whose interval leaves the band, however wide (issue 23)."""
+    """A fit over n = 9..12 with slope -0.21 (too short a span) is a rough guess; so is a slope
+    whose interval leaves the band, however wide."""
     narrow = _conv(list(range(9, 13)), [0.5 * n ** -0.21 for n in range(9, 13)])
     t = evaluate_target(narrow, 12, 0.01, 0.5, 0.95, _boot([-0.5, -0.45, -0.55]), _ok_checks())
     assert t.prediction is not None and not t.prediction.reliable
@@ -532,7 +532,7 @@ def _reliable(gen: Any, n: int, count: int, seed: int) -> int:
 
 @pytest.mark.parametrize("gen", [_regimes, _drift, _ar1], ids=["regimes", "drift", "ar1"])
 def test_data_that_do_not_follow_the_law_are_never_reliable(gen: Any) -> None:
-    """Issue 23, point 2: two regimes (100 then 130), a -1 %/repetition drift and AR(1)
+    """Two regimes (100 then 130), a -1 %/repetition drift and AR(1)
     phi = 0.9 repetitions, 10 series of 20 and 10 of 60 each. The old rule (slope within
     2 bootstrap SDs of -1/2, i.i.d. bootstrap) called 8/10 two-regime and 10/10 drift and
     AR(1) series of 20 reliable. Full rates: bench/bench_confirm_reliable.py."""

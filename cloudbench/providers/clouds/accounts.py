@@ -464,9 +464,6 @@ def _get(obj: Any, *names: str) -> Any:
     return None
 
 
-AZURE_NETWORK_USAGES = {"VirtualNetworks": "virtual networks", "NetworkSecurityGroups": "network security groups",
-                        "StandardSkuPublicIpAddresses": "Standard public IP addresses"}
-
 
 @dataclass
 class AzureAccount:

@@ -30,7 +30,6 @@ SSH_PORT = 22
 USER = "ubuntu"  # the default user of Ubuntu's cloud images on all three clouds
 WORKDIR = f"/home/{USER}/cloudbench"
 PACKAGES = ("python3", "nuttcp", "iperf3", "scamper")
-UBUNTU_RELEASE = "24.04"
 # Outputs every program exports; the driver builds the Cluster from them.
 OUTPUT_HOSTS = "hosts"
 OUTPUT_META = "cloudbench"

@@ -50,7 +50,6 @@ DEFAULT_STATE_ROOT = "/run/cloudbench"
 SSHD = "/usr/sbin/sshd"
 SUBNET_BASE = ipaddress.IPv4Network("198.18.0.0/16")
 LINK_BASE = ipaddress.IPv4Network("198.19.0.0/16")
-TESTBED_RANGE = ipaddress.IPv4Network("198.18.0.0/15")
 NS_RE = re.compile(r"^cb([0-9a-f]{6})-")
 ROUTER_SYSCTLS = (
     "net.ipv4.ip_forward=1",
