@@ -359,16 +359,26 @@ def group_series(pair_series: Sequence[Series]) -> list[Series]:
     return out
 
 
-def level_shift_rows(pair_series: Sequence[Series], **params: Any) -> list[dict[str, Any]]:
-    """Level shifts of every pair's window medians and of every group's (:func:`group_series`).
+PAIR_STATISTIC = "raw RTTs (the per-pair events)"
+
+
+def level_shift_rows(pair_series: Sequence[Series], pair_events: Sequence[dict[str, Any]] = (),
+                     **params: Any) -> list[dict[str, Any]]:
+    """Level shifts of every group's series (:func:`group_series`, sought here) and of every
+    pair: the pair's rows are its events (``pair_events``: the rows of
+    :func:`cloudbench.analysis.events.detect_pair_events`, with ``repetition``, ``trial``
+    and ``series``), found once, on raw RTTs, with their own false-alarm control, not
+    sought again in the window medians.
 
     ``pair_series``: per pair (self-loops excluded) its window medians.
     """
+    groups = {(r, trial, name): group for r, trial, name, group, _ts, _vs in pair_series}
     rows: list[dict[str, Any]] = []
-    for r, trial, name, group, ts, vs in pair_series:
-        for s in detect(ts, vs, **params):
-            rows.append(s.to_row(repetition=r, trial=trial, series=name, group=group,
-                                 statistic="window median"))
+    for e in pair_events:
+        group = groups.get((e["repetition"], e["trial"], e["series"]), "")
+        rows.append({"repetition": e["repetition"], "trial": e["trial"], "series": e["series"], "group": group,
+                     "statistic": PAIR_STATISTIC, "kind": e["kind"], "time_s": e["time_s"], "size": e["size"],
+                     "before": e["before"], "after": e["after"], "windows": 1, "p_value": e["p_value"]})
     for r, trial, name, group, ts, vs in group_series(pair_series):
         for s in detect(ts, vs, **params):
             rows.append(s.to_row(repetition=r, trial=trial, series=name, group=group,

@@ -4,6 +4,7 @@ of p50 and p99, and quorum latencies. Inputs are the section's keys only."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -138,8 +139,11 @@ def _utc(text: str | None) -> datetime | None:
 
 
 def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
-    """Windowed means per group (thick) and per pair (thin) over UTC time; steps and spikes marked."""
-    windows = [r for r in sec.get("windows") or [] if finite(r.get("mean"))]
+    """Window medians per group (thick) and per pair (thin) over UTC time, the statistic the
+    level shifts are sought in; steps and spikes marked on them (reports without medians:
+    window means)."""
+    stat = "median" if any(finite(r.get("median")) for r in sec.get("windows") or []) else "mean"
+    windows = [r for r in sec.get("windows") or [] if finite(r.get(stat))]
     if not windows:
         return None
     starts = {t: _utc(u) for t, u in (sec.get("trial_utc") or {}).items()}
@@ -155,10 +159,13 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     fig = new_figure(8.0, 4.4)
     ax = fig.add_subplot()
     lines: dict[tuple[Any, ...], list[tuple[Any, float]]] = {}
+    at: dict[tuple[Any, ...], float] = {}  # a pair's window value, to place its events on its line
+    window_s = float(sec.get("window_s") or 0.0)
     for r in sec.get("pair_windows") or []:
-        if finite(r.get("mean")) and r.get("group") != "self":
+        if finite(r.get(stat)) and r.get("group") != "self":
             key = (r["group"], r["src"], r["dst"], r["repetition"], r["trial"])
-            lines.setdefault(key, []).append((x_of(r["trial"], r["start_s"] + half), r["mean"]))
+            lines.setdefault(key, []).append((x_of(r["trial"], r["start_s"] + half), r[stat]))
+            at[(f"{r['src']}>{r['dst']}", r["repetition"], r["trial"], r["start_s"])] = r[stat]
     # a large run has thousands of pair series: draw the pairs with a level shift, then
     # the rest up to MAX_PAIR_LINES, each cut to MAX_LINE_POINTS, so the SVG stays small
     shifted = {(s.get("series", ""), s.get("repetition"), s.get("trial")) for s in sec.get("level_shifts") or []}
@@ -174,7 +181,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     groups: dict[tuple[str, int, str], list[tuple[Any, float]]] = {}
     for r in windows:
         groups.setdefault((r["group"], r["repetition"], r["trial"]), []).append(
-            (x_of(r["trial"], r["start_s"] + half), r["mean"]))
+            (x_of(r["trial"], r["start_s"] + half), r[stat]))
     seen: set[str] = set()
     order = {g: i for i, g in enumerate(GROUP_STYLES)}
     for (g, _, _), pts in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0])):
@@ -188,13 +195,21 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         if not (finite(s.get("time_s")) and finite(s.get("before")) and finite(s.get("after"))):
             continue
         x = x_of(s["trial"], s["time_s"])
+        y_after, y_spike = s["after"], s["before"] + (s.get("size") or 0.0)
+        if ">" in str(s.get("series", "")) and window_s > 0:
+            # a pair's event is measured on raw RTTs: marked on its window's value, the line drawn
+            w0 = math.floor(float(s["time_s"]) / window_s) * window_s
+            y_at = at.get((s["series"], s.get("repetition"), s.get("trial"), w0))
+            if y_at is None:
+                continue
+            y_after = y_spike = y_at
         if s["kind"] == "step":
             n_steps += 1
-            ax.plot([x], [s["after"]], marker="^" if s["after"] >= s["before"] else "v", color="black",
+            ax.plot([x], [y_after], marker="^" if s["after"] >= s["before"] else "v", color="black",
                     markerfacecolor="yellow", markersize=9, linestyle="none", zorder=5)
         else:
             n_spikes += 1
-            ax.plot([x], [s["before"] + (s.get("size") or 0.0)], marker="*", color="black",
+            ax.plot([x], [y_spike], marker="*", color="black",
                     markerfacecolor="red", markersize=11, linestyle="none", zorder=5)
     handles, _ = ax.get_legend_handles_labels()
     handles += [Line2D([], [], color="0.4", linewidth=0.6, label="one pair (thin)"),
@@ -203,7 +218,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
                 Line2D([], [], marker="*", color="black", markerfacecolor="red", linestyle="none", markersize=10,
                        label=f"spike ({n_spikes})")]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="latency group")
-    if _log_wanted([r["mean"] for r in windows]):
+    if _log_wanted([r[stat] for r in windows]):
         ax.set_yscale("log")
     if use_utc:
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
@@ -211,14 +226,14 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         ax.set_xlabel(f"time (UTC, {day}); window middles")
     else:
         ax.set_xlabel("time since the trial began (s); window middles")
-    ax.set_ylabel(f"mean RTT per {sec.get('window_s', '?'):g} s window (µs)"
-                  if finite(sec.get("window_s")) else "mean RTT per window (µs)")
+    ax.set_ylabel(f"{stat} RTT per {sec.get('window_s', '?'):g} s window (µs)"
+                  if finite(sec.get("window_s")) else f"{stat} RTT per window (µs)")
     ax.grid(alpha=0.3, which="both")
-    ax.set_title(f"{wname}: windowed mean RTT over time")
-    alt = (f"Windowed mean round-trip time of {wname} over time, a thick line per latency group and a thin "
+    ax.set_title(f"{wname}: windowed {stat} RTT over time")
+    alt = (f"Windowed {stat} round-trip time of {wname} over time, a thick line per latency group and a thin "
            f"line per host pair, {len(windows)} group windows; {n_steps} level shift(s) marked with "
            f"triangles and {n_spikes} spike(s) with stars{pairs_note}.")
-    return Plot(f"{slug(wname)}-time", f"{wname}: windowed means over time", alt, fig)
+    return Plot(f"{slug(wname)}-time", f"{wname}: windowed {stat}s over time", alt, fig)
 
 
 def grid_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
