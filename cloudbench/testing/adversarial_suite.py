@@ -199,12 +199,13 @@ def adapt_level_shifts(window_s: float, means: FloatArray, medians: FloatArray) 
 
 
 def adapt_pair_shifts(window_s: float, medians: FloatArray) -> list[dict[str, Any]]:
-    """The echo report's level shifts of one pair's window medians."""
-    from cloudbench.analysis.levelshift import level_shift_rows
+    """The window-median detector (the group series' search) on one pair's window medians: the
+    report's pair rows now come from the per-pair events (rows "events: ..."), so this row
+    checks the same step test on one pair's series."""
+    from cloudbench.analysis.levelshift import detect
 
     t = np.arange(len(medians)) * window_s
-    rows = level_shift_rows([(0, "t", "a>b", "same_zone", t, np.asarray(medians))])
-    return [r for r in rows if not str(r.get("series", "")).startswith("group:")]
+    return [s.to_row() for s in detect(t, np.asarray(medians))]
 
 
 def default_window_s(duration_s: float) -> float:
