@@ -89,9 +89,16 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 from scipy import ndimage
-from scipy import stats as sps
 
-from cloudbench.analysis.levelshift import MAD_TO_SIGMA, pelt, running_median, step_windows_needed
+from cloudbench.analysis.levelshift import (
+    MAD_TO_SIGMA,
+    pelt,
+    running_median,
+    step_p,
+    step_pvalues,
+    step_windows_needed,
+)
+from cloudbench.analysis.levelshift import STEP_TEST as WINDOW_STEP_TEST
 from cloudbench.analysis.orderstats import window_medians
 from cloudbench.analysis.stats import quantile_ci, rank_coverage
 
@@ -104,7 +111,7 @@ FULL_SHARE = 0.75
 
 SPIKE_TEST = ("run test: the run's above/below pattern under a Markov chain of the rest's "
               "exceedances, × n positions (Bonferroni)")
-STEP_TEST = "PELT on window medians; Mann–Whitney U between the segments' window medians"
+STEP_TEST = "PELT on window medians; " + WINDOW_STEP_TEST
 
 
 @dataclass(frozen=True)
@@ -363,15 +370,18 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         return []
     d = np.diff(med)
     sigma_w = max(MAD_TO_SIGMA * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0), 1e-12)
-    cps = pelt(med, p.penalty_k * sigma_w**2 * math.log(nw), 2)
+    # the gate: the whole series' step test (selection and dependence in its null)
+    p_all = step_p(med, p.alpha, 2, seed=nw)
+    cps = pelt(med, p.penalty_k * sigma_w**2 * math.log(nw), 2) if p_all < p.alpha else []
+    cache: dict[tuple[int, int], float] = {}
 
     def seg_sizes(cps: list[int]) -> list[tuple[float, float, float]]:
         b = [0, *cps, nw]
+        pvals = step_pvalues(med, cps, p.alpha, p_all, cache)
         out = []
         for k in range(len(cps)):
             before, after = med[b[k]:b[k + 1]], med[b[k + 1]:b[k + 2]]
-            pv = float(sps.mannwhitneyu(before, after, alternative="two-sided").pvalue)
-            out.append((float(np.median(after) - np.median(before)), pv,
+            out.append((float(np.median(after) - np.median(before)), pvals[k],
                         min(abs(float(np.median(before))), abs(float(np.median(after))))))
         return out
 

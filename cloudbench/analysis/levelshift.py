@@ -43,8 +43,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from scipy import ndimage
-from scipy import stats as sps
+from scipy import ndimage, signal
 
 MAD_TO_SIGMA = 1.4826
 
@@ -66,25 +65,150 @@ class Shift:
                 "p_value": self.p_value if math.isfinite(self.p_value) else None}
 
 
-@lru_cache(maxsize=64)
-def step_windows_needed(alpha: float) -> int:
-    """Fewest windows with which a step test (two-sided Mann–Whitney U between the windows
-    before and after) can reach ``alpha`` at all: its smallest p-value, two fully
-    separated halves (scipy's exact distribution). 14 at 1e-3."""
-    n = 4
-    while n < 200:
-        k = n // 2
-        p = float(sps.mannwhitneyu(np.arange(k), np.arange(k, n), alternative="two-sided",
-                                   method="exact").pvalue)
-        if p < alpha:
+# Steps: a max-type CUSUM statistic, its null by an AR(1) sieve bootstrap (see step_p).
+WINSOR_K = 3.0  # residuals winsorised at this many robust SDs (heavy tails, RTO windows)
+PHI_SE = 2.0
+GEN_RAW = True  # the raw series' lag 1 as a floor of the null's coefficient (measured: needed for AR(1) 0.8)
+PHI_MAX = 0.95  # the largest window-to-window autocorrelation the null is drawn with
+STEP_TEST = ("max-CUSUM of the windows (AR(1) long-run scale), p from an AR(1) sieve bootstrap "
+             "that repeats the search")
+
+
+def cusum_stat(y: np.ndarray, min_segment: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of ``y`` (``(B, n)``): the studentised max-CUSUM ``T``, the residuals' lag-1
+    autocorrelation ``r`` (clipped to [0, PHI_MAX]) and the winsorised residuals.
+
+    The split with the largest |CUSUM| (each side at least ``min_segment``) gives the
+    two side means; residuals from them are winsorised at ``WINSOR_K`` robust SDs
+    (MAD); ``T = max_k |Σ_{i≤k}(w_i − w̄)| / (σ_w·√((1+r)/(1−r))·√n)`` for the
+    winsorised series ``w`` (side mean + winsorised residual): the CUSUM over the
+    series' long-run scale under AR(1) dependence between windows."""
+    y = np.atleast_2d(np.asarray(y, dtype=float))
+    rows, n = y.shape
+    lo, hi = min_segment - 1, n - min_segment
+    cs = np.cumsum(y, axis=1)
+    dev = cs[:, :-1] - cs[:, -1:] * (np.arange(1, n) / n)[None, :]  # Σ_{i≤k}(y_i − ȳ), k = 1..n−1
+    ks = np.argmax(np.abs(dev[:, lo:hi]), axis=1) + lo + 1  # values in the first segment
+    at = np.arange(rows)
+    m1 = cs[at, ks - 1] / ks
+    m2 = (cs[:, -1] - cs[at, ks - 1]) / (n - ks)
+    fit = np.where(np.arange(n)[None, :] < ks[:, None], m1[:, None], m2[:, None])
+    e = y - fit
+    scale = MAD_TO_SIGMA * np.median(np.abs(e - np.median(e, axis=1, keepdims=True)), axis=1)
+    scale = np.where(scale > 0, scale, e.std(axis=1, ddof=1))
+    ew = np.clip(e, -WINSOR_K * scale[:, None], WINSOR_K * scale[:, None])
+    # the long-run scale from first differences, which a step moves by one value only:
+    # under AR(1), Var(Δy) = 2σ²(1 − φ), corr(Δy_t, Δy_t−1) = −(1 − φ)/2, LRV = σ²(1 + φ)/(1 − φ)
+    d = np.diff(y, axis=1)
+    dd = d - np.median(d, axis=1, keepdims=True)
+    dscale = MAD_TO_SIGMA * np.median(np.abs(dd), axis=1)
+    dscale = np.where(dscale > 0, dscale, d.std(axis=1, ddof=1))
+    dw = np.clip(dd, -WINSOR_K * dscale[:, None], WINSOR_K * dscale[:, None])
+    dc = dw - dw.mean(axis=1, keepdims=True)
+    ss = np.sum(dc * dc, axis=1)
+    safe = np.where(ss > 0, ss, 1.0)
+    rho_d = np.where(ss > 0, np.sum(dc[:, :-1] * dc[:, 1:], axis=1) / safe, -0.5)
+    r_d = np.clip(1.0 + 2.0 * rho_d, 0.0, PHI_MAX)
+    ec = ew - ew.mean(axis=1, keepdims=True)
+    se = np.sum(ec * ec, axis=1)
+    r_e = np.where(se > 0, np.sum(ec[:, :-1] * ec[:, 1:], axis=1) / np.where(se > 0, se, 1.0), 0.0)
+    # the smaller: the split's residuals see a step's series as clean, the differences a wander's
+    r = np.clip(np.minimum(r_d, r_e), 0.0, PHI_MAX)
+    lrs = np.sqrt(ss / max(n - 2, 1) * (1.0 + r) / (2.0 * (1.0 - r) ** 2))
+    w = fit + ew
+    wc = np.cumsum(w - w.mean(axis=1, keepdims=True), axis=1)[:, :-1]
+    top = np.max(np.abs(wc[:, lo:hi]), axis=1)
+    t_stat = np.where(lrs > 0, top / np.where(lrs > 0, lrs, 1.0) / math.sqrt(n), 0.0)
+    return t_stat, r, ew
+
+
+def _lag1(x: np.ndarray) -> float:
+    xc = x - x.mean()
+    ss = float(np.sum(xc * xc))
+    return float(np.sum(xc[:-1] * xc[1:])) / ss if ss > 0 else 0.0
+
+
+def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: int = 0) -> float:
+    """P-value for "the series' level changed somewhere" (``values``: window statistics in
+    time order): the max-CUSUM :func:`cusum_stat`, its null distribution drawn by an
+    AR(1) sieve bootstrap that repeats the whole search (split and studentisation)
+    on each null series.
+
+    The null series are AR(1) with the residuals' innovations resampled (heavy tails
+    kept) and a coefficient chosen to err high: the larger of the residuals'
+    bias-corrected lag-1 autocorrelation plus two standard errors and the raw
+    series' (which a real step inflates: a clear step stays clear, a wander that
+    looks like one does not), at most ``PHI_MAX``. ``ceil(3/alpha)`` draws, stopped
+    after 200 when ten already reach the observed value (the p-value is then
+    clearly above any α used). Deterministic (``seed``)."""
+    y = np.asarray(values, dtype=float)
+    n = len(y)
+    if n < 2 * min_segment + 1:
+        return 1.0
+    t_arr, _, ew_arr = cusum_stat(y[None, :], min_segment)
+    t_obs, ew = float(t_arr[0]), ew_arr[0]
+    if t_obs <= 0:
+        return 1.0
+    d = np.diff(y)
+    r_d = min(max(1.0 + 2.0 * _lag1(d - np.median(d)), 0.0), PHI_MAX)
+    phi = max(r_d, _lag1(ew) + (1.0 + 3.0 * _lag1(ew)) / n)  # Kendall's small-sample bias of lag 1
+    phi += PHI_SE * math.sqrt(max(1.0 - phi * phi, 0.0) / n)
+    if GEN_RAW:
+        raw = _lag1(y)
+        phi = max(phi, raw + (1.0 + 3.0 * raw) / n)
+    phi = min(max(phi, 0.0), PHI_MAX)
+    ec = ew - ew.mean()
+    u = ec[1:] - phi * ec[:-1]
+    u = u - u.mean()
+    rng = np.random.default_rng(seed)
+    burn = min(200, math.ceil(math.log(1e-3) / math.log(phi))) if phi > 0 else 0
+    total = max(200, math.ceil(3.0 / alpha))
+    done = hits = 0
+    while done < total:
+        b = 200 if done == 0 else total - done
+        x = signal.lfilter([1.0], [1.0, -phi], rng.choice(u, size=(b, n + burn)), axis=1)[:, burn:]
+        hits += int(np.sum(cusum_stat(np.asarray(x), min_segment)[0] >= t_obs))
+        done += b
+        if hits >= 10:
+            break
+    return (1 + hits) / (1 + done)
+
+
+@lru_cache(maxsize=16)
+def step_windows_needed(alpha: float = 1e-3) -> int:
+    """Fewest windows with which the step test reaches ``alpha`` on a step clear to the
+    eye: the shortest series for which two halves 20 noise SDs apart (three seeded
+    normal draws) all get a :func:`step_p` under ``alpha``. With fewer windows the
+    null's series, drawn with the largest autocorrelation the data allow (near 1),
+    wander as far as such a step."""
+    for n in range(5, 200):
+        ok = True
+        for seed in range(3):
+            rng = np.random.default_rng(seed)
+            y = np.r_[np.zeros(n // 2), np.full(n - n // 2, 20.0)] + rng.standard_normal(n)
+            ok = ok and step_p(y, alpha, seed=n) < alpha
+        if ok:
             return n
-        n += 1
-    return n
+    return 200
 
 
-def step_p(before: np.ndarray, after: np.ndarray) -> float:
-    """Two-sided Mann–Whitney U p-value between two segments' window values (scipy)."""
-    return float(sps.mannwhitneyu(before, after, alternative="two-sided").pvalue)
+def step_pvalues(y: np.ndarray, cps: Sequence[int], alpha: float, p_all: float,
+                 cache: dict[tuple[int, int], float], min_segment: int = 2) -> list[float]:
+    """Each change point's p-value: :func:`step_p` on the stretch from the change point
+    before it to the one after (the search repeated inside it), never below the whole
+    series' ``p_all`` (the gate: a flat series gets a step with probability ≤ α);
+    a stretch shorter than :func:`step_windows_needed` has ``p_all``."""
+    bounds = [0, *cps, len(y)]
+    out = []
+    for k in range(len(cps)):
+        a, b = bounds[k], bounds[k + 2]
+        if (a, b) == (0, len(y)) or b - a < step_windows_needed(alpha):
+            out.append(p_all)
+            continue
+        if (a, b) not in cache:
+            cache[(a, b)] = step_p(y[a:b], alpha, min_segment, seed=b - a)
+        out.append(max(p_all, cache[(a, b)]))
+    return out
 
 
 def robust_sigma(y: np.ndarray) -> float:
@@ -180,16 +304,17 @@ def detect(times: np.ndarray, values: np.ndarray, *, penalty_k: float = 4.0, ste
             clean[i:j] = base[i:j]
         i = j
     step_thr = max(step_k * sigma, floor)
-    testable = n >= step_windows_needed(alpha)
-    cps = pelt(clean, penalty_k * max(sigma, 1e-12) ** 2 * np.log(n), min_segment) if testable else []
+    p_all = step_p(clean, alpha, min_segment, seed=n) if n >= step_windows_needed(alpha) else 1.0
+    # the gate: no step is sought unless the whole series' level changed at alpha
+    cps = pelt(clean, penalty_k * max(sigma, 1e-12) ** 2 * np.log(n), min_segment) if p_all < alpha else []
     pvals: list[float] = []
+    cache: dict[tuple[int, int], float] = {}
     while True:  # drop the smallest step below threshold or not significant, merge, re-measure
         bounds = [0, *cps, n]
         sizes = [float(np.median(clean[bounds[k + 1]:bounds[k + 2]]) - np.median(clean[bounds[k]:bounds[k + 1]]))
                  for k in range(len(cps))]
         levels = [float(np.median(clean[bounds[k]:bounds[k + 1]])) for k in range(len(bounds) - 1)]
-        pvals = [step_p(clean[bounds[k]:bounds[k + 1]], clean[bounds[k + 1]:bounds[k + 2]])
-                 for k in range(len(cps))]
+        pvals = step_pvalues(clean, cps, alpha, p_all, cache, min_segment)
         small = [k for k, s in enumerate(sizes)
                  if abs(s) < max(step_thr, min_rel * min(abs(levels[k]), abs(levels[k + 1])))
                  or pvals[k] >= alpha]
@@ -234,16 +359,26 @@ def group_series(pair_series: Sequence[Series]) -> list[Series]:
     return out
 
 
-def level_shift_rows(pair_series: Sequence[Series], **params: Any) -> list[dict[str, Any]]:
-    """Level shifts of every pair's window medians and of every group's (:func:`group_series`).
+PAIR_STATISTIC = "raw RTTs (the per-pair events)"
+
+
+def level_shift_rows(pair_series: Sequence[Series], pair_events: Sequence[dict[str, Any]] = (),
+                     **params: Any) -> list[dict[str, Any]]:
+    """Level shifts of every group's series (:func:`group_series`, sought here) and of every
+    pair: the pair's rows are its events (``pair_events``: the rows of
+    :func:`cloudbench.analysis.events.detect_pair_events`, with ``repetition``, ``trial``
+    and ``series``), found once, on raw RTTs, with their own false-alarm control, not
+    sought again in the window medians.
 
     ``pair_series``: per pair (self-loops excluded) its window medians.
     """
+    groups = {(r, trial, name): group for r, trial, name, group, _ts, _vs in pair_series}
     rows: list[dict[str, Any]] = []
-    for r, trial, name, group, ts, vs in pair_series:
-        for s in detect(ts, vs, **params):
-            rows.append(s.to_row(repetition=r, trial=trial, series=name, group=group,
-                                 statistic="window median"))
+    for e in pair_events:
+        group = groups.get((e["repetition"], e["trial"], e["series"]), "")
+        rows.append({"repetition": e["repetition"], "trial": e["trial"], "series": e["series"], "group": group,
+                     "statistic": PAIR_STATISTIC, "kind": e["kind"], "time_s": e["time_s"], "size": e["size"],
+                     "before": e["before"], "after": e["after"], "windows": 1, "p_value": e["p_value"]})
     for r, trial, name, group, ts, vs in group_series(pair_series):
         for s in detect(ts, vs, **params):
             rows.append(s.to_row(repetition=r, trial=trial, series=name, group=group,

@@ -53,7 +53,7 @@ from scipy import stats as sps
 from cloudbench.analysis.checks import run_checks
 from cloudbench.analysis.confirm import ConfirmParams, RepetitionRef, Series, SeriesKey, analyse_series
 from cloudbench.analysis.events import detect_pair_events
-from cloudbench.analysis.levelshift import level_shift_rows
+from cloudbench.analysis.levelshift import detect, level_shift_rows
 from cloudbench.analysis.throughput import capacity_lower_bound_95, falling_trend
 from cloudbench.analysis.tokenbucket import estimate_drain, estimate_refill, interval_seconds
 from cloudbench.report.diurnal import diurnal
@@ -198,10 +198,11 @@ def adapt_level_shifts(window_s: float, means: FloatArray, medians: FloatArray) 
 
 
 def adapt_pair_shifts(window_s: float, medians: FloatArray) -> list[dict[str, Any]]:
-    """The echo report's level shifts of one pair's window medians."""
+    """The window-median detector (the group series' search) on one pair's window medians: the
+    report's pair rows now come from the per-pair events (rows "events: ..."), so this row
+    checks the same step test on one pair's series."""
     t = np.arange(len(medians)) * window_s
-    rows = level_shift_rows([(0, "t", "a>b", "same_zone", t, np.asarray(medians))])
-    return [r for r in rows if not str(r.get("series", "")).startswith("group:")]
+    return [s.to_row() for s in detect(t, np.asarray(medians))]
 
 
 def default_window_s(duration_s: float) -> float:

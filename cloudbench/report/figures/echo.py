@@ -4,6 +4,7 @@ of p50 and p99, and quorum latencies. Inputs are the section's keys only."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -140,8 +141,11 @@ def _parse_utc(text: str | None) -> datetime | None:
 
 
 def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
-    """Windowed means per group (thick) and per pair (thin) over UTC time; steps and spikes marked."""
-    windows = [r for r in sec.get("windows") or [] if finite(r.get("mean"))]
+    """Window medians per group (thick) and per pair (thin) over UTC time, the statistic the
+    level shifts are sought in; steps and spikes marked on them (reports without medians:
+    window means)."""
+    stat = "median" if any(finite(r.get("median")) for r in sec.get("windows") or []) else "mean"
+    windows = [r for r in sec.get("windows") or [] if finite(r.get(stat))]
     if not windows:
         return None
     starts = {t: _parse_utc(u) for t, u in (sec.get("trial_utc") or {}).items()}
@@ -157,10 +161,13 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     fig = new_figure(8.0, 4.4)
     ax = fig.add_subplot()
     lines: dict[tuple[Any, ...], list[tuple[Any, float]]] = {}
+    at: dict[tuple[Any, ...], float] = {}  # a pair's window value, to place its events on its line
+    window_s = float(sec.get("window_s") or 0.0)
     for r in sec.get("pair_windows") or []:
-        if finite(r.get("mean")) and r.get("group") != "self":
+        if finite(r.get(stat)) and r.get("group") != "self":
             key = (r["group"], r["src"], r["dst"], r["repetition"], r["trial"])
-            lines.setdefault(key, []).append((x_of(r["trial"], r["start_s"] + half), r["mean"]))
+            lines.setdefault(key, []).append((x_of(r["trial"], r["start_s"] + half), r[stat]))
+            at[(f"{r['src']}>{r['dst']}", r["repetition"], r["trial"], r["start_s"])] = r[stat]
     # a large run has thousands of pair series: draw the pairs with a level shift, then
     # the rest up to MAX_PAIR_LINES, each cut to MAX_LINE_POINTS, so the SVG stays small
     shifted = {(s.get("series", ""), s.get("repetition"), s.get("trial")) for s in sec.get("level_shifts") or []}
@@ -176,7 +183,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     groups: dict[tuple[str, int, str], list[tuple[Any, float]]] = {}
     for r in windows:
         groups.setdefault((r["group"], r["repetition"], r["trial"]), []).append(
-            (x_of(r["trial"], r["start_s"] + half), r["mean"]))
+            (x_of(r["trial"], r["start_s"] + half), r[stat]))
     seen: set[str] = set()
     order = {g: i for i, g in enumerate(GROUP_STYLES)}
     for (g, _, _), pts in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0])):
@@ -185,7 +192,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], color=st.color, linestyle=st.dash, marker=st.marker,
                 markersize=5, linewidth=2.0, label=None if g in seen else g)
         seen.add(g)
-    n_steps, n_spikes = _mark_shifts(ax, sec.get("level_shifts") or [], x_of)
+    n_steps, n_spikes = _mark_shifts(ax, sec.get("level_shifts") or [], x_of, at, window_s)
     handles, _ = ax.get_legend_handles_labels()
     handles += [Line2D([], [], color="0.4", linewidth=0.6, label="one pair (thin)"),
                 Line2D([], [], marker="^", color="black", markerfacecolor="yellow", linestyle="none",
@@ -193,7 +200,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
                 Line2D([], [], marker="*", color="black", markerfacecolor="red", linestyle="none", markersize=10,
                        label=f"spike ({n_spikes})")]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="latency group")
-    if _log_wanted([r["mean"] for r in windows]):
+    if _log_wanted([r[stat] for r in windows]):
         ax.set_yscale("log")
     if use_utc:
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
@@ -201,31 +208,40 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         ax.set_xlabel(f"time (UTC, {day}); window middles")
     else:
         ax.set_xlabel("time since the trial began (s); window middles")
-    ax.set_ylabel(f"mean RTT per {sec.get('window_s', '?'):g} s window (µs)"
-                  if finite(sec.get("window_s")) else "mean RTT per window (µs)")
+    ax.set_ylabel(f"{stat} RTT per {sec.get('window_s', '?'):g} s window (µs)"
+                  if finite(sec.get("window_s")) else f"{stat} RTT per window (µs)")
     ax.grid(alpha=0.3, which="both")
-    ax.set_title(f"{wname}: windowed mean RTT over time")
-    alt = (f"Windowed mean round-trip time of {wname} over time, a thick line per latency group and a thin "
+    ax.set_title(f"{wname}: windowed {stat} RTT over time")
+    alt = (f"Windowed {stat} round-trip time of {wname} over time, a thick line per latency group and a thin "
            f"line per host pair, {len(windows)} group windows; {n_steps} level shift(s) marked with "
            f"triangles and {n_spikes} spike(s) with stars{pairs_note}.")
-    return Plot(f"{slug(wname)}-time", f"{wname}: windowed means over time", alt, fig)
+    return Plot(f"{slug(wname)}-time", f"{wname}: windowed {stat}s over time", alt, fig)
 
 
-def _mark_shifts(ax: Any, shifts: list[dict[str, Any]], x_of: Callable[[str, float], Any]) -> tuple[int, int]:
+def _mark_shifts(ax: Any, shifts: list[dict[str, Any]], x_of: Callable[[str, float], Any],
+                 at: dict[tuple[Any, ...], float], window_s: float) -> tuple[int, int]:
     """Mark each level shift on ``ax`` (a step: a triangle at its new level; a spike: a star at
-    its peak); the numbers of steps and spikes marked."""
+    its peak); a pair's event, measured on raw RTTs, sits on its window's value in ``at`` (the
+    line drawn). The numbers of steps and spikes marked."""
     n_steps = n_spikes = 0
     for s in shifts:
         if not (finite(s.get("time_s")) and finite(s.get("before")) and finite(s.get("after"))):
             continue
         x = x_of(s["trial"], s["time_s"])
+        y_after, y_spike = s["after"], s["before"] + (s.get("size") or 0.0)
+        if ">" in str(s.get("series", "")) and window_s > 0:
+            w0 = math.floor(float(s["time_s"]) / window_s) * window_s
+            y_at = at.get((s["series"], s.get("repetition"), s.get("trial"), w0))
+            if y_at is None:
+                continue
+            y_after = y_spike = y_at
         if s["kind"] == "step":
             n_steps += 1
-            ax.plot([x], [s["after"]], marker="^" if s["after"] >= s["before"] else "v", color="black",
+            ax.plot([x], [y_after], marker="^" if s["after"] >= s["before"] else "v", color="black",
                     markerfacecolor="yellow", markersize=9, linestyle="none", zorder=5)
         else:
             n_spikes += 1
-            ax.plot([x], [s["before"] + (s.get("size") or 0.0)], marker="*", color="black",
+            ax.plot([x], [y_spike], marker="*", color="black",
                     markerfacecolor="red", markersize=11, linestyle="none", zorder=5)
     return n_steps, n_spikes
 

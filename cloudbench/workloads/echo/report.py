@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.markup import escape
 
 from cloudbench.analysis.events import EventParams
 from cloudbench.analysis.latency import PERCENTILES, needs_note, pct_label, quantile_estimable
-from cloudbench.analysis.levelshift import level_shift_rows, step_windows_needed
+from cloudbench.analysis.levelshift import Series, group_series, level_shift_rows, step_windows_needed
 from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -64,7 +65,7 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
     name = params["name"]
     with ThreadPoolExecutor(1) as pool:  # the modes' densities (numpy) beside the level shifts (Python)
         more = pool.submit(views.section, run, manifest, params, agg, parts)  # modes, handshakes, sweeps
-        shifts = level_shift_rows(agg.pair_series)
+        shifts = level_shift_rows(agg.pair_series, agg.events)
         extra = more.result()
     distributions = sweeps.by_value(parts) if parts else {}
     return {
@@ -73,7 +74,7 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
         "rows": agg.rows,
         "groups": agg.groups,
         "quorums": agg.quorums,
-        "windows": agg.windows,
+        "windows": with_medians(agg.windows, agg.pair_series, window_of(params), pairs=False),
         "pairs": agg.pairs,
         "level_shifts": [{**r, "time_utc": utc_of(agg.trial_t0_utc_us.get(r["trial"]), float(r["time_s"]))}
                          for r in shifts],
@@ -84,12 +85,30 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
                          "needs": step_windows_needed(EventParams().alpha)},
         "boxes": agg.boxes,
         "tails": agg.tails,
-        "pair_windows": agg.pair_windows,
+        "pair_windows": with_medians(agg.pair_windows, agg.pair_series, window_of(params), pairs=True),
         "hosts": list(agg.hosts),
         "trial_utc": {t.id: t.started_utc for t in manifest.trials if t.workload == name},
         **extra,
         **distributions,
     }
+
+
+def with_medians(rows: list[dict[str, Any]], pair_series: list[Series], window_s: float,
+                 pairs: bool) -> list[dict[str, Any]]:
+    """Window rows with the ``median`` the level shifts are sought in: a pair's window median
+    (``pairs``), or a group's median of its pairs' window medians
+    (:func:`~cloudbench.analysis.levelshift.group_series`); None where there is none (self-loops)."""
+    med: dict[tuple[Any, ...], float] = {}
+    for r, trial, name, group, ts, vs in (pair_series if pairs else group_series(pair_series)):
+        key = name if pairs else group
+        for t, v in zip(np.asarray(ts, dtype=float).tolist(), np.asarray(vs, dtype=float).tolist(), strict=True):
+            med[(r, trial, key, round(t / window_s))] = v
+    out = []
+    for row in rows:
+        key = f"{row['src']}>{row['dst']}" if pairs else row["group"]
+        out.append({**row, "median": med.get((row["repetition"], row["trial"], key,
+                                               round(float(row["start_s"]) / window_s)))})
+    return out
 
 
 def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str, bool]) -> None:

@@ -168,10 +168,24 @@ def pair_window_medians(d: EchoData, window_s: float) -> list[tuple[tuple[int, i
     return [(k, np.array(ts), np.array(vs)) for k, (ts, vs) in sorted(series.items())]
 
 
-def echo_level_shifts(d: EchoData, window_s: float, **params: Any) -> list[dict[str, Any]]:
-    """Level shifts of every pair's window medians and of every group's series: per window,
-    the median of its pairs' window medians."""
+def echo_level_shifts(d: EchoData, window_s: float, round_interval_s: float | None = None,
+                      **params: Any) -> list[dict[str, Any]]:
+    """Level shifts of every group's series (per window, the median of its pairs' window
+    medians) and, per pair, its events on raw RTTs (:func:`pair_events`, when
+    ``round_interval_s`` is given), not the pair's window medians again."""
     rows: list[dict[str, Any]] = []
+    if round_interval_s:
+        groups = {}
+        for (r, tr, a, b), _ts, _vs in pair_window_medians(d, window_s):
+            sel = (d.src == a) & (d.dst == b)
+            groups[(r, d.trials[tr], f"{d.hosts[a]}>{d.hosts[b]}")] = (
+                GROUP_ORDER[int(d.group[sel][0])].value if sel.any() else "")
+        for e in pair_events(d, window_s, round_interval_s):
+            rows.append({"repetition": e["repetition"], "trial": e["trial"], "series": e["series"],
+                         "group": groups.get((e["repetition"], e["trial"], e["series"]), ""),
+                         "statistic": "raw RTTs (the per-pair events)", "kind": e["kind"], "time_s": e["time_s"],
+                         "size": e["size"], "before": e["before"], "after": e["after"], "windows": 1,
+                         "p_value": e["p_value"]})
     by_group: dict[tuple[int, str, str], dict[float, list[float]]] = {}
     for (r, tr, a, b), ts, vs in pair_window_medians(d, window_s):
         if a == b:
@@ -180,9 +194,6 @@ def echo_level_shifts(d: EchoData, window_s: float, **params: Any) -> list[dict[
         sel = (d.src == a) & (d.dst == b)
         if sel.any():
             group = GROUP_ORDER[int(d.group[sel][0])].value
-        for s in detect(ts, vs, **params):
-            rows.append(s.to_row(repetition=r, trial=d.trials[tr], series=f"{d.hosts[a]}>{d.hosts[b]}",
-                                 group=group, statistic="window median"))
         if group not in ("", "self"):
             for t, v in zip(ts, vs, strict=True):
                 by_group.setdefault((r, d.trials[tr], group), {}).setdefault(float(t), []).append(float(v))

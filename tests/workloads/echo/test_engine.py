@@ -67,7 +67,8 @@ def test_engine_equals_numpy_on_every_table(run: Any) -> None:
     new_pw = sorted(agg.pair_windows, key=lambda r: (r["trial"], r["src"], r["dst"], r["window"]))
     _same_rows(new_pw, old_pw, "pair_windows")
     section = report.section_of(agg, manifest, params, run)
-    _same_rows(section["level_shifts"], ref.echo_level_shifts(d, window), "level_shifts")
+    _same_rows(section["level_shifts"], ref.echo_level_shifts(d, window, interval), "level_shifts",
+               time_tolerance_s=1e-4)
     # the engine times an echo by its round's send (a round's sends leave µs apart)
     _same_rows(section["events"], ref.pair_events(d, window, interval), "events", time_tolerance_s=1e-4)
     new_s = echo_summaries(run, agg, "echo")
@@ -81,7 +82,7 @@ def test_the_fixture_has_what_the_comparison_needs(run: Any) -> None:
     d = ref.load_echo(run, run.manifest(), "echo")
     assert d.timeout.sum() > 10 and d.warmup.sum() > 100
     assert len({g for g in d.group.tolist()}) >= 5
-    shifts = ref.echo_level_shifts(d, 0.5)
+    shifts = ref.pair_events(d, 0.5, 0.01)
     assert any(s["series"] == "a-1>c-1" and s["kind"] == "step" for s in shifts)
 
 

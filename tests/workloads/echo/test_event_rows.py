@@ -14,7 +14,7 @@ from cloudbench.workloads.echo.report import render, size_ci
 
 def section(events: list[dict[str, Any]], windows: int) -> dict[str, Any]:
     return {"groups": [], "quorums": [], "windows": [], "pairs": [], "level_shifts": [], "events": events,
-            "step_windows": {"windows": windows, "needs": 14}}
+            "step_windows": {"windows": windows, "needs": 15}}
 
 
 def test_size_ci_shows_coverage_under_95_and_na_without_an_interval() -> None:
@@ -35,7 +35,7 @@ def test_the_report_says_when_steps_are_not_testable() -> None:
     console = Console(record=True, width=200)
     render("echo", section([row], 10), console, {})
     text = console.export_text()
-    assert "steps not testable: 10 windows, needs 14" in text and "nan" not in text.lower()
+    assert "steps not testable: 10 windows, needs 15" in text and "nan" not in text.lower()
     console = Console(record=True, width=200)
     render("echo", section([], 20), console, {})
     assert "not testable" not in console.export_text()
