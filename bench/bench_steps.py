@@ -1,4 +1,5 @@
-"""The step test of the level-shift detectors on flat and stepped window series: does the p-value hold its level where windows are dependent, and what power is left.
+"""The step test of the level-shift detectors on flat and stepped window series: does its
+p-value hold its level where windows are dependent, and what power is left.
 
 :func:`cloudbench.analysis.levelshift.step_p` (max-CUSUM, AR(1) sieve bootstrap that
 repeats the split search) is the p-value of both detectors' steps (``levelshift.detect`` on
