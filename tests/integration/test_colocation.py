@@ -1,4 +1,4 @@
-"""The colocation audit on the testbed, against its ground truth (issue 17).
+"""The colocation audit on the testbed, against its ground truth.
 
 experiments/colocation.yaml: 8 hosts capped at 80 Mbit/s each; a1-a3 share a
 100 Mbit/s NIC (physical host ph1), b1-b2 another (ph2), c1-c3 have their own.

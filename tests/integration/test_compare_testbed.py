@@ -1,4 +1,4 @@
-"""``cloudbench compare`` end to end on the testbed (issue 26, point 6): three campaigns of one spec
+"""``cloudbench compare`` end to end on the testbed: three campaigns of one spec
 shape, 6 repetitions each; the second identical to the first, the third with the a-b link's one-way
 delay 1 ms longer (+2 ms RTT). Compared through the command: the cross-region rows are ``worse`` with
 the difference interval covering +2,000 µs (2 % allowed for the emulated delay line), the identical

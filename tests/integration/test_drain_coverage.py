@@ -1,4 +1,4 @@
-"""Issue 16, point 1: drain and refill intervals cover the configured bucket.
+"""Drain and refill intervals cover the configured bucket.
 
 A grid of six token-bucket profiles (high rate, low rate, budget and sampling
 interval all vary; none is a setting another test uses), each drained twice with

@@ -1,4 +1,4 @@
-"""Issue 16, points 2 and 3: every per-pair event the echo report prints is real.
+"""Every per-pair event the echo report prints is real.
 
 * Three regions on flat emulated links, a 400 ms spike of +25 ms one way on the
   link a–c and a step of +2 ms one way on b–c: the spike is found on a>c and

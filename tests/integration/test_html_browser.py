@@ -1,4 +1,4 @@
-"""The HTML report of a real testbed run, opened in headless Chromium (issue 14, point 5):
+"""The HTML report of a real testbed run, opened in headless Chromium:
 no console error, no request that leaves the file, and every figure drawn (its box holds
 more than background pixels)."""
 

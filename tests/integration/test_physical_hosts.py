@@ -1,4 +1,4 @@
-"""A shared NIC on the testbed, measured with nuttcp directly (issue 17 point 1).
+"""A shared NIC on the testbed, measured with nuttcp directly.
 
 p1 and p2 sit on physical host `ph` (NIC 100 Mbit/s), each with its own 80 Mbit/s
 vm_type cap; q has a NIC of its own. Alone, p1 gets its own cap; p1 and p2 sending

@@ -187,7 +187,7 @@ def test_scheduled_step_is_detected_in_time_and_size(tmp_path: Path) -> None:
         print(f"\n{series}: step at {s['time_s']:.2f} s (expected {expected_s:.2f} s), "
               f"size {s['size']:.0f} us (expected {2 * (after - before) * 1e6:.0f} us)")
         assert abs(s["time_s"] - expected_s) <= window, (series, s, expected_s)
-        # Its size: the per-pair detector on raw RTTs (issue 16; a low quantile each side, so
+        # Its size: the per-pair detector on raw RTTs (a low quantile each side, so
         # host load does not pull it), which the report prints per pair instead of window medians.
         # The window medians' size is not asserted: a step inside a window splits it (read 25 % low).
         ev = [e for e in events if e["series"] == series and e["kind"] == "step" and e["origin"] == "link"
