@@ -329,13 +329,13 @@ def detect(times: np.ndarray, values: np.ndarray, *, penalty_k: float = 4.0, ste
     return sorted(out, key=lambda s: (s.time_s, s.kind))
 
 
-Series = tuple[int, str, str, str, np.ndarray, np.ndarray]
-"""(repetition, trial, series name, group, window starts in s, window values) of one series."""
+PairWindows = tuple[int, str, str, str, np.ndarray, np.ndarray]
+"""One host pair's windows: (repetition, trial, pair name, group, window starts in s, window values)."""
 
 GROUP_STATISTIC = "median of the pairs' window medians"
 
 
-def group_series(pair_series: Sequence[Series]) -> list[Series]:
+def group_series(pair_series: Sequence[PairWindows]) -> list[PairWindows]:
     """Each latency group's series per (repetition, trial): in every window, the median of
     its pairs' window medians (self-loops left out).
 
@@ -351,7 +351,7 @@ def group_series(pair_series: Sequence[Series]) -> list[Series]:
         for t, v in zip(np.asarray(ts, dtype=float).tolist(), np.asarray(vs, dtype=float).tolist(), strict=True):
             if np.isfinite(v):
                 windows.setdefault(t, []).append(v)
-    out: list[Series] = []
+    out: list[PairWindows] = []
     for (r, trial, group), windows in sorted(by.items()):
         starts = np.array(sorted(windows))
         out.append((r, trial, f"group:{group}", group, starts,
@@ -362,7 +362,7 @@ def group_series(pair_series: Sequence[Series]) -> list[Series]:
 PAIR_STATISTIC = "raw RTTs (the per-pair events)"
 
 
-def level_shift_rows(pair_series: Sequence[Series], pair_events: Sequence[dict[str, Any]] = (),
+def level_shift_rows(pair_series: Sequence[PairWindows], pair_events: Sequence[dict[str, Any]] = (),
                      **params: Any) -> list[dict[str, Any]]:
     """Level shifts of every group's series (:func:`group_series`, sought here) and of every
     pair: the pair's rows are its events (``pair_events``: the rows of

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from cloudbench.analysis.latency import BOX_PERCENTILES, CCDF_EXCEEDANCE, ccdf_levels, distribution_row, pct_label
-from cloudbench.analysis.levelshift import Series
+from cloudbench.analysis.levelshift import PairWindows
 from cloudbench.core.topology import GROUP_ORDER
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -55,7 +55,7 @@ class EchoAggregates:
     """Per latency group: count of RTTs, the box plot's percentiles and the mean (µs)."""
     tails: list[Row] = field(default_factory=list)
     """Per latency group: CCDF points (exceedance, rtt_us) down to 1/n."""
-    pair_series: list[Series] = field(default_factory=list)
+    pair_series: list[PairWindows] = field(default_factory=list)
     """(repetition, trial, "src>dst", group, window start s, window median µs) per pair."""
     rows: int = 0
 

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from cloudbench.analysis.events import EventParams
 from cloudbench.analysis.latency import PERCENTILES, needs_note, pct_label, quantile_estimable
-from cloudbench.analysis.levelshift import Series, group_series, level_shift_rows, step_windows_needed
+from cloudbench.analysis.levelshift import PairWindows, group_series, level_shift_rows, step_windows_needed
 from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -93,7 +93,7 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
     }
 
 
-def with_medians(rows: list[dict[str, Any]], pair_series: list[Series], window_s: float,
+def with_medians(rows: list[dict[str, Any]], pair_series: list[PairWindows], window_s: float,
                  pairs: bool) -> list[dict[str, Any]]:
     """Window rows with the ``median`` the level shifts are sought in: a pair's window median
     (``pairs``), or a group's median of its pairs' window medians

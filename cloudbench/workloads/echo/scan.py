@@ -39,7 +39,7 @@ import numpy as np
 from cloudbench.analysis import orderstats as ost
 from cloudbench.analysis.events import Event, detect_pair_events, label_host_events
 from cloudbench.analysis.latency import BOX_PERCENTILES, PERCENTILES, ccdf_levels, mask_unestimable, pct_label
-from cloudbench.analysis.levelshift import Series
+from cloudbench.analysis.levelshift import PairWindows
 from cloudbench.core.topology import GROUP_ORDER
 from cloudbench.errors import ResultError
 from cloudbench.store.manifest import Manifest
@@ -126,7 +126,7 @@ class FirstPass:
     totals: KeyTotals = field(init=False)
     """The leaves summed per key (set once the files are read)."""
     windows: list[WindowPart] = field(default_factory=list)
-    pair_series: list[Series] = field(default_factory=list)
+    pair_series: list[PairWindows] = field(default_factory=list)
     quorum_latencies: dict[tuple[int, int, int], list[np.ndarray]] = field(default_factory=dict)
     """(quorum, k, repetition position) -> the k-th fastest reply (µs) per round, per sender."""
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -181,7 +181,7 @@ class _SenderPart:
     hist: dict[int, np.ndarray] = field(default_factory=dict)  # leaf -> histogram
     sums: dict[int, float] = field(default_factory=dict)  # leaf -> sum of RTTs (µs)
     windows: list[WindowPart] = field(default_factory=list)
-    series: list[Series] = field(default_factory=list)
+    series: list[PairWindows] = field(default_factory=list)
     quorums: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # (quorum, k) -> k-th per round
     events: dict[tuple[str, str], list[Event]] = field(default_factory=dict)
 
