@@ -30,6 +30,9 @@ DEFAULT_BASE = "$HOME/.cloudbench"  # expanded by the host's shell, not here
 
 @dataclass
 class StaticProvider:
+    """The provider of ``providers.static``: hosts that already exist, reached with the spec's
+    key and pinned host keys; it creates and destroys only one work directory per host."""
+
     options: StaticProviderModel
     campaign: str
     spec_dir: Path | None = None

@@ -43,6 +43,8 @@ GCP_PROJECT_ENV = ("CLOUDSDK_CORE_PROJECT", "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJ
 
 
 def gcloud_config_dir(env: Mapping[str, str], home: Path) -> Path:
+    """gcloud's configuration directory, as gcloud finds it: ``$CLOUDSDK_CONFIG``, else
+    ``~/.config/gcloud``."""
     return Path(env["CLOUDSDK_CONFIG"]) if env.get("CLOUDSDK_CONFIG") else home / ".config" / "gcloud"
 
 
@@ -147,6 +149,7 @@ class Demand:
 
 
 def demands(topology: Topology) -> list[Demand]:
+    """What ``topology`` asks of each of its regions: VMs per (zone, type) and spec subnets."""
     out = []
     for region in topology.regions:
         hosts = [h for h in topology.hosts if h.region == region]
@@ -181,6 +184,9 @@ def _n(x: float) -> str:
 
 
 class Account(Protocol):
+    """The read-only checks of one cloud account that :func:`check_account` runs (one class
+    per cloud on its SDK; tests pass fakes)."""
+
     cloud: str
 
     def identity(self) -> str:
@@ -270,6 +276,9 @@ def aws_vcpu_quota(vm_type: str) -> tuple[str, str] | None:
 
 @dataclass
 class AwsAccount:
+    """The AWS account of a boto3 session: STS for who it is; per region the EC2 type
+    offerings, vCPU quotas (Service Quotas) and the VPC and internet-gateway quotas."""
+
     session: Any  # boto3.session.Session
     cloud: str = "aws"
 
@@ -372,6 +381,9 @@ def gcp_cpu_metric(machine_type: str, available: Iterable[str]) -> str:
 
 @dataclass
 class GcpAccount:
+    """One GCP project through google-cloud-compute clients: machine types per zone, region
+    quotas (vCPUs per family, subnetworks, addresses) and project quotas (networks, firewalls)."""
+
     project: str
     regions: Any  # compute_v1.RegionsClient
     projects: Any  # compute_v1.ProjectsClient
@@ -467,6 +479,9 @@ def _get(obj: Any, *names: str) -> Any:
 
 @dataclass
 class AzureAccount:
+    """One Azure subscription through azure-mgmt-compute/-network: the resource SKUs and their
+    location and zone restrictions, and compute and network usages per region."""
+
     subscription: str
     compute: Any  # azure.mgmt.compute.ComputeManagementClient
     network: Any  # azure.mgmt.network.NetworkManagementClient
@@ -572,4 +587,6 @@ def real_account(cloud: str, project_or_subscription: str | None = None) -> Acco
 
 
 def environment() -> tuple[Mapping[str, str], Path]:
+    """The process environment and home directory, which :func:`gcp_project` and
+    :func:`azure_subscription` read (taken as arguments there, so tests pass their own)."""
     return dict(os.environ), Path.home()

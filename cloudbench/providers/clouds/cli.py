@@ -30,6 +30,8 @@ Version = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class PulumiCli:
+    """The ``pulumi`` executable :func:`find_cli` found usable: its absolute path and version."""
+
     path: str  # absolute path of the executable
     version: Version
 
@@ -48,10 +50,12 @@ def sdk_min_version() -> Version:
 
 
 def min_version() -> Version:
+    """The oldest CLI cloudbench accepts: the later of its own minimum and the SDK's."""
     return max(CLOUDBENCH_MIN_CLI, sdk_min_version())
 
 
 def parse_version(text: str) -> Version | None:
+    """The first ``[v]X.Y.Z`` in ``text`` (the output of ``pulumi version``), or None."""
     m = _VERSION.search(text.strip())
     return (int(m[1]), int(m[2]), int(m[3])) if m else None
 

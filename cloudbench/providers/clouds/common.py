@@ -110,10 +110,13 @@ class CloudSettings:
 
 
 def as_settings(settings: CloudSettings | Mapping[str, Any]) -> CloudSettings:
+    """``settings`` as :class:`CloudSettings`; a mapping (their ``to_dict`` form) is converted."""
     return settings if isinstance(settings, CloudSettings) else CloudSettings.from_dict(settings)
 
 
 def new_host_keys(names: list[str], stack: str) -> dict[str, HostKeyPair]:
+    """A new ed25519 host key pair per host (comment ``host@stack``), for ``host_keys: injected``:
+    the VM gets the private half in its user data, so its key is known before the first connection."""
     import asyncssh
 
     out: dict[str, HostKeyPair] = {}
@@ -264,6 +267,7 @@ def _subnets_from_hosts(topology: Topology) -> list[Any]:
 
 
 def hosts_by_subnet(topology: Topology) -> dict[tuple[str, str, str], list[HostSpec]]:
+    """The topology's hosts by (region, zone, subnet), in host order: one cloud subnet each."""
     out: dict[tuple[str, str, str], list[HostSpec]] = {}
     for h in topology.hosts:
         out.setdefault((h.region, h.zone, h.subnet), []).append(h)
@@ -340,6 +344,8 @@ def host_record(host: HostSpec, zone_id: str) -> dict[str, Any]:
 
 
 def meta_output(settings: CloudSettings) -> dict[str, Any]:
+    """The stack's metadata output: output schema version, cloud, campaign, stack, expiry, and
+    the SSH user and work directory of its VMs."""
     return {"schema": formats.CLOUD_OUTPUTS.current, "cloud": settings.cloud, "campaign": settings.campaign,
             "stack": settings.stack, "expiry_utc": settings.expiry_utc, "user": USER,
             "workdir": WORKDIR}

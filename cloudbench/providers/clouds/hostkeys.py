@@ -61,6 +61,8 @@ def _sdk(module: str, package: str, cloud: str) -> Any:
 
 
 def aws_fetcher(session: Any = None) -> Fetcher:
+    """The key from the EC2 instance's console output (``GetConsoleOutput``, latest), where
+    cloud-init prints it; a boto3 session is made when none is given."""
     session = session or _sdk("boto3", "boto3", "aws").session.Session()
 
     def fetch(rec: Mapping[str, Any]) -> str | None:
@@ -103,6 +105,8 @@ def gcp_fetcher(project: str, client: Any = None) -> Fetcher:
 
 def azure_fetcher(subscription: str, client: Any = None,
                   get: Callable[[str], str] | None = None) -> Fetcher:
+    """The key from the VM's serial console log (boot diagnostics, downloaded from the SAS URL
+    Azure hands out), where cloud-init prints it; ``get`` replaces the download in tests."""
     if client is None:
         identity = _sdk("azure.identity", "azure-identity", "azure")
         compute = _sdk("azure.mgmt.compute", "azure-mgmt-compute", "azure")

@@ -107,6 +107,9 @@ def parse_expiry(text: str) -> datetime | None:
 
 
 class Inventory(Protocol):
+    """One cloud's tagged resources, as :func:`reap_tagged` lists and deletes them (one class per
+    cloud on its SDK; tests pass fakes)."""
+
     cloud: str
 
     def list_tagged(self) -> Listing:

@@ -95,6 +95,8 @@ def _ms(seconds: float) -> str:
 
 
 def cap_burst(rate: float) -> int:
+    """The bucket (bytes) of a plain cap at ``rate`` bit/s: 2 ms worth, at least 128 KiB, small
+    enough not to act as a token bucket yet holding a GSO packet and a few timer ticks."""
     return max(CAP_MIN_BURST, math.ceil(rate / 8 * CAP_BURST_SECONDS))
 
 

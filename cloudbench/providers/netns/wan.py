@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from cloudbench.core.files import utc_stamp
 from cloudbench.errors import ProvisionError
 from cloudbench.providers.netns.plan import TestbedPlan, WanLinkPlan, WanPlan
-from cloudbench.spec.wan import WanModel, resolve_links
+from cloudbench.spec.wan import WanLink, WanModel, resolve_links
 
 if TYPE_CHECKING:
     from cloudbench.core.topology import Topology
@@ -67,6 +67,60 @@ def _addrs(lines: list[str], dev_prefix: str) -> list[tuple[str, str]]:
     return out
 
 
+class _Wiring:
+    """Adds namespaces and /30 veth links to a plan's batches."""
+
+    def __init__(self, p: TestbedPlan) -> None:
+        self.p = p
+        self.alloc = _Alloc()
+
+    def veth(self, a_ns: str, a_if: str, b_ns: str, b_if: str) -> tuple[str, str]:
+        """A veth pair from ``a_ns`` to ``b_ns`` with the next /30; returns the two addresses."""
+        p = self.p
+        a, b = self.alloc.next()
+        p.root_batch.append(f"link add {a_if} netns {a_ns} type veth peer name {b_if} netns {b_ns}")
+        p.ns_batches[a_ns] += [f"addr add {a}/30 dev {a_if}", f"link set {a_if} up"]
+        p.ns_batches[b_ns] += [f"addr add {b}/30 dev {b_if}", f"link set {b_if} up"]
+        return a, b
+
+    def new_ns(self, name: str) -> str:
+        """A new router namespace with its loopback up; returns its name."""
+        p = self.p
+        p.root_batch.append(f"netns add {name}")
+        p.ns_batches[name] = ["link set lo up"]
+        p.routers.append(name)
+        return name
+
+
+def _multipath(net: str, vias: list[str], src: str) -> str:
+    """The route to ``net`` over one next hop, or split per flow over several."""
+    if len(vias) == 1:
+        return f"route add {net} via {vias[0]} src {src}"
+    return f"route add {net} src {src} " + " ".join(f"nexthop via {v}" for v in vias)
+
+
+def _region_subnets(p: TestbedPlan, topology: Topology, region_ns: dict[str, str]) -> dict[str, list[str]]:
+    """The host subnets (/24) of each region, in host order."""
+    region_of_host = {h.name: h.region for h in topology.hosts}
+    subnets: dict[str, list[str]] = {r: [] for r in region_ns}
+    for host, addr in p.host_addr.items():
+        net = str(ipaddress.ip_network(f"{addr}/24", strict=False))
+        if net not in subnets[region_of_host[host]]:
+            subnets[region_of_host[host]].append(net)
+    return subnets
+
+
+def _home_addresses(p: TestbedPlan, region_ns: dict[str, str]) -> dict[str, str]:
+    """The address each region router answers from: that of its first zone link."""
+    home = {}
+    for r, rns in region_ns.items():
+        zone_links = _addrs(p.ns_batches[rns], "z")
+        if not zone_links:
+            raise ProvisionError("netns", p.stack, f"region router of {r} has no zone link")
+        home[r] = zone_links[0][0].split("/")[0]
+    return home
+
+
 def plan_wan(p: TestbedPlan, topology: Topology, region_ns: dict[str, str]) -> WanPlan:
     """Add the WAN's namespaces, links, routes and rules to a netns provider plan.
 
@@ -77,94 +131,81 @@ def plan_wan(p: TestbedPlan, topology: Topology, region_ns: dict[str, str]) -> W
     wan = WanModel.model_validate(topology.wan)
     links = resolve_links(wan, list(region_ns), topology.region_coords)
     pre = f"cb{p.stack}-"
-    alloc = _Alloc()
-    region_of_host = {h.name: h.region for h in topology.hosts}
-    subnets: dict[str, list[str]] = {r: [] for r in region_ns}
-    for host, addr in p.host_addr.items():
-        net = str(ipaddress.ip_network(f"{addr}/24", strict=False))
-        if net not in subnets[region_of_host[host]]:
-            subnets[region_of_host[host]].append(net)
-    home = {}
-    for r, rns in region_ns.items():
-        zone_links = _addrs(p.ns_batches[rns], "z")
-        if not zone_links:
-            raise ProvisionError("netns", p.stack, f"region router of {r} has no zone link")
-        home[r] = zone_links[0][0].split("/")[0]
-
-    def veth(a_ns: str, a_if: str, b_ns: str, b_if: str) -> tuple[str, str]:
-        a, b = alloc.next()
-        p.root_batch.append(f"link add {a_if} netns {a_ns} type veth peer name {b_if} netns {b_ns}")
-        p.ns_batches[a_ns] += [f"addr add {a}/30 dev {a_if}", f"link set {a_if} up"]
-        p.ns_batches[b_ns] += [f"addr add {b}/30 dev {b_if}", f"link set {b_if} up"]
-        return a, b
-
-    def new_ns(name: str) -> str:
-        p.root_batch.append(f"netns add {name}")
-        p.ns_batches[name] = ["link set lo up"]
-        p.routers.append(name)
-        return name
-
-    def multipath(net: str, vias: list[str], src: str) -> str:
-        if len(vias) == 1:
-            return f"route add {net} via {vias[0]} src {src}"
-        return f"route add {net} src {src} " + " ".join(f"nexthop via {v}" for v in vias)
-
-    plans: list[WanLinkPlan] = []
-    for i, link in enumerate(links):
-        ra, rb = region_ns[link.a], region_ns[link.b]
-        w = new_ns(f"{pre}_w{i}")
-        ra_addr, w_addr = veth(ra, f"w{i}", w, "a0")
-        branch_ns: list[list[str]] = []
-        ups: list[list[str]] = []  # per branch, per hop: address toward W
-        downs: list[list[str]] = []  # per branch, per hop: address toward B
-        first_hop: list[str] = []  # W's next hops
-        last_hop: list[str] = []  # B's next hops
-        for j in range(link.ecmp):
-            chain = [new_ns(f"{pre}_w{i}b{j}h{h}") for h in range(link.hops)]
-            branch_ns.append(chain)
-            up_addrs: list[str] = []
-            down_addrs: list[str] = []
-            w_side, up = veth(w, f"b{j}", chain[0], "up0")
-            up_addrs.append(up)
-            for h in range(1, link.hops):
-                down, nxt_up = veth(chain[h - 1], "dn0", chain[h], "up0")
-                down_addrs.append(down)
-                up_addrs.append(nxt_up)
-            down, b_side = veth(chain[-1], "dn0", rb, f"w{i}j{j}")
-            down_addrs.append(down)
-            first_hop.append(up_addrs[0])
-            last_hop.append(down)
-            ups.append(up_addrs)
-            downs.append(down_addrs)
-            for h, ns in enumerate(chain):
-                toward_w = w_side if h == 0 else down_addrs[h - 1]
-                toward_b = b_side if h == link.hops - 1 else up_addrs[h + 1]
-                for net in subnets[link.a]:
-                    p.ns_batches[ns].append(f"route add {net} via {toward_w}")
-                for net in subnets[link.b]:
-                    p.ns_batches[ns].append(f"route add {net} via {toward_b}")
-        for net in subnets[link.b]:
-            p.ns_batches[ra].append(f"route add {net} via {w_addr} src {home[link.a]}")
-            p.ns_batches[w].append(multipath(net, first_hop, w_addr))
-        for net in subnets[link.a]:
-            p.ns_batches[w].append(f"route add {net} via {ra_addr} src {w_addr}")
-            p.ns_batches[rb].append(multipath(net, last_hop, home[link.b]))
-        p.ns_batches[w] += [
-            "tuntap add dev tf mode tun", "tuntap add dev tr mode tun",
-            "link set tf txqueuelen 10000", "link set tr txqueuelen 10000",
-            "link set tf up", "link set tr up",
-            f"rule add iif a0 lookup {TABLE_FWD} pref {TABLE_FWD}",
-            f"route add default dev tf table {TABLE_FWD}",
-            *[f"rule add iif b{j} lookup {TABLE_REV} pref {TABLE_REV}" for j in range(link.ecmp)],
-            f"route add default dev tr table {TABLE_REV}",
-        ]
-        plans.append(WanLinkPlan(
-            link, w, branch_ns, w_addr,
-            forward_hops=[[w_addr, *u, home[link.b]] for u in ups],
-            reverse_hops=[[*reversed(d), w_addr, home[link.a]] for d in downs],
-            home={link.a: home[link.a], link.b: home[link.b]},
-        ))
+    wiring = _Wiring(p)
+    subnets = _region_subnets(p, topology, region_ns)
+    home = _home_addresses(p, region_ns)
+    plans = [_plan_link(wiring, i, link, pre, region_ns, subnets, home) for i, link in enumerate(links)]
     return WanPlan(plans, wan.forwarder, wan.realtime, asn_table(p, topology, region_ns))
+
+
+def _plan_link(wiring: _Wiring, i: int, link: WanLink, pre: str, region_ns: dict[str, str],
+               subnets: dict[str, list[str]], home: dict[str, str]) -> WanLinkPlan:
+    """One WAN link: its router W (attached to region A), ``ecmp`` branches of ``hops`` routers
+    on to region B, the routes both ways, and W's TUN devices and policy rules."""
+    p = wiring.p
+    ra, rb = region_ns[link.a], region_ns[link.b]
+    w = wiring.new_ns(f"{pre}_w{i}")
+    ra_addr, w_addr = wiring.veth(ra, f"w{i}", w, "a0")
+    branch_ns: list[list[str]] = []
+    ups: list[list[str]] = []  # per branch, per hop: address toward W
+    downs: list[list[str]] = []  # per branch, per hop: address toward B
+    first_hop: list[str] = []  # W's next hops
+    last_hop: list[str] = []  # B's next hops
+    for j in range(link.ecmp):
+        chain, up_addrs, down_addrs = _plan_branch(wiring, i, j, link, pre, w, rb, subnets)
+        branch_ns.append(chain)
+        first_hop.append(up_addrs[0])
+        last_hop.append(down_addrs[-1])
+        ups.append(up_addrs)
+        downs.append(down_addrs)
+    for net in subnets[link.b]:
+        p.ns_batches[ra].append(f"route add {net} via {w_addr} src {home[link.a]}")
+        p.ns_batches[w].append(_multipath(net, first_hop, w_addr))
+    for net in subnets[link.a]:
+        p.ns_batches[w].append(f"route add {net} via {ra_addr} src {w_addr}")
+        p.ns_batches[rb].append(_multipath(net, last_hop, home[link.b]))
+    p.ns_batches[w] += [
+        "tuntap add dev tf mode tun", "tuntap add dev tr mode tun",
+        "link set tf txqueuelen 10000", "link set tr txqueuelen 10000",
+        "link set tf up", "link set tr up",
+        f"rule add iif a0 lookup {TABLE_FWD} pref {TABLE_FWD}",
+        f"route add default dev tf table {TABLE_FWD}",
+        *[f"rule add iif b{j} lookup {TABLE_REV} pref {TABLE_REV}" for j in range(link.ecmp)],
+        f"route add default dev tr table {TABLE_REV}",
+    ]
+    return WanLinkPlan(
+        link, w, branch_ns, w_addr,
+        forward_hops=[[w_addr, *u, home[link.b]] for u in ups],
+        reverse_hops=[[*reversed(d), w_addr, home[link.a]] for d in downs],
+        home={link.a: home[link.a], link.b: home[link.b]},
+    )
+
+
+def _plan_branch(wiring: _Wiring, i: int, j: int, link: WanLink, pre: str, w: str, rb: str,
+                 subnets: dict[str, list[str]]) -> tuple[list[str], list[str], list[str]]:
+    """Branch ``j`` of link ``i``: a chain of ``hops`` routers from W to region B's router, each
+    routing A's subnets back toward W and B's on toward B. Returns the chain's namespaces and,
+    per hop, its address toward W (up) and toward B (down)."""
+    p = wiring.p
+    chain = [wiring.new_ns(f"{pre}_w{i}b{j}h{h}") for h in range(link.hops)]
+    up_addrs: list[str] = []
+    down_addrs: list[str] = []
+    w_side, up = wiring.veth(w, f"b{j}", chain[0], "up0")
+    up_addrs.append(up)
+    for h in range(1, link.hops):
+        down, nxt_up = wiring.veth(chain[h - 1], "dn0", chain[h], "up0")
+        down_addrs.append(down)
+        up_addrs.append(nxt_up)
+    down, b_side = wiring.veth(chain[-1], "dn0", rb, f"w{i}j{j}")
+    down_addrs.append(down)
+    for h, ns in enumerate(chain):
+        toward_w = w_side if h == 0 else down_addrs[h - 1]
+        toward_b = b_side if h == link.hops - 1 else up_addrs[h + 1]
+        for net in subnets[link.a]:
+            p.ns_batches[ns].append(f"route add {net} via {toward_w}")
+        for net in subnets[link.b]:
+            p.ns_batches[ns].append(f"route add {net} via {toward_b}")
+    return chain, up_addrs, down_addrs
 
 
 def asn_table(p: TestbedPlan, topology: Topology, region_ns: dict[str, str]) -> list[tuple[str, int, str]]:

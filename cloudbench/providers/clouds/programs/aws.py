@@ -23,6 +23,8 @@ ROOT_GB = 16
 
 def ingress_rules(settings: cc.CloudSettings, plan: cc.AddressPlan,
                   ports: list[PortRange]) -> list[aws.ec2.SecurityGroupIngressArgs]:
+    """The security group's inbound rules: SSH from the controller only; the workers' ports
+    and ICMP from the campaign's own subnets only."""
     rules = [aws.ec2.SecurityGroupIngressArgs(
         description="ssh from the controller", protocol="tcp", from_port=cc.SSH_PORT,
         to_port=cc.SSH_PORT, cidr_blocks=[settings.controller_cidr])]
@@ -38,6 +40,8 @@ def ingress_rules(settings: cc.CloudSettings, plan: cc.AddressPlan,
 
 
 def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mapping[str, Any]) -> None:
+    """The Pulumi program of an AWS testbed: builds every resource of the topology and exports
+    the stack's metadata and its hosts (addresses, zone IDs) as outputs."""
     topo = Topology.from_dict(dict(topology_dict))
     s = cc.as_settings(settings)
     cc.check_settings(topo, s)
@@ -46,10 +50,22 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
     providers = {r: aws.Provider(f"aws-{r}", region=r,
                                  default_tags=aws.ProviderDefaultTagsArgs(tags=cc.tags(s)))
                  for r in regions}
+    vpcs, tables, groups = _region_networks(topo, s, plan, providers)
+    hosts_out = _subnets_and_vms(topo, s, plan, providers, vpcs, tables, groups)
+    _peer_regions(regions, s, plan, providers, vpcs, tables)
+    pulumi.export(cc.OUTPUT_META, cc.meta_output(s))
+    pulumi.export(cc.OUTPUT_HOSTS, hosts_out)
+
+
+def _region_networks(topo: Topology, s: cc.CloudSettings, plan: cc.AddressPlan,
+                     providers: dict[str, aws.Provider]) -> tuple[dict[str, aws.ec2.Vpc],
+                                                                  dict[str, aws.ec2.RouteTable],
+                                                                  dict[str, aws.ec2.SecurityGroup]]:
+    """Per region: the VPC, its internet gateway and route table, and the security group."""
     vpcs: dict[str, aws.ec2.Vpc] = {}
     tables: dict[str, aws.ec2.RouteTable] = {}
     groups: dict[str, aws.ec2.SecurityGroup] = {}
-    for r in regions:
+    for r in topo.regions:
         opts = pulumi.ResourceOptions(provider=providers[r])
         vpc = aws.ec2.Vpc(f"vpc-{r}", cidr_block=plan.region_cidr[r], enable_dns_support=True,
                           enable_dns_hostnames=True, tags=cc.tags(s, f"vpc-{r}"), opts=opts)
@@ -66,7 +82,15 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                                                     cidr_blocks=["0.0.0.0/0"])],
             tags=cc.tags(s, f"secgroup-{r}"), opts=opts)
         vpcs[r], tables[r] = vpc, rt
+    return vpcs, tables, groups
 
+
+def _subnets_and_vms(topo: Topology, s: cc.CloudSettings, plan: cc.AddressPlan,
+                     providers: dict[str, aws.Provider], vpcs: dict[str, aws.ec2.Vpc],
+                     tables: dict[str, aws.ec2.RouteTable],
+                     groups: dict[str, aws.ec2.SecurityGroup]) -> dict[str, Any]:
+    """A subnet per spec subnet (routed by its region's table), a placement group per zone if
+    asked for, and the EC2 VMs; returns the hosts output (name → record)."""
     placement: dict[str, aws.ec2.PlacementGroup] = {}
     amis: dict[tuple[str, str], pulumi.Output[str]] = {}
     hosts_out: dict[str, Any] = {}
@@ -82,16 +106,7 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                                                      tags=cc.tags(s, f"pg-{zone}"), opts=opts)
         for h in members:
             arch = "arm64" if catalog.vm_arch("aws", h.vm_type) == "arm64" else "amd64"
-            if s.image:
-                ami: pulumi.Input[str] = s.image
-            else:
-                if (r, arch) not in amis:
-                    amis[(r, arch)] = aws.ec2.get_ami_output(
-                        most_recent=True, owners=[CANONICAL_OWNER],
-                        filters=[aws.ec2.GetAmiFilterArgs(name="name", values=[AMI_NAME.format(arch=arch)]),
-                                 aws.ec2.GetAmiFilterArgs(name="state", values=["available"])],
-                        opts=pulumi.InvokeOptions(provider=providers[r])).id
-                ami = amis[(r, arch)]
+            ami = _ami(s, r, arch, providers, amis)
             vm = aws.ec2.Instance(
                 f"vm-{h.name}", ami=ami, instance_type=h.vm_type, subnet_id=sn.id,
                 vpc_security_group_ids=[groups[r].id], associate_public_ip_address=True,
@@ -106,7 +121,31 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
             # (use1-az4) is the same everywhere, so that is what a run records.
             hosts_out[h.name] = {**cc.host_record(h, zone), "zone_id": sn.availability_zone_id, "id": vm.id,
                                  "private_ip": vm.private_ip, "public_ip": vm.public_ip}
+    return hosts_out
 
+
+def _ami(s: cc.CloudSettings, r: str, arch: str, providers: dict[str, aws.Provider],
+         amis: dict[tuple[str, str], pulumi.Output[str]]) -> pulumi.Input[str]:
+    """The image of a VM: the spec's, else the newest official Ubuntu AMI of the region and
+    architecture (looked up once per pair, cached in ``amis``)."""
+    if s.image:
+        ami: pulumi.Input[str] = s.image
+    else:
+        if (r, arch) not in amis:
+            amis[(r, arch)] = aws.ec2.get_ami_output(
+                most_recent=True, owners=[CANONICAL_OWNER],
+                filters=[aws.ec2.GetAmiFilterArgs(name="name", values=[AMI_NAME.format(arch=arch)]),
+                         aws.ec2.GetAmiFilterArgs(name="state", values=["available"])],
+                opts=pulumi.InvokeOptions(provider=providers[r])).id
+        ami = amis[(r, arch)]
+    return ami
+
+
+def _peer_regions(regions: list[str], s: cc.CloudSettings, plan: cc.AddressPlan,
+                  providers: dict[str, aws.Provider], vpcs: dict[str, aws.ec2.Vpc],
+                  tables: dict[str, aws.ec2.RouteTable]) -> None:
+    """Peer every pair of regional VPCs (requested in one region, accepted in the other) and
+    route each region's CIDR to the other over the peering."""
     for i, ra in enumerate(regions):
         for rb in regions[i + 1:]:
             pcx = aws.ec2.VpcPeeringConnection(
@@ -120,6 +159,3 @@ def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mappi
                 aws.ec2.Route(f"route-{src}-to-{dst}", route_table_id=tables[src].id,
                               destination_cidr_block=plan.region_cidr[dst], vpc_peering_connection_id=pcx.id,
                               opts=pulumi.ResourceOptions(provider=providers[src], depends_on=[accept]))
-
-    pulumi.export(cc.OUTPUT_META, cc.meta_output(s))
-    pulumi.export(cc.OUTPUT_HOSTS, hosts_out)

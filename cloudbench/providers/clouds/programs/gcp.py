@@ -44,6 +44,8 @@ def name(what: str) -> str:
 
 
 def program(topology_dict: Mapping[str, Any], settings: cc.CloudSettings | Mapping[str, Any]) -> None:
+    """The Pulumi program of a GCP testbed: builds every resource of the topology and exports
+    the stack's metadata and its hosts (addresses, zones) as outputs."""
     topo = Topology.from_dict(dict(topology_dict))
     s = cc.as_settings(settings)
     cc.check_settings(topo, s)

@@ -34,6 +34,8 @@ RTT_ALLOWANCE_US = 600.0
 
 
 def compiler() -> str | None:
+    """The first C compiler on PATH (``cc``, ``gcc``, ``clang``), or None: then ``auto`` runs the
+    Python delay line."""
     for cc in ("cc", "gcc", "clang"):
         if shutil.which(cc):
             return cc

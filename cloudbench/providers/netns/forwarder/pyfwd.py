@@ -34,6 +34,9 @@ READ_BATCH = 256
 
 @dataclass
 class Direction:
+    """One direction of the link (one TUN device): its delay schedule (ns, relative to the
+    epoch), the packets it holds, in order, and the counters written to the stats file."""
+
     tun: str
     base: int = 0
     steps: list[tuple[int, int]] = field(default_factory=list)
@@ -50,6 +53,8 @@ class Direction:
     late_sum: int = 0
 
     def delay_at(self, t: int, epoch: int) -> int:
+        """The one-way delay (ns) at monotonic time ``t``: the latest step (or the base), plus
+        the periodic terms and any spike in progress; never negative."""
         rel = t - epoch
         v = self.base
         best = None
@@ -66,6 +71,9 @@ class Direction:
 
 @dataclass
 class Config:
+    """The CONFIG file: the epoch (monotonic ns), the ready and stats files, the most packets a
+    direction holds (more are dropped), and the directions."""
+
     epoch: int = 0
     ready: str = ""
     stats: str = ""
@@ -74,6 +82,8 @@ class Config:
 
 
 def parse(path: str) -> Config:
+    """Read CONFIG (format in ``cbfwd.c``'s header); skips the C-only tuning lines (``rt``,
+    ``spin``) and exits with a message on a directive it does not know."""
     cfg = Config()
     cur: Direction | None = None
     with open(path) as f:
@@ -124,12 +134,15 @@ def restore_ttl(p: bytes) -> bytes:
 
 
 def open_tun(name: str) -> int:
+    """Attach to the existing TUN device ``name`` (non-blocking, no packet-info header)."""
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TUN | IFF_NO_PI))
     return fd
 
 
 def main(argv: list[str]) -> int:
+    """Run the delay line of ``argv[1]`` until SIGTERM or SIGINT: write the ready file once the
+    TUNs are attached, hold each packet until its due time (never reordering), write the stats."""
     if len(argv) != 2:
         print("usage: pyfwd.py CONFIG", file=sys.stderr)
         return 2
