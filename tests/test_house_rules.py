@@ -34,35 +34,12 @@ WORKERS = PACKAGE / "workers"
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 600
 
-# Files other engineers are splitting in the architecture pass (being split): the lead removes
-# each entry when the split is merged. Everything else passes every rule now.
-BEING_SPLIT = {
-    "cloudbench/analysis/events.py",
-    "cloudbench/analysis/levelshift.py",
-}
-BEING_SPLIT_DIRS: tuple[str, ...] = ()
-# Tests of the modules above, edited by the engineers who split them (being split).
-BEING_SPLIT_TESTS = {
-    "tests/analysis/test_events.py",
-    "tests/analysis/test_levelshift.py",
-}
-
-# Private names of these modules that the echo format's public home (workloads/echo/schema.py,
-# being split) will export; until then the fakes and bench/ read them where they are.
-BEING_SPLIT_IMPORTS: set[str] = set()
-
 ISSUE_NUMBER = re.compile(r"\b[Ii]ssues?\s+#?\d+|(?:^|(?<=[\s(]))#\d+\b")
 
 
 def rel(path: Path) -> str:
     """The path relative to the repository, with forward slashes."""
     return path.relative_to(ROOT).as_posix()
-
-
-def being_split(path: Path) -> bool:
-    """Whether the file is one of those being split (see BEING_SPLIT)."""
-    r = rel(path)
-    return r in BEING_SPLIT or r in BEING_SPLIT_TESTS or r.startswith(BEING_SPLIT_DIRS)
 
 
 def package_files() -> list[Path]:
@@ -78,7 +55,7 @@ def is_worker(path: Path) -> bool:
 def checked(paths: list[Path], *, workers: bool) -> Iterator[tuple[Path, ast.Module]]:
     """The files a rule applies to, parsed: without those being split (and the workers)."""
     for path in paths:
-        if being_split(path) or (not workers and is_worker(path)):
+        if not workers and is_worker(path):
             continue
         yield path, ast.parse(path.read_text(), filename=str(path))
 
@@ -93,7 +70,7 @@ def test_no_function_is_over_80_lines() -> None:
 
 def test_no_module_is_over_600_lines() -> None:
     long = [f"{rel(p)} ({n} lines)" for p in package_files()
-            if not being_split(p) and not is_worker(p)
+            if not is_worker(p)
             and (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
     assert not long, "modules over 600 lines:\n" + "\n".join(long)
 
@@ -128,7 +105,7 @@ def test_issue_number_pattern() -> None:
 
 def test_no_comment_or_docstring_names_an_issue_number() -> None:
     paths = [*package_files(), *sorted((ROOT / "tests").rglob("*.py")), *sorted((ROOT / "bench").glob("*.py"))]
-    found = [f"{rel(p)}:{line}: {m.group(0)!r}" for p in paths if not being_split(p)
+    found = [f"{rel(p)}:{line}: {m.group(0)!r}" for p in paths
              for line, text in comments_and_docstrings(p.read_text())
              for m in ISSUE_NUMBER.finditer(text)]
     assert not found, "issue numbers in comments/docstrings (say what and why instead):\n" + "\n".join(found)
@@ -140,7 +117,7 @@ DOC_FILE = re.compile(r"\b[A-Z][A-Z-]*[A-Z]\.md\b")
 def test_comments_and_docstrings_cite_only_documents_the_repository_has() -> None:
     """Every Markdown document named in a comment or docstring exists at the repository's root."""
     paths = [*package_files(), *sorted((ROOT / "tests").rglob("*.py")), *sorted((ROOT / "bench").glob("*.py"))]
-    missing = [f"{rel(p)}:{line}: {m.group(0)}" for p in paths if not being_split(p)
+    missing = [f"{rel(p)}:{line}: {m.group(0)}" for p in paths
                for line, text in comments_and_docstrings(p.read_text())
                for m in DOC_FILE.finditer(text) if not (ROOT / m.group(0)).exists()]
     assert not missing, "documents the repository does not have:\n" + "\n".join(missing)
@@ -176,7 +153,7 @@ def private_imports(path: Path, tree: ast.Module) -> Iterator[str]:
         for alias in node.names:
             private = alias.name.startswith("_") and not alias.name.startswith("__")
             if (private or any(p.startswith("_") and not p.startswith("__") for p in target.split("."))) \
-                    and target_pkg != own and target not in BEING_SPLIT_IMPORTS:
+                    and target_pkg != own:
                 yield f"{rel(path)}:{node.lineno} from {target} import {alias.name}"
 
 
@@ -225,6 +202,6 @@ def test_no_unused_definitions() -> None:
                           "--min-confidence", "60"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     # tests/ is scanned for uses only (pytest finds tests and fixtures by name)
     unused = [line for line in out.stdout.splitlines()
-              if not line.startswith("tests/") and not being_split(ROOT / line.partition(":")[0])]
+              if not line.startswith("tests/")]
     assert not unused, ("unused definitions (delete them, or add a false positive to "
                         "tests/vulture_whitelist.py with the reason):\n" + "\n".join(unused))

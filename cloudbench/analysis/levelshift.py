@@ -50,6 +50,7 @@ MAD_TO_SIGMA = 1.4826
 
 @dataclass(frozen=True)
 class Shift:
+    """A level shift found in one window series: a step to a new level or a spike and back."""
     kind: Literal["step", "spike"]
     index: int  # step: first window of the new level; spike: first window of the spike
     time_s: float

@@ -109,7 +109,7 @@ def lan(seed: int, seconds: float = 20.0, dt: float = 0.01, phi: float = 0.0) ->
 
 
 def test_a_quickstart_trial_shorter_than_its_window_has_no_events() -> None:
-    """Issue 23: 20 s at 100 rounds/s with the old 30 s window (a filter of 6,001 echoes over
+    """20 s at 100 rounds/s with the old 30 s window (a filter of 6,001 echoes over
     2,000, pinned to the first echo) reported spikes of a few µs with NaN intervals."""
     found = [(s, e.kind, round(e.size, 1)) for s in range(40) for e in detect_pair_events(*lan(s), 0.01, 30.0)]
     assert found == []

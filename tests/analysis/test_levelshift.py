@@ -77,7 +77,7 @@ def lan_windows(rng: np.random.Generator, seconds: int, rate: int = 100) -> tupl
 
 
 def test_retransmission_timeouts_make_shifts_in_window_means_not_medians() -> None:
-    """Issue 23: 200 quiet 5-minute series, 1 s windows: on means most series show shifts
+    """200 quiet 5-minute series, 1 s windows: on means most series show shifts
     (191 of 200 here), on medians none."""
     rng = np.random.default_rng(23)
     on_means = on_medians = 0
@@ -123,7 +123,7 @@ def test_a_step_needs_the_windows_its_test_was_measured_on() -> None:
 
 @pytest.mark.parametrize("phi", [0.0, 0.5, 0.8])
 def test_step_p_holds_alpha_on_flat_ar1_windows(phi: float) -> None:
-    """Issue 23 review: the old Mann–Whitney p between PELT's segments rejected on 239 of
+    """The old Mann–Whitney p between PELT's segments rejected on 239 of
     1,000 flat AR(1) φ = 0.8 series. The bootstrap p repeats the search on AR(1) null
     series: on 300 flat series of 16 windows its rate at 0.05 stays within 3 MC SEs
     (the old test rejected 0.05 in 30-50 % here)."""
