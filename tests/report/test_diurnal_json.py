@@ -7,6 +7,7 @@ import copy
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,12 +42,12 @@ def test_the_result_round_trips_and_a_changed_number_does_not(tmp_path: Path) ->
     assert json.dumps(diurnal(Path(res.path))) == json.dumps(res.to_json())
 
     fitted = next(i for i, r in enumerate(res.series) if r.analysis is not None and r.analysis.fit is not None)
-    for change in (lambda d: d["series"][fitted]["fit"].update(period_s=d["series"][fitted]["fit"]["period_s"] + 1),
-                   lambda d: d["series"][fitted].update(p_holm=0.5),
-                   lambda d: d.update(verdict="no effect")):
-        other = copy.deepcopy(doc)
-        change(other)
-        assert DiurnalResult.from_json(other) != res
+    for where, key, value in (("fit", "period_s", 1.0), ("row", "p_holm", 0.5), ("row", "notes", ["x"]),
+                              ("top", "verdict", "no effect")):
+        other: Any = copy.deepcopy(doc)
+        target = {"top": other, "row": other["series"][fitted], "fit": other["series"][fitted]["fit"]}[where]
+        target[key] = value
+        assert DiurnalResult.from_json(other) != res, (where, key)
 
 
 def test_a_skipped_row_has_only_its_key_and_why() -> None:
