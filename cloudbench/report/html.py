@@ -263,7 +263,8 @@ def _path_tables(page: Page, w: dict[str, Any]) -> None:
 
 
 TABLES: dict[str, Callable[[Page, dict[str, Any]], None]] = {
-    "echo": _echo_tables, "throughput": _throughput_tables, "tbdrain": _drain_tables, "traceroute": _path_tables,
+    "echo": _echo_tables, "throughput": _throughput_tables, "tokenbucket": _drain_tables,
+    "tbdrain": _drain_tables, "traceroute": _path_tables,
 }
 
 
