@@ -60,6 +60,7 @@ _._consistent  # spec/schedule.py
 _._fields_match_shaping  # spec/vmtypes.py
 _._without_empty_sweep  # store/manifest.py
 _._without_unset_keys  # store/manifest.py
+_._old_kind  # workloads/tbdrain/params.py
 
 # Public API of the fan-out (remote.Remote): the fakes keep it real (tests/testing/test_fakes.py).
 _.connect_all

@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypedDict, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -83,6 +83,50 @@ class Fit:
     amplitude_se: float
     phase_s: float  # at the analysis period, counted from the UTC epoch, in [0, period)
     mean: float
+
+
+class FitJSON(TypedDict):
+    """A free-period fit as ``diurnal --json`` gives it (:class:`Fit`'s fields)."""
+
+    period_s: float
+    period_se_s: float
+    amplitude: float
+    amplitude_se: float
+    phase_s: float
+    mean: float
+
+
+class DiurnalSeriesJSON(TypedDict):
+    """One series' analysis as ``diurnal --json`` gives it (:class:`DiurnalSeries`'s fields, in order)."""
+
+    n: int
+    n_values: int
+    period_s: float
+    day_s: float
+    by_hour: list[dict[str, float]]
+    heatmap: list[list[float | None]]
+    p_at_period: float | None
+    ar_rho: list[float] | None
+    amplitude_at_period: float | None
+    amplitude_at_period_se: float | None
+    phase_at_period_s: float | None
+    kruskal_h: float | None
+    kruskal_p: float | None
+    kruskal_epsilon2: float | None
+    mw_u: float | None
+    mw_p: float | None
+    mw_rank_biserial: float | None
+    weekday_days: int
+    weekend_days: int
+    weekday_not_testable: str | None
+    fit: FitJSON | None
+    fit_note: str | None
+    residual_sd: float | None
+    mde_amplitude: float | None
+    mde_cohens_f: float | None
+    alpha: float
+    power: float
+    notes: list[str]
 
 
 @dataclass
@@ -118,8 +162,16 @@ class DiurnalSeries:
     power: float
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> DiurnalSeriesJSON:
+        """The analysis's numbers, one key per field in field order (the fit as a mapping)."""
+        return cast(DiurnalSeriesJSON, asdict(self))
+
+    @classmethod
+    def from_json(cls, doc: DiurnalSeriesJSON) -> DiurnalSeries:
+        """The analysis back from :meth:`to_json` (extra keys of a report row ignored)."""
+        fit = doc["fit"]
+        values = {k: doc[k] for k in DiurnalSeriesJSON.__annotations__}  # type: ignore[literal-required]
+        return cls(**{**values, "fit": None if fit is None else Fit(**fit)})
 
 
 def phase_bins(t: ArrayLike, offset: ArrayLike, period: float, bins: int = HOURS) -> NDArray[np.int64]:

@@ -3,7 +3,9 @@
 A quantile's name is ``p`` and its level in percent (``p50``, ``p99``, ``p99.9``);
 :data:`PERCENTILES` lists the ones the reports use, so a table's columns, a summary's
 metric names and a figure's marks spell them the same way. ``confirm`` names any
-quantile it is asked for (:func:`quantile_name`: ``median`` for 0.5).
+quantile it is asked for (:func:`quantile_name`: ``median`` for 0.5). Code that names one
+of the table's percentiles uses its constant (:data:`P50`, :data:`P99_9` ...), never the
+string, so a key, a column and a label cannot drift apart.
 """
 
 from __future__ import annotations
@@ -11,12 +13,6 @@ from __future__ import annotations
 import math
 
 from cloudbench.errors import AnalysisError
-
-PERCENTILES: dict[str, float] = {
-    "p5": 0.05, "p25": 0.25, "p50": 0.50, "p75": 0.75, "p90": 0.90, "p95": 0.95,
-    "p99": 0.99, "p99.9": 0.999, "p99.99": 0.9999, "p99.999": 0.99999,
-}
-"""Name -> level of the percentiles in cloudbench's reports, in increasing order."""
 
 
 def percentile_name(p: float) -> str:
@@ -31,3 +27,13 @@ def quantile_name(p: float) -> str:
     if math.isclose(p, 0.5):
         return "median"
     return percentile_name(p)
+
+
+LEVELS: tuple[float, ...] = (0.05, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999, 0.9999, 0.99999)
+"""The levels of the percentiles in cloudbench's reports, in increasing order."""
+
+PERCENTILES: dict[str, float] = {percentile_name(p): p for p in LEVELS}
+"""Name -> level of the percentiles in cloudbench's reports, in increasing order."""
+
+P5, P25, P50, P75, P90, P95, P99, P99_9, P99_99, P99_999 = PERCENTILES
+"""The table's names (``p5`` ... ``p99.999``): the keys, columns and labels of those percentiles."""

@@ -30,6 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
+from cloudbench.analysis.quantiles import percentile_name
+
 FloatArray = NDArray[np.float64]
 PERCENTILES: tuple[float, ...] = (5, 25, 50, 75, 95)
 CAPACITY_WINDOW_S = 5.0
@@ -81,14 +83,14 @@ def series_stats(nbytes: FloatArray, seconds: FloatArray) -> SeriesStats:
     nan = math.nan
     if len(r) == 0:
         return SeriesStats(0, total, bits, bits / total if total > 0 else nan, nan, nan, nan, nan,
-                           {f"p{p:g}": nan for p in PERCENTILES})
+                           {percentile_name(p / 100): nan for p in PERCENTILES})
     mean = bits / total if total > 0 else nan
     sd = float(np.std(r, ddof=1)) if len(r) > 1 else 0.0
     rmean = float(np.mean(r))
     qs = np.percentile(r, PERCENTILES)
     return SeriesStats(len(r), total, bits, mean, sd, sd / rmean if rmean > 0 else nan,
                        float(r.min()), float(r.max()),
-                       {f"p{p:g}": float(q) for p, q in zip(PERCENTILES, qs, strict=True)})
+                       {percentile_name(p / 100): float(q) for p, q in zip(PERCENTILES, qs, strict=True)})
 
 
 def windowed_means(t_start: FloatArray, t_end: FloatArray, nbytes: FloatArray,

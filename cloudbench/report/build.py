@@ -66,7 +66,7 @@ def time_of_day_section(run: RunDir) -> dict[str, Any] | None:
         return None
     tested = [s for s in res["series"] if s.get("heatmap") is not None]
     shown = [s for s in tested if s.get("significant")] or sorted(
-        tested, key=lambda s: s.get("p_holm") if s.get("p_holm") is not None else 1.0)[:HEATMAPS_SHOWN]
+        tested, key=lambda s: s.get("p_holm", 1.0))[:HEATMAPS_SHOWN]
     return {"period_s": res["period_s"], "timezone": res["timezone"], "runs": res["runs"],
             "verdict": res["verdict"],
             "significant": [{k: s[k] for k in ("workload", "metric", "group", "p_holm")}

@@ -6,21 +6,23 @@ as ``cloudbench diurnal`` reads them; each run is reduced to one value per serie
 of its repetitions: the run is the unit). :func:`cloudbench.analysis.changes.find_changes`
 removes a time-of-day sinusoid at the schedule's day when the diurnal test finds one and
 searches the rest for change points; :func:`~cloudbench.analysis.changes.holm_gate` adjusts
-over the series (Holm). The result is a dict (``--json``) and a terminal table.
+over the series (Holm). The result (:class:`ChangesResult`) serializes itself (``--json``,
+:meth:`ChangesResult.to_json`) and is drawn as a terminal table from that document.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 from rich.console import Console
 from rich.markup import escape
 
-from cloudbench.analysis.changes import MIN_RUNS, Change, find_changes_holm
+from cloudbench.analysis.changes import MIN_RUNS, Change, SeriesChanges, find_changes_holm
 from cloudbench.analysis.compare import Threshold
 from cloudbench.analysis.diurnal import run_values
 from cloudbench.core.files import utc_stamp
@@ -43,13 +45,185 @@ def _pair(ci: tuple[float, float] | None) -> list[float] | None:
     return None if ci is None else [float(ci[0]), float(ci[1])]
 
 
-def change_dict(key: tuple[str, str, str], unit: str, c: Change) -> dict[str, Any]:
-    """One change as ``--json`` gives it."""
-    return {"workload": key[0], "metric": key[1], "group": key[2], "unit": unit,
-            "time_utc": utc_stamp(c.time_utc), "previous_run_utc": utc_stamp(c.previous_utc),
-            "size": c.size, "size_ci": _pair(c.size_ci), "diff": c.diff, "diff_ci": _pair(c.diff_ci),
-            "level_before": c.level_before, "level_after": c.level_after, "n_before": c.n_before,
-            "n_after": c.n_after, "p": c.p, "p_holm": c.p_holm}
+def _tuple(ci: list[float] | None) -> tuple[float, float] | None:
+    return None if ci is None else (ci[0], ci[1])
+
+
+class ChangeJSON(TypedDict):
+    """One change point of ``compare --changes --json``."""
+
+    workload: str
+    metric: str
+    group: str
+    unit: str
+    time_utc: str
+    previous_run_utc: str
+    size: float | None
+    size_ci: list[float] | None
+    diff: float
+    diff_ci: list[float]
+    level_before: float
+    level_after: float
+    n_before: int
+    n_after: int
+    p: float
+    p_holm: float | None
+
+
+@dataclass(frozen=True)
+class ChangeRow:
+    """One change point of a series as the result lists it: the series' key and unit, the
+    change's times as UTC stamps (the first run at the new level, the last at the old one)."""
+
+    workload: str
+    metric: str
+    group: str
+    unit: str
+    time_utc: str
+    previous_run_utc: str
+    size: float | None
+    size_ci: tuple[float, float] | None
+    diff: float
+    diff_ci: tuple[float, float]
+    level_before: float
+    level_after: float
+    n_before: int
+    n_after: int
+    p: float
+    p_holm: float | None
+
+    @classmethod
+    def of(cls, key: tuple[str, str, str], unit: str, c: Change) -> ChangeRow:
+        """The row of change ``c`` of series ``key``."""
+        return cls(key[0], key[1], key[2], unit, utc_stamp(c.time_utc), utc_stamp(c.previous_utc), c.size,
+                   c.size_ci, c.diff, c.diff_ci, c.level_before, c.level_after, c.n_before, c.n_after, c.p,
+                   c.p_holm)
+
+    def to_json(self) -> ChangeJSON:
+        """The change as ``--json`` gives it."""
+        return {"workload": self.workload, "metric": self.metric, "group": self.group, "unit": self.unit,
+                "time_utc": self.time_utc, "previous_run_utc": self.previous_run_utc,
+                "size": self.size, "size_ci": _pair(self.size_ci), "diff": self.diff,
+                "diff_ci": [float(self.diff_ci[0]), float(self.diff_ci[1])],
+                "level_before": self.level_before, "level_after": self.level_after, "n_before": self.n_before,
+                "n_after": self.n_after, "p": self.p, "p_holm": self.p_holm}
+
+    @classmethod
+    def from_json(cls, doc: ChangeJSON) -> ChangeRow:
+        """The change back from :meth:`to_json`."""
+        return cls(doc["workload"], doc["metric"], doc["group"], doc["unit"], doc["time_utc"],
+                   doc["previous_run_utc"], doc["size"], _tuple(doc["size_ci"]), doc["diff"],
+                   (doc["diff_ci"][0], doc["diff_ci"][1]), doc["level_before"], doc["level_after"], doc["n_before"],
+                   doc["n_after"], doc["p"], doc["p_holm"])
+
+
+class SeriesJSON(TypedDict):
+    """One series searched, in ``compare --changes --json``."""
+
+    workload: str
+    metric: str
+    group: str
+    unit: str
+    n_runs: int
+    p_first: float | None
+    changes: int
+    small: int
+    time_of_day_removed: bool
+    diurnal_p: float | None
+    ar1_phi: float | None
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class SeriesRow:
+    """One series searched: its runs, the p-value of its first split (None: not searched), the
+    changes listed and the significant ones within the threshold (``small``), whether a
+    time-of-day sinusoid was removed first (with the diurnal test's p), the AR(1) coefficient."""
+
+    workload: str
+    metric: str
+    group: str
+    unit: str
+    n_runs: int
+    p_first: float | None
+    changes: int
+    small: int
+    time_of_day_removed: bool
+    diurnal_p: float | None
+    ar1_phi: float | None
+    notes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, key: tuple[str, str, str], unit: str, s: SeriesChanges, listed: int, significant: int) -> SeriesRow:
+        """The row of series ``key`` searched as ``s``: ``listed`` changes beyond the threshold of
+        ``significant`` ones."""
+        return cls(key[0], key[1], key[2], unit, s.n, s.first_p, listed, significant - listed, s.deseasonalized,
+                   s.diurnal_p, s.phi, tuple(s.notes))
+
+    def to_json(self) -> SeriesJSON:
+        """The series as ``--json`` gives it."""
+        return {"workload": self.workload, "metric": self.metric, "group": self.group, "unit": self.unit,
+                "n_runs": self.n_runs, "p_first": self.p_first, "changes": self.changes, "small": self.small,
+                "time_of_day_removed": self.time_of_day_removed, "diurnal_p": self.diurnal_p,
+                "ar1_phi": self.ar1_phi, "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, doc: SeriesJSON) -> SeriesRow:
+        """The series back from :meth:`to_json`."""
+        return cls(doc["workload"], doc["metric"], doc["group"], doc["unit"], doc["n_runs"], doc["p_first"],
+                   doc["changes"], doc["small"], doc["time_of_day_removed"], doc["diurnal_p"], doc["ar1_phi"],
+                   tuple(doc["notes"]))
+
+
+class ChangesJSON(TypedDict):
+    """``compare DIR --changes --json``."""
+
+    path: str
+    alpha: float
+    threshold: str
+    runs: int
+    day_s: float | None
+    unit_of_analysis: str
+    method: str
+    changes: list[ChangeJSON]
+    series: list[SeriesJSON]
+    notes: list[str]
+
+
+METHOD = "binary segmentation, CUSUM test with an AR(1) long-run variance over runs; Holm over series"
+
+
+@dataclass(frozen=True)
+class ChangesResult:
+    """What changed over a campaign (:func:`changes_result`): the changes beyond the threshold,
+    every series searched, and notes on what was not searched or not removed. The unit of
+    analysis is the run."""
+
+    path: str
+    alpha: float
+    threshold: str
+    runs: int
+    day_s: float | None
+    changes: tuple[ChangeRow, ...]
+    series: tuple[SeriesRow, ...]
+    notes: tuple[str, ...]
+    unit_of_analysis: str = "run"
+    method: str = METHOD
+
+    def to_json(self) -> ChangesJSON:
+        """``compare DIR --changes --json``."""
+        return {"path": self.path, "alpha": self.alpha, "threshold": self.threshold, "runs": self.runs,
+                "day_s": self.day_s, "unit_of_analysis": self.unit_of_analysis, "method": self.method,
+                "changes": [c.to_json() for c in self.changes], "series": [s.to_json() for s in self.series],
+                "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, doc: ChangesJSON) -> ChangesResult:
+        """The result back from :meth:`to_json`."""
+        return cls(doc["path"], doc["alpha"], doc["threshold"], doc["runs"], doc["day_s"],
+                   tuple(ChangeRow.from_json(c) for c in doc["changes"]),
+                   tuple(SeriesRow.from_json(s) for s in doc["series"]), tuple(doc["notes"]),
+                   doc["unit_of_analysis"], doc["method"])
 
 
 def _matters(c: Change, unit: str, threshold: Threshold) -> bool:
@@ -62,7 +236,15 @@ def _matters(c: Change, unit: str, threshold: Threshold) -> bool:
 
 
 def changes(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
-            groups: Sequence[str] = (), alpha: float = ALPHA, threshold: Threshold | str = "5%") -> dict[str, Any]:
+            groups: Sequence[str] = (), alpha: float = ALPHA, threshold: Threshold | str = "5%") -> ChangesJSON:
+    """``compare DIR --changes --json``: :meth:`ChangesResult.to_json` of :func:`changes_result`."""
+    return changes_result(path, workloads=workloads, metrics=metrics, groups=groups, alpha=alpha,
+                          threshold=threshold).to_json()
+
+
+def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
+                   groups: Sequence[str] = (), alpha: float = ALPHA,
+                   threshold: Threshold | str = "5%") -> ChangesResult:
     """The change points of every selected series of the runs under ``path`` (a campaign):
     Holm-significant and beyond ``threshold`` (as compare's better/worse; the significant
     ones within it are counted per series as ``small``)."""
@@ -110,12 +292,9 @@ def changes(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequenc
     period = day if day is not None and span >= day else None
     gated = found = find_changes_holm(per_run, period=period, alpha=alpha)
     kept = {k: [c for c in s.changes if _matters(c, units[k], th)] for k, s in zip(keys, gated, strict=True)}
-    out_changes = [change_dict(k, units[k], c) for k in keys for c in kept[k]]
-    out_series = [{"workload": k[0], "metric": k[1], "group": k[2], "unit": units[k], "n_runs": s.n,
-                   "p_first": s.first_p, "changes": len(kept[k]), "small": len(g.changes) - len(kept[k]),
-                   "time_of_day_removed": s.deseasonalized,
-                   "diurnal_p": s.diurnal_p, "ar1_phi": s.phi, "notes": s.notes}
-                  for k, s, g in zip(keys, found, gated, strict=True)]
+    out_changes = tuple(ChangeRow.of(k, units[k], c) for k in keys for c in kept[k])
+    out_series = tuple(SeriesRow.of(k, units[k], s, len(kept[k]), len(g.changes))
+                       for k, s, g in zip(keys, found, gated, strict=True))
     short = [k for k, s in zip(keys, found, strict=True) if s.n < MIN_RUNS]
     notes = []
     if short:
@@ -127,13 +306,10 @@ def changes(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequenc
     small = sum(len(g.changes) - len(kept[k]) for k, g in zip(keys, gated, strict=True))
     if small:
         notes.append(f"{small} significant change(s) within ±{th.text()} not listed (--threshold)")
-    return {"path": str(path), "alpha": alpha, "threshold": th.text(), "runs": len(runs), "day_s": day,
-            "unit_of_analysis": "run", "method": "binary segmentation, CUSUM test with an AR(1) long-run "
-            "variance over runs; Holm over series", "changes": out_changes, "series": out_series,
-            "notes": notes}
+    return ChangesResult(str(path), alpha, th.text(), len(runs), day, out_changes, out_series, tuple(notes))
 
 
-def render_changes(res: dict[str, Any], console: Console) -> None:
+def render_changes(res: ChangesJSON, console: Console) -> None:
     """The changes as a table (or a line saying there are none)."""
     tested = [s for s in res["series"] if s["p_first"] is not None]
     title = (f"changes in {res['path']}: {len(res['changes'])} in {len(tested)} series searched "
@@ -149,8 +325,8 @@ def render_changes(res: dict[str, Any], console: Console) -> None:
                                      "p (Holm)"), left=("metric", "group", "since (UTC)"), key=2)
         for c in res["changes"]:
             u = _unit(c["unit"])
-            if c["size"] is not None:
-                size, ci = f"{c['size']:+.1%}", f"[{c['size_ci'][0]:+.1%},{c['size_ci'][1]:+.1%}]"
+            if c["size"] is not None and (sci := c["size_ci"]) is not None:
+                size, ci = f"{c['size']:+.1%}", f"[{sci[0]:+.1%},{sci[1]:+.1%}]"
             else:
                 size, ci = f"{c['diff']:+.4g}{u}", f"[{c['diff_ci'][0]:+.4g},{c['diff_ci'][1]:+.4g}]"
             table.add_row(escape(f"{c['workload']}:{c['metric']}" if several else c["metric"]), escape(c["group"]),

@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cloudbench.analysis.diurnal import diurnal_series, phase_bins, weekdays
+from cloudbench.analysis.diurnal import DiurnalSeries, DiurnalSeriesJSON, diurnal_series, phase_bins, weekdays
 from cloudbench.core.units import fmt_duration, parse_duration
 from cloudbench.errors import AnalysisError, UsageError
 from cloudbench.store.manifest import Manifest
@@ -120,8 +120,124 @@ def time_of_day_notes(path: Path, keys: set[tuple[str, str, str]], alpha: float 
     return out
 
 
+class SeriesKeyJSON(TypedDict):
+    """What a series of ``diurnal --json`` is: workload, metric, group, and the metric's unit."""
+
+    workload: str
+    metric: str
+    group: str
+    unit: str
+
+
+class SeriesRowJSON(SeriesKeyJSON, DiurnalSeriesJSON, total=False):
+    """One series of ``diurnal --json``: its key, then ``skipped`` or the analysis's numbers, then
+    the Holm-adjusted p-values of the tests it ran. A skipped row holds only its key, ``n``,
+    ``n_values`` and ``skipped`` (test ``"skipped" in row`` before reading the analysis's keys)."""
+
+    skipped: str
+    p_holm: float
+    significant: bool
+    kruskal_p_holm: float
+    mw_p_holm: float
+
+
+class DiurnalJSON(TypedDict):
+    """``diurnal --json``: the campaign's time-of-day analysis."""
+
+    path: str
+    period_s: float
+    day_s: float
+    timezone: str
+    runs: int
+    covered_s: float
+    alpha: float
+    power: float
+    verdict: str
+    series: list[SeriesRowJSON]
+
+
+_HOLM = (("p_at_period", "p_holm"), ("kruskal_p", "kruskal_p_holm"), ("mw_p", "mw_p_holm"))
+
+
+@dataclass
+class SeriesRow:
+    """One series of the campaign: skipped (too few runs) or analysed, with its Holm-adjusted
+    p-values (None for a test that did not run)."""
+
+    workload: str
+    metric: str
+    group: str
+    unit: str
+    n: int
+    n_values: int
+    skipped: str | None = None
+    analysis: DiurnalSeries | None = None
+    p_holm: float | None = None
+    significant: bool | None = None
+    kruskal_p_holm: float | None = None
+    mw_p_holm: float | None = None
+
+    def to_json(self) -> SeriesRowJSON:
+        """The row of ``diurnal --json``: the key, ``skipped`` or the analysis, the adjusted p-values."""
+        key = {"workload": self.workload, "metric": self.metric, "group": self.group, "unit": self.unit,
+               "n": self.n, "n_values": self.n_values}
+        doc = cast(SeriesRowJSON, key if self.analysis is None else {**key, **self.analysis.to_json()})
+        if self.skipped is not None:
+            doc["skipped"] = self.skipped
+        if self.p_holm is not None:
+            doc["p_holm"] = self.p_holm
+            doc["significant"] = bool(self.significant)
+        if self.kruskal_p_holm is not None:
+            doc["kruskal_p_holm"] = self.kruskal_p_holm
+        if self.mw_p_holm is not None:
+            doc["mw_p_holm"] = self.mw_p_holm
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: SeriesRowJSON) -> SeriesRow:
+        """The row back from :meth:`to_json`."""
+        analysis = None if "skipped" in doc else DiurnalSeries.from_json(doc)
+        return cls(doc["workload"], doc["metric"], doc["group"], doc["unit"], doc["n"], doc["n_values"],
+                   doc.get("skipped"), analysis, doc.get("p_holm"), doc.get("significant"),
+                   doc.get("kruskal_p_holm"), doc.get("mw_p_holm"))
+
+
+@dataclass
+class DiurnalResult:
+    """The time-of-day analysis of a campaign's runs (:func:`diurnal`)."""
+
+    path: str
+    period_s: float
+    day_s: float
+    timezone: str
+    runs: int
+    covered_s: float
+    alpha: float
+    power: float
+    verdict: str
+    series: list[SeriesRow]
+
+    def to_json(self) -> DiurnalJSON:
+        """``diurnal --json``."""
+        return {"path": self.path, "period_s": self.period_s, "day_s": self.day_s, "timezone": self.timezone,
+                "runs": self.runs, "covered_s": self.covered_s, "alpha": self.alpha, "power": self.power,
+                "verdict": self.verdict, "series": [r.to_json() for r in self.series]}
+
+    @classmethod
+    def from_json(cls, doc: DiurnalJSON) -> DiurnalResult:
+        """The result back from :meth:`to_json`."""
+        return cls(doc["path"], doc["period_s"], doc["day_s"], doc["timezone"], doc["runs"], doc["covered_s"],
+                   doc["alpha"], doc["power"], doc["verdict"], [SeriesRow.from_json(r) for r in doc["series"]])
+
+
 def diurnal(path: Path, period: str | float | None = None, alpha: float = 0.05,
-            power: float = 0.8) -> dict[str, Any]:
+            power: float = 0.8) -> DiurnalJSON:
+    """``diurnal --json``: :meth:`DiurnalResult.to_json` of :func:`diurnal_result`."""
+    return diurnal_result(path, period, alpha, power).to_json()
+
+
+def diurnal_result(path: Path, period: str | float | None = None, alpha: float = 0.05,
+                   power: float = 0.8) -> DiurnalResult:
     """The analysis of every series of the runs under ``path`` (a campaign directory).
 
     ``period`` defaults to the schedule's day (``schedule.day``: 24 h, or a compressed day),
@@ -149,28 +265,24 @@ def diurnal(path: Path, period: str | float | None = None, alpha: float = 0.05,
         raise UsageError(f"{path}: {src} is {fmt_duration(period_s)}, longer than the {fmt_duration(covered)} "
                          f"its {used} runs cover: a time-of-day analysis needs at least one whole period of "
                          "runs (give a shorter --period, or wait for more runs)")
-    out: list[dict[str, Any]] = []
+    out: list[SeriesRow] = []
     for key in sorted(series):
         pts = sorted(series[key])
         t = np.array([p[0] for p in pts])
         y = np.array([p[1] for p in pts])
         r = np.array([p[2] for p in pts])
         n_runs = int(np.unique(r).size)
-        row: dict[str, Any] = {"workload": key[0], "metric": key[1], "group": key[2], "unit": units[key],
-                               "n": n_runs, "n_values": len(pts)}
+        row = SeriesRow(key[0], key[1], key[2], units[key], n_runs, len(pts))
         if n_runs < MIN_VALUES:
-            row["skipped"] = f"{n_runs} runs (needs {MIN_VALUES})"
-            out.append(row)
-            continue
-        row.update(diurnal_series(t, y, period_s, utc_offsets(t, tzname), alpha, power, run=r,
-                                  day=day_s).to_dict())
+            row.skipped = f"{n_runs} runs (needs {MIN_VALUES})"
+        else:
+            row.analysis = diurnal_series(t, y, period_s, utc_offsets(t, tzname), alpha, power, run=r, day=day_s)
+            row.n, row.n_values = row.analysis.n, row.analysis.n_values
         out.append(row)
-    for field, adjusted in (("p_at_period", "p_holm"), ("kruskal_p", "kruskal_p_holm"),
-                            ("mw_p", "mw_p_holm")):
+    for field, adjusted in _HOLM:
         _holm(out, field, adjusted, alpha)
     verdict = _verdict(out, period_s, alpha, power)
-    return {"path": str(path), "period_s": period_s, "day_s": day_s, "timezone": tzname, "runs": used,
-            "covered_s": covered, "alpha": alpha, "power": power, "verdict": verdict, "series": out}
+    return DiurnalResult(str(path), period_s, day_s, tzname, used, covered, alpha, power, verdict, out)
 
 
 @dataclass
@@ -222,10 +334,10 @@ def _run_values(runs: list[RunDir]) -> _RunValues:
     return _RunValues(series, units, tzname, day, used, first, last)
 
 
-def _verdict(out: list[dict[str, Any]], period_s: float, alpha: float, power: float) -> str:
+def _verdict(out: list[SeriesRow], period_s: float, alpha: float, power: float) -> str:
     """The campaign's time-of-day verdict from the Holm-adjusted series rows."""
-    tested = [r for r in out if r.get("p_holm") is not None]
-    sig = [r for r in tested if r["significant"]]
+    tested = [r for r in out if r.p_holm is not None]
+    sig = [r for r in tested if r.significant]
     if sig:
         verdict = (f"time-of-day effect (period {fmt_duration(period_s)}) in {len(sig)} of {len(tested)} series "
                    f"(sinusoid test, Holm-adjusted p < {alpha:g})")
@@ -237,19 +349,19 @@ def _verdict(out: list[dict[str, Any]], period_s: float, alpha: float, power: fl
     return verdict
 
 
-def _holm(rows: list[dict[str, Any]], field: str, adjusted: str, alpha: float) -> None:
-    """Holm's adjustment over the series of ``field`` into ``adjusted`` (statsmodels); the
-    primary test's rejections become ``significant``."""
+def _holm(rows: list[SeriesRow], field: str, adjusted: str, alpha: float) -> None:
+    """Holm's adjustment over the series of the analyses' ``field`` into the rows' ``adjusted``
+    (statsmodels); the primary test's rejections become ``significant``."""
     from statsmodels.stats.multitest import multipletests  # noqa: PLC0415 - heavy library, only the fits pay for it
 
-    tested = [r for r in rows if r.get(field) is not None]
+    tested = [(r, p) for r in rows if r.analysis is not None and (p := getattr(r.analysis, field)) is not None]
     if not tested:
         return
-    reject, adj, _, _ = multipletests([r[field] for r in tested], alpha=alpha, method="holm")
-    for r, rj, p in zip(tested, reject, adj, strict=True):
-        r[adjusted] = float(p)
+    reject, adj, _, _ = multipletests([p for _, p in tested], alpha=alpha, method="holm")
+    for (r, _), rj, p in zip(tested, reject, adj, strict=True):
+        setattr(r, adjusted, float(p))
         if field == "p_at_period":
-            r["significant"] = bool(rj)
+            r.significant = bool(rj)
 
 
 def _num(x: float | None, unit: str = "") -> str:
@@ -258,7 +370,7 @@ def _num(x: float | None, unit: str = "") -> str:
     return f"{x:.3g}{unit}"
 
 
-def render_diurnal(res: dict[str, Any], console: Console) -> None:
+def render_diurnal(res: DiurnalJSON, console: Console) -> None:
     """The analysis for a person: one line per series, the verdict, heat maps of significant series."""
     t = Table(title=f"time of day, period {fmt_duration(res['period_s'])}, {res['timezone']}, "
               f"{res['runs']} runs over {fmt_duration(res['covered_s'])}")
@@ -279,8 +391,8 @@ def render_diurnal(res: dict[str, Any], console: Console) -> None:
         amp = (f"{r['amplitude_at_period']:.3g} ± {r['amplitude_at_period_se']:.2g} {r['unit']}"
                if r.get("amplitude_at_period") is not None else "-")
         kw = f"{_num(r.get('kruskal_p_holm'))} ({_num(r['kruskal_epsilon2'])})"
-        if r.get("weekday_not_testable"):
-            weekday_why.add(r["weekday_not_testable"])
+        if why := r.get("weekday_not_testable"):
+            weekday_why.add(why)
             wk = "not testable"
         else:
             wk = _num(r.get("mw_p_holm"))

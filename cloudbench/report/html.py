@@ -24,6 +24,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from cloudbench.analysis.latency import needs_note
+from cloudbench.analysis.quantiles import P5, P50, P95
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
 from cloudbench.report.figures import section_figures
@@ -220,7 +221,7 @@ def _throughput_tables(page: Page, w: dict[str, Any]) -> None:
         page.add("<h3>Per trial (Mbit/s)</h3>" + table(
             [{**r, "pair": f"{r['src']}→{r['dst']}"} for r in rows],
             [("repetition", "rep"), ("pair", "sender→receiver"), ("group", "group"), ("mean_mbps", "mean"),
-             ("cov", "CoV"), ("p5_mbps", "p5"), ("p50_mbps", "p50"), ("p95_mbps", "p95"),
+             ("cov", "CoV"), ("p5_mbps", P5), ("p50_mbps", P50), ("p95_mbps", P95),
              ("loss_pct", "loss %"), ("capacity_lb_mbps", "capacity ≥"),
              ("capacity_lb95_mbps", "capacity ≥ (95 %)"), ("expected_mbps", "expected")],
             left=("pair", "group"), digits=2))
@@ -262,7 +263,8 @@ def _path_tables(page: Page, w: dict[str, Any]) -> None:
 
 
 TABLES: dict[str, Callable[[Page, dict[str, Any]], None]] = {
-    "echo": _echo_tables, "throughput": _throughput_tables, "tbdrain": _drain_tables, "traceroute": _path_tables,
+    "echo": _echo_tables, "throughput": _throughput_tables, "tokenbucket": _drain_tables,
+    "tbdrain": _drain_tables, "traceroute": _path_tables,
 }
 
 

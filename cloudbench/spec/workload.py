@@ -102,7 +102,7 @@ def workload_kinds_of(model: Any) -> dict[str, type[WorkloadModel]]:
     """kind -> parameter model, for a union of workload models (or one model)."""
     if isinstance(model, type) and issubclass(model, WorkloadModel):
         kinds = get_args(model.model_fields["kind"].annotation)  # Literal["echo"] -> ("echo",)
-        return {str(kinds[0]): model} if len(kinds) == 1 else {}
+        return {str(k): model for k in kinds}  # a kind and its old spellings (aliases)
     out: dict[str, type[WorkloadModel]] = {}
     for m in get_args(model):  # Union members, Annotated's type (its metadata yields nothing)
         out.update(workload_kinds_of(m))

@@ -73,7 +73,8 @@ MANIFEST = Format("manifest", 2, {
     2: "adds `resolved`: the vm_type definitions of the hosts, the `wan:` settings and resolved "
        "links, and every workload parameter with its defaults, as the run measured them (the "
        "pooling guard compares these, not names). Schema 1 is read as it is: it has no resolved "
-       "values, and its repetitions pool on names with a note",
+       "values, and its repetitions pool on names with a note. Both versions: a workload `kind: tbdrain` "
+       "(spec, resolved workloads, plan and trials) is read as `tokenbucket` (:data:`RENAMED_KINDS`)",
 })
 PARQUET = Format("parquet file", 2, {
     1: "first version; key `cloudbench.schema` (and `cloudbench.kind`) in the file metadata. "
@@ -105,6 +106,11 @@ THROUGHPUT_RECORD = Format("throughput worker record", throughput_worker.SCHEMA,
 TRACEROUTE_OUTPUT = Format("traceroute worker output", traceroute_worker.SCHEMA, {
     1: "scamper JSON lines of tracelb, one source per file",
 })
+RENAMED_KINDS: dict[str, str] = {"tbdrain": "tokenbucket"}
+"""Workload kinds by an old spelling -> the kind now. A spec may still write the old one (the
+kind's model accepts it); a manifest is migrated on reading (``store.manifest.migrate_kinds``):
+the entry keeps the name the old kind gave it when it had none."""
+
 JOURNAL = Format("campaign journal", 1, {
     1: "first version: SQLite tables meta, slots, trials, events (cloudbench.campaign.journal)",
 })

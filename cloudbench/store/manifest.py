@@ -247,6 +247,22 @@ def pooling_key(manifest: Manifest, repetition: int, where: str = "manifest") ->
     return ordered
 
 
+def migrate_kinds(data: dict[str, Any]) -> dict[str, Any]:
+    """A manifest's workload kinds by their current spelling (:data:`.formats.RENAMED_KINDS`), in
+    the spec's and the resolved workload entries, the plan's trials and the trials; an entry
+    without a name keeps the one its old kind gave it. ``data`` as read, changed in place."""
+    resolved = data.get("resolved") if isinstance(data.get("resolved"), dict) else {}
+    entries = [*(data.get("spec") or {}).get("workloads", []), *(resolved or {}).get("workloads", [])]
+    for w in entries:
+        if isinstance(w, dict) and (new := formats.RENAMED_KINDS.get(w.get("kind", ""))):
+            w.setdefault("name", w["kind"])
+            w["kind"] = new
+    for t in [*(data.get("plan") or {}).get("trials", []), *data.get("trials", [])]:
+        if isinstance(t, dict) and (new := formats.RENAMED_KINDS.get(t.get("kind", ""))):
+            t["kind"] = new
+    return data
+
+
 def load_manifest(path: Path) -> Manifest:
     """Read and check ``manifest.json``; a ResultError says what is wrong with it."""
     if not path.exists():
@@ -259,7 +275,7 @@ def load_manifest(path: Path) -> Manifest:
         raise ResultError(str(path), "manifest has no schema version")
     formats.MANIFEST.check(data["schema"], str(path))
     try:
-        return Manifest.model_validate(data)
+        return Manifest.model_validate(migrate_kinds(data))
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])

@@ -44,7 +44,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -179,7 +179,7 @@ def adapt_diurnal(c: gen.Campaign, series: int, period: str = "24h") -> list[dic
             runs = [FakeRun({(f"rtt_p50_us_{s}", "same_zone"):
                              [float(vals[s, r, i]) if have[s, r, i] else None for i in range(reps)]
                              for s in range(series)}) for r in range(n_runs)]
-            out.append(diurnal(make_campaign(Path(tmp), f"c{k}", runs), period))
+            out.append(cast(dict[str, Any], diurnal(make_campaign(Path(tmp), f"c{k}", runs), period)))
     return out
 
 

@@ -18,6 +18,7 @@ from pydantic import Field, create_model
 
 from cloudbench.spec import loader
 from cloudbench.spec.model import Spec
+from cloudbench.store.formats import RENAMED_KINDS
 from cloudbench.workloads.base import WorkloadKind
 from cloudbench.workloads.colocation.controller import ColocationKind
 from cloudbench.workloads.echo.controller import EchoKind
@@ -33,11 +34,14 @@ KINDS: dict[str, WorkloadKind] = {k.kind: k for k in (
     ColocationKind(),
 )}
 
+KIND_ALIASES: dict[str, str] = RENAMED_KINDS
+"""Old spellings of a kind -> the kind (specs accept them; manifests are migrated on reading)."""
+
 
 def workload_kind(kind: str) -> WorkloadKind:
     """The registered kind called ``kind``; KeyError names the known ones."""
     try:
-        return KINDS[kind]
+        return KINDS[KIND_ALIASES.get(kind, kind)]
     except KeyError:
         raise KeyError(f"no workload kind {kind!r} (known: {', '.join(KINDS)})") from None
 
@@ -71,5 +75,5 @@ def json_schema() -> dict[str, Any]:
     return loader.json_schema(SPEC_MODEL)
 
 
-__all__ = ["KINDS", "SPEC_MODEL", "WorkloadKind", "json_schema", "load_spec", "parse_spec",
+__all__ = ["KINDS", "KIND_ALIASES", "SPEC_MODEL", "WorkloadKind", "json_schema", "load_spec", "parse_spec",
            "workload_kind"]

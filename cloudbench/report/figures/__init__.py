@@ -21,7 +21,8 @@ SectionFigures = Callable[[str, dict[str, Any]], list[Plot]]
 BY_KIND: dict[str, SectionFigures] = {
     "echo": echo.figures,
     "throughput": throughput.figures,
-    "tbdrain": throughput.drain_figures,
+    "tokenbucket": throughput.drain_figures,
+    "tbdrain": throughput.drain_figures,  # a report.json written before the kind was renamed
     "traceroute": paths.figures,
 }
 """Workload kind -> the function drawing its section's figures (a kind not listed has none)."""

@@ -14,10 +14,11 @@ from matplotlib import dates as mdates
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.lines import Line2D
 
+from cloudbench.analysis.quantiles import P5, P25, P50, P75, P90, P95, P99, P99_9, P99_99, P99_999
 from cloudbench.core.files import slug
 from cloudbench.report.figures.style import GROUP_STYLES, Plot, finite, group_style, new_figure
 
-BOX_KEYS = ("p5", "p25", "p50", "p75", "p95", "mean")
+BOX_KEYS = (P5, P25, P50, P75, P95, "mean")
 MAX_PAIR_LINES = 200
 """Pair series drawn thin in the time figure (a 100-host run has 9 900 pairs)."""
 MAX_LINE_POINTS = 400
@@ -61,8 +62,8 @@ def box_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         return None
     fig = new_figure(max(4.5, 1.3 * len(rows) + 2.0), 4.0)
     ax = fig.add_subplot()
-    stats = [{"label": r["group"], "whislo": r["p5"], "q1": r["p25"], "med": r["p50"], "q3": r["p75"],
-              "whishi": r["p95"], "mean": r["mean"], "fliers": []} for r in rows]
+    stats = [{"label": r["group"], "whislo": r[P5], "q1": r[P25], "med": r[P50], "q3": r[P75],
+              "whishi": r[P95], "mean": r["mean"], "fliers": []} for r in rows]
     art = ax.bxp(stats, showmeans=True, showfliers=False, patch_artist=True, widths=0.55,
                  medianprops={"color": "black", "linewidth": 2.0},
                  meanprops={"marker": "D", "markerfacecolor": "white", "markeredgecolor": "black",
@@ -73,7 +74,7 @@ def box_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         box.set_alpha(0.85)
         box.set_hatch(st.hatch)
         box.set_edgecolor("black")
-    if _log_wanted([r["p5"] for r in rows] + [r["p95"] for r in rows]):
+    if _log_wanted([r[P5] for r in rows] + [r[P95] for r in rows]):
         ax.set_yscale("log")
     ax.set_ylabel("round-trip time (µs)")
     ax.set_xlabel("latency group")
@@ -85,8 +86,8 @@ def box_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
               loc="upper left", title="box p25–p75, whiskers p5–p95")
     alt = (f"Box plot of {wname} round-trip times per latency group (box p25 to p75, line the median, "
            "whiskers p5 and p95, diamond the mean): "
-           + "; ".join(f"{r['group']} median {_fmt_us(r['p50'])}, p5 {_fmt_us(r['p5'])}, "
-                       f"p95 {_fmt_us(r['p95'])}, mean {_fmt_us(r['mean'])}" for r in rows) + ".")
+           + "; ".join(f"{r['group']} median {_fmt_us(r[P50])}, p5 {_fmt_us(r[P5])}, "
+                       f"p95 {_fmt_us(r[P95])}, mean {_fmt_us(r['mean'])}" for r in rows) + ".")
     return Plot(f"{slug(wname)}-box", f"{wname}: RTT per latency group", alt, fig)
 
 
@@ -114,7 +115,7 @@ def tail_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(floor / 2.0, 1.3)
-    for e, name in ((1e-2, "p99"), (1e-3, "p99.9"), (1e-4, "p99.99"), (1e-5, "p99.999")):
+    for e, name in ((1e-2, P99), (1e-3, P99_9), (1e-4, P99_99), (1e-5, P99_999)):
         if e < floor * (1 - 1e-9):
             break
         ax.axhline(e, color="0.6", linewidth=0.6, linestyle=":")
@@ -254,7 +255,7 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         return None
     idx = {h: i for i, h in enumerate(hosts)}
     n = len(hosts)
-    mats = {k: np.full((n, n), np.nan) for k in ("p50", "p99")}
+    mats = {k: np.full((n, n), np.nan) for k in (P50, P99)}
     for r in pairs:
         if r["src"] in idx and r["dst"] in idx:
             for k, m in mats.items():
@@ -290,7 +291,7 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
                                 fontsize=6.5, color="white" if dark else "black")
     if image is not None:
         fig.colorbar(image, ax=list(axes), shrink=0.8, label="RTT (µs; cells ≥ 1000 µs in ms)")
-    missing = int(np.isnan(mats["p50"]).sum())
+    missing = int(np.isnan(mats[P50]).sum())
     fig.suptitle(f"{wname}: RTT per source × destination (hatched: no value)")
     alt = (f"Two heat maps of {wname} round-trip time per source host (rows) and destination host (columns), "
            f"p50 on the left and p99 on the right, from {_fmt_us(lo)} to {_fmt_us(hi)}; {n} hosts, "
@@ -298,34 +299,34 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     return Plot(f"{slug(wname)}-grid", f"{wname}: src × dst grid of p50 and p99", alt, fig)
 
 
-QUORUM_MARKS = (("p50", "o"), ("p90", "s"), ("p99", "^"), ("p99.9", "D"))
+QUORUM_MARKS = ((P50, "o"), (P90, "s"), (P99, "^"), (P99_9, "D"))
 
 
 def quorum_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     """Per quorum (Qk/n of a group): the p5–p99.9 range with p50, p90, p99, p99.9 marked."""
-    rows = [r for r in sec.get("quorums") or [] if finite(r.get("p50"))]
+    rows = [r for r in sec.get("quorums") or [] if finite(r.get(P50))]
     if not rows:
         return None
     fig = new_figure(7.0, 1.2 + 0.5 * len(rows))
     ax = fig.add_subplot()
     labels = [f"{r['group']} {r['quorum']}" for r in rows]
     for y, r in enumerate(rows):
-        lo, hi = r.get("p5"), r.get("p99.9")
+        lo, hi = r.get(P5), r.get(P99_9)
         if finite(lo) and finite(hi):
             ax.plot([lo, hi], [y, y], color="0.5", linewidth=1.5)
         for k, marker in QUORUM_MARKS:
             if finite(r.get(k)):
-                ax.plot([r[k]], [y], marker=marker, color="black", markerfacecolor="white" if k != "p50" else "black",
+                ax.plot([r[k]], [y], marker=marker, color="black", markerfacecolor="white" if k != P50 else "black",
                         linestyle="none", markersize=7, label=k if y == 0 else None)
     ax.set_yticks(range(len(rows)), labels)
     ax.set_ylim(-0.7, len(rows) - 0.3)
-    if _log_wanted([r.get("p5") for r in rows] + [r.get("p99.9") for r in rows]):
+    if _log_wanted([r.get(P5) for r in rows] + [r.get(P99_9) for r in rows]):
         ax.set_xscale("log")
     ax.set_xlabel("quorum latency: k-th fastest reply of a round (µs); line p5–p99.9")
     ax.grid(axis="x", alpha=0.3, which="both")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(f"{wname}: quorum latency")
     alt = (f"Quorum latencies of {wname}: " + "; ".join(
-        f"{lab} median {_fmt_us(r['p50'])}, p99 {_fmt_us(r['p99'])}" if finite(r.get("p99")) else
-        f"{lab} median {_fmt_us(r['p50'])}" for lab, r in zip(labels, rows, strict=True)) + ".")
+        f"{lab} median {_fmt_us(r[P50])}, p99 {_fmt_us(r[P99])}" if finite(r.get(P99)) else
+        f"{lab} median {_fmt_us(r[P50])}" for lab, r in zip(labels, rows, strict=True)) + ".")
     return Plot(f"{slug(wname)}-quorums", f"{wname}: quorum latency", alt, fig)

@@ -1,4 +1,4 @@
-"""The throughput and tbdrain sections' figures: interval series per pair with the
+"""The throughput and tokenbucket sections' figures: interval series per pair with the
 capacity lower bound, direction asymmetry, and each drain's rate curve with its
 fitted rates, time to empty and refill. Inputs are the sections' keys only."""
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from cloudbench.analysis.latency import BOX_PERCENTILES, CCDF_EXCEEDANCE, ccdf_levels, distribution_row, pct_label
 from cloudbench.analysis.levelshift import PairWindows
+from cloudbench.analysis.quantiles import P50, P99
 from cloudbench.core.topology import GROUP_ORDER
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -114,7 +115,7 @@ def _pair_table(scan: EchoScan, selected: SelectedRtts) -> list[Row]:
             pairs.append({"src": keys.hosts[a], "dst": keys.hosts[b],
                           "group": GROUP_ORDER[grp].value if grp >= 0 else "",
                           "count": int(measured[key]), "timeouts": d["timeouts"],
-                          "mean": d["mean"], "p50": d["p50"], "p99": d["p99"], "max": d["max"]})
+                          "mean": d["mean"], P50: d[P50], P99: d[P99], "max": d["max"]})
     return pairs
 
 

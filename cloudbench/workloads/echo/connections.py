@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloudbench.analysis.quantiles import P50, P90, P99, P99_9
 from cloudbench.core.topology import GROUP_ORDER
 from cloudbench.core.units import fmt_duration
 from cloudbench.store.manifest import Manifest
 from cloudbench.workloads.echo.aggregates import EchoAggregates
 
 TABLES = ("connect", "connection_modes")
-COLUMNS = ("p50", "p90", "p99", "p99.9", "max")
+COLUMNS = (P50, P90, P99, P99_9, "max")
 
 
 def mode_label(params: dict[str, Any]) -> str:
@@ -64,8 +65,8 @@ def mode_rows(name: str, params: dict[str, Any], agg: EchoAggregates) -> list[di
             **{c: g[c] for c in COLUMNS},
         }
         h = handshakes.get(g["group"])
-        row["connect_p50"] = h["p50"] if h else None
-        row["connect_p99"] = h["p99"] if h else None
+        row["connect_p50"] = h[P50] if h else None
+        row["connect_p99"] = h[P99] if h else None
         out.append(row)
     return out
 

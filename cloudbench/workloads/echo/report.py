@@ -14,6 +14,7 @@ from rich.markup import escape
 from cloudbench.analysis.events import EventParams
 from cloudbench.analysis.latency import PERCENTILES, needs_note, pct_label, quantile_estimable
 from cloudbench.analysis.levelshift import PairWindows, group_series, level_shift_rows, step_windows_needed
+from cloudbench.analysis.quantiles import P50, P99
 from cloudbench.core.tables import ReportTable, fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -136,12 +137,12 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
             wt.add_row(*[fmt_number(r[c]) for c in cols])
         console.print(wt)
     if options.get("pairs") and w["pairs"]:
-        pair_cols = ("src", "dst", "group", *swept, "count", "timeouts", "mean", "p50", "p99", "max")
+        pair_cols = ("src", "dst", "group", *swept, "count", "timeouts", "mean", P50, P99, "max")
         note = needs_note([rtt_count(r) for r in w["pairs"]], (50.0, 99.0), what="RTTs")
         pt = titled_table(f"{wname}: per pair (µs){'; ' + note if note else ''}", pair_cols,
                           left=("src", "dst", "group", *swept), key=2)
         for r in w["pairs"]:
-            pt.add_row(*[pct_cell(r, float(c[1:])) if c in ("p50", "p99") else fmt_number(r[c])
+            pt.add_row(*[pct_cell(r, float(c[1:])) if c in (P50, P99) else fmt_number(r[c])
                          for c in pair_cols])
         console.print(pt)
     events = w.get("events")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from cloudbench.analysis.quantiles import P50, P99
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow, quorum_group, summary_row
@@ -32,7 +33,7 @@ def echo_summaries(run: RunDir, agg: EchoAggregates, workload: str) -> list[Summ
     rows: list[SummaryRow] = []
     for rep in agg.repetitions:
         for g in agg.groups_by_rep.get(rep, []):
-            for metric, key in (("rtt_p50_us", "p50"), ("rtt_p99_us", "p99"), ("rtt_mean_us", "mean")):
+            for metric, key in (("rtt_p50_us", P50), ("rtt_p99_us", P99), ("rtt_mean_us", "mean")):
                 if math.isfinite(g[key]):
                     rows.append(summary_row(run, rep, workload, metric, g["group"], g[key], "us",
                                             g["count"]))
@@ -40,7 +41,7 @@ def echo_summaries(run: RunDir, agg: EchoAggregates, workload: str) -> list[Summ
                                     g["timeouts"] / max(g["count"], 1), "1", g["count"]))
         for q in agg.quorums_by_rep.get(rep, []):
             k, n = q["quorum"][1:].split("/")
-            for metric, key in ((f"quorum_q{k}of{n}_p50_us", "p50"), (f"quorum_q{k}of{n}_p99_us", "p99")):
+            for metric, key in ((f"quorum_q{k}of{n}_p50_us", P50), (f"quorum_q{k}of{n}_p99_us", P99)):
                 if not math.isfinite(q[key]):
                     continue
                 rows.append(summary_row(run, rep, workload, metric, quorum_group(q["group"]), q[key],

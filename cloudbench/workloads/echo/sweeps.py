@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from cloudbench.analysis.quantiles import P50, P99
 from cloudbench.analysis.stats import quantile_ci
 from cloudbench.core.topology import GROUP_ORDER
 from cloudbench.store.manifest import Manifest
@@ -119,11 +120,11 @@ def sweep_table(run: RunDir, manifest: Manifest, params: dict[str, Any],
                 "sweep": sweep_label(values),
                 "count": g["count"],
                 "timeouts": g["timeouts"],
-                "p50": g["p50"],
-                "p99": g["p99"],
+                P50: g[P50],
+                P99: g[P99],
                 "repetitions": len(reps),
             }
-            for key in ("p50", "p99"):
+            for key in (P50, P99):
                 xs = [per_rep[r][g["group"]][key] for r in reps if g["group"] in per_rep[r]]
                 ci = quantile_ci(np.array([x for x in xs if np.isfinite(x)]), 0.5, LEVEL)
                 row[f"rep_{key}_median"] = ci.estimate
@@ -160,7 +161,7 @@ def write_figure(name: str, rows: list[dict[str, Any]], out: Path) -> list[Path]
         for gi, group in enumerate(dict.fromkeys(series(r) for r in rows)):
             sel = sorted((r for r in rows if series(r) == group), key=lambda r: float(r[field]))
             xs = np.array([float(r[field]) for r in sel])
-            for key, style in (("p50", "-o"), ("p99", "--^")):
+            for key, style in ((P50, "-o"), (P99, "--^")):
                 ys = np.array([r[f"rep_{key}_median"] for r in sel], dtype=float)
                 lo = np.array(
                     [

@@ -21,6 +21,7 @@ from rich.markup import escape
 from cloudbench.analysis.latency import PERCENTILES, needs_note, pct_label, quantile_estimable
 from cloudbench.analysis.modes import ModeTest, find_modes, find_modes_histogram
 from cloudbench.analysis.orderstats import bin_edges
+from cloudbench.analysis.quantiles import P50, P90, P99
 from cloudbench.core.tables import fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -111,7 +112,7 @@ def render_modes(wname: str, w: dict[str, Any], console: Console) -> None:
 def render(wname: str, w: dict[str, Any], console: Console) -> None:
     """Handshake times, the connection modes side by side, and the sweep table."""
     if w.get("connect"):
-        cols: tuple[str, ...] = ("group", "count", "p50", "p90", "p99", "max")
+        cols: tuple[str, ...] = ("group", "count", P50, P90, P99, "max")
         t = titled_table(f"{wname}: TCP handshake of the per-round connections (µs)", cols, left=("group",))
         for r in w["connect"]:
             t.add_row(*[fmt_number(r[c]) for c in cols])
@@ -136,7 +137,7 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
             console.print(t)
     if w.get("sweep"):
         fields = sweeps.swept_fields(w["sweep"])
-        cols = ("group", *fields, "reps", "count", "p50", "p99")
+        cols = ("group", *fields, "reps", "count", P50, P99)
         t = titled_table(
             f"{wname}: RTT per {' and '.join(fields)} (µs); rep = the median over repetitions of each "
             f"one's value [{sweeps.LEVEL:.0%} CI]",
@@ -144,7 +145,7 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
             left=("group",),
         )
         for r in w["sweep"]:
-            t.add_row(*[fmt_number(r["repetitions" if c == "reps" else c]) for c in cols], _ci(r, "p50"), _ci(r, "p99"))
+            t.add_row(*[fmt_number(r["repetitions" if c == "reps" else c]) for c in cols], _ci(r, P50), _ci(r, P99))
         console.print(t)
 
 

@@ -8,14 +8,14 @@ second drain after ``rest`` that measures the refill.
 from __future__ import annotations
 
 from cloudbench.workloads.tbdrain import report
-from cloudbench.workloads.tbdrain.params import TbDrainWorkload
+from cloudbench.workloads.tbdrain.params import KIND, TbDrainWorkload
 from cloudbench.workloads.tbdrain.summaries import DRAIN_BETTER, drain_summaries
 from cloudbench.workloads.throughput.controller import PairKind
 
 
 class TbDrainKind(PairKind):
-    """The ``tbdrain`` workload kind: token-bucket drains of a pair's throughput."""
-    kind = "tbdrain"
+    """The ``tokenbucket`` workload kind (``tbdrain`` before): token-bucket drains of a pair's throughput."""
+    kind = KIND
     better = DRAIN_BETTER
     params = TbDrainWorkload
     report_tables = report.TABLES

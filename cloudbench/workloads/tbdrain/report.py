@@ -101,7 +101,7 @@ def _pm(row: dict[str, Any], key: str, digits: int = 1) -> str:
 
 
 def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any]:
-    """The report section of one tbdrain workload (``w``: its spec entry)."""
+    """The report section of one tokenbucket workload (``w``: its spec entry)."""
     facts = RunFacts(manifest)
     series = load_transfers(run, w["name"])
     out: dict[str, Any] = {"kind": w["kind"], "unit": "Mbit/s",
@@ -121,7 +121,7 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
 
 
 def render(name: str, sec: dict[str, Any], console: Console) -> None:
-    """Print a tbdrain section: a row per drain, the configured truth under it when known."""
+    """Print a tokenbucket section: a row per drain, the configured truth under it when known."""
     t = titled_table(f"{name}: token-bucket drains (rates Mbit/s, budget Mbit, times s; "
                      "± SD of noise, drift and resolution; 95 % intervals in the CSV/JSON)",
                      ("pair", "vm_type", "drained", "high", "low", "empty after", "budget", "rest", "refill"),

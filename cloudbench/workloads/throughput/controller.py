@@ -19,7 +19,7 @@ report interval:
     retrans int32, lost int64, packets int64, loss_pct float64 (null when the tool
     does not report them); derived bool (the tail computed from nuttcp's total).
 
-``tbdrain`` uses the same worker and file format: burst 0 is the drain, burst 1
+``tokenbucket`` uses the same worker and file format: burst 0 is the drain, burst 1
 (optional) the second drain after ``rest``.
 """
 
@@ -100,7 +100,7 @@ def direction_seconds(w: PairWorkloadModel) -> float:
 
 
 class PairKind(WorkloadKind):
-    """A workload that runs ``workers/throughput.py`` on one pair per trial (throughput, tbdrain).
+    """A workload that runs ``workers/throughput.py`` on one pair per trial (throughput, tokenbucket).
 
     A subclass names its spec model and the functions of its own ``summaries`` and
     ``report`` modules; the rest is shared.

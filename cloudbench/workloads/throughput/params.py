@@ -1,6 +1,6 @@
 """The throughput workload's spec parameters (``kind: throughput``), and what every
 workload run by the throughput worker on one host pair per trial shares
-(:class:`PairWorkloadModel`; ``tbdrain`` is the other)."""
+(:class:`PairWorkloadModel`; ``tokenbucket`` is the other)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
+from cloudbench.analysis.quantiles import P5, P50, P95
 from cloudbench.analysis.throughput import (
     asymmetry,
     binned_rates,
@@ -54,8 +55,8 @@ def trial_rows(series: list[Transfer], facts: RunFacts, spec_w: dict[str, Any]) 
             "repetition": s.repetition, "trial": s.trial, "src": s.src, "dst": s.dst,
             "direction": s.direction, "group": facts.group(s.repetition, s.src, s.dst),
             "intervals": st.n, "seconds": st.seconds, "mean_mbps": mbit(st.mean_bps),
-            "cov": st.cov, "p5_mbps": mbit(st.percentiles["p5"]),
-            "p50_mbps": mbit(st.percentiles["p50"]), "p95_mbps": mbit(st.percentiles["p95"]),
+            "cov": st.cov, "p5_mbps": mbit(st.percentiles[P5]),
+            "p50_mbps": mbit(st.percentiles[P50]), "p95_mbps": mbit(st.percentiles[P95]),
             "retrans": float(np.nansum(s.retrans)) if np.isfinite(s.retrans).any() else math.nan,
             "loss_pct": _loss_pct(s), "capacity_lb_mbps": math.nan, "capacity_lb95_mbps": math.nan,
             "shift_s": math.nan, "shift_volume_mb": math.nan, "shift_high_mbps": math.nan,
@@ -189,8 +190,8 @@ def fmt_cell(v: Any, digits: int = 1) -> str:
 # (column key, header, digits) of the per-trial table; empty columns are left out.
 _TRIAL_COLS: tuple[tuple[str, str, int], ...] = (
     ("repetition", "rep", 0), ("pair", "sender→receiver", 0), ("group", "group", 0),
-    ("mean_mbps", "mean", 1), ("cov", "CoV", 3), ("p5_mbps", "p5", 1), ("p50_mbps", "p50", 1),
-    ("p95_mbps", "p95", 1), ("retrans", "retr", 0), ("loss_pct", "loss %", 2),
+    ("mean_mbps", "mean", 1), ("cov", "CoV", 3), ("p5_mbps", P5, 1), ("p50_mbps", P50, 1),
+    ("p95_mbps", P95, 1), ("retrans", "retr", 0), ("loss_pct", "loss %", 2),
     ("capacity_lb_mbps", "cap ≥", 1), ("capacity_lb95_mbps", "cap ≥ (95 %)", 1), ("shift_s", "shift s", 2),
     ("shift_volume_mb", "MB before", 0), ("expected_mbps", "expected", 1),
 )
