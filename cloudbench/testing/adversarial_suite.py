@@ -13,7 +13,7 @@ confirm check warnings (p-values)      analysis.checks.run_checks               
 diurnal Kruskal–Wallis p               analysis.diurnal.diurnal_series, report         runs (hour of a run)
 diurnal Lomb–Scargle p at the period   same; Holm over series in report.diurnal        runs
 diurnal weekday vs weekend p           same                                          days
-diurnal best period FAP, fit ± SE      same                                          runs
+diurnal fit ± SE                       same                                          runs
 diurnal verdict ("time-of-day effect") report.diurnal.diurnal                        campaigns
 event spike p (run test), size CI      analysis.events.detect_pair_events            rounds (echoes), AR jitter
 event step p (Mann–Whitney), size CI   same                                          windows / rounds
@@ -308,7 +308,6 @@ def diurnal_rows(scale: float = 1.0, seed: int = 12, series: int = 50, day_effec
         rows += [Row("diurnal: Kruskal-Wallis p", g, "test", 0.05, rej("kruskal_p"), tot, unit="runs"),
                  Row("diurnal: Lomb-Scargle p at period", g, "test", 0.05, rej("p_at_period"), tot, unit="runs"),
                  Row("diurnal: weekday vs weekend p", g, "test", 0.05, rej("mw_p"), tot, unit="days"),
-                 Row("diurnal: best period FAP", g, "test", 0.05, rej("ls_best_fap"), tot, unit="runs"),
                  Row("diurnal: Holm-adjusted p (series)", g, "test", 0.05, rej("p_holm"), tot, unit="runs"),
                  Row("diurnal: verdict 'time-of-day effect'", f"{g}, {series} series/campaign", "test", 0.10,
                      sum(r["verdict"].startswith("time-of-day effect") for r in res), len(res), unit="campaigns",
