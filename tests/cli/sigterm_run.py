@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from cloudbench import runner
+from cloudbench.runner import campaign_runner
 from cloudbench.cli import main as cloudbench_main
 from cloudbench.core.cluster import Cluster
 from cloudbench.providers.base import Provider
@@ -43,7 +44,7 @@ class SigtermRunner(runner.CampaignRunner):
 
 def main(argv: list[str]) -> None:
     state = Path(argv[0])
-    runner.CampaignRunner = SigtermRunner  # type: ignore[misc]  # what run_campaign instantiates
+    campaign_runner.CampaignRunner = SigtermRunner  # type: ignore[misc]  # what run_campaign instantiates
     sys.argv = ["cloudbench", *argv[1:]]
     try:
         cloudbench_main()
