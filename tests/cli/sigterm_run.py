@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 from cloudbench import runner
-from cloudbench.runner import campaign_runner
 from cloudbench.cli import main as cloudbench_main
 from cloudbench.core.cluster import Cluster
 from cloudbench.providers.base import Provider
 from cloudbench.remote import Remote
+from cloudbench.runner import campaign_runner
 from cloudbench.store.manifest import RepetitionRecord
 from cloudbench.testing.fakes import FakeProvider
 
