@@ -118,8 +118,8 @@ def test_failed_provision_leaves_nothing(provider: NetnsProvider, tmp_path: Path
     import cloudbench.providers.netns.provider as netns
 
     claimed: list[str] = []
-    claim = provider._claim_sid
-    monkeypatch.setattr(provider, "_claim_sid", lambda: claimed.append(claim()) or claimed[-1])
+    claim = provider._claim_stack
+    monkeypatch.setattr(provider, "_claim_stack", lambda: claimed.append(claim()) or claimed[-1])
     monkeypatch.setattr(netns, "SSHD", "/bin/false")  # every sshd "exits" at once
     topo = Topology([HostSpec("a", "netns", "r1", "r1-a", "s1", "local", 0)])
     with pytest.raises(ProvisionError, match="sshd of a exited"):
