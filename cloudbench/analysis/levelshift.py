@@ -103,7 +103,9 @@ def cusum_stat(y: np.ndarray, min_segment: int = 2) -> tuple[np.ndarray, np.ndar
     d = np.diff(y, axis=1)
     dd = d - np.median(d, axis=1, keepdims=True)
     dscale = MAD_TO_SIGMA * np.median(np.abs(dd), axis=1)
-    dscale = np.where(dscale > 0, dscale, d.std(axis=1, ddof=1))
+    # most differences exactly zero (window medians at the 1 µs resolution): their MAD is 0 and
+    # their SD is the step's own jump; the residuals' SD (√2 of it for a difference) is the noise
+    dscale = np.where(dscale > 0, dscale, math.sqrt(2.0) * e.std(axis=1, ddof=1))
     dw = np.clip(dd, -WINSOR_K * dscale[:, None], WINSOR_K * dscale[:, None])
     dc = dw - dw.mean(axis=1, keepdims=True)
     ss = np.sum(dc * dc, axis=1)
@@ -151,7 +153,10 @@ def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: 
     if t_obs <= 0:
         return 1.0
     d = np.diff(y)
-    r_d = min(max(1.0 + 2.0 * _lag1(d - np.median(d)), 0.0), PHI_MAX)
+    # φ from the differences' lag-1 (−(1 − φ)/2 for AR(1)); undefined when most differences are
+    # exactly zero (window medians of a quiet link at the 1 µs resolution), then left out
+    quantized = np.median(np.abs(d - np.median(d))) == 0.0
+    r_d = 0.0 if quantized else min(max(1.0 + 2.0 * _lag1(d - np.median(d)), 0.0), PHI_MAX)
     phi = max(r_d, _lag1(ew) + (1.0 + 3.0 * _lag1(ew)) / n)  # Kendall's small-sample bias of lag 1
     phi += PHI_SE * math.sqrt(max(1.0 - phi * phi, 0.0) / n)
     if GEN_RAW:
