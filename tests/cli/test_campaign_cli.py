@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 from typer.testing import CliRunner
 
 from cloudbench.cli import app
@@ -69,7 +70,11 @@ def test_resume_refuses_a_run_that_ended(tmp_path: Path) -> None:
 
 
 def test_diurnal_json(tmp_path: Path) -> None:
-    runs = [FakeRun({("rtt_p50_us", "g"): [100.0 + (i % 24)]}) for i in range(30)]
+    # a daily sine of 10 µs in noise of 2 µs, one run an hour (a noise-free sawtooth is itself an
+    # AR(2)-like series: the short-campaign bootstrap's null, fitted to the runs, reproduces it)
+    rng = np.random.default_rng(3)
+    runs = [FakeRun({("rtt_p50_us", "g"): [100.0 + 10.0 * np.sin(2 * np.pi * i / 24) + rng.normal(0, 2.0)]})
+            for i in range(30)]
     c = make_campaign(tmp_path, "h", runs)
     r = runner.invoke(app, ["diurnal", str(c), "--json"])
     assert r.exit_code == 0, r.output

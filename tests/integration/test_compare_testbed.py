@@ -60,7 +60,9 @@ def test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not(tmp_path: Pa
     p50 = next(x for x in doc["rows"] if x["metric"] == "rtt_p50_us" and x["group"] == "cross_region")
     assert p50["verdict"] == "worse"
     lo, hi = p50["diff_ci"]
-    assert lo <= 2000 * 1.02 and hi >= 2000 * 0.98, p50
+    # 2 ms more one-way delay is 2,000 µs more RTT; the testbed's netem delay came out 1,888-1,915 µs
+    # apart on a loaded machine (2,000 when quiet): 7 % either side still tells 2 ms from 1 or 3
+    assert lo <= 2000 * 1.07 and hi >= 2000 * 0.93, p50
     assert (tmp_path / "compare" / "index.html").exists()
     r = cli.invoke(app, ["compare", str(a), str(again), "--json", "--out", str(tmp_path / "null"),
                          "--fail-on", "worse"])

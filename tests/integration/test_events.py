@@ -104,7 +104,7 @@ def test_spike_and_step_are_found_on_their_own_pairs(tmp_path: Path) -> None:
               f"(expected {2 * (STEP_TO - 0.005) * 1e6:.0f}), p = {e['p_value']:.1e}")
         assert abs(e["time_s"] - expected) <= WINDOW, (series, e, expected)
         assert e["size"] == pytest.approx(2 * (STEP_TO - 0.005) * 1e6, rel=0.10), (series, e)
-        assert e["p_value"] < 1e-3 and "Mann–Whitney" in e["test"]
+        assert e["p_value"] < 1e-3 and "max-CUSUM" in e["test"]
     # no link event on the quiet pairs of the quiet link a–b
     quiet = [s for s in shown if s[0] in ("sa-1>sb-1", "sb-1>sa-1") and s[2] == "link"]
     assert quiet == [], quiet
