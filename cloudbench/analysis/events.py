@@ -393,8 +393,8 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         stats = seg_sizes(cps)
         # a step inside a window leaves that window half-way: two change points two windows or
         # less apart are one step, and the smaller half goes
-        near = {k for k in range(len(cps) - 1) if cps[k + 1] - cps[k] <= 2}
-        halves = {k if abs(stats[k][0]) <= abs(stats[k + 1][0]) else k + 1 for k in near}
+        adjacent = {k for k in range(len(cps) - 1) if cps[k + 1] - cps[k] <= 2}
+        halves = {k if abs(stats[k][0]) <= abs(stats[k + 1][0]) else k + 1 for k in adjacent}
         weak = [k for k, (s, pv, lvl) in enumerate(stats)
                 if pv >= p.alpha or abs(s) < max(p.step_k * sigma_w, p.min_rel * lvl) or k in halves]
         if not weak:
