@@ -391,15 +391,21 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
 
     while cps:  # drop the weakest change point that fails a criterion, re-test the rest
         stats = seg_sizes(cps)
-        # a step inside a window leaves that window half-way: two change points two windows or
-        # less apart are one step, and the smaller half goes
-        adjacent = {k for k in range(len(cps) - 1) if cps[k + 1] - cps[k] <= 2}
-        halves = {k if abs(stats[k][0]) <= abs(stats[k + 1][0]) else k + 1 for k in adjacent}
         weak = [k for k, (s, pv, lvl) in enumerate(stats)
-                if pv >= p.alpha or abs(s) < max(p.step_k * sigma_w, p.min_rel * lvl) or k in halves]
+                if pv >= p.alpha or abs(s) < max(p.step_k * sigma_w, p.min_rel * lvl)]
         if not weak:
             break
         del cps[min(weak, key=lambda k: abs(stats[k][0]))]
+    # a step inside a window leaves that window half-way: change points two windows or less
+    # apart are one step, kept where the size is larger
+    kept: list[tuple[int, float]] = []
+    for c, (size, _, _) in zip(cps, seg_sizes(cps), strict=True):
+        if kept and c - kept[-1][0] <= 2:
+            if abs(size) > abs(kept[-1][1]):
+                kept[-1] = (c, size)
+            continue
+        kept.append((c, size))
+    cps = [c for c, _ in kept]
     out: list[Event] = []
     bounds_t = [t[0], *[starts[c] for c in cps], t[-1] + window_s]
     for k, (c, (_, pv, _)) in enumerate(zip(cps, seg_sizes(cps), strict=True)):

@@ -30,7 +30,9 @@ def check(results: list[cv.Coverage], min_datasets: int = 1000) -> None:
                                 cv.capacity, cv.confirm_predictions, cv.confirm_slope_intervals],
                          ids=lambda f: f.__name__)
 def test_interval_covers_at_its_nominal_level(fn: Callable[[], list[cv.Coverage]]) -> None:
-    check(fn())
+    # event_sizes counts the events it finds: the step test at 20 windows (its minimum is 15)
+    # finds 998 of 1,000 steps; one step inside a window is no longer counted twice
+    check(fn(), min_datasets=990 if fn is cv.event_sizes else 1000)
 
 
 def test_the_check_fails_a_bound_that_does_not_hold() -> None:
