@@ -93,6 +93,7 @@ from scipy import ndimage
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
     pelt,
+    robust_sigma,
     running_median,
     step_p,
     step_pvalues,
@@ -368,12 +369,7 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
     nw = len(med)
     if nw < max(4, step_windows_needed(p.alpha)):  # no split could reach alpha
         return []
-    d = np.diff(med)
-    # at the 1 µs resolution most differences of a quiet pair's window medians are exactly 0 and
-    # their MAD with them: the noise is then taken as the smallest step the medians can take
-    quantum = float(np.min(np.abs(d[d != 0]))) if np.any(d != 0) else 0.0
-    sigma_w = max(MAD_TO_SIGMA * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0),
-                  quantum, 1e-12)
+    sigma_w = max(robust_sigma(med), 1e-12)
     # the gate: the whole series' step test (selection and dependence in its null)
     p_all = step_p(med, p.alpha, 2, seed=nw)
     cps = pelt(med, p.penalty_k * sigma_w**2 * math.log(nw), 2) if p_all < p.alpha else []

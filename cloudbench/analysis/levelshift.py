@@ -218,12 +218,15 @@ def step_pvalues(y: np.ndarray, cps: Sequence[int], alpha: float, p_all: float,
 
 
 def robust_sigma(y: np.ndarray) -> float:
-    """Noise scale from first differences: 1.4826 · median|Δy| / √2."""
+    """Noise scale from first differences: 1.4826 · median|Δy| / √2, at least the smallest
+    nonzero difference (window medians of a quiet link at the 1 µs resolution are mostly
+    equal: the MAD is then 0, and a one-quantum wander is not a change)."""
     d = np.diff(np.asarray(y, dtype=float))
     d = d[np.isfinite(d)]
     if len(d) == 0:
         return 0.0
-    return float(MAD_TO_SIGMA * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+    quantum = float(np.min(np.abs(d[d != 0]))) if np.any(d != 0) else 0.0
+    return max(float(MAD_TO_SIGMA * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0)), quantum)
 
 
 def running_median(y: np.ndarray, width: int) -> np.ndarray:
