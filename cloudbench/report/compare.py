@@ -285,9 +285,16 @@ def compare_pairs(pairs: Sequence[tuple[Side, Side]], threshold: Threshold) -> l
         if any(r.unit_a != r.unit_b for r in rows):
             notes.append("the sides' units of analysis differ (one side is one run: its repetitions; "
                          "the other several runs: one value per run)")
+        if any(r.unit_a == r.unit_b == "repetition" for r in rows):
+            notes.append(SINGLE_RUN_NOTE)
         out.append(CompareResult(side_a, side_b, t, rows, sorted(set(va) - set(vb)), sorted(set(vb) - set(va)),
                                  metadata_differences(side_a.metadata, side_b.metadata), notes))
     return out
+
+
+SINGLE_RUN_NOTE = ("each side is one run: its repetitions are the unit, so whatever differed between the two "
+                   "runs' times and machines (load, neighbours, routes) counts as part of the difference; "
+                   "repeat each side in 6 or more runs to test at the run level")
 
 
 def compare(a: str | Path, b: str | Path, *, threshold: Threshold | str = "5%", workloads: Sequence[str] = (),

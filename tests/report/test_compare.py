@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 import cloudbench
 from cloudbench.cli import app
 from cloudbench.errors import AnalysisError, ExitCode, UsageError
-from cloudbench.report.compare import CompareResult, compare, to_json
+from cloudbench.report.compare import SINGLE_RUN_NOTE, CompareResult, compare, to_json
 from cloudbench.report.compare_render import render, to_html
 from cloudbench.report.threshold import parse_threshold
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
@@ -73,6 +73,9 @@ def test_one_run_per_side_uses_repetitions_and_says_so(tmp_path: Path) -> None:
     assert res.unit_of_analysis == {"A": "repetition", "B": "repetition"}
     assert rows_by(res)[RTT].result.n_a == 10  # type: ignore[attr-defined]
     assert rows_by(res)[RTT].result.verdict == "worse"  # type: ignore[attr-defined]
+    assert SINGLE_RUN_NOTE in res.notes
+    several = compare(a, campaign(tmp_path, "c", runs=8, seed=6))
+    assert SINGLE_RUN_NOTE not in several.notes
 
 
 def test_fewer_than_six_runs_no_interval_and_n_too_small(tmp_path: Path) -> None:
