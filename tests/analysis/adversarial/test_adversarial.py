@@ -74,7 +74,7 @@ EXPECTED: list[tuple[str, str, str | None]] = [
     ("diurnal", "diurnal: Kruskal-Wallis p | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
     # 11.7 % and 13.3 % of 60 series here: under the 13.4 % this size allows (the bench's 500 fail)
     ("diurnal", "diurnal: Lomb-Scargle p at period | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
-    ("diurnal", "diurnal: weekday vs weekend p | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
+    ("diurnal", "diurnal: weekday vs weekend p | 15 days hourly, 2-3 reps, run + day effects", None),
     ("diurnal", "diurnal: Holm-adjusted p (series) | 1 week hourly, 2-3 reps, run effects = repetition noise", None),
     ("diurnal", "diurnal: effect found, period ±10 % | 24 h sine, amplitude 7.5 = 1.5x run SD", None),
     ("diurnal", "diurnal: fit period ± 1.96 SE | 24 h sine, amplitude 7.5 = 1.5x run SD", None),
