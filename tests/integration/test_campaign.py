@@ -16,7 +16,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from cloudbench.campaign.daemon import CampaignBusyError, campaign_lock
 from cloudbench.campaign.journal import JOURNAL_FILE, Journal
+from cloudbench.campaign.setup import campaign_status
 from cloudbench.core.netns import list_netns
 from cloudbench.core.processes import pid_cmdline
 from cloudbench.providers.netns.provider import DEFAULT_STATE_ROOT
@@ -277,14 +279,22 @@ def test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes(tmp_path: 
     campaign = tmp_path / "campaign"
     subprocess.run(cli("campaign", "start", str(spec), "--dir", str(campaign)), check=True, cwd=ROOT,
                    capture_output=True, timeout=60)
+    with campaign_lock(campaign):  # the command refuses a campaign whose lock another process holds
+        second = subprocess.run(cli("campaign", "run", str(campaign)), cwd=ROOT, capture_output=True,
+                                text=True, timeout=120)
+    assert second.returncode == 1 and f"another `campaign run` (pid {os.getpid()})" in second.stderr
     log = tmp_path / "log.txt"
     with log.open("wb") as f:
         proc = subprocess.Popen(cli("campaign", "run", str(campaign)), stdout=f, stderr=f, cwd=ROOT)
         try:
             wait_for_trial(log, proc)
-            second = subprocess.run(cli("campaign", "run", str(campaign)), cwd=ROOT, capture_output=True,
-                                    text=True, timeout=60)
-            assert second.returncode == 1 and "another `campaign run`" in second.stderr  # the lock
+            # the lock, checked in this process: a second `campaign run` (a Python start-up, 10+ s on
+            # a loaded machine) once came after the first slot had finished, and the SIGTERM below
+            # then interrupted no slot of the kind this test is about
+            assert campaign_status(campaign)["runner_pid"] == proc.pid
+            busy = f"another `campaign run` \\(pid {proc.pid}\\)"
+            with pytest.raises(CampaignBusyError, match=busy), campaign_lock(campaign):
+                pass
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 130
         finally:
