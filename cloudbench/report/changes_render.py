@@ -94,7 +94,8 @@ def series_svg(s: SeriesJSON, changes: list[ChangeJSON]) -> str:
     for k in range(5):
         t = t0 + (t1 - t0) * k / 4
         label = datetime.fromtimestamp(t, UTC).strftime("%m-%d %H:%M")
-        parts.append(f'<text x="{x(t):.1f}" y="{base + 14}" text-anchor="middle">{label}</text>')
+        anchor = "start" if k == 0 else "end" if k == 4 else "middle"  # the ends stay inside the figure
+        parts.append(f'<text x="{x(t):.1f}" y="{base + 14}" text-anchor="{anchor}">{label}</text>')
         v = y0 + (y1 - y0) * k / 4
         parts.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">{html.escape(fmt_value(v))}</text>')
     parts.append(f'<text x="{left + width / 2}" y="{base + 30}" text-anchor="middle">UTC time (one dot per run; '
