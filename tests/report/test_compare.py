@@ -129,6 +129,11 @@ def test_what_differs_between_the_sides_is_listed(tmp_path: Path) -> None:
     assert "rate" in detail and "100" in detail and "200" in detail
     page = to_html(res)
     assert "class=diff" in page
+    console = Console(width=200, record=True, color_system=None)
+    render(res, console)
+    lines = console.export_text().splitlines()
+    assert "  vm_type: 'local' vs 'm5'" in lines  # the key named once, not "vm_type: vm_type: ..."
+    assert "  workloads[echo].rate: 100 vs 200" in lines, lines
 
 
 def test_filters_and_unknown_names(tmp_path: Path) -> None:
