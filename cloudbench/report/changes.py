@@ -268,6 +268,7 @@ def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: 
     units: dict[tuple[str, str, str], str] = {}
     day: float | None = None
     windowed_out = 0
+    in_window: set[int] = set()
     for index, run in enumerate(runs):
         m = run.manifest()
         sched = schedule_of(m)
@@ -292,6 +293,7 @@ def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: 
                 windowed_out += 1
                 continue
             series[key].append((at, float(cols["value"][i]), index))
+            in_window.add(index)
             units[key] = cols["unit"][i]
     if not series and windowed_out:
         raise UsageError(f"{path}: no repetition was measured in the window given by --since/--until "
@@ -329,7 +331,8 @@ def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: 
     small = sum(len(g.changes) - len(kept[k]) for k, g in zip(keys, gated, strict=True))
     if small:
         notes.append(f"{small} significant change(s) within ±{th.text()} not listed (--threshold)")
-    return ChangesResult(str(path), alpha, th.text(), len(runs), day, out_changes, out_series, tuple(notes))
+    n_runs = len(in_window) if since is not None or until is not None else len(runs)
+    return ChangesResult(str(path), alpha, th.text(), n_runs, day, out_changes, out_series, tuple(notes))
 
 
 def render_changes(res: ChangesJSON, console: Console) -> None:

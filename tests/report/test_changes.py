@@ -95,6 +95,7 @@ def test_since_and_until_select_the_runs_searched(tmp_path: Path) -> None:
     res = changes(root, since=_epoch(iso(11.5) + "Z"), metrics=["rtt_p50_us"])
     (c,) = res["changes"]
     assert c["n_before"] == 12 and res["series"][0]["n_runs"] == 36 and "--since/--until" in res["notes"][0]
+    assert res["runs"] == 36  # the runs in the window, not the campaign's 48
     assert changes(root, until=_epoch(iso(23.5) + "Z"))["changes"] == []
     runner = CliRunner()
     r = runner.invoke(app, ["compare", str(root), "--changes", "--since", iso(11.5), "--json", "--out",
