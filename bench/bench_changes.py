@@ -64,7 +64,8 @@ def time_command(series: int, seed: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         root = make_campaign(Path(tmp), "week", runs)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "cloudbench", "compare", str(root), "--changes", "--json"],
+        subprocess.run([sys.executable, "-m", "cloudbench", "compare", str(root), "--changes", "--json",
+                        "--out", tmp],
                        check=True, stdout=subprocess.DEVNULL)
         return time.perf_counter() - t0
 
