@@ -31,7 +31,7 @@ from cloudbench.errors import AnalysisError, UsageError
 from cloudbench.report.confirm import fmt_value
 from cloudbench.report.diurnal import schedule_of, value_times
 from cloudbench.report.threshold import parse_threshold, threshold_in
-from cloudbench.store.rundir import find_runs
+from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.store.summaries import read_summaries
 
 ALPHA = 0.05
@@ -243,27 +243,19 @@ def _matters(c: Change, unit: str, threshold: Threshold) -> bool:
     return band is None or abs(c.diff) > band
 
 
-def changes(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
-            groups: Sequence[str] = (), alpha: float = ALPHA, threshold: Threshold | str = "5%",
-            since: float | None = None, until: float | None = None) -> ChangesJSON:
-    """``compare DIR --changes --json``: :meth:`ChangesResult.to_json` of :func:`changes_result`."""
-    return changes_result(path, workloads=workloads, metrics=metrics, groups=groups, alpha=alpha,
-                          threshold=threshold, since=since, until=until).to_json()
+@dataclass
+class _Read:
+    """The selected series' points (UTC time, value, run index) as read from the runs."""
+
+    series: dict[tuple[str, str, str], list[tuple[float, float, int]]]
+    units: dict[tuple[str, str, str], str]
+    day: float | None  # the schedule's day
+    windowed_out: int  # values outside the --since/--until window
+    in_window: set[int]  # the runs with a value in it
 
 
-def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
-                   groups: Sequence[str] = (), alpha: float = ALPHA,
-                   threshold: Threshold | str = "5%", since: float | None = None,
-                   until: float | None = None) -> ChangesResult:
-    """The change points of every selected series of the runs under ``path`` (a campaign):
-    Holm-significant and beyond ``threshold`` (as compare's better/worse; the significant
-    ones within it are counted per series as ``small``). ``since``/``until`` (UTC epoch s):
-    only repetitions measured in ``[since, until)``."""
-    th = parse_threshold(threshold) if isinstance(threshold, str) else threshold
-    path = Path(path)
-    if not path.is_dir():
-        raise AnalysisError(f"{path}: not a directory (give a campaign directory: results/<campaign>)")
-    runs = find_runs(path)
+def _read_series(runs: Sequence[RunDir], workloads: Sequence[str], metrics: Sequence[str], groups: Sequence[str],
+                 since: float | None, until: float | None) -> _Read:
     series: dict[tuple[str, str, str], list[tuple[float, float, int]]] = defaultdict(list)
     units: dict[tuple[str, str, str], str] = {}
     day: float | None = None
@@ -295,6 +287,32 @@ def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: 
             series[key].append((at, float(cols["value"][i]), index))
             in_window.add(index)
             units[key] = cols["unit"][i]
+    return _Read(series, units, day, windowed_out, in_window)
+
+
+def changes(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
+            groups: Sequence[str] = (), alpha: float = ALPHA, threshold: Threshold | str = "5%",
+            since: float | None = None, until: float | None = None) -> ChangesJSON:
+    """``compare DIR --changes --json``: :meth:`ChangesResult.to_json` of :func:`changes_result`."""
+    return changes_result(path, workloads=workloads, metrics=metrics, groups=groups, alpha=alpha,
+                          threshold=threshold, since=since, until=until).to_json()
+
+
+def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
+                   groups: Sequence[str] = (), alpha: float = ALPHA,
+                   threshold: Threshold | str = "5%", since: float | None = None,
+                   until: float | None = None) -> ChangesResult:
+    """The change points of every selected series of the runs under ``path`` (a campaign):
+    Holm-significant and beyond ``threshold`` (as compare's better/worse; the significant
+    ones within it are counted per series as ``small``). ``since``/``until`` (UTC epoch s):
+    only repetitions measured in ``[since, until)``."""
+    th = parse_threshold(threshold) if isinstance(threshold, str) else threshold
+    path = Path(path)
+    if not path.is_dir():
+        raise AnalysisError(f"{path}: not a directory (give a campaign directory: results/<campaign>)")
+    runs = find_runs(path)
+    read = _read_series(runs, workloads, metrics, groups, since, until)
+    series, units, day, windowed_out, in_window = read.series, read.units, read.day, read.windowed_out, read.in_window
     if not series and windowed_out:
         raise UsageError(f"{path}: no repetition was measured in the window given by --since/--until "
                          f"({_stamp(since)} .. {_stamp(until)} UTC)")
