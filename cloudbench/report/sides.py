@@ -2,7 +2,8 @@
 
 A side is a campaign directory (all its runs), one run directory, or a time selection of one
 (``results/x@2026-11-16..2026-11-23``: repetitions measured from the first UTC date or time up to,
-not including, the second; either end may be left out). :func:`read_side` reads it with
+not including, the second; either end may be left out; :func:`parse_when` reads the times, and
+:func:`windowed` turns ``--since``/``--until`` into such a selection). :func:`read_side` reads it with
 :func:`cloudbench.report.confirm.load_values` and applies the time and hour selections;
 :func:`make_side` the series filters and the pooling guard.
 """
@@ -91,10 +92,6 @@ def parse_when(text: str, where: str, now: datetime | None = None) -> float:
     return t.timestamp()
 
 
-def _parse_time(text: str, where: str) -> float:
-    return parse_when(text, where)
-
-
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
@@ -125,8 +122,8 @@ def split_side(text: str) -> tuple[Path, float | None, float | None]:
         raise UsageError(f"{text!r}: a selection is DIR@SINCE..UNTIL (UTC dates or times; e.g. "
                          "results/x@2026-11-16..2026-11-23)")
     lo, _, hi = sel.partition("..")
-    since = _parse_time(lo, text) if lo else None
-    until = _parse_time(hi, text) if hi else None
+    since = parse_when(lo, text) if lo else None
+    until = parse_when(hi, text) if hi else None
     if since is not None and until is not None and until <= since:
         raise UsageError(f"{text!r}: the selection ends before it starts")
     return Path(base), since, until
