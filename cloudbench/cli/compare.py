@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -117,7 +118,8 @@ def _windowed(sides: list[str], since: list[str], until: list[str], by: bool) ->
     def pick(given: list[str], i: int) -> str | None:
         return None if not given else given[min(i, len(given) - 1)]
 
-    out = [cloudbench.windowed(s, pick(since, i), pick(until, i)) for i, s in enumerate(sides)]
+    now = datetime.now(UTC)  # one "now" for every relative time: 7d is A's end and B's start to the µs
+    out = [cloudbench.windowed(s, pick(since, i), pick(until, i), now=now) for i, s in enumerate(sides)]
     if len(out) == 2 and out[0] == out[1] and not by:
         raise cloudbench.UsageError(f"A and B are the same directory and window ({out[0]}): give each side "
                                     "its own window (--since/--until twice)")

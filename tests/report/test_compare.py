@@ -189,6 +189,10 @@ def test_parse_when_reads_dates_times_and_spans_ago() -> None:
     assert parse_when("36h", "--since", now) == at - 36 * 3600
     assert parse_when("2w", "--since", now) == at - 14 * 86400
     assert parse_when("90m", "--since", now) == at - 5400
+    last = cloudbench.windowed("results/w", "14d", "7d", now=now)
+    this = cloudbench.windowed("results/w", "7d", "now", now=now)
+    assert last == "results/w@2026-11-12T12:30:00..2026-11-19T12:30:00"
+    assert this == "results/w@2026-11-19T12:30:00..2026-11-26T12:30:00"
     for bad in ("last week", "7x", "d", "2026-13-01", "-d", "nan d"):
         with pytest.raises(UsageError, match=r"--since 7y: .* is not a UTC date or time"):
             parse_when(bad, "--since 7y")
