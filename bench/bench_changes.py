@@ -12,8 +12,9 @@ Then the command's own speed: a fake campaign of 168 hourly runs x 3 repetitions
 ``--series`` series written to disk, ``cloudbench compare DIR --changes --json`` timed
 end to end (target <= 10 s: it reads the summaries only).
 
-Run: ``.venv/bin/python bench/bench_changes.py [--series-per-kind 1000]``; exits 1 when the
-false rate is more than 3 SEs over 5 % or the command takes more than 10 s.
+Run: ``.venv/bin/python bench/bench_changes.py [--series-per-kind 1000] [--steps-per-kind 600]``;
+exits 1 when the false rate is more than 3 SEs over 5 %, the interval's coverage of the steps
+found more than 3 SEs under 95 %, or the command takes more than 10 s.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def time_command(series: int, seed: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         root = make_campaign(Path(tmp), "week", runs)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "cloudbench", "compare", str(root), "--changes", "--json"],
+        subprocess.run([sys.executable, "-m", "cloudbench", "compare", str(root), "--changes", "--json",
+                        "--out", tmp],
                        check=True, stdout=subprocess.DEVNULL)
         return time.perf_counter() - t0
 
@@ -71,21 +73,23 @@ def time_command(series: int, seed: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--series-per-kind", type=int, default=1000)
-    ap.add_argument("--steps-per-kind", type=int, default=200)
+    ap.add_argument("--steps-per-kind", type=int, default=600)
     ap.add_argument("--series", type=int, default=8, help="series in the timed campaign")
     ap.add_argument("--seed", type=int, default=26)
     args = ap.parse_args()
     ok = True
     n = args.series_per_kind
-    print(f"{'kind':12} {'false (flat)':>16} {'step found':>11} {'CI covers':>10}")
+    print(f"{'kind':12} {'false (flat)':>16} {'step found':>11} {'CI covers':>16}")
     for i, kind in enumerate(FLAT_KINDS):
         rate = flat_rate(kind, n, args.seed + i)
         se = math.sqrt(ALPHA * (1 - ALPHA) / n)
         found, cov = step_rates(kind, args.steps_per_kind, args.seed + 100 + i)
         miss = rate > ALPHA + 3 * se
-        ok &= not miss
+        n_found = max(round(found * args.steps_per_kind), 1)
+        short = cov < 0.95 - 3 * math.sqrt(0.95 * 0.05 / n_found)
+        ok &= not miss and not short
         print(f"{kind:12} {rate:7.1%} ± {math.sqrt(rate * (1 - rate) / n):5.1%}{' !' if miss else '  '}"
-              f" {found:10.1%} {cov:10.1%}")
+              f" {found:10.1%} {cov:8.1%} ± {math.sqrt(cov * (1 - cov) / n_found):4.1%}{' !' if short else ''}")
     took = time_command(args.series, args.seed)
     print(f"compare --changes, 168 runs x 3 repetitions, {args.series} series: {took:.1f} s "
           f"(target <= {TIME_TARGET_S:.0f} s)")

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from cloudbench.report.build import build_report as build_report
     from cloudbench.report.changes import changes as changes
     from cloudbench.report.changes import render_changes as render_changes
+    from cloudbench.report.changes_render import write_changes as write_changes
     from cloudbench.report.compare import compare as _compare_result
     from cloudbench.report.compare import compare_by as compare_by
     from cloudbench.report.compare import compare_frame as _compare
@@ -81,6 +82,8 @@ if TYPE_CHECKING:
     from cloudbench.report.files import write_report as write_report
     from cloudbench.report.html import write_html as write_html
     from cloudbench.report.render import render_report as render_report
+    from cloudbench.report.sides import parse_when as parse_when
+    from cloudbench.report.sides import windowed as windowed
     from cloudbench.runner import CampaignRunner as CampaignRunner
     from cloudbench.runner import RunUI as RunUI
     from cloudbench.runner import disk_full_recorded as disk_full_recorded
@@ -176,6 +179,9 @@ _API: dict[str, tuple[str, str]] = {
     "render_diurnal": ("cloudbench.report.diurnal", "render_diurnal"),
     "changes": ("cloudbench.report.changes", "changes"),
     "render_changes": ("cloudbench.report.changes", "render_changes"),
+    "write_changes": ("cloudbench.report.changes_render", "write_changes"),
+    "parse_when": ("cloudbench.report.sides", "parse_when"),
+    "windowed": ("cloudbench.report.sides", "windowed"),
 }
 
 # The one list of public names is _API above; __all__ and dir() derive from it.

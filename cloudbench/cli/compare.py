@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -50,6 +51,13 @@ def compare(
     fail_on: Annotated[str, typer.Option(
         "--fail-on", help="exit with code 6 when a row is `worse` (or `different`: worse or better, "
         "or a change of a metric without a direction); `never`: exit 0")] = "never",
+    since: Annotated[list[str] | None, typer.Option(
+        "--since", help="only repetitions measured at or after this UTC time: a date or time "
+        "(2026-11-16, 2026-11-16T08:00), today, or a time ago (7d, 36h); once: both sides, twice: "
+        "A's then B's (with one directory, B is the same directory)", show_default=False)] = None,
+    until: Annotated[list[str] | None, typer.Option(
+        "--until", help="only repetitions measured before this UTC time (forms as --since, and now); "
+        "once: both sides, twice: A's then B's", show_default=False)] = None,
     changes: Annotated[bool, typer.Option(
         "--changes", help="one scheduled campaign DIR: change points of each series over its runs (UTC "
         "time, size relative to the level before with a 95% interval, p-value Holm-adjusted over series); "
@@ -60,8 +68,9 @@ def compare(
     if fail_on not in FAIL_ON:
         raise cloudbench.UsageError(f"--fail-on {fail_on!r}: one of {', '.join(FAIL_ON)}")
     if changes:
-        _changes(sides, workload, metric, group, as_json, by, baseline, hour, threshold)
+        _changes(sides, workload, metric, group, as_json, by, baseline, hour, threshold, since, until, out_dir)
         return
+    sides = _windowed(sides, since or [], until or [], by is not None)
     common: dict[str, Any] = {"threshold": threshold, "workloads": workload or (), "metrics": metric or (),
               "groups": group or (), "hours": hour or (), "allow_mixed": allow_mixed}
     if by is not None:
@@ -85,16 +94,57 @@ def compare(
         raise typer.Exit(int(ExitCode.WORSE))
 
 
+def _windowed(sides: list[str], since: list[str], until: list[str], by: bool) -> list[str]:
+    """The sides with ``--since``/``--until`` applied: given once, to every side; twice, the first
+    to A and the second to B (one directory and two windows: A and B are that directory)."""
+    for flag, given in (("--since", since), ("--until", until)):
+        if len(given) > 2:
+            raise cloudbench.UsageError(f"{flag} is given once (every side) or twice (A's, then B's), "
+                                        f"not {len(given)} times")
+        if len(given) == 2 and by:
+            raise cloudbench.UsageError(f"{flag} once with --by (the same window for every directory)")
+    if not since and not until:
+        return sides
+    two = len(since) == 2 or len(until) == 2
+    if two and len(sides) == 1:
+        sides = [sides[0], sides[0]]
+    elif len(sides) == 1 and not by:
+        raise cloudbench.UsageError(
+            "one directory and one window: give A's and B's windows (--since twice and/or --until twice, "
+            "e.g. --since 14d --until 7d --since 7d --until now: last week vs this week), or a second directory")
+    if two and len(sides) != 2:
+        raise cloudbench.UsageError(f"--since/--until twice goes with two sides A and B (got {len(sides)})")
+
+    def pick(given: list[str], i: int) -> str | None:
+        return None if not given else given[min(i, len(given) - 1)]
+
+    now = datetime.now(UTC)  # one "now" for every relative time: 7d is A's end and B's start to the µs
+    out = [cloudbench.windowed(s, pick(since, i), pick(until, i), now=now) for i, s in enumerate(sides)]
+    if len(out) == 2 and out[0] == out[1] and not by:
+        raise cloudbench.UsageError(f"A and B are the same directory and window ({out[0]}): give each side "
+                                    "its own window (--since/--until twice)")
+    return out
+
+
 def _changes(sides: list[str], workload: list[str] | None, metric: list[str] | None, group: list[str] | None,
              as_json: bool, by: str | None, baseline: str | None, hour: list[int] | None,
-             threshold: str) -> None:
+             threshold: str, since: list[str] | None, until: list[str] | None, out_dir: Path) -> None:
     if len(sides) != 1:
         raise cloudbench.UsageError(f"--changes takes one campaign directory (got {len(sides)})")
     if by is not None or baseline is not None or hour:
         raise cloudbench.UsageError("--changes goes without --by, --baseline and --hour")
+    if len(since or []) > 1 or len(until or []) > 1:
+        raise cloudbench.UsageError("--changes takes one window: --since and --until once each")
+    lo = cloudbench.parse_when(since[0], f"--since {since[0]}") if since else None
+    hi = cloudbench.parse_when(until[0], f"--until {until[0]}") if until else None
+    if lo is not None and hi is not None and hi <= lo:
+        raise cloudbench.UsageError(f"--since/--until: the window {since[0] if since else ''} .. "
+                                    f"{until[0] if until else ''} ends before it starts")
     res = cloudbench.changes(sides[0], workloads=workload or (), metrics=metric or (), groups=group or (),
-                             threshold=threshold)
+                             threshold=threshold, since=lo, until=hi)
+    page = cloudbench.write_changes(res, out_dir)
     if as_json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
     else:
         cloudbench.render_changes(res, out)
+        out.print(f"wrote {page}", highlight=False)

@@ -59,7 +59,8 @@ class ReportTable:
        column's longest word (its longest line for ``no_wrap`` columns);
     3. else headers replaced by their ``short`` forms, with a legend under the table;
     4. else stacked: the table transposed (a row per column, the first ``key``
-       cells of each row as its heading), as many rows side by side as fit.
+       cells of each row as its heading), as many rows side by side as fit; a heading
+       with a word too wide for a column is a line of its own above its row's cells.
 
     The title is a line of its own, so it wraps at the console's width, not the table's.
     """
@@ -127,7 +128,7 @@ class ReportTable:
             t.add_row(*r)
         return t
 
-    def _stacked(self, width: int) -> list[Table]:
+    def _stacked(self, width: int) -> list[Table | Text]:
         key = min(self.key, len(self.columns))
         body = list(range(key, len(self.columns)))
         corner = " ".join(self.columns[i].header for i in range(key))
@@ -138,7 +139,18 @@ class ReportTable:
                        for r in self.rows for i in body] + [1])
         # label column, then ``per`` row columns: widths plus dividers and padding
         per = max(1, (width - label_w - 2) // (col_w + 3))
-        out: list[Table] = []
+        out: list[Table | Text] = []
+        if key and any(_longest_word(h) > width - label_w - self._overhead(2) for h in heads):
+            # a heading with a word wider than its column would be folded mid-word (a group name of
+            # 60+ characters at 80 columns): each row's heading is a line of its own instead
+            for j, r in enumerate(self.rows):
+                t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_header=False)
+                t.add_column(no_wrap=True, min_width=label_w)
+                t.add_column(justify="right", overflow="fold")
+                for i in body:
+                    t.add_row(self.columns[i].header, r[i])
+                out += [Text(f"{corner}  {heads[j].plain}", style="bold"), t]
+            return out
         for start in range(0, max(len(self.rows), 1), per):
             chunk = range(start, min(start + per, len(self.rows)))
             t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_header=key > 0)

@@ -27,11 +27,11 @@ from cloudbench.analysis.compare import Threshold
 from cloudbench.analysis.diurnal import run_values
 from cloudbench.core.files import utc_stamp
 from cloudbench.core.tables import titled_table
-from cloudbench.errors import AnalysisError
+from cloudbench.errors import AnalysisError, UsageError
 from cloudbench.report.confirm import fmt_value
 from cloudbench.report.diurnal import schedule_of, value_times
 from cloudbench.report.threshold import parse_threshold, threshold_in
-from cloudbench.store.rundir import find_runs
+from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.store.summaries import read_summaries
 
 ALPHA = 0.05
@@ -132,6 +132,7 @@ class SeriesJSON(TypedDict):
     diurnal_p: float | None
     ar1_phi: float | None
     notes: list[str]
+    run_values: list[list[float]]
 
 
 @dataclass(frozen=True)
@@ -152,27 +153,30 @@ class SeriesRow:
     diurnal_p: float | None
     ar1_phi: float | None
     notes: tuple[str, ...]
+    run_values: tuple[tuple[float, float], ...] = ()  # (UTC epoch s, value) per run; series with changes only
 
     @classmethod
-    def of(cls, key: tuple[str, str, str], unit: str, s: SeriesChanges, listed: int, significant: int) -> SeriesRow:
+    def of(cls, key: tuple[str, str, str], unit: str, s: SeriesChanges, listed: int, significant: int,
+           runs: tuple[tuple[float, float], ...] = ()) -> SeriesRow:
         """The row of series ``key`` searched as ``s``: ``listed`` changes beyond the threshold of
-        ``significant`` ones."""
+        ``significant`` ones; ``runs``: its run values (for the page's figure)."""
         return cls(key[0], key[1], key[2], unit, s.n, s.first_p, listed, significant - listed, s.deseasonalized,
-                   s.diurnal_p, s.phi, tuple(s.notes))
+                   s.diurnal_p, s.phi, tuple(s.notes), runs)
 
     def to_json(self) -> SeriesJSON:
         """The series as ``--json`` gives it."""
         return {"workload": self.workload, "metric": self.metric, "group": self.group, "unit": self.unit,
                 "n_runs": self.n_runs, "p_first": self.p_first, "changes": self.changes, "small": self.small,
                 "time_of_day_removed": self.time_of_day_removed, "diurnal_p": self.diurnal_p,
-                "ar1_phi": self.ar1_phi, "notes": list(self.notes)}
+                "ar1_phi": self.ar1_phi, "notes": list(self.notes),
+                "run_values": [[float(t), float(v)] for t, v in self.run_values]}
 
     @classmethod
     def from_json(cls, doc: SeriesJSON) -> SeriesRow:
         """The series back from :meth:`to_json`."""
         return cls(doc["workload"], doc["metric"], doc["group"], doc["unit"], doc["n_runs"], doc["p_first"],
                    doc["changes"], doc["small"], doc["time_of_day_removed"], doc["diurnal_p"], doc["ar1_phi"],
-                   tuple(doc["notes"]))
+                   tuple(doc["notes"]), tuple((p[0], p[1]) for p in doc.get("run_values", [])))
 
 
 class ChangesJSON(TypedDict):
@@ -226,6 +230,10 @@ class ChangesResult:
                    doc["unit_of_analysis"], doc["method"])
 
 
+def _stamp(t: float | None) -> str:
+    return "(open)" if t is None else utc_stamp(t)
+
+
 def _matters(c: Change, unit: str, threshold: Threshold) -> bool:
     """Beyond ±threshold, as compare's better/worse: relative on the size (the difference when
     the level before is not positive), absolute on the difference in the series' unit."""
@@ -235,27 +243,24 @@ def _matters(c: Change, unit: str, threshold: Threshold) -> bool:
     return band is None or abs(c.diff) > band
 
 
-def changes(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
-            groups: Sequence[str] = (), alpha: float = ALPHA, threshold: Threshold | str = "5%") -> ChangesJSON:
-    """``compare DIR --changes --json``: :meth:`ChangesResult.to_json` of :func:`changes_result`."""
-    return changes_result(path, workloads=workloads, metrics=metrics, groups=groups, alpha=alpha,
-                          threshold=threshold).to_json()
+@dataclass
+class _Read:
+    """The selected series' points (UTC time, value, run index) as read from the runs."""
+
+    series: dict[tuple[str, str, str], list[tuple[float, float, int]]]
+    units: dict[tuple[str, str, str], str]
+    day: float | None  # the schedule's day
+    windowed_out: int  # values outside the --since/--until window
+    in_window: set[int]  # the runs with a value in it
 
 
-def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
-                   groups: Sequence[str] = (), alpha: float = ALPHA,
-                   threshold: Threshold | str = "5%") -> ChangesResult:
-    """The change points of every selected series of the runs under ``path`` (a campaign):
-    Holm-significant and beyond ``threshold`` (as compare's better/worse; the significant
-    ones within it are counted per series as ``small``)."""
-    th = parse_threshold(threshold) if isinstance(threshold, str) else threshold
-    path = Path(path)
-    if not path.is_dir():
-        raise AnalysisError(f"{path}: not a directory (give a campaign directory: results/<campaign>)")
-    runs = find_runs(path)
+def _read_series(runs: Sequence[RunDir], workloads: Sequence[str], metrics: Sequence[str], groups: Sequence[str],
+                 since: float | None, until: float | None) -> _Read:
     series: dict[tuple[str, str, str], list[tuple[float, float, int]]] = defaultdict(list)
     units: dict[tuple[str, str, str], str] = {}
     day: float | None = None
+    windowed_out = 0
+    in_window: set[int] = set()
     for index, run in enumerate(runs):
         m = run.manifest()
         sched = schedule_of(m)
@@ -276,8 +281,41 @@ def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: 
             at = times.get((cols["repetition"][i], cols["workload"][i]))
             if at is None or cols["value"][i] is None:
                 continue
+            if (since is not None and at < since) or (until is not None and at >= until):
+                windowed_out += 1
+                continue
             series[key].append((at, float(cols["value"][i]), index))
+            in_window.add(index)
             units[key] = cols["unit"][i]
+    return _Read(series, units, day, windowed_out, in_window)
+
+
+def changes(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
+            groups: Sequence[str] = (), alpha: float = ALPHA, threshold: Threshold | str = "5%",
+            since: float | None = None, until: float | None = None) -> ChangesJSON:
+    """``compare DIR --changes --json``: :meth:`ChangesResult.to_json` of :func:`changes_result`."""
+    return changes_result(path, workloads=workloads, metrics=metrics, groups=groups, alpha=alpha,
+                          threshold=threshold, since=since, until=until).to_json()
+
+
+def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: Sequence[str] = (),
+                   groups: Sequence[str] = (), alpha: float = ALPHA,
+                   threshold: Threshold | str = "5%", since: float | None = None,
+                   until: float | None = None) -> ChangesResult:
+    """The change points of every selected series of the runs under ``path`` (a campaign):
+    Holm-significant and beyond ``threshold`` (as compare's better/worse; the significant
+    ones within it are counted per series as ``small``). ``since``/``until`` (UTC epoch s):
+    only repetitions measured in ``[since, until)``."""
+    th = parse_threshold(threshold) if isinstance(threshold, str) else threshold
+    path = Path(path)
+    if not path.is_dir():
+        raise AnalysisError(f"{path}: not a directory (give a campaign directory: results/<campaign>)")
+    runs = find_runs(path)
+    read = _read_series(runs, workloads, metrics, groups, since, until)
+    series, units, day, windowed_out, in_window = read.series, read.units, read.day, read.windowed_out, read.in_window
+    if not series and windowed_out:
+        raise UsageError(f"{path}: no repetition was measured in the window given by --since/--until "
+                         f"({_stamp(since)} .. {_stamp(until)} UTC)")
     if not series:
         what = " matching the --workload/--metric/--group filters" if workloads or metrics or groups else ""
         raise AnalysisError(f"{path}: no run with summaries and trial times{what} to look for changes in")
@@ -293,10 +331,15 @@ def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: 
     gated = found = find_changes_holm(per_run, period=period, alpha=alpha)
     kept = {k: [c for c in s.changes if _matters(c, units[k], th)] for k, s in zip(keys, gated, strict=True)}
     out_changes = tuple(ChangeRow.of(k, units[k], c) for k in keys for c in kept[k])
-    out_series = tuple(SeriesRow.of(k, units[k], s, len(kept[k]), len(g.changes))
-                       for k, s, g in zip(keys, found, gated, strict=True))
+    # the run values of the series with a change listed: the page draws them (one per run: small)
+    out_series = tuple(SeriesRow.of(k, units[k], s, len(kept[k]), len(g.changes),
+                                    tuple(zip(pr[0].tolist(), pr[1].tolist(), strict=True)) if kept[k] else ())
+                       for k, s, g, pr in zip(keys, found, gated, per_run, strict=True))
     short = [k for k, s in zip(keys, found, strict=True) if s.n < MIN_RUNS]
     notes = []
+    if since is not None or until is not None:
+        notes.append(f"repetitions measured from {_stamp(since)} to {_stamp(until)} (UTC) only "
+                     "(--since/--until)")
     if short:
         notes.append(f"{len(short)} series with fewer than {MIN_RUNS} runs: not searched")
     if day is None:
@@ -306,7 +349,8 @@ def changes_result(path: str | Path, *, workloads: Sequence[str] = (), metrics: 
     small = sum(len(g.changes) - len(kept[k]) for k, g in zip(keys, gated, strict=True))
     if small:
         notes.append(f"{small} significant change(s) within ±{th.text()} not listed (--threshold)")
-    return ChangesResult(str(path), alpha, th.text(), len(runs), day, out_changes, out_series, tuple(notes))
+    n_runs = len(in_window) if since is not None or until is not None else len(runs)
+    return ChangesResult(str(path), alpha, th.text(), n_runs, day, out_changes, out_series, tuple(notes))
 
 
 def render_changes(res: ChangesJSON, console: Console) -> None:

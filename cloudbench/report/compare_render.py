@@ -93,7 +93,10 @@ def render(res: CompareResult | Sequence[CompareResult], console: Console) -> No
     if res.differences:
         console.print("[bold]what differs[/] (key metadata, A vs B):", highlight=False)
         for d in res.differences:
-            console.print(f"  [yellow]{escape(d['key'])}[/]: {escape(d['detail'])}", highlight=False)
+            key, detail = d["key"], d["detail"]
+            # the detail names the key or the field under it (wan.links[0].delay_s): not twice
+            rest = detail[len(key):] if detail.startswith(key) else f": {detail}"
+            console.print(f"  [yellow]{escape(key)}[/]{escape(rest)}", highlight=False)
     else:
         console.print("[bold]what differs[/]: nothing in the key metadata (same provider, regions, "
                       "vm types, workload parameters, worker versions)", highlight=False)

@@ -2,13 +2,15 @@
 
 A side is a campaign directory (all its runs), one run directory, or a time selection of one
 (``results/x@2026-11-16..2026-11-23``: repetitions measured from the first UTC date or time up to,
-not including, the second; either end may be left out). :func:`read_side` reads it with
+not including, the second; either end may be left out; :func:`parse_when` reads the times, and
+:func:`windowed` turns ``--since``/``--until`` into such a selection). :func:`read_side` reads it with
 :func:`cloudbench.report.confirm.load_values` and applies the time and hour selections;
 :func:`make_side` the series filters and the pooling guard.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,14 +61,56 @@ class SideJSON(TypedDict):
     metadata: dict[str, str]
 
 
-def _parse_time(text: str, where: str) -> float:
+_AGO = {"m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+TIME_FORMS = "a UTC date or time (2026-11-16, 2026-11-16T08:00), now, today, or a time ago (7d, 36h, 2w, 90m)"
+
+
+def parse_when(text: str, where: str, now: datetime | None = None) -> float:
+    """UTC epoch seconds of ``text``: an ISO date or time (UTC unless it names an offset), ``now``,
+    ``today`` (00:00 UTC), or a span before ``now`` (``7d``, ``-7d``, ``36h``, ``2w``, ``90m``).
+    ``where`` names the flag or selection in the :class:`UsageError` for anything else."""
+    now = now or datetime.now(UTC)
+    word = text.strip().lower()
+    if word == "now":
+        return now.timestamp()
+    if word == "today":
+        return now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    span = word.removeprefix("-")
+    if len(span) >= 2 and span[-1] in _AGO:
+        try:
+            amount = float(span[:-1])
+        except ValueError:
+            amount = math.nan
+        if math.isfinite(amount) and amount >= 0:
+            return now.timestamp() - amount * _AGO[span[-1]]
     try:
-        t = datetime.fromisoformat(text)
+        t = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise UsageError(f"{where}: {text!r} is not a date or UTC time (2026-11-16, 2026-11-16T08:00)") from None
+        raise UsageError(f"{where}: {text!r} is not {TIME_FORMS}") from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
     return t.timestamp()
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def windowed(path: str, since: str | None, until: str | None, flags: str = "--since/--until",
+             now: datetime | None = None) -> str:
+    """``path`` with a time window (``--since``/``--until`` as given on the command line) as a
+    side text ``DIR@SINCE..UNTIL`` in absolute UTC times (relative forms resolved against ``now``),
+    so that the side says which window it was; ``path`` unchanged without a window."""
+    if since is None and until is None:
+        return path
+    if "@" in path and not Path(path).exists():
+        raise UsageError(f"{path!r}: a time selection DIR@SINCE..UNTIL and {flags} on the same side; give one")
+    lo = parse_when(since, f"--since {since}", now) if since is not None else None
+    hi = parse_when(until, f"--until {until}", now) if until is not None else None
+    if lo is not None and hi is not None and hi <= lo:
+        raise UsageError(f"{flags}: the window {since} .. {until} ends before it starts "
+                         f"({_iso(lo)} .. {_iso(hi)} UTC)")
+    return f"{path}@{_iso(lo) if lo is not None else ''}..{_iso(hi) if hi is not None else ''}"
 
 
 def split_side(text: str) -> tuple[Path, float | None, float | None]:
@@ -78,8 +122,8 @@ def split_side(text: str) -> tuple[Path, float | None, float | None]:
         raise UsageError(f"{text!r}: a selection is DIR@SINCE..UNTIL (UTC dates or times; e.g. "
                          "results/x@2026-11-16..2026-11-23)")
     lo, _, hi = sel.partition("..")
-    since = _parse_time(lo, text) if lo else None
-    until = _parse_time(hi, text) if hi else None
+    since = parse_when(lo, text) if lo else None
+    until = parse_when(hi, text) if hi else None
     if since is not None and until is not None and until <= since:
         raise UsageError(f"{text!r}: the selection ends before it starts")
     return Path(base), since, until
@@ -123,7 +167,11 @@ def read_side(text: str, label: str = "", hours: Sequence[int] = (), want_hours:
                   if (tv := at.get((v.ref.run_id, v.ref.repetition, v.workload))) is not None
                   and (since is None or tv >= since) and (until is None or tv < until)]
         if not values:
-            raise AnalysisError(f"{text}: no repetition was measured in the selected time span")
+            known = sorted(at.values())
+            seen = (f"; its repetitions were measured from {_iso(known[0])} to {_iso(known[-1])} UTC" if known
+                    else "; it has no repetition with a time")
+            raise UsageError(f"{text}: no repetition was measured in the selected time span (UTC; "
+                             f"--since/--until or DIR@SINCE..UNTIL){seen}")
         notes.append(f"side {label or text}: repetitions measured in {text.rpartition('@')[2]} (UTC) only")
     hour_of = repetition_hours(path) if hours or want_hours else None
     if hours:

@@ -43,27 +43,55 @@ def test_serially_correlated_runs_need_the_long_run_variance() -> None:
     assert 0.4 < phi < 0.8 and lrv > 2 * x[0].var()
 
 
-@pytest.mark.parametrize("kind", [
-    *FLAT_KINDS[:3],
-    pytest.param("diurnal", marks=pytest.mark.xfail(strict=True, reason=(
-        "under a daily cycle the interval of a 3-4 SD step covers ~90 %: it is conditional on the "
-        "location, which the search picks where the difference is largest; open"))),
-])
-def test_a_step_half_way_is_found_at_its_run_and_its_size_covered(kind: str) -> None:
-    rng = np.random.default_rng(8)
-    n, size = 60, 4 * SD
-    hits = covered = 0
+def _step_coverage(kind: str, n: int, size: float, period: float | None, seed: int
+                   ) -> tuple[int, int, int, int]:
+    """(steps found within one run, their intervals covering the step, found with a further change
+    beside them, their intervals covering)."""
+    rng = np.random.default_rng(seed)
+    hits = covered = beside = beside_covered = 0
     for _ in range(n):
         t, y, k = stepped(rng, kind, size)
-        near = [c for c in find_changes(t, y, period=DAY).changes if abs(c.index - k) <= 1]
+        found = find_changes(t, y, period=period).changes
+        near = [c for c in found if abs(c.index - k) <= 1]
         if near:
             hits += 1
             c = near[0]
-            covered += c.diff_ci[0] <= size <= c.diff_ci[1]
+            ok = c.diff_ci[0] <= size <= c.diff_ci[1]
+            covered += ok
+            if len(found) > 1:
+                beside += 1
+                beside_covered += ok
             assert c.size is not None and c.size_ci is not None and c.size_ci[0] < c.size < c.size_ci[1]
             assert c.previous_utc < c.time_utc and abs(c.time_utc - t[c.index]) == 0
-    assert hits / n >= 0.85, (kind, hits)
-    assert covered / hits >= 0.95 - 3 * math.sqrt(0.05 * 0.95 / hits), (kind, covered, hits)
+    return hits, covered, beside, beside_covered
+
+
+def _at_least_95(covered: int, n: int) -> bool:
+    return covered / n >= 0.95 - 3 * math.sqrt(0.05 * 0.95 / n)
+
+
+def test_a_step_is_found_at_its_run_and_its_size_covered_with_a_false_change_beside_it_or_not() -> None:
+    """A step of 3 noise SDs half-way, 400 series per kind (no daily cycle: the search without one,
+    12 ms a series): found within one run in >= 85 %, and the 95 % interval of its size covers it
+    in 95 % of those, also in the ~5 % of series where a false change is found beside it (its
+    interval covers the fits without that marginal change). The old interval covered 89-91 % (at
+    the true location as well); beside a false change 37-64 %."""
+    beside = beside_covered = 0
+    for i, kind in enumerate(FLAT_KINDS[:3]):
+        hits, covered, b, bc = _step_coverage(kind, 400, 3 * SD, None, 30 + i)
+        assert hits / 400 >= 0.85, (kind, hits)
+        assert _at_least_95(covered, hits), (kind, covered, hits)
+        beside, beside_covered = beside + b, beside_covered + bc
+    assert beside >= 10, beside  # the case is there to be tested
+    assert _at_least_95(beside_covered, beside), (beside_covered, beside)
+
+
+def test_a_step_under_a_daily_cycle_is_found_and_covered() -> None:
+    """With the daily sine removed (the slow path, 0.1 s a series: 60 here; 600 in
+    bench/bench_changes.py)."""
+    hits, covered, _, _ = _step_coverage("diurnal", 60, 4 * SD, DAY, 8)
+    assert hits / 60 >= 0.85, hits
+    assert _at_least_95(covered, hits), (covered, hits)
 
 
 def test_a_step_under_a_daily_cycle_is_found_with_the_cycle_removed() -> None:

@@ -78,7 +78,7 @@ def test_a_3ms_step_half_way_is_found_within_one_slot_and_a_flat_campaign_has_no
         assert leftovers(tmp_path / name) == []
 
     def analyse(name: str) -> dict:
-        out = subprocess.run(cli("compare", str(tmp_path / name), "--changes", "--json"),
+        out = subprocess.run(cli("compare", str(tmp_path / name), "--changes", "--json", "--out", str(tmp_path)),
                              cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
@@ -87,6 +87,7 @@ def test_a_3ms_step_half_way_is_found_within_one_slot_and_a_flat_campaign_has_no
         return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
     res = analyse("step")
+    assert "rtt_p50_us / cross_region" in (tmp_path / "compare" / "changes.html").read_text()
     found = [c for c in res["changes"] if c["metric"] == "rtt_p50_us" and c["group"] == "cross_region"]
     assert len(found) == 1, res
     (c,) = found

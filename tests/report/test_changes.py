@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cloudbench.cli import app
-from cloudbench.errors import AnalysisError
+from cloudbench.errors import AnalysisError, ExitCode
 from cloudbench.report.changes import changes
+from cloudbench.report.changes_render import write_changes
 from cloudbench.testing.fake_results import FakeRun, make_campaign
 
 SCHEDULE = {"every": 3600.0, "count": 48, "timezone": "UTC", "day": 86400.0}
@@ -53,13 +54,13 @@ def test_a_step_is_found_at_its_run_with_its_size_and_the_flat_series_has_none(t
 def test_the_cli_prints_json_and_a_table_and_a_bad_directory_is_a_message(tmp_path: Path) -> None:
     root = campaign(tmp_path, 300.0)
     runner = CliRunner()
-    r = runner.invoke(app, ["compare", str(root), "--changes", "--json"])
+    r = runner.invoke(app, ["compare", str(root), "--changes", "--json", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     assert set(data["changes"][0]) >= {"workload", "metric", "group", "time_utc", "size", "size_ci", "p"}
-    r = runner.invoke(app, ["compare", str(root), "--changes", "--metric", "rtt_p99_us"])
+    r = runner.invoke(app, ["compare", str(root), "--changes", "--metric", "rtt_p99_us", "--out", str(tmp_path)])
     assert r.exit_code == 0 and "no change point" in r.output
-    r = runner.invoke(app, ["compare", str(root), "--changes"], env={"COLUMNS": "120"})
+    r = runner.invoke(app, ["compare", str(root), "--changes", "--out", str(tmp_path)], env={"COLUMNS": "120"})
     assert r.exit_code == 0 and "rtt_p50_us" in r.output and "+3" in r.output
     r = runner.invoke(app, ["compare", str(tmp_path / "missing"), "--changes"])
     assert r.exit_code != 0 and "not a directory" in r.output and "Traceback" not in r.output
@@ -83,3 +84,44 @@ def test_a_significant_change_within_the_threshold_is_counted_not_listed(tmp_pat
     for th in ("1%", "20us"):
         (c,) = changes(root, metrics=["rtt_p50_us"], threshold=th)["changes"]
         assert abs(c["diff"] - 30.0) < 15.0
+
+
+def test_since_and_until_select_the_runs_searched(tmp_path: Path) -> None:
+    """The step is at run 24 (hourly runs from the first run's time): a window from run 12 on still
+    finds it; a window that ends before it finds none; an empty window is a usage error naming the flags."""
+    root = campaign(tmp_path, 300.0)
+    first = _epoch(changes(root)["changes"][0]["previous_run_utc"]) - 23 * 3600  # run 0, about
+    iso = lambda h: datetime.fromtimestamp(first + h * 3600, UTC).strftime("%Y-%m-%dT%H:%M")  # noqa: E731
+    res = changes(root, since=_epoch(iso(11.5) + "Z"), metrics=["rtt_p50_us"])
+    (c,) = res["changes"]
+    assert c["n_before"] == 12 and res["series"][0]["n_runs"] == 36 and "--since/--until" in res["notes"][0]
+    assert res["runs"] == 36  # the runs in the window, not the campaign's 48
+    assert changes(root, until=_epoch(iso(23.5) + "Z"))["changes"] == []
+    runner = CliRunner()
+    r = runner.invoke(app, ["compare", str(root), "--changes", "--since", iso(11.5), "--json", "--out",
+                            str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["series"][0]["n_runs"] == 36
+    for args, message in ((["--since", "2030-01-01"], "no repetition was measured in the window"),
+                          (["--since", "1d", "--since", "2d"], "one window"),
+                          (["--since", "2026-11-30", "--until", "2026-11-29"], "ends before it starts"),
+                          (["--until", "soon"], "--until soon")):
+        r = runner.invoke(app, ["compare", str(root), "--changes", *args, "--out", str(tmp_path)])
+        assert r.exit_code == ExitCode.USAGE and message in r.output, (args, r.output)
+
+
+def test_the_page_has_a_figure_per_series_with_a_change(tmp_path: Path) -> None:
+    root = campaign(tmp_path, 300.0)
+    res = changes(root)
+    page = write_changes(res, tmp_path / "out")
+    assert page == tmp_path / "out" / "compare" / "changes.html"
+    text = page.read_text()
+    assert text.count("<figure>") == 1 and text.count("<circle") == 48  # one dot per run of the stepped series
+    assert "rtt_p50_us / same_zone: 48 runs, 1 change(s): +3" in text
+    assert "<script" not in text and "https:" not in text
+    assert json.loads((page.parent / "changes.json").read_text())["changes"] == res["changes"]
+    flat = {s["metric"]: s for s in res["series"]}["rtt_p99_us"]
+    assert flat["run_values"] == []  # only the series with a change carry their runs
+    runner = CliRunner()
+    r = runner.invoke(app, ["compare", str(root), "--changes", "--out", str(tmp_path / "cli")])
+    assert r.exit_code == 0 and (tmp_path / "cli" / "compare" / "changes.html").is_file(), r.output

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +20,7 @@ from cloudbench.cli import app
 from cloudbench.errors import AnalysisError, ExitCode, UsageError
 from cloudbench.report.compare import SINGLE_RUN_NOTE, CompareResult, compare, to_json
 from cloudbench.report.compare_render import render, to_html
+from cloudbench.report.sides import parse_when
 from cloudbench.report.threshold import parse_threshold
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
 from tests.paths import ROOT
@@ -127,6 +129,11 @@ def test_what_differs_between_the_sides_is_listed(tmp_path: Path) -> None:
     assert "rate" in detail and "100" in detail and "200" in detail
     page = to_html(res)
     assert "class=diff" in page
+    console = Console(width=200, record=True, color_system=None)
+    render(res, console)
+    lines = console.export_text().splitlines()
+    assert "  vm_type: 'local' vs 'm5'" in lines  # the key named once, not "vm_type: vm_type: ..."
+    assert "  workloads[echo].rate: 100 vs 200" in lines, lines
 
 
 def test_filters_and_unknown_names(tmp_path: Path) -> None:
@@ -166,8 +173,64 @@ def test_time_selection_of_one_campaign(tmp_path: Path) -> None:
     assert row.result.n_a == 8 and row.result.n_b == 8 and row.result.verdict == "worse"
     with pytest.raises(UsageError, match="selection"):
         compare(f"{c}@2026-11-22", c)
-    with pytest.raises(AnalysisError, match="no repetition"):
+    with pytest.raises(UsageError, match=r"no repetition .* measured from 2026-11-22T10:"):
         compare(f"{c}@2030-01-01..", c)
+
+
+def test_parse_when_reads_dates_times_and_spans_ago() -> None:
+    now = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
+    at = now.timestamp()
+    assert parse_when("2026-11-16", "--since") == datetime(2026, 11, 16, tzinfo=UTC).timestamp()
+    assert parse_when("2026-11-16T08:00", "--since") == datetime(2026, 11, 16, 8, tzinfo=UTC).timestamp()
+    assert parse_when("2026-11-16T08:00+01:00", "--since") == datetime(2026, 11, 16, 7, tzinfo=UTC).timestamp()
+    assert parse_when("now", "--until", now) == at
+    assert parse_when("today", "--until", now) == datetime(2026, 11, 26, tzinfo=UTC).timestamp()
+    assert parse_when("7d", "--since", now) == parse_when("-7d", "--since", now) == at - 7 * 86400
+    assert parse_when("36h", "--since", now) == at - 36 * 3600
+    assert parse_when("2w", "--since", now) == at - 14 * 86400
+    assert parse_when("90m", "--since", now) == at - 5400
+    last = cloudbench.windowed("results/w", "14d", "7d", now=now)
+    this = cloudbench.windowed("results/w", "7d", "now", now=now)
+    assert last == "results/w@2026-11-12T12:30:00..2026-11-19T12:30:00"
+    assert this == "results/w@2026-11-19T12:30:00..2026-11-26T12:30:00"
+    for bad in ("last week", "7x", "d", "2026-13-01", "-d", "nan d"):
+        with pytest.raises(UsageError, match=r"--since 7y: .* is not a UTC date or time"):
+            parse_when(bad, "--since 7y")
+
+
+def test_cli_since_until_this_week_vs_last_week_of_one_campaign(tmp_path: Path) -> None:
+    """One directory and two windows (--since/--until twice): A is the first, B the second; given once a
+    flag applies to both sides; an empty window, a backward window or one window on one directory is a
+    usage error naming the flags, with no traceback."""
+    runs = [FakeRun({RTT: normal_values(3, 100 if i < 8 else 125, 0.02, i)}) for i in range(16)]
+    c = str(make_campaign(tmp_path, "sched", runs))
+    runner = CliRunner()
+    out = ["--out", str(tmp_path), "--json"]
+    r = runner.invoke(app, ["compare", c, "--since", "2026-11-22", "--until", "2026-11-22T18:00",
+                            "--until", "2026-11-23T06:00", "--since", "2026-11-22T18:00", *out])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    (row,) = doc["rows"]
+    assert (row["n_a"], row["n_b"], row["verdict"]) == (8, 8, "worse")
+    assert doc["a"]["path"] == f"{c}@2026-11-22T00:00:00..2026-11-22T18:00:00"
+    assert doc["b"]["path"] == f"{c}@2026-11-22T18:00:00..2026-11-23T06:00:00"
+    # once: both sides get it (the second campaign B selected as A is)
+    r = runner.invoke(app, ["compare", c, c, "--until", "2026-11-22T18:00", *out])
+    assert r.exit_code == ExitCode.USAGE and "same directory and window" in r.output
+    cases = [
+        (["--since", "2026-11-22", "--since", "2026-11-22T18:00", "--until", "2026-11-22T18:00"],
+         "ends before it starts"),
+        (["--since", "2026-11-22"], "one directory and one window"),
+        (["--since", "yesterday-ish", "--since", "2026-11-22"], "--since yesterday-ish"),
+        (["--since", "2030-01-01", "--since", "2026-11-22"], "--since/--until"),
+        (["--since", "1d", "--since", "2d", "--since", "3d"], "once (every side) or twice"),
+    ]
+    for args, message in cases:
+        r = runner.invoke(app, ["compare", c, *args, *out])
+        assert r.exit_code == ExitCode.USAGE, (args, r.output)
+        assert message in r.output and "Traceback" not in r.output, (args, r.output)
+    with pytest.raises(UsageError, match="same side"):
+        cloudbench.windowed(f"{c}@2026-11-22..", "2026-11-22", None)
 
 
 def test_the_table_fits_80_columns_without_cutting_a_header(tmp_path: Path) -> None:

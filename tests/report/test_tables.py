@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from rich.console import Console
 
@@ -15,6 +16,9 @@ from cloudbench.analysis.confirm import ConfirmParams
 from cloudbench.analysis.latency import PERCENTILES, pct_label
 from cloudbench.core.tables import titled_table
 from cloudbench.cost import estimate_cost
+from cloudbench.report.changes import changes, render_changes
+from cloudbench.report.compare import compare, compare_by
+from cloudbench.report.compare_render import render
 from cloudbench.report.confirm import confirm, render_confirm
 from cloudbench.report.cost import render_cost
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
@@ -182,3 +186,36 @@ def test_a_table_narrows_then_abbreviates_then_stacks(width: int) -> None:
     if width >= 60:  # 54 columns at natural width
         assert not legend and text.splitlines()[2].split() == ["repetition", "source", "host", "destination",
                                                                "value"]
+
+
+LONG_GROUP = "cross_region_eu_west_1_to_ap_southeast_2@payload=65536,rate=1000"  # 64 characters
+LONG_METRIC = "throughput_reverse_p99_9_mbps"
+COMPARE_HEADERS = ["metric", "group", "n A/B", "change", "95% CI", "p (Holm)", "verdict", LONG_GROUP, LONG_METRIC]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_compare_by_and_changes_keep_long_names_and_headers_whole(width: int, tmp_path: Path) -> None:
+    """compare, compare --by and compare --changes at 80 columns with a 64-character group name: the
+    stacked layout used to fold the name into its column (``...rate=100`` / ``0``)."""
+    def campaign(name: str, rtt: float, seed: int, **kw: Any) -> Path:
+        return make_campaign(tmp_path, name, [
+            FakeRun({("rtt_p50_us", LONG_GROUP): normal_values(3, rtt, 0.02, seed + i),
+                     (LONG_METRIC, "same_zone"): normal_values(3, 900.0, 0.02, seed + 50 + i)}, **kw)
+            for i in range(8)])
+
+    a, b = campaign("a", 100.0, 0), campaign("b", 120.0, 100, provider="aws")
+    text = printed(lambda c: render(compare(a, b), c), width)
+    assert_headers_whole(text, width, COMPARE_HEADERS, messages=("what differs", "B vs A"))
+    text = printed(lambda c: render(compare_by([a, b], "provider"), c), width)
+    assert_headers_whole(text, width, COMPARE_HEADERS, messages=("what differs", "provider="))
+    sched = {"every": 3600.0, "count": 48, "timezone": "UTC", "day": 86400.0}
+    rng = np.random.default_rng(3)
+    week = make_campaign(tmp_path, "week", [
+        FakeRun({("rtt_p50_us", LONG_GROUP): list(1000 + (300 if i >= 24 else 0) + rng.normal(0, 20, 3)),
+                 (LONG_METRIC, LONG_GROUP): list(900 - (200 if i >= 30 else 0) + rng.normal(0, 10, 3))},
+                schedule=sched) for i in range(48)])
+    res = changes(week)
+    assert len(res["changes"]) == 2
+    text = printed(lambda c: render_changes(res, c), width)
+    assert_headers_whole(text, width, ["metric", "group", "since (UTC)", "before", "after", "size", "95% CI",
+                                       "p (Holm)", LONG_GROUP, LONG_METRIC], messages=("changes in",))
