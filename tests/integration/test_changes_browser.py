@@ -6,6 +6,7 @@ needed, but it is a browser test)."""
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,11 @@ def test_the_changes_page_renders_in_chromium(tmp_path: Path) -> None:
     assert result.requests == [] and result.failed == []
     (box,) = result.boxes  # the flat cross_zone series has no figure
     assert box[2] > 600 and box[3] > 150, box
-    assert "same_zone: 48 runs, 1 change(s): +3" in box[4]
+    # the text alternative: the change's size relative to the level before (+300 on 1,000: +30 %)
+    m = re.search(r"same_zone: 48 runs, 1 change\(s\): \+([\d.]+)% \[\+([\d.]+)%, \+([\d.]+)%\]", box[4])
+    assert m is not None, box[4]
+    est, lo, hi = map(float, m.groups())
+    assert lo <= est <= hi and lo <= 30.0 <= hi and hi - lo < 10.0, box[4]
     shot = Image.open(io.BytesIO(result.screenshot))
     ink, colours = drawn(shot, box)
     assert ink > 0.02 and colours > 3, (ink, colours)
