@@ -300,11 +300,15 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
             runs.append((a, b, float(np.median(y[a:b])) - lvl, lvl, around))
     # largest first; each is measured against the jitter of everything but itself and
     # the spikes already accepted (bursts of host noise are jitter, not events)
+    bounds = _RestPercentile(np.abs(resid), 99.0) if runs else None
     for a, b, size, lvl, around in sorted(runs, key=lambda r: -r[2]):
         rest = ~spike_mask
         rest[a:b] = False
-        p99_rest = max(float(np.percentile(np.abs(resid[rest]), 99)), sigma)
-        if size < p.size_k * p99_rest:
+        assert bounds is not None
+        clear = bounds.exceeds(size / p.size_k, int(rest.sum()), sigma) if p.size_k > 0 else None
+        if clear is False:
+            continue  # decided by bounds that hold for any rest of this size: as below
+        if clear is None and size < p.size_k * max(float(np.percentile(np.abs(resid[rest]), 99)), sigma):
             continue
         pval = markov_run_p(above[a:b], above, rest)
         if pval >= p.alpha:
@@ -322,13 +326,46 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         t_first = float(t[full[0]]) if len(full) else float(t[a])
         t_last = float(t[b - 1])
         events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
-                            b - a, pval, SPIKE_TEST, p99_rest, _share(late, a, b),
+                            b - a, pval, SPIKE_TEST, math.nan, _share(late, a, b),
                             size_low=lo, size_high=hi, size_level=cov))
     p99 = max(float(np.percentile(np.abs(resid[~spike_mask]), 99)), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
     clean = np.where(spike_mask, level, y)
     events += _steps(t, clean, window_s, p, p99, late)
     return sorted(events, key=lambda e: (e.time_s, e.kind))
+
+
+class _RestPercentile:
+    """Bounds of ``np.percentile(x[rest], q)`` for any ``rest`` of ``m`` values, from ``x``
+    sorted once: the ``i``-th smallest of a subset missing ``n − m`` values lies between
+    the ``i``-th and the ``(i + n − m)``-th smallest of ``x``, and numpy's linear
+    interpolation stays between its two order statistics. A spike's size far from the
+    bounds is decided without the percentile of the rest (a partition of the whole
+    series per candidate run: most of the detector's time on a 6-hour pair); near them
+    the exact percentile decides, so the result is the same."""
+
+    # slack for the interpolation's rounding (a few ulps) on either side
+    MARGIN = 1e-9
+
+    def __init__(self, x: FloatArray, q: float) -> None:
+        self.sorted = np.sort(x)
+        self.q = q
+
+    def exceeds(self, value: float, m: int, floor: float) -> bool | None:
+        """False: ``value < max(percentile, floor)`` for certain; True: ``value ≥`` it for
+        certain; None: too close to tell."""
+        n = len(self.sorted)
+        if m < 1:
+            return None
+        # numpy's virtual index q·(m − 1), rounded its own way: one order statistic either side
+        i = math.floor(self.q / 100.0 * (m - 1))
+        low = max(float(self.sorted[max(i - 1, 0)]), floor)
+        high = max(float(self.sorted[min(i + 2 + n - m, n - 1)]), floor)
+        if value < low * (1.0 - self.MARGIN):
+            return False
+        if value >= high * (1.0 + self.MARGIN):
+            return True
+        return None
 
 
 def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray[np.bool_]) -> float:

@@ -1,0 +1,77 @@
+"""The per-pair event detector's fast path equals the full detector (``events_reference``),
+event for event, on generated pairs that break its shortcuts' comfort: spikes near the size
+threshold, steps, RTTs quantized to 1 µs, timeouts (NaN), AR(1) jitter, heavy tails, short series."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cloudbench.analysis.events import _RestPercentile, detect_pair_events
+from tests.analysis.events_reference import detect_pair_events as reference
+
+DT = 0.01
+
+
+def generated(seed: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Send times, RTTs in µs (1 µs quantum, NaN for timeouts) and round numbers of one pair."""
+    rng = np.random.default_rng(seed)
+    rounds = np.arange(n)
+    t = rounds * DT + rng.uniform(0, 2e-4, n)
+    t[rng.random(n) < 0.01] += 0.004  # late rounds
+    e = rng.standard_t(3, n) * 1.5
+    jitter = np.empty(n)
+    acc = 0.0
+    for i in range(n):  # AR(1) 0.6
+        acc = 0.6 * acc + e[i]
+        jitter[i] = acc
+    y = 80.0 + np.abs(jitter) + rng.exponential(6.0, n)
+    y[rng.random(n) < 2e-3] += rng.uniform(200, 2000)  # retransmission-like single echoes
+    for _ in range(rng.integers(0, 8)):  # spikes from well below to well above the size threshold
+        a = int(rng.integers(0, n))
+        y[a:a + int(rng.integers(2, 60))] += rng.choice([10.0, 20.0, 30.0, 50.0, 100.0, 400.0])
+    if rng.random() < 0.5:  # a step
+        y[int(rng.integers(n // 4, 3 * n // 4)):] += rng.choice([5.0, 15.0, 40.0])
+    y = np.round(y)
+    y[rng.random(n) < 0.005] = np.nan  # timeouts
+    return t, y, rounds
+
+
+CASES = [(s, n) for s, n in enumerate([5, 12, 13, 40, 200, 1500, 3000, 6000, 12000, 24000] * 3)]
+
+
+@pytest.mark.parametrize(("seed", "n"), CASES)
+def test_the_fast_path_gives_the_full_detectors_events(seed: int, n: int) -> None:
+    t, y, rounds = generated(seed, n)
+    for window in (1.0, 5.0):
+        fast = detect_pair_events(t, y, DT, window, round_index=rounds)
+        full = reference(t, y, DT, window, round_index=rounds)
+        assert repr(fast) == repr(full)  # repr: every float to the last bit, NaNs equal
+
+
+def test_the_generated_pairs_have_events_of_both_kinds() -> None:
+    """The comparison above is not vacuous: the generator makes spikes and steps that are found."""
+    kinds = [e.kind for s, n in CASES if n >= 3000
+             for e in detect_pair_events(*generated(s, n)[:2], DT, 1.0, round_index=generated(s, n)[2])]
+    assert kinds.count("spike") >= 5 and kinds.count("step") >= 2
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rest_percentile_bounds_hold_for_any_subset(seed: int) -> None:
+    """Where the bounds decide, the exact percentile of the subset agrees; a value at the
+    percentile itself is left undecided."""
+    rng = np.random.default_rng(seed)
+    x = np.round(np.abs(rng.standard_t(2, int(rng.integers(20, 3000)))) * 10) / 10  # ties, heavy tail
+    bounds = _RestPercentile(x, 99.0)
+    floor = float(rng.choice([0.0, 1.0, 30.0]))
+    for _ in range(30):
+        keep = np.ones(len(x), dtype=bool)
+        a = int(rng.integers(0, len(x)))
+        keep[a:a + int(rng.integers(1, max(2, len(x) // 5)))] = False
+        exact = max(float(np.percentile(x[keep], 99)), floor)
+        m = int(keep.sum())
+        assert bounds.exceeds(exact, m, floor) is None
+        for v in (exact * rng.uniform(0, 2), exact / 2, exact * 2 + 1, 0.0, float(x.max()) * 3):
+            decided = bounds.exceeds(v, m, floor)
+            if decided is not None:
+                assert decided == (v >= exact)
