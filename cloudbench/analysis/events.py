@@ -88,7 +88,6 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import ndimage
 
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
@@ -263,10 +262,12 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     if round_interval_s <= 0 or window_s <= 0:
         raise ValueError("round interval and window must be positive")
     ok = np.isfinite(y_all) & np.isfinite(t_all)
-    order = np.argsort(t_all[ok], kind="stable")
-    t, y = t_all[ok][order], y_all[ok][order]
-    late = (late_rounds(t_all, np.asarray(round_index), round_interval_s)[ok][order]
-            if round_index is not None else None)
+    late = late_rounds(t_all, np.asarray(round_index), round_interval_s) if round_index is not None else None
+    if not ok.all() or (t_all[1:] < t_all[:-1]).any():  # in time order already (a scan's rounds): as is
+        order = np.argsort(t_all[ok], kind="stable")
+        t_all, y_all = t_all[ok][order], y_all[ok][order]
+        late = late[ok][order] if late is not None else None
+    t, y = t_all, y_all
     n = len(y)
     if n < 4 * p.min_samples:
         return []
@@ -276,11 +277,12 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     level = running_median(y, 2 * max_spike + 1)
     resid = y - level
     # first pass: leave out gross departures before measuring the jitter
-    sigma0 = MAD_TO_SIGMA * float(np.median(np.abs(resid)))
-    rough = np.abs(resid) > max(p.spike_k * sigma0, 1e-12)
+    abs_resid = np.abs(resid)
+    sigma0 = MAD_TO_SIGMA * _median(abs_resid)
+    rough = abs_resid > max(p.spike_k * sigma0, 1e-12)
     quiet = ~_dilate(rough, 1)
     base = resid[quiet] if quiet.sum() >= 10 else resid
-    sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(base - np.median(base)))), 1e-12)
+    sigma = max(MAD_TO_SIGMA * _median(np.abs(base - _median(base))), 1e-12)
     thr = max(p.spike_k * sigma, p.jitter_k * max(float(np.percentile(np.abs(base), 99)), sigma))
     above = resid > thr  # one-sided: delay is added, never taken away
     events: list[Event] = []
@@ -300,7 +302,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
             runs.append((a, b, float(np.median(y[a:b])) - lvl, lvl, around))
     # largest first; each is measured against the jitter of everything but itself and
     # the spikes already accepted (bursts of host noise are jitter, not events)
-    bounds = _RestPercentile(np.abs(resid), 99.0) if runs else None
+    bounds = _RestPercentile(abs_resid, 99.0) if runs else None
     for a, b, size, lvl, around in sorted(runs, key=lambda r: -r[2]):
         rest = ~spike_mask
         rest[a:b] = False
@@ -328,7 +330,9 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
                             b - a, pval, SPIKE_TEST, math.nan, _share(late, a, b),
                             size_low=lo, size_high=hi, size_level=cov))
-    p99 = max(float(np.percentile(np.abs(resid[~spike_mask]), 99)), sigma)
+    # without spikes the rest is the whole series, already sorted when there were candidates
+    whole = bounds.sorted if bounds is not None and not spike_mask.any() else abs_resid[~spike_mask]
+    p99 = max(float(np.percentile(whole, 99)), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
     clean = np.where(spike_mask, level, y)
     events += _steps(t, clean, window_s, p, p99, late)
@@ -393,7 +397,28 @@ def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray
 
 
 def _dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:
-    return np.asarray(ndimage.binary_dilation(mask, iterations=k)) if mask.any() else mask
+    """Each True widened by ``k`` values either side (scipy's binary dilation with its 1-D
+    structure, ``k`` iterations; in numpy, which lets other threads run)."""
+    out = mask
+    for _ in range(k if mask.any() else 0):
+        grown = out.copy()
+        grown[1:] |= out[:-1]
+        grown[:-1] |= out[1:]
+        out = grown
+    return out
+
+
+def _median(x: FloatArray) -> float:
+    """``np.median`` of finite ``x`` (the same value: the middle order statistic, or the mean
+    of the two middle ones) from one partition, without its NaN check's second pass."""
+    n = len(x)
+    if n == 0:
+        return math.nan
+    h = n // 2
+    if n % 2:
+        return float(np.partition(x, h)[h])
+    part = np.partition(x, (h - 1, h))
+    return float((part[h - 1] + part[h]) / 2)
 
 
 def _share(late: NDArray[np.bool_] | None, a: int, b: int) -> float:

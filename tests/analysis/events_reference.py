@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import ndimage
 
 from cloudbench.analysis.events import (
     FULL_SHARE,
@@ -23,7 +24,6 @@ from cloudbench.analysis.events import (
     Event,
     EventParams,
     FloatArray,
-    _dilate,
     _runs,
     _share,
     _window_medians,
@@ -36,11 +36,21 @@ from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
     pelt,
     robust_sigma,
-    running_median,
     step_p,
     step_pvalues,
     step_windows_needed,
 )
+
+
+def _dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:
+    return np.asarray(ndimage.binary_dilation(mask, iterations=k)) if mask.any() else mask
+
+
+def running_median(y: np.ndarray, width: int) -> np.ndarray:
+    """The level's running median as it was: scipy's median filter, ends mirrored."""
+    y = np.asarray(y, dtype=float)
+    half = max(0, min(width // 2, (len(y) - 1) // 2))
+    return np.asarray(ndimage.median_filter(y, size=2 * half + 1, mode="mirror"))
 
 
 def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float, window_s: float,

@@ -75,3 +75,36 @@ def test_rest_percentile_bounds_hold_for_any_subset(seed: int) -> None:
             decided = bounds.exceeds(v, m, floor)
             if decided is not None:
                 assert decided == (v >= exact)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_running_median_equals_scipys_median_filter(seed: int) -> None:
+    """bottleneck over the mirrored series gives scipy's mirrored median filter, value for value
+    (ties at the 1 µs quantum, widths from 1 to wider than the series)."""
+    from scipy import ndimage
+
+    from cloudbench.analysis.levelshift import running_median
+
+    rng = np.random.default_rng(seed)
+    for n in (1, 2, 3, 4, 7, 100, 2001):
+        y = np.round(rng.lognormal(4.0, 0.6, n))
+        for width in (1, 2, 3, 5, 9, 101, 6001):
+            half = max(0, min(width // 2, (n - 1) // 2))
+            want = ndimage.median_filter(y, size=2 * half + 1, mode="mirror")
+            assert running_median(y, width).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_median_and_dilation_helpers_equal_numpy_and_scipy(seed: int) -> None:
+    from scipy import ndimage
+
+    from cloudbench.analysis.events import _dilate, _median
+
+    rng = np.random.default_rng(seed)
+    for n in (1, 2, 3, 4, 5, 10, 101, 1000):
+        x = np.round(rng.standard_t(2, n), 1)  # ties, heavy tails, negative values
+        assert _median(x) == float(np.median(x))
+        mask = rng.random(n) < rng.choice([0.0, 0.05, 0.5])
+        for k in (1, 2):
+            want = ndimage.binary_dilation(mask, iterations=k) if mask.any() else mask
+            assert _dilate(mask, k).tolist() == np.asarray(want).tolist()
