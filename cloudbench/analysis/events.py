@@ -302,20 +302,24 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
             runs.append((a, b, float(np.median(y[a:b])) - lvl, lvl, around))
     # largest first; each is measured against the jitter of everything but itself and
     # the spikes already accepted (bursts of host noise are jitter, not events)
-    bounds = _RestPercentile(abs_resid, 99.0) if runs else None
+    # (runs are disjoint: the rest leaves out the spikes accepted and the run, no more)
+    bounds = _RestPercentile(abs_resid, 99.0, n - sum(b - a for a, b, *_ in runs)) if runs else None
+    spiked = 0
     for a, b, size, lvl, around in sorted(runs, key=lambda r: -r[2]):
-        rest = ~spike_mask
-        rest[a:b] = False
         assert bounds is not None
-        clear = bounds.exceeds(size / p.size_k, int(rest.sum()), sigma) if p.size_k > 0 else None
+        m = n - spiked - (b - a)
+        clear = bounds.exceeds(size / p.size_k, m, sigma) if p.size_k > 0 else None
         if clear is False:
             continue  # decided by bounds that hold for any rest of this size: as below
+        rest = ~spike_mask
+        rest[a:b] = False
         if clear is None and size < p.size_k * max(float(np.percentile(np.abs(resid[rest]), 99)), sigma):
             continue
         pval = markov_run_p(above[a:b], above, rest)
         if pval >= p.alpha:
             continue
         spike_mask[a:b] = True
+        spiked += b - a
         if len(around):
             lo, hi, cov = spike_interval(y[a:b], around)
         else:
@@ -330,9 +334,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
                             b - a, pval, SPIKE_TEST, math.nan, _share(late, a, b),
                             size_low=lo, size_high=hi, size_level=cov))
-    # without spikes the rest is the whole series, already sorted when there were candidates
-    whole = bounds.sorted if bounds is not None and not spike_mask.any() else abs_resid[~spike_mask]
-    p99 = max(float(np.percentile(whole, 99)), sigma)
+    p99 = max(float(np.percentile(abs_resid[~spike_mask] if spiked else abs_resid, 99)), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
     clean = np.where(spike_mask, level, y)
     events += _steps(t, clean, window_s, p, p99, late)
@@ -340,31 +342,37 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
 
 
 class _RestPercentile:
-    """Bounds of ``np.percentile(x[rest], q)`` for any ``rest`` of ``m`` values, from ``x``
-    sorted once: the ``i``-th smallest of a subset missing ``n − m`` values lies between
-    the ``i``-th and the ``(i + n − m)``-th smallest of ``x``, and numpy's linear
-    interpolation stays between its two order statistics. A spike's size far from the
-    bounds is decided without the percentile of the rest (a partition of the whole
+    """Bounds of ``np.percentile(x[rest], q)`` for any ``rest`` of ``m ≥ m_min`` values, from
+    the top of ``x`` sorted once: the ``i``-th smallest of a subset missing ``n − m`` values
+    lies between the ``i``-th and the ``(i + n − m)``-th smallest of ``x``, and numpy's
+    linear interpolation stays between its two order statistics. A spike's size far from
+    the bounds is decided without the percentile of the rest (a partition of the whole
     series per candidate run: most of the detector's time on a 6-hour pair); near them
     the exact percentile decides, so the result is the same."""
 
     # slack for the interpolation's rounding (a few ulps) on either side
     MARGIN = 1e-9
 
-    def __init__(self, x: FloatArray, q: float) -> None:
-        self.sorted = np.sort(x)
+    def __init__(self, x: FloatArray, q: float, m_min: int = 0) -> None:
+        n = len(x)
+        # only ranks from the smallest rest's index on are ever read: sort those alone
+        self.start = min(max(math.floor(q / 100.0 * (max(m_min, 1) - 1)) - 2, 0), max(n - 1, 0))
+        self.top = np.sort(np.partition(x, self.start)[self.start:]) if n else np.empty(0)
+        self.n = n
         self.q = q
 
     def exceeds(self, value: float, m: int, floor: float) -> bool | None:
         """False: ``value < max(percentile, floor)`` for certain; True: ``value ≥`` it for
         certain; None: too close to tell."""
-        n = len(self.sorted)
-        if m < 1:
+        n = self.n
+        if m < 1 or m > n:
             return None
         # numpy's virtual index q·(m − 1), rounded its own way: one order statistic either side
         i = math.floor(self.q / 100.0 * (m - 1))
-        low = max(float(self.sorted[max(i - 1, 0)]), floor)
-        high = max(float(self.sorted[min(i + 2 + n - m, n - 1)]), floor)
+        if i - 1 < self.start:
+            return None  # a rest smaller than the one the top was sorted for
+        low = max(float(self.top[i - 1 - self.start]), floor)
+        high = max(float(self.top[min(i + 2 + n - m, n - 1) - self.start]), floor)
         if value < low * (1.0 - self.MARGIN):
             return False
         if value >= high * (1.0 + self.MARGIN):
