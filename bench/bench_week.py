@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import resource
 import subprocess
 import sys
 import tempfile
@@ -79,12 +80,16 @@ def main() -> int:
               f"manifests) in {time.perf_counter() - t0:.1f} s")
         for name, argv in COMMANDS:
             t0 = time.perf_counter()
+            c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             r = subprocess.run([sys.executable, "-m", "cloudbench", *[a.format(dir=root) for a in argv]],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, cwd=ROOT)
             took = time.perf_counter() - t0
+            c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
             fine = r.returncode == 0 and took <= TARGET_S
             ok &= fine
-            print(f"  cloudbench {name:18s} {took:5.1f} s (target ≤ {TARGET_S:.0f} s), exit {r.returncode}"
+            print(f"  cloudbench {name:18s} {took:5.1f} s (target ≤ {TARGET_S:.0f} s; CPU {cpu:.1f} s), "
+                  f"exit {r.returncode}"
                   + ("" if r.returncode == 0 else f": {r.stderr.strip()[-500:]}"), flush=True)
     return 0 if ok else 1
 
