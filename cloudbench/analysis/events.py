@@ -441,7 +441,7 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         return []
     sigma_w = max(robust_sigma(med), 1e-12)
     # the gate: the whole series' step test (selection and dependence in its null)
-    p_all = step_p(med, p.alpha, 2, seed=nw)
+    p_all = step_p(med, p.alpha, 2, seed=nw, gate=True)  # its value is used only when under alpha
     cps = pelt(med, p.penalty_k * sigma_w**2 * math.log(nw), 2) if p_all < p.alpha else []
     cache: dict[tuple[int, int], float] = {}
 

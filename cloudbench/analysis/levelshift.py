@@ -132,7 +132,8 @@ def _lag1(x: np.ndarray) -> float:
     return float(np.sum(xc[:-1] * xc[1:])) / ss if ss > 0 else 0.0
 
 
-def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: int = 0) -> float:
+def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: int = 0,
+           gate: bool = False) -> float:
     """P-value for "the series' level changed somewhere" (``values``: window statistics in
     time order): the max-CUSUM :func:`cusum_stat`, its null distribution drawn by an
     AR(1) sieve bootstrap that repeats the whole search (split and studentisation)
@@ -144,7 +145,12 @@ def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: 
     series' (which a real step inflates: a clear step stays clear, a wander that
     looks like one does not), at most ``PHI_MAX``. ``ceil(3/alpha)`` draws, stopped
     after 200 when ten already reach the observed value (the p-value is then
-    clearly above any α used). Deterministic (``seed``)."""
+    clearly above any α used). Deterministic (``seed``).
+
+    ``gate``: only whether the p-value is under ``alpha`` is wanted. The draws are the
+    same, but their statistics are taken in chunks and the count stops once enough
+    reach the observed value that the p-value cannot end under ``alpha``; the value
+    returned is then at least ``alpha`` (not the p-value), and otherwise the p-value."""
     y = np.asarray(values, dtype=float)
     n = len(y)
     if n < 2 * min_segment + 1:
@@ -173,8 +179,17 @@ def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: 
     done = hits = 0
     while done < total:
         b = 200 if done == 0 else total - done
-        x = signal.lfilter([1.0], [1.0, -phi], rng.choice(u, size=(b, n + burn)), axis=1)[:, burn:]
-        hits += int(np.sum(cusum_stat(np.asarray(x), min_segment)[0] >= t_obs))
+        x = np.asarray(signal.lfilter([1.0], [1.0, -phi], rng.choice(u, size=(b, n + burn)), axis=1)[:, burn:])
+        if gate and done:
+            # under alpha needs 1 + hits < alpha·(1 + total): past that count the answer is known
+            most = math.ceil(alpha * (1 + total)) - 1
+            for lo in range(0, b, 200):  # each row's statistic is its own: chunks give the same counts
+                hits += int(np.sum(cusum_stat(x[lo:lo + 200], min_segment)[0] >= t_obs))
+                if hits >= most:
+                    return max(alpha, (1 + hits) / (1 + total))
+            done += b
+            continue
+        hits += int(np.sum(cusum_stat(x, min_segment)[0] >= t_obs))
         done += b
         if hits >= 10:
             break

@@ -108,3 +108,31 @@ def test_median_and_dilation_helpers_equal_numpy_and_scipy(seed: int) -> None:
         for k in (1, 2):
             want = ndimage.binary_dilation(mask, iterations=k) if mask.any() else mask
             assert _dilate(mask, k).tolist() == np.asarray(want).tolist()
+
+
+def test_the_gated_step_p_decides_as_the_full_one() -> None:
+    """``step_p(gate=True)`` stops counting once the p-value cannot end under alpha: the same
+    decision on flat, wandering (AR(1) 0.9) and stepped series, and the same value when under."""
+    from cloudbench.analysis.levelshift import step_p
+
+    rng = np.random.default_rng(5)
+    under = 0
+    for i in range(40):
+        n = int(rng.integers(20, 300))
+        e = rng.standard_t(3, n)
+        y = np.empty(n)
+        acc = 0.0
+        phi = (0.0, 0.5, 0.9)[i % 3]
+        for j in range(n):
+            acc = phi * acc + e[j]
+            y[j] = acc
+        if i % 4 == 0:
+            y[n // 2:] += rng.choice([1.0, 3.0, 8.0])
+        full, gated = step_p(y, 1e-3, seed=n), step_p(y, 1e-3, seed=n, gate=True)
+        assert (full < 1e-3) == (gated < 1e-3)
+        if full < 1e-3:
+            under += 1
+            assert gated == full
+        else:
+            assert gated >= 1e-3
+    assert 0 < under < 40
