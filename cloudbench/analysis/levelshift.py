@@ -339,7 +339,8 @@ def detect(times: np.ndarray, values: np.ndarray, *, penalty_k: float = 4.0, ste
             clean[i:j] = base[i:j]
         i = j
     step_thr = max(step_k * sigma, floor)
-    p_all = step_p(clean, alpha, min_segment, seed=n) if n >= step_windows_needed(alpha) else 1.0
+    # the gate: its value is used only when under alpha (then it is the full count's)
+    p_all = step_p(clean, alpha, min_segment, seed=n, gate=True) if n >= step_windows_needed(alpha) else 1.0
     # the gate: no step is sought unless the whole series' level changed at alpha
     cps = pelt(clean, penalty_k * max(sigma, 1e-12) ** 2 * np.log(n), min_segment) if p_all < alpha else []
     pvals: list[float] = []

@@ -136,3 +136,25 @@ def test_the_gated_step_p_decides_as_the_full_one() -> None:
         else:
             assert gated >= 1e-3
     assert 0 < under < 40
+
+
+def test_the_group_detector_with_the_gated_step_p_equals_the_full_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``levelshift.detect`` (the groups' level shifts) gives the same shifts and p-values with its
+    gate counted in full: flat, AR(1) and stepped window series, values at a 0.001 quantum."""
+    from cloudbench.analysis import levelshift
+
+    rng = np.random.default_rng(11)
+    series = []
+    for i in range(24):
+        n = int(rng.integers(14, 400))
+        y = 70.0 + rng.standard_t(3, n) * 0.5
+        if i % 3 == 0:
+            y[n // 3:] += rng.choice([0.5, 2.0, 5.0])
+        if i % 5 == 0:
+            y = np.cumsum(rng.normal(0, 0.2, n)) + 70.0
+        series.append((np.arange(n) * 30.0, np.round(y, 3)))
+    fast = [repr(levelshift.detect(t, y)) for t, y in series]
+    full_step_p = levelshift.step_p
+    monkeypatch.setattr(levelshift, "step_p", lambda *a, gate=False, **k: full_step_p(*a, **k))
+    assert [repr(levelshift.detect(t, y)) for t, y in series] == fast
+    assert sum("step" in f for f in fast) >= 3
