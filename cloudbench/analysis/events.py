@@ -73,6 +73,12 @@ Method
    two or more other hosts at once, or when most of its echoes were sent in
    late rounds (the worker was short of CPU).
 
+Speed: the candidates' size tests use bounds of the rest's p99 from one partial sort
+(the exact percentile only near them), the level bottleneck's running median, the step
+gate a bootstrap that stops once it cannot end under ``alpha``; the event list is the
+same as the plain implementation's (``tests/analysis/events_reference.py``, the tests'
+oracle; ARCHITECTURE.md, "Observations out of core").
+
 False alarms: with the defaults, at most 0.01 link events per series-hour
 (the 95 % upper bound measured by ``bench/bench_events.py`` on simulated quiet
 pairs with AR(1) jitter, heavy tails and retransmission-timeout outliers; see
