@@ -19,7 +19,7 @@ each in a child process so its time and peak RSS are its own:
    tables, no events), the scan with the per-pair events (events = the difference), the
    section (group level shifts, modes), report.json + CSVs + figures, and the HTML page.
 
-Targets (issue 27): the command ≤ 2.5 × the reference's time and ≤ 3 GB peak RSS;
+Targets: the command ≤ 2.5 × the reference's time and ≤ 3 GB peak RSS;
 ingest ≤ 120 s at 6 h, ≤ 1 GB, ≤ 4 B per observation.
 
 Usage: .venv/bin/python bench/bench_scale.py [--hours 6] [--repetitions 1] [--levels 12]

@@ -1,5 +1,5 @@
 """A week of StormCloud-size runs: `cloudbench diurnal`, `confirm` and `compare --changes` over
-168 hourly runs, each timed end to end as the user runs it (issue 27, point 2: ≤ 10 s each).
+168 hourly runs, each timed end to end as the user runs it (≤ 10 s each).
 
 The three commands read each run's manifest and summaries (summaries.parquet: one value per
 repetition, metric and latency group), never its observations, so the week is written as

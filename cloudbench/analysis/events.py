@@ -261,19 +261,9 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
                        params: EventParams | None = None) -> list[Event]:
     """Spikes and steps of one pair's raw RTTs (see the module docstring)."""
     p = params or EventParams()
-    t_all = np.asarray(t_s, dtype=np.float64)
-    y_all = np.asarray(rtt, dtype=np.float64)
-    if t_all.shape != y_all.shape:
-        raise ValueError(f"times and RTTs differ in length ({len(t_all)}, {len(y_all)})")
     if round_interval_s <= 0 or window_s <= 0:
         raise ValueError("round interval and window must be positive")
-    ok = np.isfinite(y_all) & np.isfinite(t_all)
-    late = late_rounds(t_all, np.asarray(round_index), round_interval_s) if round_index is not None else None
-    if not ok.all() or (t_all[1:] < t_all[:-1]).any():  # in time order already (a scan's rounds): as is
-        order = np.argsort(t_all[ok], kind="stable")
-        t_all, y_all = t_all[ok][order], y_all[ok][order]
-        late = late[ok][order] if late is not None else None
-    t, y = t_all, y_all
+    t, y, late = _in_time_order(t_s, rtt, round_index, round_interval_s)
     n = len(y)
     if n < 4 * p.min_samples:
         return []
@@ -345,6 +335,23 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     clean = np.where(spike_mask, level, y)
     events += _steps(t, clean, window_s, p, p99, late)
     return sorted(events, key=lambda e: (e.time_s, e.kind))
+
+
+def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: NDArray[np.integer] | None,
+                   round_interval_s: float) -> tuple[FloatArray, FloatArray, NDArray[np.bool_] | None]:
+    """The finite echoes in send order (a stable sort; none when already so, as a scan's
+    rounds are), and which left in late rounds (None without ``round_index``)."""
+    t_all = np.asarray(t_s, dtype=np.float64)
+    y_all = np.asarray(rtt, dtype=np.float64)
+    if t_all.shape != y_all.shape:
+        raise ValueError(f"times and RTTs differ in length ({len(t_all)}, {len(y_all)})")
+    ok = np.isfinite(y_all) & np.isfinite(t_all)
+    late = late_rounds(t_all, np.asarray(round_index), round_interval_s) if round_index is not None else None
+    if not ok.all() or (t_all[1:] < t_all[:-1]).any():
+        order = np.argsort(t_all[ok], kind="stable")
+        t_all, y_all = t_all[ok][order], y_all[ok][order]
+        late = late[ok][order] if late is not None else None
+    return t_all, y_all, late
 
 
 class _RestPercentile:

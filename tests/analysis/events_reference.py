@@ -1,4 +1,4 @@
-"""The per-pair event detector as it was before its fast path (issue 27): the oracle that
+"""The per-pair event detector as it was before its fast path: the oracle that
 :func:`cloudbench.analysis.events.detect_pair_events` must equal, event for event.
 
 Each candidate spike here takes the 99th percentile of the rest of the series afresh
