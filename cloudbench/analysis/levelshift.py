@@ -177,12 +177,14 @@ def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: 
     burn = min(200, math.ceil(math.log(1e-3) / math.log(phi))) if phi > 0 else 0
     total = max(200, math.ceil(3.0 / alpha))
     done = hits = 0
+    # gate: under alpha needs 1 + hits < alpha·(1 + total); past that count the answer is known
+    most = math.ceil(alpha * (1 + total)) - 1
     while done < total:
+        if gate and done and hits >= most:  # known from the first draws: the rest are not drawn
+            return max(alpha, (1 + hits) / (1 + total))
         b = 200 if done == 0 else total - done
         x = np.asarray(signal.lfilter([1.0], [1.0, -phi], rng.choice(u, size=(b, n + burn)), axis=1)[:, burn:])
         if gate and done:
-            # under alpha needs 1 + hits < alpha·(1 + total): past that count the answer is known
-            most = math.ceil(alpha * (1 + total)) - 1
             for lo in range(0, b, 200):  # each row's statistic is its own: chunks give the same counts
                 hits += int(np.sum(cusum_stat(x[lo:lo + 200], min_segment)[0] >= t_obs))
                 if hits >= most:
