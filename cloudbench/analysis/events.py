@@ -73,6 +73,12 @@ Method
    two or more other hosts at once, or when most of its echoes were sent in
    late rounds (the worker was short of CPU).
 
+Speed: the candidates' size tests use bounds of the rest's p99 from one partial sort
+(the exact percentile only near them), the level bottleneck's running median, the step
+gate a bootstrap that stops once it cannot end under ``alpha``; the event list is the
+same as the plain implementation's (``tests/analysis/events_reference.py``, the tests'
+oracle; ARCHITECTURE.md, "Observations out of core").
+
 False alarms: with the defaults, at most 0.01 link events per series-hour
 (the 95 % upper bound measured by ``bench/bench_events.py`` on simulated quiet
 pairs with AR(1) jitter, heavy tails and retransmission-timeout outliers; see
@@ -88,7 +94,6 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import ndimage
 
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
@@ -256,17 +261,9 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
                        params: EventParams | None = None) -> list[Event]:
     """Spikes and steps of one pair's raw RTTs (see the module docstring)."""
     p = params or EventParams()
-    t_all = np.asarray(t_s, dtype=np.float64)
-    y_all = np.asarray(rtt, dtype=np.float64)
-    if t_all.shape != y_all.shape:
-        raise ValueError(f"times and RTTs differ in length ({len(t_all)}, {len(y_all)})")
     if round_interval_s <= 0 or window_s <= 0:
         raise ValueError("round interval and window must be positive")
-    ok = np.isfinite(y_all) & np.isfinite(t_all)
-    order = np.argsort(t_all[ok], kind="stable")
-    t, y = t_all[ok][order], y_all[ok][order]
-    late = (late_rounds(t_all, np.asarray(round_index), round_interval_s)[ok][order]
-            if round_index is not None else None)
+    t, y, late = _in_time_order(t_s, rtt, round_index, round_interval_s)
     n = len(y)
     if n < 4 * p.min_samples:
         return []
@@ -276,11 +273,12 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     level = running_median(y, 2 * max_spike + 1)
     resid = y - level
     # first pass: leave out gross departures before measuring the jitter
-    sigma0 = MAD_TO_SIGMA * float(np.median(np.abs(resid)))
-    rough = np.abs(resid) > max(p.spike_k * sigma0, 1e-12)
+    abs_resid = np.abs(resid)
+    sigma0 = MAD_TO_SIGMA * _median(abs_resid)
+    rough = abs_resid > max(p.spike_k * sigma0, 1e-12)
     quiet = ~_dilate(rough, 1)
     base = resid[quiet] if quiet.sum() >= 10 else resid
-    sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(base - np.median(base)))), 1e-12)
+    sigma = max(MAD_TO_SIGMA * _median(np.abs(base - _median(base))), 1e-12)
     thr = max(p.spike_k * sigma, p.jitter_k * max(float(np.percentile(np.abs(base), 99)), sigma))
     above = resid > thr  # one-sided: delay is added, never taken away
     events: list[Event] = []
@@ -300,16 +298,24 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
             runs.append((a, b, float(np.median(y[a:b])) - lvl, lvl, around))
     # largest first; each is measured against the jitter of everything but itself and
     # the spikes already accepted (bursts of host noise are jitter, not events)
+    # (runs are disjoint: the rest leaves out the spikes accepted and the run, no more)
+    bounds = _RestPercentile(abs_resid, 99.0, n - sum(b - a for a, b, *_ in runs)) if runs else None
+    spiked = 0
     for a, b, size, lvl, around in sorted(runs, key=lambda r: -r[2]):
+        assert bounds is not None
+        m = n - spiked - (b - a)
+        clear = bounds.exceeds(size / p.size_k, m, sigma) if p.size_k > 0 else None
+        if clear is False:
+            continue  # decided by bounds that hold for any rest of this size: as below
         rest = ~spike_mask
         rest[a:b] = False
-        p99_rest = max(float(np.percentile(np.abs(resid[rest]), 99)), sigma)
-        if size < p.size_k * p99_rest:
+        if clear is None and size < p.size_k * max(float(np.percentile(np.abs(resid[rest]), 99)), sigma):
             continue
         pval = markov_run_p(above[a:b], above, rest)
         if pval >= p.alpha:
             continue
         spike_mask[a:b] = True
+        spiked += b - a
         if len(around):
             lo, hi, cov = spike_interval(y[a:b], around)
         else:
@@ -322,13 +328,69 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         t_first = float(t[full[0]]) if len(full) else float(t[a])
         t_last = float(t[b - 1])
         events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
-                            b - a, pval, SPIKE_TEST, p99_rest, _share(late, a, b),
+                            b - a, pval, SPIKE_TEST, math.nan, _share(late, a, b),
                             size_low=lo, size_high=hi, size_level=cov))
-    p99 = max(float(np.percentile(np.abs(resid[~spike_mask]), 99)), sigma)
+    p99 = max(float(np.percentile(abs_resid[~spike_mask] if spiked else abs_resid, 99)), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
     clean = np.where(spike_mask, level, y)
     events += _steps(t, clean, window_s, p, p99, late)
     return sorted(events, key=lambda e: (e.time_s, e.kind))
+
+
+def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: NDArray[np.integer] | None,
+                   round_interval_s: float) -> tuple[FloatArray, FloatArray, NDArray[np.bool_] | None]:
+    """The finite echoes in send order (a stable sort; none when already so, as a scan's
+    rounds are), and which left in late rounds (None without ``round_index``)."""
+    t_all = np.asarray(t_s, dtype=np.float64)
+    y_all = np.asarray(rtt, dtype=np.float64)
+    if t_all.shape != y_all.shape:
+        raise ValueError(f"times and RTTs differ in length ({len(t_all)}, {len(y_all)})")
+    ok = np.isfinite(y_all) & np.isfinite(t_all)
+    late = late_rounds(t_all, np.asarray(round_index), round_interval_s) if round_index is not None else None
+    if not ok.all() or (t_all[1:] < t_all[:-1]).any():
+        order = np.argsort(t_all[ok], kind="stable")
+        t_all, y_all = t_all[ok][order], y_all[ok][order]
+        late = late[ok][order] if late is not None else None
+    return t_all, y_all, late
+
+
+class _RestPercentile:
+    """Bounds of ``np.percentile(x[rest], q)`` for any ``rest`` of ``m ≥ m_min`` values, from
+    the top of ``x`` sorted once: the ``i``-th smallest of a subset missing ``n − m`` values
+    lies between the ``i``-th and the ``(i + n − m)``-th smallest of ``x``, and numpy's
+    linear interpolation stays between its two order statistics. A spike's size far from
+    the bounds is decided without the percentile of the rest (a partition of the whole
+    series per candidate run: most of the detector's time on a 6-hour pair); near them
+    the exact percentile decides, so the result is the same."""
+
+    # slack for the interpolation's rounding (a few ulps) on either side
+    MARGIN = 1e-9
+
+    def __init__(self, x: FloatArray, q: float, m_min: int = 0) -> None:
+        n = len(x)
+        # only ranks from the smallest rest's index on are ever read: sort those alone
+        self.start = min(max(math.floor(q / 100.0 * (max(m_min, 1) - 1)) - 2, 0), max(n - 1, 0))
+        self.top = np.sort(np.partition(x, self.start)[self.start:]) if n else np.empty(0)
+        self.n = n
+        self.q = q
+
+    def exceeds(self, value: float, m: int, floor: float) -> bool | None:
+        """False: ``value < max(percentile, floor)`` for certain; True: ``value ≥`` it for
+        certain; None: too close to tell."""
+        n = self.n
+        if m < 1 or m > n:
+            return None
+        # numpy's virtual index q·(m − 1), rounded its own way: one order statistic either side
+        i = math.floor(self.q / 100.0 * (m - 1))
+        if i - 1 < self.start:
+            return None  # a rest smaller than the one the top was sorted for
+        low = max(float(self.top[i - 1 - self.start]), floor)
+        high = max(float(self.top[min(i + 2 + n - m, n - 1) - self.start]), floor)
+        if value < low * (1.0 - self.MARGIN):
+            return False
+        if value >= high * (1.0 + self.MARGIN):
+            return True
+        return None
 
 
 def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray[np.bool_]) -> float:
@@ -356,7 +418,28 @@ def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray
 
 
 def _dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:
-    return np.asarray(ndimage.binary_dilation(mask, iterations=k)) if mask.any() else mask
+    """Each True widened by ``k`` values either side (scipy's binary dilation with its 1-D
+    structure, ``k`` iterations; in numpy, which lets other threads run)."""
+    out = mask
+    for _ in range(k if mask.any() else 0):
+        grown = out.copy()
+        grown[1:] |= out[:-1]
+        grown[:-1] |= out[1:]
+        out = grown
+    return out
+
+
+def _median(x: FloatArray) -> float:
+    """``np.median`` of finite ``x`` (the same value: the middle order statistic, or the mean
+    of the two middle ones) from one partition, without its NaN check's second pass."""
+    n = len(x)
+    if n == 0:
+        return math.nan
+    h = n // 2
+    if n % 2:
+        return float(np.partition(x, h)[h])
+    part = np.partition(x, (h - 1, h))
+    return float((part[h - 1] + part[h]) / 2)
 
 
 def _share(late: NDArray[np.bool_] | None, a: int, b: int) -> float:
@@ -371,7 +454,7 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         return []
     sigma_w = max(robust_sigma(med), 1e-12)
     # the gate: the whole series' step test (selection and dependence in its null)
-    p_all = step_p(med, p.alpha, 2, seed=nw)
+    p_all = step_p(med, p.alpha, 2, seed=nw, gate=True)  # its value is used only when under alpha
     cps = pelt(med, p.penalty_k * sigma_w**2 * math.log(nw), 2) if p_all < p.alpha else []
     cache: dict[tuple[int, int], float] = {}
 

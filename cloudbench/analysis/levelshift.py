@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+import bottleneck as bn
 import numpy as np
 from scipy import ndimage, signal
 
@@ -131,7 +132,8 @@ def _lag1(x: np.ndarray) -> float:
     return float(np.sum(xc[:-1] * xc[1:])) / ss if ss > 0 else 0.0
 
 
-def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: int = 0) -> float:
+def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: int = 0,
+           gate: bool = False) -> float:
     """P-value for "the series' level changed somewhere" (``values``: window statistics in
     time order): the max-CUSUM :func:`cusum_stat`, its null distribution drawn by an
     AR(1) sieve bootstrap that repeats the whole search (split and studentisation)
@@ -143,7 +145,12 @@ def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: 
     series' (which a real step inflates: a clear step stays clear, a wander that
     looks like one does not), at most ``PHI_MAX``. ``ceil(3/alpha)`` draws, stopped
     after 200 when ten already reach the observed value (the p-value is then
-    clearly above any α used). Deterministic (``seed``)."""
+    clearly above any α used). Deterministic (``seed``).
+
+    ``gate``: only whether the p-value is under ``alpha`` is wanted. The draws are the
+    same, but their statistics are taken in chunks and the count stops once enough
+    reach the observed value that the p-value cannot end under ``alpha``; the value
+    returned is then at least ``alpha`` (not the p-value), and otherwise the p-value."""
     y = np.asarray(values, dtype=float)
     n = len(y)
     if n < 2 * min_segment + 1:
@@ -170,10 +177,21 @@ def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: 
     burn = min(200, math.ceil(math.log(1e-3) / math.log(phi))) if phi > 0 else 0
     total = max(200, math.ceil(3.0 / alpha))
     done = hits = 0
+    # gate: under alpha needs 1 + hits < alpha·(1 + total); past that count the answer is known
+    most = math.ceil(alpha * (1 + total)) - 1
     while done < total:
+        if gate and done and hits >= most:  # known from the first draws: the rest are not drawn
+            return max(alpha, (1 + hits) / (1 + total))
         b = 200 if done == 0 else total - done
-        x = signal.lfilter([1.0], [1.0, -phi], rng.choice(u, size=(b, n + burn)), axis=1)[:, burn:]
-        hits += int(np.sum(cusum_stat(np.asarray(x), min_segment)[0] >= t_obs))
+        x = np.asarray(signal.lfilter([1.0], [1.0, -phi], rng.choice(u, size=(b, n + burn)), axis=1)[:, burn:])
+        if gate and done:
+            for lo in range(0, b, 200):  # each row's statistic is its own: chunks give the same counts
+                hits += int(np.sum(cusum_stat(x[lo:lo + 200], min_segment)[0] >= t_obs))
+                if hits >= most:
+                    return max(alpha, (1 + hits) / (1 + total))
+            done += b
+            continue
+        hits += int(np.sum(cusum_stat(x, min_segment)[0] >= t_obs))
         done += b
         if hits >= 10:
             break
@@ -232,11 +250,21 @@ def robust_sigma(y: np.ndarray) -> float:
 def running_median(y: np.ndarray, width: int) -> np.ndarray:
     """Median of each value and the ``width // 2`` either side, the ends mirrored
     (``c b | a b c …``: padding with the edge value would pin the level at the first
-    and last value); the width is cut to the series' (``y`` finite; scipy's median
-    filter: no n × width copy)."""
+    and last value); the width is cut to the series' (``y`` finite).
+
+    bottleneck's ``move_median`` (a double heap, O(n log width), no n × width copy) over
+    the mirrored series: the same values as scipy's ``median_filter(mode="mirror")``
+    (each is one of the window's values, the window odd), which the tests compare it
+    with, and it lets other threads run while it works (scipy's holds the GIL: the
+    report's senders run their pairs' events in threads). Non-finite values go to scipy."""
     y = np.asarray(y, dtype=float)
     half = max(0, min(width // 2, (len(y) - 1) // 2))
-    return np.asarray(ndimage.median_filter(y, size=2 * half + 1, mode="mirror"))
+    if half == 0:
+        return y.copy()
+    if not np.isfinite(y).all():
+        return np.asarray(ndimage.median_filter(y, size=2 * half + 1, mode="mirror"))
+    mirrored = np.concatenate([y[half:0:-1], y, y[-2:-half - 2:-1]])
+    return np.asarray(bn.move_median(mirrored, 2 * half + 1)[2 * half:])
 
 
 def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
@@ -313,7 +341,8 @@ def detect(times: np.ndarray, values: np.ndarray, *, penalty_k: float = 4.0, ste
             clean[i:j] = base[i:j]
         i = j
     step_thr = max(step_k * sigma, floor)
-    p_all = step_p(clean, alpha, min_segment, seed=n) if n >= step_windows_needed(alpha) else 1.0
+    # the gate: its value is used only when under alpha (then it is the full count's)
+    p_all = step_p(clean, alpha, min_segment, seed=n, gate=True) if n >= step_windows_needed(alpha) else 1.0
     # the gate: no step is sought unless the whole series' level changed at alpha
     cps = pelt(clean, penalty_k * max(sigma, 1e-12) ** 2 * np.log(n), min_segment) if p_all < alpha else []
     pvals: list[float] = []

@@ -1,0 +1,160 @@
+"""The per-pair event detector's fast path equals the full detector (``events_reference``),
+event for event, on generated pairs that break its shortcuts' comfort: spikes near the size
+threshold, steps, RTTs quantized to 1 µs, timeouts (NaN), AR(1) jitter, heavy tails, short series."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cloudbench.analysis.events import _RestPercentile, detect_pair_events
+from tests.analysis.events_reference import detect_pair_events as reference
+
+DT = 0.01
+
+
+def generated(seed: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Send times, RTTs in µs (1 µs quantum, NaN for timeouts) and round numbers of one pair."""
+    rng = np.random.default_rng(seed)
+    rounds = np.arange(n)
+    t = rounds * DT + rng.uniform(0, 2e-4, n)
+    t[rng.random(n) < 0.01] += 0.004  # late rounds
+    e = rng.standard_t(3, n) * 1.5
+    jitter = np.empty(n)
+    acc = 0.0
+    for i in range(n):  # AR(1) 0.6
+        acc = 0.6 * acc + e[i]
+        jitter[i] = acc
+    y = 80.0 + np.abs(jitter) + rng.exponential(6.0, n)
+    y[rng.random(n) < 2e-3] += rng.uniform(200, 2000)  # retransmission-like single echoes
+    for _ in range(rng.integers(0, 8)):  # spikes from well below to well above the size threshold
+        a = int(rng.integers(0, n))
+        y[a:a + int(rng.integers(2, 60))] += rng.choice([10.0, 20.0, 30.0, 50.0, 100.0, 400.0])
+    if rng.random() < 0.5:  # a step
+        y[int(rng.integers(n // 4, 3 * n // 4)):] += rng.choice([5.0, 15.0, 40.0])
+    y = np.round(y)
+    y[rng.random(n) < 0.005] = np.nan  # timeouts
+    return t, y, rounds
+
+
+CASES = [(s, n) for s, n in enumerate([5, 12, 13, 40, 200, 1500, 3000, 6000, 12000, 24000] * 3)]
+
+
+@pytest.mark.parametrize(("seed", "n"), CASES)
+def test_the_fast_path_gives_the_full_detectors_events(seed: int, n: int) -> None:
+    t, y, rounds = generated(seed, n)
+    for window in (1.0, 5.0):
+        fast = detect_pair_events(t, y, DT, window, round_index=rounds)
+        full = reference(t, y, DT, window, round_index=rounds)
+        assert repr(fast) == repr(full)  # repr: every float to the last bit, NaNs equal
+
+
+def test_the_generated_pairs_have_events_of_both_kinds() -> None:
+    """The comparison above is not vacuous: the generator makes spikes and steps that are found."""
+    kinds = [e.kind for s, n in CASES if n >= 3000
+             for e in detect_pair_events(*generated(s, n)[:2], DT, 1.0, round_index=generated(s, n)[2])]
+    assert kinds.count("spike") >= 5 and kinds.count("step") >= 2
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rest_percentile_bounds_hold_for_any_subset(seed: int) -> None:
+    """Where the bounds decide, the exact percentile of the subset agrees; a value at the
+    percentile itself is left undecided."""
+    rng = np.random.default_rng(seed)
+    x = np.round(np.abs(rng.standard_t(2, int(rng.integers(20, 3000)))) * 10) / 10  # ties, heavy tail
+    bounds = _RestPercentile(x, 99.0, len(x) - max(2, len(x) // 5))  # the top alone sorted
+    floor = float(rng.choice([0.0, 1.0, 30.0]))
+    for _ in range(30):
+        keep = np.ones(len(x), dtype=bool)
+        a = int(rng.integers(0, len(x)))
+        keep[a:a + int(rng.integers(1, max(2, len(x) // 5)))] = False
+        exact = max(float(np.percentile(x[keep], 99)), floor)
+        m = int(keep.sum())
+        assert bounds.exceeds(exact, m, floor) is None
+        for v in (exact * rng.uniform(0, 2), exact / 2, exact * 2 + 1, 0.0, float(x.max()) * 3):
+            decided = bounds.exceeds(v, m, floor)
+            if decided is not None:
+                assert decided == (v >= exact)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_running_median_equals_scipys_median_filter(seed: int) -> None:
+    """bottleneck over the mirrored series gives scipy's mirrored median filter, value for value
+    (ties at the 1 µs quantum, widths from 1 to wider than the series)."""
+    from scipy import ndimage
+
+    from cloudbench.analysis.levelshift import running_median
+
+    rng = np.random.default_rng(seed)
+    for n in (1, 2, 3, 4, 7, 100, 2001):
+        y = np.round(rng.lognormal(4.0, 0.6, n))
+        for width in (1, 2, 3, 5, 9, 101, 6001):
+            half = max(0, min(width // 2, (n - 1) // 2))
+            want = ndimage.median_filter(y, size=2 * half + 1, mode="mirror")
+            assert running_median(y, width).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_median_and_dilation_helpers_equal_numpy_and_scipy(seed: int) -> None:
+    from scipy import ndimage
+
+    from cloudbench.analysis.events import _dilate, _median
+
+    rng = np.random.default_rng(seed)
+    for n in (1, 2, 3, 4, 5, 10, 101, 1000):
+        x = np.round(rng.standard_t(2, n), 1)  # ties, heavy tails, negative values
+        assert _median(x) == float(np.median(x))
+        mask = rng.random(n) < rng.choice([0.0, 0.05, 0.5])
+        for k in (1, 2):
+            want = ndimage.binary_dilation(mask, iterations=k) if mask.any() else mask
+            assert _dilate(mask, k).tolist() == np.asarray(want).tolist()
+
+
+def test_the_gated_step_p_decides_as_the_full_one() -> None:
+    """``step_p(gate=True)`` stops counting once the p-value cannot end under alpha: the same
+    decision on flat, wandering (AR(1) 0.9) and stepped series, and the same value when under."""
+    from cloudbench.analysis.levelshift import step_p
+
+    rng = np.random.default_rng(5)
+    under = 0
+    for i in range(40):
+        n = int(rng.integers(20, 300))
+        e = rng.standard_t(3, n)
+        y = np.empty(n)
+        acc = 0.0
+        phi = (0.0, 0.5, 0.9)[i % 3]
+        for j in range(n):
+            acc = phi * acc + e[j]
+            y[j] = acc
+        if i % 4 == 0:
+            y[n // 2:] += rng.choice([1.0, 3.0, 8.0])
+        full, gated = step_p(y, 1e-3, seed=n), step_p(y, 1e-3, seed=n, gate=True)
+        assert (full < 1e-3) == (gated < 1e-3)
+        if full < 1e-3:
+            under += 1
+            assert gated == full
+        else:
+            assert gated >= 1e-3
+    assert 0 < under < 40
+
+
+def test_the_group_detector_with_the_gated_step_p_equals_the_full_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``levelshift.detect`` (the groups' level shifts) gives the same shifts and p-values with its
+    gate counted in full: flat, AR(1) and stepped window series, values at a 0.001 quantum."""
+    from cloudbench.analysis import levelshift
+
+    rng = np.random.default_rng(11)
+    series = []
+    for i in range(24):
+        n = int(rng.integers(14, 400))
+        y = 70.0 + rng.standard_t(3, n) * 0.5
+        if i % 3 == 0:
+            y[n // 3:] += rng.choice([0.5, 2.0, 5.0])
+        if i % 5 == 0:
+            y = np.cumsum(rng.normal(0, 0.2, n)) + 70.0
+        series.append((np.arange(n) * 30.0, np.round(y, 3)))
+    fast = [repr(levelshift.detect(t, y)) for t, y in series]
+    full_step_p = levelshift.step_p
+    monkeypatch.setattr(levelshift, "step_p", lambda *a, gate=False, **k: full_step_p(*a, **k))
+    assert [repr(levelshift.detect(t, y)) for t, y in series] == fast
+    assert sum("step" in f for f in fast) >= 3
