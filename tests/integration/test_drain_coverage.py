@@ -1,19 +1,25 @@
-"""Drain and refill intervals cover the configured bucket.
+"""Drain and refill intervals cover the configured bucket, on the testbed.
 
-A grid of six token-bucket profiles (high rate, low rate, budget and sampling
-interval all vary; none is a setting another test uses), each drained twice with
-a refill probe, on fresh hosts per repetition (full buckets). The 95 % intervals
-of time to empty, budget and refill must cover what the vm_type configures
-(:func:`cloudbench.spec.vmtypes.expected_goodput`) in at least 90 % of the runs,
-counted per quantity. The test prints each interval's width (the README's table).
+Token-bucket profiles (high rate, low rate, budget and sampling interval all vary; none is a
+setting another test uses), each drained twice with a refill probe, on fresh hosts per
+repetition (full buckets). The 95 % intervals of time to empty, budget and refill are compared
+with what the vm_type configures (:func:`cloudbench.spec.vmtypes.expected_goodput`).
 
-Run (root, about 4 minutes)::
+Their coverage is measured on the six-profile grid, two repetitions (12 intervals per
+quantity, about 2.5 minutes alone on the machine) by ``bench/bench_drain_testbed.py``, whose
+figures the README quotes. The test here runs three of the profiles once (two sampled every
+0.25 s, one every 1 s; about 40 s) and allows one miss per quantity among their three intervals
+(none missed in the 36 grid runs recorded): a time to empty that has lost its sampling
+resolution and its second reading misses at 0.25 s, both times.
 
-    .venv/bin/python -m pytest -m integration tests/integration/test_drain_coverage.py -s
+Run (root)::
+
+    .venv/bin/python -m pytest -n 0 tests/integration/test_drain_coverage.py -s
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +30,8 @@ from cloudbench.runner import CampaignRunner
 from cloudbench.spec.vmtypes import VmTypeModel, expected_goodput
 from cloudbench.workloads import parse_spec, workload_kind
 
-pytestmark = pytest.mark.integration
+# a drain is a rate and a time: alone on the cores (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 # (high, low, budget, interval, window, rest): 1.5–3.4 s to empty; rest × low < 0.9 budget
 PROFILES = [
@@ -35,22 +42,22 @@ PROFILES = [
     ("120mbit", "60mbit", "24MiB", "0.5s", "2s", "2s"),
     ("250mbit", "25mbit", "40MiB", "0.25s", "1.5s", "4s"),
 ]
-REPETITIONS = 2
+SHORT = [1, 2, 5]  # the test's profiles: sampled every 0.25 s (two) and every 1 s
 QUANTITIES = (("time_to_empty_s", "time_to_empty", 1.0), ("budget_mbit", "budget_bits", 1e6),
               ("refill_mbps", "refill_rate", 1e6))
 
 
-def grid_spec() -> str:
-    subnets = "\n".join(f"              s{i}: {{hosts: [tb{i}], vm_type: tb{i}}}"
-                        for i in range(len(PROFILES)))
+def grid_spec(profiles: list[int], repetitions: int) -> str:
+    """A campaign draining the given PROFILES, each on its own vm_type, to one sink."""
+    subnets = "\n".join(f"              s{i}: {{hosts: [tb{i}], vm_type: tb{i}}}" for i in profiles)
     types = "\n".join(f"  tb{i}: {{shaping: token_bucket, high_rate: {h}, low_rate: {lo}, "
-                      f"budget: {b}}}" for i, (h, lo, b, *_rest) in enumerate(PROFILES))
+                      f"budget: {b}}}" for i in profiles for (h, lo, b, *_rest) in [PROFILES[i]])
     works = "\n".join(
         f"  - {{kind: tbdrain, name: d{i}, pairs: [[tb{i}, sink]], interval: {dt}, window: {w}, "
-        f"max_duration: 12s, rest: {rest}}}" for i, (_h, _l, _b, dt, w, rest) in enumerate(PROFILES))
+        f"max_duration: 12s, rest: {rest}}}" for i in profiles for (_h, _l, _b, dt, w, rest) in [PROFILES[i]])
     return f"""name: tbgrid
 seed: 16
-repetitions: {REPETITIONS}
+repetitions: {repetitions}
 fresh_hosts: repetition
 providers:
   netns:
@@ -68,36 +75,64 @@ workloads:
 """
 
 
-def test_drain_intervals_cover_the_configured_bucket(tmp_path: Path) -> None:
-    text = grid_spec()
-    spec = parse_spec(text, "tbgrid.yaml")
-    run = CampaignRunner(spec, "tbgrid.yaml", tmp_path / "results").execute()
+@dataclass(frozen=True)
+class Interval:
+    profile: int
+    quantity: str
+    truth: float
+    estimate: float
+    low: float
+    high: float
+
+    @property
+    def covered(self) -> bool:
+        return bool(self.low <= self.truth <= self.high)
+
+    @property
+    def width(self) -> float:
+        return (self.high - self.low) / self.truth
+
+
+def drain_intervals(profiles: list[int], repetitions: int, where: Path) -> list[Interval]:
+    """Runs the grid on the testbed (asserting it leaves nothing behind and every series
+    drained) and returns every interval with the truth it should cover."""
+    spec = parse_spec(grid_spec(profiles, repetitions), "tbgrid.yaml")
+    run = CampaignRunner(spec, "tbgrid.yaml", where).execute()
     manifest = run.manifest()
     for rep in manifest.repetitions:
         assert [n for n in list_netns() if n.startswith(f"cb{rep.stack}-")] == []
-    covered: dict[str, list[bool]] = {q: [] for q, _, _ in QUANTITIES}
-    widths: dict[str, list[float]] = {q: [] for q, _, _ in QUANTITIES}
-    print("\nprofile                         quantity          truth    estimate  95 % interval")
+    out: list[Interval] = []
     for w in manifest.workloads():
         i = int(w["name"][1:])
-        h, lo, b, dt, *_ = PROFILES[i]
+        h, lo, b, *_ = PROFILES[i]
         exp = expected_goodput(VmTypeModel.model_validate(
             {"shaping": "token_bucket", "high_rate": h, "low_rate": lo, "budget": b}), "tcp")
         drains: list[dict[str, Any]] = workload_kind("tbdrain").report_section(run, manifest, w)["drains"]
-        assert len(drains) == REPETITIONS, drains
+        assert len(drains) == repetitions, drains
         for d in drains:
             assert d["drained"], d
-            for q, key, scale in QUANTITIES:
-                truth = exp[key] / scale
-                lo_ci, hi_ci = d[f"{q}_ci_low"], d[f"{q}_ci_high"]
-                ok = bool(lo_ci <= truth <= hi_ci)
-                covered[q].append(ok)
-                widths[q].append((hi_ci - lo_ci) / truth)
-                print(f"{h}/{lo} {b} every {dt:5s}  {q:16s} {truth:8.3f} {d[q]:9.3f}  "
-                      f"[{lo_ci:.3f}, {hi_ci:.3f}] {'' if ok else 'MISSED'}")
+            out += [Interval(i, q, exp[key] / scale, d[q], d[f"{q}_ci_low"], d[f"{q}_ci_high"])
+                    for q, key, scale in QUANTITIES]
+    return out
+
+
+def print_intervals(intervals: list[Interval]) -> None:
+    print("\nprofile                         quantity          truth    estimate  95 % interval")
+    for v in intervals:
+        h, lo, b, dt, *_ = PROFILES[v.profile]
+        print(f"{h}/{lo} {b} every {dt:5s}  {v.quantity:16s} {v.truth:8.3f} {v.estimate:9.3f}  "
+              f"[{v.low:.3f}, {v.high:.3f}] {'' if v.covered else 'MISSED'}")
     for q, _, _ in QUANTITIES:
-        ws = sorted(widths[q])
-        print(f"{q}: covered {sum(covered[q])}/{len(covered[q])}, relative width "
+        mine = [v for v in intervals if v.quantity == q]
+        ws = sorted(v.width for v in mine)
+        print(f"{q}: covered {sum(v.covered for v in mine)}/{len(mine)}, relative width "
               f"median {ws[len(ws) // 2]:.1%}, max {ws[-1]:.1%}")
+
+
+def test_drain_intervals_cover_the_configured_bucket(tmp_path: Path) -> None:
+    intervals = drain_intervals(SHORT, 1, tmp_path / "results")
+    print_intervals(intervals)
+    assert len(intervals) == len(SHORT) * len(QUANTITIES)
     for q, _, _ in QUANTITIES:
-        assert sum(covered[q]) >= 0.9 * len(covered[q]), (q, covered[q])
+        missed = [v for v in intervals if v.quantity == q and not v.covered]
+        assert len(missed) <= 1, missed
