@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from cloudbench.report.compare_render import render as _render_compare
     from cloudbench.report.compare_render import write_compare as write_compare
     from cloudbench.report.confirm import confirm as confirm
+    from cloudbench.report.confirm import confirm_dir as confirm_dir
     from cloudbench.report.confirm import confirm_document as _confirm_to_json
     from cloudbench.report.confirm import render_confirm as render_confirm
     from cloudbench.report.confirm import write_confirm as write_confirm
@@ -153,6 +154,7 @@ _API: dict[str, tuple[str, str]] = {
     "ConfirmParams": ("cloudbench.analysis.confirm", "ConfirmParams"),
     "ConfirmResult": ("cloudbench.analysis.confirm", "ConfirmResult"),
     "confirm": ("cloudbench.report.confirm", "confirm"),
+    "confirm_dir": ("cloudbench.report.confirm", "confirm_dir"),
     "render_confirm": ("cloudbench.report.confirm", "render_confirm"),
     "write_confirm": ("cloudbench.report.confirm", "write_confirm"),
     "confirm_to_json": ("cloudbench.report.confirm", "confirm_document"),

@@ -123,7 +123,8 @@ class ReportTable:
     def _table(self, headers: list[str], widths: list[int]) -> Table:
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         for c, h, w in zip(self.columns, headers, widths, strict=True):
-            t.add_column(h, justify=c.justify, width=w, no_wrap=c.no_wrap)
+            # a header wraps at its spaces even over cells that do not (rich would cut it)
+            t.add_column(Text(h, no_wrap=False), justify=c.justify, width=w, no_wrap=c.no_wrap)
         for r in self.rows:
             t.add_row(*r)
         return t

@@ -23,6 +23,7 @@ from cloudbench.analysis.confirm import (
     ConfirmParams,
     ConfirmResult,
     Dataset,
+    Outcome,
     ParamsJSON,
     ProgressFn,
     RepetitionRef,
@@ -39,15 +40,19 @@ from cloudbench.analysis.quantiles import quantile_name
 from cloudbench.analysis.stats import level_name
 from cloudbench.core.files import slug, write_json_atomic
 from cloudbench.core.tables import titled_table
+from cloudbench.core.units import fmt_quantity, natural_unit
 from cloudbench.errors import AnalysisError, ResultError
 from cloudbench.report.confirm_text import (
     check_pooling,
     mismatch_descriptions,
+    no_fit_line,
     series_warnings,
     target_note,
+    too_few_line,
     unreliable_reason,
 )
 from cloudbench.report.diurnal import repetition_hours, time_of_day_notes
+from cloudbench.report.files import CONFIRM_DIR
 from cloudbench.store import formats
 from cloudbench.store.manifest import RESOLVED_POOLING_METADATA, Manifest, pooling_key
 from cloudbench.store.rundir import RunDir, find_runs
@@ -71,13 +76,13 @@ def fmt_value(x: float | None) -> str:
 
 
 def target_text(t: Target) -> str:
-    """``1%: 152`` when reached; ``1%: ~4324 (+4024)*`` when predicted."""
+    """``152`` when reached; ``~4324*`` when predicted (``~4324*?`` a rough guess); ``-`` neither."""
     if t.n_needed is not None:
-        return f"{pct(t.error)}: {t.n_needed}"
+        return str(t.n_needed)
     if t.prediction is not None:
         flag = "?" if not t.prediction.reliable else ""
-        return f"{pct(t.error)}: ~{t.prediction.n} (+{t.prediction.more})*{flag}"
-    return f"{pct(t.error)}: -"
+        return f"~{t.prediction.n}*{flag}"
+    return "-"
 
 
 def series_label(r: SeriesResult, several_workloads: bool) -> str:
@@ -86,58 +91,71 @@ def series_label(r: SeriesResult, several_workloads: bool) -> str:
     return f"{k.workload}:{k.metric}" if several_workloads else k.metric
 
 
-def _short_warnings(r: SeriesResult) -> str:
-    names = [c.name for c in r.checks if c.warned]
-    if not r.ci.exists:
-        names.insert(0, "n too small")
-    if r.series.dropped:
-        names.append("dropped values")
-    if any(t.prediction is not None and not t.prediction.reliable for t in r.targets):
-        names.append("prediction a rough guess")
-    if r.series.mismatches:
-        names.append("mixed metadata")
-    return ", ".join(names) if names else "[green]none[/]"
+def _too_few(result: ConfirmResult) -> dict[tuple[int, int], list[SeriesResult]]:
+    """The series with fewer repetitions than any CI of the quantile needs, by (n, n needed)."""
+    by_n: dict[tuple[int, int], list[SeriesResult]] = defaultdict(list)
+    for r in result.series:
+        if not r.ci.exists:
+            by_n[(r.series.n, r.ci.n_required)].append(r)
+    return by_n
 
 
 def render_confirm(result: ConfirmResult, console: Console) -> None:
-    """The confirm table for a person: a row per series, its CI, n needed, warnings."""
+    """The confirm result for a person: one line for all the series too short for a CI, a table
+    row per series with one (its CI and the repetitions each error bound needs), and under the
+    table every warning, including why a bound is not reached."""
     p = result.params
     several = len({r.series.key.workload for r in result.series}) > 1
     ds = result.dataset
-    title = (
-        f"{result.quantile_name} per repetition, exact {level_name(p.level)} CI - "
-        f"{ds.campaign or ds.path} ({len(ds.runs)} run(s))"
-    )
-    # metric and group names are never broken (a cut name reads as another): a name is one word, and the
-    # table is stacked (a column per series) when the names do not fit side by side
-    table = titled_table(title, ("metric", "group", "n", result.quantile_name, "CI", "±rel",
-                                 "n for ±e", "warnings"),
-                         left=("metric", "group", "n for ±e", "warnings"), key=2)
-    for r in result.series:
-        ci = r.ci
-        ci_txt = f"[{fmt_value(ci.lower)}, {fmt_value(ci.upper)}]" if ci.exists else "[yellow]none[/]"
-        rel = ci.relative_half_width
-        rel_txt = "-" if rel is None or not math.isfinite(rel) else pct(rel)
-        unit = f" {r.series.unit}" if r.series.unit else ""
-        table.add_row(
-            series_label(r, several), r.series.key.group, str(r.series.n),
-            fmt_value(ci.estimate) + unit, ci_txt, rel_txt,
-            "\n".join(target_text(t) for t in r.targets), _short_warnings(r),
-        )
-    console.print(table)
+    qn = result.quantile_name
+    too_few = _too_few(result)
+    shown = [r for r in result.series if r.ci.exists]
+    errors = "/".join(f"±{pct(e)}" for e in p.errors)
+    if shown:
+        title = (f"{qn} per repetition, exact {level_name(p.level)} CI - {ds.campaign or ds.path} "
+                 f"({len(ds.runs)} run(s))")
+        # cells never wrap (a number over two lines reads as two); a name is one word; when the row
+        # does not fit, the table is stacked (a column per series), never cut
+        table = titled_table(title, ("metric", "group", "n", qn, f"{level_name(p.level)} CI", "±rel",
+                                     f"n for {errors}"),
+                             left=("metric", "group"), no_wrap=True, key=2)
+        for r in shown:
+            ci, unit = r.ci, r.series.unit
+            factor, _ = natural_unit(ci.estimate, unit)
+            rel = ci.relative_half_width
+            table.add_row(
+                series_label(r, several), r.series.key.group, str(r.series.n),
+                fmt_quantity(ci.estimate, unit),
+                f"{fmt_quantity(ci.lower, unit, factor)}–{fmt_quantity(ci.upper, unit, factor)}",
+                "-" if rel is None or not math.isfinite(rel) else pct(rel),
+                "/".join(target_text(t) for t in r.targets),
+            )
+        console.print(table)
+        console.print(f"±rel: the CI's half-width relative to the {qn}; n for {errors}: the repetitions "
+                      "after which the CI stays within that bound (- not reached: see below)",
+                      style="dim", highlight=False)
+    for (n, need), rs in sorted(too_few.items(), key=lambda kv: kv[0]):
+        console.print(f"[yellow]![/] {too_few_line(n, need, p.level, qn, len(rs))}", highlight=False)
+    no_fit: dict[tuple[int, int], dict[float, int]] = defaultdict(lambda: defaultdict(int))
+    for r in shown:
+        for t in r.targets:
+            if t.outcome is Outcome.NO_FIT:
+                no_fit[(t.n, t.n_for_ci)][t.error] += 1
+    for (n, need), missed in sorted(no_fit.items()):
+        console.print(f"[yellow]![/] {no_fit_line(n, need, missed)}", highlight=False)
     for note in ds.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
-    for r in result.series:
-        warnings = series_warnings(r)
+    for r in shown:
+        warnings = series_warnings(r, no_fit=False)
         if not warnings:
             continue
         console.print(f"[bold]{series_label(r, several)} / {r.series.key.group}[/]:", highlight=False)
         for w in warnings:
             console.print(f"  [yellow]![/] {w}", highlight=False, soft_wrap=True)
-    if any(t.prediction is not None for r in result.series for t in r.targets):
+    if any(t.prediction is not None for r in shown for t in r.targets):
         console.print(
             "* PREDICTED: not reached by the measured repetitions; extrapolated from the 1/√n "
-            "law (+ = repetitions still to run). ? = a rough guess: the slope or its "
+            "law. ? = a rough guess: the slope or its "
             f"{SLOPE_LEVEL:.0%} interval leaves [{SLOPE_BAND[0]:g}, {SLOPE_BAND[1]:g}], the fit spans "
             f"less than {MIN_SPAN:g}× in n, or a check of independence, stationarity, trend or "
             "modes warned or could not run (the reasons are in the warnings).",
@@ -298,15 +316,21 @@ def draw_convergence(r: SeriesResult, params: ConfirmParams, path: Path) -> None
     fig.savefig(path)
 
 
+def confirm_dir(path: Path) -> Path:
+    """Where confirm writes by default: ``confirm/`` under the campaign (or run) directory."""
+    return Path(path) / CONFIRM_DIR
+
+
 def write_confirm(result: ConfirmResult, out: Path) -> tuple[Path, dict[int, str]]:
-    """Write ``confirm.json`` and one PNG per series with a curve into ``out``."""
+    """Write ``confirm.json`` and one PNG per series with a curve (two sizes or more) into ``out``
+    (the CLI's default: :func:`confirm_dir` of the results)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         figures: dict[int, str] = {}
         used: set[str] = set()
         for i, r in enumerate(result.series):
-            if r.convergence is None or len(r.convergence.sizes) == 0:
-                continue
+            if r.convergence is None or len(r.convergence.sizes) < 2:
+                continue  # a single size is a point, not a curve: an empty panel
             name = figure_name(r)
             while name in used:
                 name = name.removesuffix(".png") + f"-{i}.png"
