@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from cloudbench.errors import UsageError as UsageError
     from cloudbench.plan import Plan as Plan
     from cloudbench.plan import make_plan as make_plan
+    from cloudbench.plan import repetitions_warning as repetitions_warning
     from cloudbench.providers import collect_garbage as collect_garbage
     from cloudbench.providers.base import Finding as _DoctorFinding
     from cloudbench.providers.clouds.doctor import diagnose as diagnose
@@ -132,6 +133,7 @@ _API: dict[str, tuple[str, str]] = {
     "Trial": ("cloudbench.workloads.base", "Trial"),
     "TrialOutcome": ("cloudbench.workloads.base", "TrialOutcome"),
     "make_plan": ("cloudbench.plan", "make_plan"),
+    "repetitions_warning": ("cloudbench.plan", "repetitions_warning"),
     "CostEstimate": ("cloudbench.cost", "CostEstimate"),
     "estimate_cost": ("cloudbench.cost", "estimate_cost"),
     "spec_prices": ("cloudbench.cost", "spec_prices"),

@@ -45,9 +45,24 @@ def validate(spec: SpecArg) -> None:
     print_warnings(s.warnings)
     plan = cloudbench.make_plan(s)
     disk = cloudbench.space_estimate(s)
+    print_warnings(_repetitions_warnings(s.repetitions, disk.slots))
     out.print(f"[green]ok[/]: {escape(str(spec))}: campaign {s.name!r}, {len(s.topology())} hosts, "
-              f"{len(plan.trials)} trials, about {fmt_duration(plan.est_seconds)} of measurement, "
-              f"{space_summary(disk)}")
+              f"{measurement(plan, disk.slots)}, {space_summary(disk)}")
+
+
+def _repetitions_warnings(repetitions: int, slots: int) -> list[str]:
+    found = cloudbench.repetitions_warning(repetitions, slots)
+    return [] if found is None else [found]
+
+
+def measurement(plan: cloudbench.Plan, slots: int) -> str:
+    """``4 trials, about 4.5s of measurement``; with slots: ``20 slots of 1 trial (about 4.5s
+    each): about 1.5min of measurement``."""
+    trials = f"{len(plan.trials)} trial{'s' if len(plan.trials) != 1 else ''}"
+    if slots <= 1:
+        return f"{trials}, about {fmt_duration(plan.est_seconds)} of measurement"
+    return (f"{slots} slots of {trials} (about {fmt_duration(plan.est_seconds)} each): about "
+            f"{fmt_duration(slots * plan.est_seconds)} of measurement")
 
 
 @app.command()
@@ -74,6 +89,8 @@ def plan(
     if set(CLOUDS) & set(s.providers):
         cost = cloudbench.estimate_cost(s, p, cloudbench.spec_prices(s, spec, prices))
     disk = cloudbench.space_estimate(s)
+    if not as_json:
+        print_warnings(_repetitions_warnings(s.repetitions, disk.slots))
     if as_json:
         doc = {"topology": topo.to_dict(), "plan": p.to_dict(), "disk": disk.to_dict()}
         if cost is not None:
@@ -102,7 +119,11 @@ def plan(
         t.add_row(str(i + 1), str(tr.repetition + 1), tr.id, tr.workload + swept, str(len(tr.hosts)),
                   str(len(tr.pairs)), fmt_duration(tr.est_seconds))
     out.print(t)
-    out.print(f"estimated measurement time: {fmt_duration(p.est_seconds)} (plus provisioning)")
+    if disk.slots > 1 and s.schedule is not None:
+        out.print(f"schedule: {disk.slots} slots, one every {fmt_duration(s.schedule.every)} from "
+                  f"{s.schedule.start} (the trials above run in every slot)", highlight=False)
+    out.print(f"estimated measurement time: {measurement(p, disk.slots)} (plus provisioning)",
+              highlight=False)
     out.print(f"estimated disk: {space_detail(disk)}", highlight=False)
     if cost is not None:
         cloudbench.render_cost(cost, out)
