@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from cloudbench.cost import spec_prices as spec_prices
     from cloudbench.dataset import Campaign as Campaign
     from cloudbench.dataset import Run as Run
+    from cloudbench.dataset import RunningRunWarning as RunningRunWarning
     from cloudbench.dataset import open_campaign as _open
     from cloudbench.errors import BudgetError as BudgetError
     from cloudbench.errors import CloudbenchError as CloudbenchError
@@ -117,6 +118,7 @@ if TYPE_CHECKING:
 _API: dict[str, tuple[str, str]] = {
     "open": ("cloudbench.dataset", "open_campaign"),
     "Campaign": ("cloudbench.dataset", "Campaign"),
+    "RunningRunWarning": ("cloudbench.dataset", "RunningRunWarning"),
     "Run": ("cloudbench.dataset", "Run"),
     "CloudbenchError": ("cloudbench.errors", "CloudbenchError"),
     "ExitCode": ("cloudbench.errors", "ExitCode"),

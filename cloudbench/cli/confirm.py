@@ -97,6 +97,8 @@ def confirm(
         help="evaluate every size up to this many sizes, else a geometric grid")] = 1000,
     allow_mixed: Annotated[bool, typer.Option(
         "--allow-mixed", help="pool repetitions even when their key metadata differ")] = False,
+    include_running: Annotated[bool, typer.Option(
+        "--include-running", help="pool the repetitions of runs still running too (left out by default)")] = False,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", help="where to write confirm.json and the figures  \\[default: RESULTS/confirm]",
         show_default=False)] = None,
@@ -117,7 +119,8 @@ def confirm(
     )
     with _progress_bar(err) as progress:
         result = cloudbench.confirm(path, params, metrics=metric or (), groups=group or (),
-                                    allow_mixed=allow_mixed, progress=progress, hours=hour or ())
+                                    allow_mixed=allow_mixed, progress=progress, hours=hour or (),
+                                    include_running=include_running)
     json_path, figures = cloudbench.write_confirm(
         result, out_dir if out_dir is not None else cloudbench.confirm_dir(path))
     if as_json:

@@ -58,6 +58,9 @@ from cloudbench.store.manifest import RESOLVED_POOLING_METADATA, Manifest, pooli
 from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.store.summaries import SUMMARY_SCHEMA, read_summaries
 
+INCLUDE_RUNNING_FLAG = "--include-running"
+"""The CLI flag that pools the repetitions of runs still running."""
+
 # ------------------------------------------------------------------ rendering
 
 
@@ -367,8 +370,9 @@ def _metadata(run: RunDir, manifest: Manifest, repetition: int) -> dict[str, str
 
 
 def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str] = (),
-                allow_mixed: bool = False) -> Dataset:
-    """Per-repetition values of every run under ``path``, checked for pooling.
+                allow_mixed: bool = False, include_running: bool = False) -> Dataset:
+    """Per-repetition values of every run under ``path``, checked for pooling; a run still running
+    is left out with a note unless ``include_running``.
 
     ``metrics``/``groups`` restrict the analysis (exact names; unknown names
     raise AnalysisError listing the known ones). Raises ResultError for missing,
@@ -384,6 +388,10 @@ def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str
         manifest = run.manifest()
         campaign = campaign or manifest.campaign
         status = manifest.status
+        if status == "running" and not include_running:
+            notes.append(f"run {run.run_id} is still running; its repetitions are left out "
+                         f"({INCLUDE_RUNNING_FLAG} includes them)")
+            continue
         if status != "complete":
             notes.append(f"run {run.run_id} has status {status!r}; its repetitions are included")
         if manifest.resolved is None:
@@ -410,6 +418,9 @@ def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str
                 RepetitionValue(ref, str(row["workload"]), str(row["metric"]), str(row["group"]),
                                 value, str(row["unit"] or ""), int(row["n_obs"] or 0), metas[ref])
             )
+    if not values and runs and all(r.manifest().status == "running" for r in runs) and not include_running:
+        raise ResultError(str(path), f"every run is still running; pass {INCLUDE_RUNNING_FLAG} to analyse "
+                                     "what they have measured so far")
     if not values:
         raise ResultError(
             str(path),
@@ -445,14 +456,17 @@ def _select(path: Path, values: list[RepetitionValue], attr: str,
 
 def confirm(path: Path, params: ConfirmParams | None = None, *, metrics: Sequence[str] = (),
             groups: Sequence[str] = (), allow_mixed: bool = False,
-            progress: ProgressFn | None = None, hours: Sequence[int] = ()) -> ConfirmResult:
-    """Load ``results/<campaign>`` (or one run) and analyse it.
+            progress: ProgressFn | None = None, hours: Sequence[int] = (),
+            include_running: bool = False) -> ConfirmResult:
+    """Load ``results/<campaign>`` (or one run) and analyse it; runs still running are left out
+    (with a note) unless ``include_running``.
 
     ``hours``: pool only repetitions measured in these hours of the day (the schedule's
     time zone; a stratum of a scheduled campaign). The runs of a scheduled campaign are
     checked for a time-of-day effect, and each series that has one gets a note.
     """
-    dataset = load_values(path, metrics=metrics, groups=groups, allow_mixed=allow_mixed)
+    dataset = load_values(path, metrics=metrics, groups=groups, allow_mixed=allow_mixed,
+                          include_running=include_running)
     if hours:
         if any(not 0 <= h <= 23 for h in hours):
             raise AnalysisError(f"--hour takes hours 0..23, got {list(hours)}")

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from cloudbench.analysis.confirm import ConfirmParams
 from cloudbench.core.units import fmt_quantity
+from cloudbench.errors import ResultError
 from cloudbench.report.confirm import confirm, confirm_dir, confirm_document, render_confirm, write_confirm
 from cloudbench.report.html import find_confirm
 from cloudbench.store.rundir import RunDir
@@ -107,3 +108,16 @@ def test_the_html_report_reads_confirm_json_new_and_old_location(tmp_path: Path)
 ])
 def test_numbers_in_their_natural_unit(value: float | None, unit: str, text: str) -> None:
     assert fmt_quantity(value, unit) == text
+
+
+def test_a_running_run_is_left_out_with_a_note_or_pooled_on_request(tmp_path: Path) -> None:
+    series = {("rtt_p50_us", "same_zone"): normal_values(8, 100.0, 0.05, seed=1)}
+    camp = make_campaign(tmp_path, "c", [FakeRun(series), FakeRun(series, status="running")])
+    running = sorted(p.name for p in camp.iterdir())[-1]
+    result = confirm(camp, ConfirmParams(subsets=10))
+    assert result.series[0].series.n == 8  # was 16: the running run's repetitions were pooled
+    assert any(f"run {running} is still running" in n and "--include-running" in n for n in result.dataset.notes)
+    assert confirm(camp, ConfirmParams(subsets=10), include_running=True).series[0].series.n == 16
+    alone = make_campaign(tmp_path, "r", [FakeRun(series, status="running")])
+    with pytest.raises(ResultError, match="every run is still running; pass --include-running"):
+        confirm(alone, ConfirmParams(subsets=10))
