@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from cloudbench.campaign.setup import campaign_status as campaign_status
     from cloudbench.campaign.setup import create_campaign as create_campaign
     from cloudbench.campaign.setup import install_unit as install_unit
+    from cloudbench.campaign.setup import launch_overrides as launch_overrides
     from cloudbench.campaign.setup import space_estimate as space_estimate
     from cloudbench.campaign.setup import stop_campaign as stop_campaign
     from cloudbench.campaign.setup import systemd_unit as systemd_unit
@@ -166,6 +167,7 @@ _API: dict[str, tuple[str, str]] = {
     "collect_garbage": ("cloudbench.providers", "collect_garbage"),
     "resume_run": ("cloudbench.runner", "resume_run"),
     "create_campaign": ("cloudbench.campaign.setup", "create_campaign"),
+    "launch_overrides": ("cloudbench.campaign.setup", "launch_overrides"),
     "CampaignDaemon": ("cloudbench.campaign.daemon", "CampaignDaemon"),
     "campaign_status": ("cloudbench.campaign.setup", "campaign_status"),
     "stop_campaign": ("cloudbench.campaign.setup", "stop_campaign"),
