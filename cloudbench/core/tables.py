@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +164,11 @@ class ReportTable:
             out.append(t)
         return out
 
+    def fits(self, width: int) -> bool:
+        """Whether the table fits ``width`` columns side by side with its full headers (no
+        abbreviation, no stacking)."""
+        return self._widths([c.header for c in self.columns], width) is not None
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
         if self.title:
@@ -199,3 +205,10 @@ def fmt_number(v: Any, digits: int = 1) -> str:
             return "-"
         return f"{v:.0f}" if abs(v) >= 100 else f"{v:.{digits}f}"
     return str(v)
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders the numbers inside a text by value: ``payload=64`` before
+    ``payload=1024`` (as text, 1024 < 16384 < 64 < 65536)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part)
+                 for part in re.split(r"(\d+)", text) if part)

@@ -39,7 +39,7 @@ from cloudbench.analysis.prediction import MIN_SPAN, SLOPE_BAND, SLOPE_LEVEL, Pr
 from cloudbench.analysis.quantiles import quantile_name
 from cloudbench.analysis.stats import level_name
 from cloudbench.core.files import slug, write_json_atomic
-from cloudbench.core.tables import titled_table
+from cloudbench.core.tables import ReportTable, natural_key, titled_table
 from cloudbench.core.units import fmt_quantity, natural_unit
 from cloudbench.errors import AnalysisError, ResultError
 from cloudbench.report.confirm_text import (
@@ -65,8 +65,8 @@ INCLUDE_RUNNING_FLAG = "--include-running"
 
 
 def pct(e: float) -> str:
-    """``0.01`` -> ``1%``."""
-    return f"{e * 100:.3g}%"
+    """``0.01`` -> ``1%``; ``21.8`` -> ``2,180%`` (never an exponent)."""
+    return f"{e * 100:,.0f}%" if abs(e) >= 10 else f"{e * 100:.3g}%"
 
 
 def fmt_value(x: float | None) -> str:
@@ -103,37 +103,65 @@ def _too_few(result: ConfirmResult) -> dict[tuple[int, int], list[SeriesResult]]
     return by_n
 
 
+def _confirm_table(result: ConfirmResult, rows: Sequence[SeriesResult], title: str, with_metric: bool,
+                   several: bool) -> ReportTable:
+    """The table of ``rows``: a metric column unless the title names the one metric, an n column
+    unless every row has the same n (the title says it)."""
+    p, qn = result.params, result.quantile_name
+    errors = "/".join(f"±{pct(e)}" for e in p.errors)
+    ns = {r.series.n for r in rows}
+    columns = [*(["metric"] if with_metric else []), "group", *(["n"] if len(ns) > 1 else []), qn,
+               f"{level_name(p.level)} CI", "±rel", f"n for {errors}"]
+    if len(ns) == 1:
+        title += f", n = {ns.pop()} each"
+    # cells never wrap (a number over two lines reads as two); a name is one word; when the row
+    # does not fit, the table is stacked (a column per series), never cut
+    table = titled_table(title, columns, left=("metric", "group"), no_wrap=True, key=2 if with_metric else 1)
+    for r in rows:
+        ci, unit = r.ci, r.series.unit
+        factor, _ = natural_unit(ci.estimate, unit)
+        rel = ci.relative_half_width
+        table.add_row(
+            *([series_label(r, several)] if with_metric else []), r.series.key.group,
+            *([str(r.series.n)] if "n" in columns else []),
+            fmt_quantity(ci.estimate, unit),
+            f"{fmt_quantity(ci.lower, unit, factor)}–{fmt_quantity(ci.upper, unit, factor)}",
+            "-" if rel is None or not math.isfinite(rel) else pct(rel),
+            "/".join(target_text(t) for t in r.targets),
+        )
+    return table
+
+
+def _series_order(r: SeriesResult) -> tuple[Any, ...]:
+    k = r.series.key
+    return (k.workload, k.metric, natural_key(k.group))  # payload=64 before payload=1024
+
+
 def render_confirm(result: ConfirmResult, console: Console) -> None:
     """The confirm result for a person: one line for all the series too short for a CI, a table
-    row per series with one (its CI and the repetitions each error bound needs), and under the
-    table every warning, including why a bound is not reached."""
+    row per series with one (its CI and the repetitions each error bound needs; a table per
+    metric when one table is too wide), and under the tables every warning, including why a
+    bound is not reached."""
     p = result.params
     several = len({r.series.key.workload for r in result.series}) > 1
     ds = result.dataset
     qn = result.quantile_name
     too_few = _too_few(result)
-    shown = [r for r in result.series if r.ci.exists]
+    shown = sorted((r for r in result.series if r.ci.exists), key=_series_order)
     errors = "/".join(f"±{pct(e)}" for e in p.errors)
     if shown:
         title = (f"{qn} per repetition, exact {level_name(p.level)} CI - {ds.campaign or ds.path} "
                  f"({len(ds.runs)} run(s))")
-        # cells never wrap (a number over two lines reads as two); a name is one word; when the row
-        # does not fit, the table is stacked (a column per series), never cut
-        table = titled_table(title, ("metric", "group", "n", qn, f"{level_name(p.level)} CI", "±rel",
-                                     f"n for {errors}"),
-                             left=("metric", "group"), no_wrap=True, key=2)
-        for r in shown:
-            ci, unit = r.ci, r.series.unit
-            factor, _ = natural_unit(ci.estimate, unit)
-            rel = ci.relative_half_width
-            table.add_row(
-                series_label(r, several), r.series.key.group, str(r.series.n),
-                fmt_quantity(ci.estimate, unit),
-                f"{fmt_quantity(ci.lower, unit, factor)}–{fmt_quantity(ci.upper, unit, factor)}",
-                "-" if rel is None or not math.isfinite(rel) else pct(rel),
-                "/".join(target_text(t) for t in r.targets),
-            )
-        console.print(table)
+        table = _confirm_table(result, shown, title, True, several)
+        if table.fits(console.width):
+            console.print(table)
+        else:  # a table per metric: the metric in its title, the rows narrower by its column
+            by_metric: dict[str, list[SeriesResult]] = defaultdict(list)
+            for r in shown:
+                by_metric[series_label(r, several)].append(r)
+            console.print(title, style="table.title", highlight=False)
+            for metric, rows in by_metric.items():
+                console.print(_confirm_table(result, rows, metric, False, several))
         console.print(f"±rel: the CI's half-width relative to the {qn}; n for {errors}: the repetitions "
                       "after which the CI stays within that bound (- not reached: see below)",
                       style="dim", highlight=False)
@@ -148,13 +176,8 @@ def render_confirm(result: ConfirmResult, console: Console) -> None:
         console.print(f"[yellow]![/] {no_fit_line(n, need, missed)}", highlight=False)
     for note in ds.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
-    for r in shown:
-        warnings = series_warnings(r, no_fit=False)
-        if not warnings:
-            continue
-        console.print(f"[bold]{series_label(r, several)} / {r.series.key.group}[/]:", highlight=False)
-        for w in warnings:
-            console.print(f"  [yellow]![/] {w}", highlight=False, soft_wrap=True)
+    _print_warnings(console, {f"{series_label(r, several)} / {r.series.key.group}": series_warnings(r, no_fit=False)
+                              for r in shown})
     if any(t.prediction is not None for r in shown for t in r.targets):
         console.print(
             "* PREDICTED: not reached by the measured repetitions; extrapolated from the 1/√n "
@@ -164,6 +187,31 @@ def render_confirm(result: ConfirmResult, console: Console) -> None:
             "modes warned or could not run (the reasons are in the warnings).",
             highlight=False,
         )
+
+
+SHARED = 3
+"""A warning of this many series or more is printed once, naming them, not under each."""
+
+
+def _print_warnings(console: Console, by_series: Mapping[str, Sequence[str]]) -> None:
+    """Each series' warnings under its name; a warning word for word the same in several series
+    once, with how many and which (the zero estimate of twelve timeout fractions is one line)."""
+    holders: dict[str, list[str]] = defaultdict(list)
+    for name, ws in by_series.items():
+        for w in ws:
+            holders[w].append(name)
+    shared = {w for w, names in holders.items() if len(names) >= SHARED}
+    for w in sorted(shared, key=lambda w: -len(holders[w])):
+        names = holders[w]
+        some = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        console.print(f"[yellow]![/] {w} ({len(names)} series: {some})", highlight=False, soft_wrap=True)
+    for name, ws in by_series.items():
+        own = [w for w in ws if w not in shared]
+        if not own:
+            continue
+        console.print(f"[bold]{name}[/]:", highlight=False)
+        for w in own:
+            console.print(f"  [yellow]![/] {w}", highlight=False, soft_wrap=True)
 
 
 class PredictionDoc(PredictionJSON):

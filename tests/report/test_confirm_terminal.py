@@ -121,3 +121,26 @@ def test_a_running_run_is_left_out_with_a_note_or_pooled_on_request(tmp_path: Pa
     alone = make_campaign(tmp_path, "r", [FakeRun(series, status="running")])
     with pytest.raises(ResultError, match="every run is still running; pass --include-running"):
         confirm(alone, ConfirmParams(subsets=10))
+
+
+SWEEP = [f"{g}@payload={p}" for g in ("same_subnet", "cross_zone") for p in (64, 1024, 16384, 65536)]
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_swept_groups_sort_numerically_in_tables_that_fit(tmp_path: Path, width: int) -> None:
+    """payload-sweep's 48 series: a table per metric where one is too wide (at 80 columns it was
+    stacked 2 series wide), rows never wrapped, payloads in numeric order, shared warnings once."""
+    series = {(m, g): normal_values(6, 100.0 * (j + 1), 0.3, seed=i * 10 + j)
+              for i, m in enumerate(("rtt_mean_us", "rtt_p50_us")) for j, g in enumerate(SWEEP)}
+    series |= {("timeout_frac", g): [0.0] * 6 for g in SWEEP}
+    camp = make_campaign(tmp_path, "sweep", [FakeRun(series)])
+    text = _printed(camp, width)
+    lines = text.splitlines()
+    rows = [line.split() for line in lines if (line.split() and line.split()[0] in SWEEP)
+            or (len(line.split()) > 1 and line.split()[1] in SWEEP)]
+    assert len(rows) == 3 * len(SWEEP), text  # a line per series: never stacked, never wrapped
+    assert all(len(line) <= width for line in lines if line.startswith(" ") and not line.lstrip().startswith("!")), text
+    order = [g for row in rows for g in row if g in SWEEP][:4]
+    assert order == [f"cross_zone@payload={p}" for p in (64, 1024, 16384, 65536)], order
+    assert "e+" not in text  # a relative width of 2,180%, not 2.18e+03%
+    assert text.count("the estimate is 0") == 1 and "(8 series: timeout_frac" in " ".join(text.split())
