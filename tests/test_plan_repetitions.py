@@ -46,3 +46,21 @@ def test_a_scheduled_spec_counts_its_slots(command: str) -> None:
     assert m is not None, text
     assert float(m.group(2)) == pytest.approx(20 * float(m.group(1)), rel=0.05)
     assert "value(s) per series" not in text  # 1 repetition × 20 slots = 20 values: no warning
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_plan_rows_never_wrap(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """payload-sweep at 80 columns: a row per trial (the swept value went to a second line)."""
+    from rich.console import Console
+
+    from cloudbench.cli import spec as spec_cli
+
+    console = Console(width=width, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    monkeypatch.setattr(spec_cli, "out", console)
+    spec_cli.plan(EXPERIMENTS / "payload-sweep.yaml")
+    lines = console.export_text().splitlines()
+    rows = [line for line in lines if re.search(r"r\d{3}-t\d{3}-payload", line)]
+    assert len(rows) == 24 and all(re.search(r"payload=\d+", line) for line in rows), lines
+    assert all(len(line) <= width for line in rows)
+    first = rows[0].split()
+    assert first[:2] == ["1", "1"]  # repetitions counted from 1 in print; the id keeps r000

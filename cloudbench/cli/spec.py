@@ -110,14 +110,18 @@ def plan(
                         f"{h.name} ({h.vm_type}" + (f", on {h.physical_host})" if h.physical_host
                                                     else ")") for h in hosts))
     out.print(tree)
-    t = titled_table(f"{len(p.trials)} trials, seed {p.seed}, order {p.order}, rest {fmt_duration(p.rest)}, "
-                     f"fresh hosts per {p.fresh_hosts}",
-                     ("#", "repetition", "trial", "workload", "hosts", "pairs", "est."),
-                     left=("trial", "workload"), short={"repetition": "rep"})
+    swept = any(tr.sweep for tr in p.trials)
+    # rows never wrap (a swept value on a line of its own read as another trial); repetitions are
+    # counted from 1, as everywhere printed (the trial id keeps the on-disk r000 form)
+    t = titled_table(f"{len(p.trials)} trial{'s' if len(p.trials) != 1 else ''}, seed {p.seed}, order "
+                     f"{p.order}, rest {fmt_duration(p.rest)}, fresh hosts per {p.fresh_hosts}",
+                     ("#", "repetition", "trial", "workload", *(["swept"] if swept else []), "hosts", "pairs",
+                      "est."),
+                     left=("trial", "workload", "swept"), short={"repetition": "rep"}, no_wrap=True)
     for i, tr in enumerate(p.trials):
-        swept = f" ({', '.join(f'{k}={v:g}' for k, v in tr.sweep)})" if tr.sweep else ""  # payload: [...]
-        t.add_row(str(i + 1), str(tr.repetition + 1), tr.id, tr.workload + swept, str(len(tr.hosts)),
-                  str(len(tr.pairs)), fmt_duration(tr.est_seconds))
+        values = ",".join(f"{k}={v:g}" for k, v in tr.sweep)  # payload: [...]
+        t.add_row(str(i + 1), str(tr.repetition + 1), tr.id, tr.workload, *([values or "-"] if swept else []),
+                  str(len(tr.hosts)), str(len(tr.pairs)), fmt_duration(tr.est_seconds))
     out.print(t)
     if disk.slots > 1 and s.schedule is not None:
         out.print(f"schedule: {disk.slots} slots, one every {fmt_duration(s.schedule.every)} from "
