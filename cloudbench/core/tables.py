@@ -212,3 +212,12 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
     ``payload=1024`` (as text, 1024 < 16384 < 64 < 65536)."""
     return tuple((0, int(part)) if part.isdigit() else (1, part)
                  for part in re.split(r"(\d+)", text) if part)
+
+
+def rep_number(index: int | float | str) -> str:
+    """A repetition as printed: counted from 1 (as `plan` and the progress display count them),
+    whatever its on-disk index (``r000`` in trial ids, ``repetition`` 0 in the tables' data)."""
+    try:
+        return str(int(index) + 1)
+    except (TypeError, ValueError):
+        return str(index)

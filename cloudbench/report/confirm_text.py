@@ -45,10 +45,11 @@ def _compress(indices: Iterable[int]) -> str:
 
 
 def describe_refs(refs: Sequence[RepetitionRef]) -> str:
-    """``run R repetition(s) 1-3,5; ...`` (at most three runs named)."""
+    """``run R repetition(s) 1-3,5; ...`` (at most three runs named; repetitions counted from 1, as
+    printed everywhere: on-disk index 0 is repetition 1)."""
     by_run: dict[str, list[int]] = defaultdict(list)
     for r in refs:
-        by_run[r.run_id].append(r.repetition)
+        by_run[r.run_id].append(r.repetition + 1)
     parts = [f"run {run} repetition(s) {_compress(reps)}" for run, reps in by_run.items()]
     if len(parts) > 3:
         parts = [*parts[:3], f"{len(parts) - 3} more run(s)"]

@@ -146,7 +146,8 @@ def test_guard_checks_the_repetitions_each_series_pools(tmp_path: Path) -> None:
 def test_mismatch_inside_one_run_names_the_repetitions(tmp_path: Path) -> None:
     path = campaign(tmp_path, FakeRun({P50: normal_values(10, 100, 0.05)},
                                       rep_labels={7: {"zone": "r1-c"}, 8: {"zone": "r1-c"}}))
-    with pytest.raises(AnalysisError, match=r"zones differs.*repetition\(s\) 0-6,9.*repetition\(s\) 7-8"):
+    # on-disk repetitions 7 and 8 are printed 8-9 (counted from 1, as everywhere printed)
+    with pytest.raises(AnalysisError, match=r"zones differs.*repetition\(s\) 1-7,10.*repetition\(s\) 8-9"):
         load_values(path)
 
 

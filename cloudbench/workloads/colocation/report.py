@@ -20,7 +20,7 @@ from cloudbench.analysis.colocation import (
     infer,
     loss_by_group_size,
 )
-from cloudbench.core.tables import titled_table
+from cloudbench.core.tables import rep_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.colocation.data import Audit, load_audits, nominal_rate
@@ -154,7 +154,7 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
                      left=("host", "", "phys."), no_wrap=True)
     for r in sec.get("hosts", []):
         share = r["egress_share"]
-        t.add_row(str(r["repetition"]), r["host"], _fmt(r["nominal_mbps"]),
+        t.add_row(rep_number(r["repetition"]), r["host"], _fmt(r["nominal_mbps"]),
                   _fmt(r["egress_mbps"]), _fmt(r["ingress_mbps"]),
                   f"{share:.0%}" if math.isfinite(share) else "-", bar(share), r["group"],
                   r["physical_host"] or "-")
@@ -165,7 +165,7 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
     gt = titled_table(f"{name}: hosts sharing a NIC (inferred; confidence = weakest evidence)",
                       cols, left=("group", "hosts"), no_wrap=True)
     for g in groups:
-        gt.add_row(str(g["repetition"]), g["group"], g["hosts"], _fmt(g["confidence"], 3),
+        gt.add_row(rep_number(g["repetition"]), g["group"], g["hosts"], _fmt(g["confidence"], 3),
                    _fmt(g["full_load_mbps"]), _fmt(g["baseline_mbps"]),
                    *([_fmt(g.get("matches_truth"))] if truth else []))
     console.print(gt if groups else f"{name}: no hosts found sharing a NIC")
@@ -173,7 +173,7 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
                       ("rep", "group size", "groups", "hosts", "full load", "alone", "loss"),
                       no_wrap=True)
     for r in sec.get("loss", []):
-        lt.add_row(str(r["repetition"]), str(r["size"]), str(r["groups"]), str(r["hosts"]),
+        lt.add_row(rep_number(r["repetition"]), str(r["size"]), str(r["groups"]), str(r["hosts"]),
                    _fmt(r["full_load_mbps"]), _fmt(r["baseline_mbps"]),
                    _fmt(r["loss"] * 100, 0) + "%" if math.isfinite(r["loss"]) else "-")
     console.print(lt)
@@ -181,7 +181,7 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
         phases = ", ".join(f"{k} {v}" for k, v in a["phases"].items())
         match = ("" if a["matches_truth"] is None else
                  f"; testbed truth {'matched' if a['matches_truth'] else 'NOT matched'}")
-        console.print(f"repetition {a['repetition']}: {a['probes']} probes ({phases}){match}")
+        console.print(f"repetition {rep_number(a['repetition'])}: {a['probes']} probes ({phases}){match}")
     for msg in sec.get("warnings", []):
         console.print(f"[yellow]warning:[/] {msg}", soft_wrap=True)
 

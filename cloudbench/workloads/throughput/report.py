@@ -24,7 +24,7 @@ from cloudbench.analysis.throughput import (
     detect_level_shift,
     series_stats,
 )
-from cloudbench.core.tables import titled_table
+from cloudbench.core.tables import rep_number, titled_table
 from cloudbench.spec.vmtypes import expected_goodput, goodput_fraction
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -227,13 +227,14 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
                      "report intervals)", [header for _, header, _ in cols], left=("sender→receiver", "group"),
                      key=2)
     for r in rows:
-        t.add_row(*[fmt_cell(r.get(key, math.nan), digits) for key, _, digits in cols])
+        t.add_row(*[rep_number(r[key]) if key == "repetition" else fmt_cell(r.get(key, math.nan), digits)
+                    for key, _, digits in cols])
     console.print(t)
     if sec.get("asymmetry"):
         a = titled_table(f"{name}: direction asymmetry (Mbit/s)",
                          ("rep", "a", "b", "a→b", "b→a", "ratio"), left=("a", "b"), key=3)
         for r in sec["asymmetry"]:
-            a.add_row(str(r["repetition"]), r["a"], r["b"], fmt_cell(r["a_to_b_mbps"]),
+            a.add_row(rep_number(r["repetition"]), r["a"], r["b"], fmt_cell(r["a_to_b_mbps"]),
                       fmt_cell(r["b_to_a_mbps"]), fmt_cell(r["ratio"], 3))
         console.print(a)
     if sec.get("cv_rmse"):

@@ -1,0 +1,39 @@
+"""One repetition numbering in print: counted from 1, as `plan` and the progress display count them
+(the data keep the on-disk index 0, 1, …; trial ids keep ``r000``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Console
+
+from cloudbench.core.tables import rep_number
+from cloudbench.workloads.echo.report import render as render_echo
+from cloudbench.workloads.throughput.report import render as render_tput
+from tests.report.test_tables import echo_section, tput_section
+
+
+def _text(draw: Callable[[Console], None]) -> str:
+    console = Console(width=200, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    draw(console)
+    return console.export_text()
+
+
+def test_rep_number_counts_from_one() -> None:
+    assert [rep_number(i) for i in (0, 1, 9)] == ["1", "2", "10"]
+    assert rep_number("") == ""
+
+
+def _first_cells(text: str, start: str) -> list[str]:
+    return [line.split()[0] for line in text.splitlines() if start in line]
+
+
+def test_report_tables_print_repetition_index_0_as_1() -> None:
+    tput = _text(lambda c: render_tput("tcp", tput_section(), c))
+    assert _first_cells(tput, "→r2-a-host-1") == ["1"]  # data: repetition 0
+    assert any(line.split()[:2] == ["1", "r1-a-host-1"] for line in tput.splitlines())  # asymmetry
+    echo = _text(lambda c: render_echo("echo", echo_section(), c, {"windows": True}))
+    windows = [line.split() for line in echo.splitlines() if "r000-t000-echo" in line]
+    assert windows and all(w[0] == "1" for w in windows), echo  # data: repetition 0, id r000
+    shifts = [line.split() for line in echo.splitlines() if "s1-1>s6-1" in line]
+    assert shifts and shifts[0][0] == "2", echo  # data: repetition 1
