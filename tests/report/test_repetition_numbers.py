@@ -37,3 +37,12 @@ def test_report_tables_print_repetition_index_0_as_1() -> None:
     assert windows and all(w[0] == "1" for w in windows), echo  # data: repetition 0, id r000
     shifts = [line.split() for line in echo.splitlines() if "s1-1>s6-1" in line]
     assert shifts and shifts[0][0] == "2", echo  # data: repetition 1
+
+
+def test_colocation_says_what_nominal_is() -> None:
+    from cloudbench.workloads.colocation.report import nominal_notes
+
+    hosts = [{"nominal_mbps": 76.51, "egress_mbps": 79.0}, {"nominal_mbps": 76.51}, {"nominal_mbps": float("nan")}]
+    (note,) = nominal_notes(hosts)
+    assert "76.5 = 80 Mbit/s × 95.6%" in note and "over 100 %" in note, note
+    assert nominal_notes([]) == []

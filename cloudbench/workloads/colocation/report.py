@@ -21,6 +21,7 @@ from cloudbench.analysis.colocation import (
     loss_by_group_size,
 )
 from cloudbench.core.tables import rep_number, titled_table
+from cloudbench.spec.vmtypes import goodput_fraction
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.colocation.data import Audit, load_audits, nominal_rate
@@ -159,6 +160,8 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
                   f"{share:.0%}" if math.isfinite(share) else "-", bar(share), r["group"],
                   r["physical_host"] or "-")
     console.print(t)
+    for line in nominal_notes(sec.get("hosts", [])):
+        console.print(line, style="dim", highlight=False)
     groups = [g for g in sec.get("groups", []) if g["size"] > 1]
     truth = any("matches_truth" in g for g in sec.get("groups", []))
     cols = ["rep", "group", "hosts", "conf.", "full load", "alone", *(["truth"] if truth else [])]
@@ -184,6 +187,20 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
         console.print(f"repetition {rep_number(a['repetition'])}: {a['probes']} probes ({phases}){match}")
     for msg in sec.get("warnings", []):
         console.print(f"[yellow]warning:[/] {msg}", soft_wrap=True)
+
+
+def nominal_notes(hosts: list[dict[str, Any]]) -> list[str]:
+    """What ``nominal`` is, once per value: the vm_type's rate as TCP goodput (80 Mbit/s × 95.6 %
+    = 76.5), so that a host measured above it (alone, or under full load) reads as more than the
+    shaper's steady TCP goodput, not as a share of the rate the type is sold with."""
+    frac = goodput_fraction("tcp")
+    values = sorted({r["nominal_mbps"] for r in hosts if math.isfinite(r.get("nominal_mbps", math.nan))})
+    if not values:
+        return []
+    each = ", ".join(f"{v:.1f} = {round(v / frac, 1):g} Mbit/s × {frac:.1%}" for v in values)
+    return [f"nominal: the vm_type's rate as TCP goodput ({each}: frame and TCP/IP headers are not goodput); "
+            "share = egress / nominal (over 100 % when a host's goodput exceeds it); alone (below): a "
+            "host's egress when it sends alone"]
 
 
 def write_figures(run: RunDir, wname: str, sec: dict[str, Any], out: Path) -> list[Path]:
