@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from rich.console import Console
 
@@ -46,3 +47,19 @@ def test_colocation_says_what_nominal_is() -> None:
     (note,) = nominal_notes(hosts)
     assert "76.5 = 80 Mbit/s × 95.6%" in note and "over 100 %" in note, note
     assert nominal_notes([]) == []
+
+
+def test_compare_prints_medians_in_their_natural_unit(tmp_path: Path) -> None:
+    """A 3,980 µs median as 3.98 ms (was 3,980 us / 3.98e+03 us)."""
+    from cloudbench.report.compare import compare
+    from cloudbench.report.compare_render import render
+    from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
+
+    def camp(name: str, seed: int) -> Path:
+        return make_campaign(tmp_path, name, [FakeRun({("rtt_p50_us", "same_zone"): normal_values(3, 3980.0, 0.001,
+                                                                                                 seed + i)})
+                                              for i in range(8)])
+
+    text = _text(lambda c: render(compare(camp("a", 0), camp("b", 100)), c))
+    row = next(line for line in text.splitlines() if line.lstrip().startswith("rtt_p50_us"))
+    assert row.count(" ms") == 2 and " us" not in row, row
