@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from cloudbench.campaign.setup import campaign_status as campaign_status
     from cloudbench.campaign.setup import create_campaign as create_campaign
     from cloudbench.campaign.setup import install_unit as install_unit
+    from cloudbench.campaign.setup import launch_overrides as launch_overrides
     from cloudbench.campaign.setup import space_estimate as space_estimate
     from cloudbench.campaign.setup import stop_campaign as stop_campaign
     from cloudbench.campaign.setup import systemd_unit as systemd_unit
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from cloudbench.cost import spec_prices as spec_prices
     from cloudbench.dataset import Campaign as Campaign
     from cloudbench.dataset import Run as Run
+    from cloudbench.dataset import RunningRunWarning as RunningRunWarning
     from cloudbench.dataset import open_campaign as _open
     from cloudbench.errors import BudgetError as BudgetError
     from cloudbench.errors import CloudbenchError as CloudbenchError
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from cloudbench.errors import UsageError as UsageError
     from cloudbench.plan import Plan as Plan
     from cloudbench.plan import make_plan as make_plan
+    from cloudbench.plan import repetitions_warning as repetitions_warning
     from cloudbench.providers import collect_garbage as collect_garbage
     from cloudbench.providers.base import Finding as _DoctorFinding
     from cloudbench.providers.clouds.doctor import diagnose as diagnose
@@ -72,6 +75,7 @@ if TYPE_CHECKING:
     from cloudbench.report.compare_render import render as _render_compare
     from cloudbench.report.compare_render import write_compare as write_compare
     from cloudbench.report.confirm import confirm as confirm
+    from cloudbench.report.confirm import confirm_dir as confirm_dir
     from cloudbench.report.confirm import confirm_document as _confirm_to_json
     from cloudbench.report.confirm import render_confirm as render_confirm
     from cloudbench.report.confirm import write_confirm as write_confirm
@@ -115,6 +119,7 @@ if TYPE_CHECKING:
 _API: dict[str, tuple[str, str]] = {
     "open": ("cloudbench.dataset", "open_campaign"),
     "Campaign": ("cloudbench.dataset", "Campaign"),
+    "RunningRunWarning": ("cloudbench.dataset", "RunningRunWarning"),
     "Run": ("cloudbench.dataset", "Run"),
     "CloudbenchError": ("cloudbench.errors", "CloudbenchError"),
     "ExitCode": ("cloudbench.errors", "ExitCode"),
@@ -131,6 +136,7 @@ _API: dict[str, tuple[str, str]] = {
     "Trial": ("cloudbench.workloads.base", "Trial"),
     "TrialOutcome": ("cloudbench.workloads.base", "TrialOutcome"),
     "make_plan": ("cloudbench.plan", "make_plan"),
+    "repetitions_warning": ("cloudbench.plan", "repetitions_warning"),
     "CostEstimate": ("cloudbench.cost", "CostEstimate"),
     "estimate_cost": ("cloudbench.cost", "estimate_cost"),
     "spec_prices": ("cloudbench.cost", "spec_prices"),
@@ -153,6 +159,7 @@ _API: dict[str, tuple[str, str]] = {
     "ConfirmParams": ("cloudbench.analysis.confirm", "ConfirmParams"),
     "ConfirmResult": ("cloudbench.analysis.confirm", "ConfirmResult"),
     "confirm": ("cloudbench.report.confirm", "confirm"),
+    "confirm_dir": ("cloudbench.report.confirm", "confirm_dir"),
     "render_confirm": ("cloudbench.report.confirm", "render_confirm"),
     "write_confirm": ("cloudbench.report.confirm", "write_confirm"),
     "confirm_to_json": ("cloudbench.report.confirm", "confirm_document"),
@@ -160,6 +167,7 @@ _API: dict[str, tuple[str, str]] = {
     "collect_garbage": ("cloudbench.providers", "collect_garbage"),
     "resume_run": ("cloudbench.runner", "resume_run"),
     "create_campaign": ("cloudbench.campaign.setup", "create_campaign"),
+    "launch_overrides": ("cloudbench.campaign.setup", "launch_overrides"),
     "CampaignDaemon": ("cloudbench.campaign.daemon", "CampaignDaemon"),
     "campaign_status": ("cloudbench.campaign.setup", "campaign_status"),
     "stop_campaign": ("cloudbench.campaign.setup", "stop_campaign"),

@@ -23,6 +23,7 @@ the same.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,10 @@ from cloudbench.report.build import build_report
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir, find_runs, iter_observation_files
 from cloudbench.store.summaries import read_summaries
+
+
+class RunningRunWarning(UserWarning):
+    """A run still running was skipped (or every run is running): its tables are incomplete."""
 
 
 @dataclass(frozen=True)
@@ -135,39 +140,67 @@ class Campaign:
         return _frame(rows, ["run_id", "trial", "repetition", "workload", "kind", "status", "rows",
                              "started_utc", "ended_utc", "failures"], ("started_utc", "ended_utc"))
 
+    def kinds(self) -> dict[str, list[str]]:
+        """Each workload kind any run measured, with the names of its workloads."""
+        out: dict[str, list[str]] = {}
+        for r in self.runs:
+            for w in r.manifest.workloads():
+                names = out.setdefault(str(w.get("kind", "")), [])
+                if w["name"] not in names:
+                    names.append(w["name"])
+        return out
+
+    def _names(self, workload: str) -> list[str]:
+        """A workload name as itself; a kind as the names of its workloads (``echo`` for hot, warm,
+        cold); else the name alone (the caller's error then lists what exists)."""
+        if workload in self.workloads():
+            return [workload]
+        return self.kinds().get(workload) or [workload]
+
+    def _known(self) -> str:
+        kinds = ", ".join(f"{k} ({', '.join(ns)})" for k, ns in self.kinds().items())
+        return f"workloads: {', '.join(self.workloads()) or 'none'}; kinds: {kinds or 'none'}"
+
     def files(self, workload: str) -> list[Path]:
-        """The Parquet files of ``workload`` in every run, in run and trial order."""
-        return [p for r in self.runs for p in iter_observation_files(r.run_dir, workload)]
+        """The Parquet files of ``workload`` (a name, or a kind: all its workloads) in every run,
+        in run and trial order."""
+        return [p for r in self.runs for name in self._names(workload)
+                for p in iter_observation_files(r.run_dir, name)]
 
     def observations(self, workload: str = "echo") -> duckdb.DuckDBPyRelation:
         """Every row ``workload`` measured, in every run, as a lazy DuckDB relation.
 
+        ``workload``: a workload's name, or a kind (``echo`` for workloads named hot, warm and
+        cold): a kind with several workloads gives all their rows with a ``workload`` column.
         Columns are the workload's Parquet schema plus ``run_id`` and ``trial`` (and,
         for echo, the pair's latency ``group``), whatever schema version wrote them.
         """
+        names = self._names(workload)
         files = self.files(workload)
         if not files:
-            known = ", ".join(self.workloads()) or "none"
-            raise ResultError(str(self.path), f"no observations of workload {workload!r} (workloads: {known})")
+            raise ResultError(str(self.path), f"no observations of workload {workload!r} ({self._known()})")
         eng = self.engine
         file_rows = pa.table({"filename": [str(p) for p in files],
                               "f_run_id": [p.parent.parent.name for p in files],
-                              "f_trial": [p.stem for p in files]})
+                              "f_trial": [p.stem for p in files],
+                              "f_workload": [p.parent.name for p in files]})
         ftab = eng.table("files", file_rows)
         base = (f"SELECT * FROM read_parquet({sql_list([str(p) for p in files])}, union_by_name = true, "
                 "filename = true)")
         cols = eng.sql(f"DESCRIBE {base}").fetchall()
-        names = [c[0] for c in cols if c[0] != "filename"]
-        select = [f"o.{sql_ident(c)}" for c in names if c not in ("run_id", "trial", "group")]
-        select.insert(0, "coalesce(o.run_id, f.f_run_id) AS run_id" if "run_id" in names else "f.f_run_id AS run_id")
-        select.insert(2 if "repetition" in names else 1,
-                      "coalesce(o.trial, f.f_trial) AS trial" if "trial" in names else "f.f_trial AS trial")
+        columns = [c[0] for c in cols if c[0] != "filename"]
+        select = [f"o.{sql_ident(c)}" for c in columns if c not in ("run_id", "trial", "group")]
+        select.insert(0, "coalesce(o.run_id, f.f_run_id) AS run_id" if "run_id" in columns else "f.f_run_id AS run_id")
+        select.insert(2 if "repetition" in columns else 1,
+                      "coalesce(o.trial, f.f_trial) AS trial" if "trial" in columns else "f.f_trial AS trial")
+        if len(names) > 1:
+            select.insert(0, "f.f_workload AS workload")
         joins = f"JOIN {ftab} f ON o.filename = f.filename"
-        if {"src", "dst", "repetition"} <= set(names) and workload in self._echo_workloads():
+        if {"src", "dst", "repetition"} <= set(columns) and set(names) <= self._echo_workloads():
             ltab = eng.table("pair_groups", self._pair_groups())
-            grp = 'coalesce(o."group", l.l_group)' if "group" in names else "l.l_group"
+            grp = 'coalesce(o."group", l.l_group)' if "group" in columns else "l.l_group"
             select.insert(select.index('o."dst"') + 1 if 'o."dst"' in select else len(select), f'{grp} AS "group"')
-            joins += (f" LEFT JOIN {ltab} l ON l.l_run_id = coalesce({'o.run_id' if 'run_id' in names else 'NULL'}, "
+            joins += (f" LEFT JOIN {ltab} l ON l.l_run_id = coalesce({'o.run_id' if 'run_id' in columns else 'NULL'}, "
                       "f.f_run_id) AND l.l_repetition = o.repetition AND l.l_src = o.src AND l.l_dst = o.dst")
         return eng.sql(f"SELECT {', '.join(select)} FROM ({base}) o {joins}")
 
@@ -188,18 +221,51 @@ class Campaign:
             self._reports[run.run_id] = run.report()
         return self._reports[run.run_id]
 
-    def tables(self, workload: str, run_id: str | None = None) -> dict[str, pd.DataFrame]:
-        """Every table of one workload's report section (newest run by default), as DataFrames."""
-        section = self.report(run_id)["workloads"].get(workload)
-        if section is None:
-            raise ResultError(str(self.path), f"the report has no workload {workload!r} "
-                                              f"(workloads: {', '.join(self.workloads())})")
-        return {k: pd.DataFrame(v) for k, v in section.items()
-                if isinstance(v, list) and (not v or isinstance(v[0], dict))}
+    def finished_run(self, include_running: bool = False) -> Run:
+        """The newest run, skipping runs still running (a :class:`RunningRunWarning` says so)
+        unless ``include_running``; the newest run when every run is running."""
+        newest = self.runs[-1]
+        if include_running or newest.status != "running":
+            return newest
+        done = [r for r in self.runs if r.status != "running"]
+        if not done:
+            warnings.warn(f"{self.path}: every run is still running; reading the newest, "
+                          f"{newest.run_id}, as it is so far", RunningRunWarning, stacklevel=3)
+            return newest
+        warnings.warn(f"{self.path}: run {newest.run_id} is still running; reading {done[-1].run_id}, "
+                      "the newest finished run (include_running=True reads the running one)",
+                      RunningRunWarning, stacklevel=3)
+        return done[-1]
 
-    def table(self, workload: str, name: str, run_id: str | None = None) -> pd.DataFrame:
+    def tables(self, workload: str, run_id: str | None = None,
+               include_running: bool = False) -> dict[str, pd.DataFrame]:
+        """Every table of one workload's report section, as DataFrames.
+
+        ``workload``: a name or a kind (a kind with several workloads: their tables concatenated,
+        with a ``workload`` column). ``run_id``: one run; by default the newest finished run (a
+        run still running is skipped with a :class:`RunningRunWarning`, or read with
+        ``include_running=True``)."""
+        rid = run_id if run_id is not None else self.finished_run(include_running).run_id
+        report = self.report(rid)["workloads"]
+        names = [n for n in self._names(workload) if n in report]
+        if not names:
+            raise ResultError(str(self.path), f"the report of run {rid} has no workload {workload!r} "
+                                              f"({self._known()})")
+        per = [{k: pd.DataFrame(v) for k, v in report[n].items()
+                if isinstance(v, list) and (not v or isinstance(v[0], dict))} for n in names]
+        if len(names) == 1:
+            return per[0]
+        out: dict[str, pd.DataFrame] = {}
+        for key in dict.fromkeys(k for t in per for k in t):
+            frames = [t[key].assign(workload=n) for n, t in zip(names, per, strict=True) if key in t]
+            df = pd.concat(frames, ignore_index=True)
+            out[key] = df[["workload", *[c for c in df.columns if c != "workload"]]]
+        return out
+
+    def table(self, workload: str, name: str, run_id: str | None = None,
+              include_running: bool = False) -> pd.DataFrame:
         """One table of a workload's report section (``groups``, ``pairs``, ``windows``, …)."""
-        tables = self.tables(workload, run_id)
+        tables = self.tables(workload, run_id, include_running)
         if name not in tables:
             raise ResultError(str(self.path), f"workload {workload!r} has no table {name!r} "
                                               f"(tables: {', '.join(tables)})")

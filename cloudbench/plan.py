@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from cloudbench.analysis.stats import min_n_for_ci
 from cloudbench.spec.model import Spec
 from cloudbench.workloads import workload_kind
 from cloudbench.workloads.base import Trial, trial_params
@@ -77,3 +78,16 @@ def make_plan(spec: Spec) -> Plan:
                 Trial(f"r{rep:03d}-t{pos:03d}-{name}", rep, pos, name, kind_name, hosts, pairs, est, sweep)
             )
     return plan
+
+
+def repetitions_warning(repetitions: int, slots: int = 1, level: float = 0.95) -> str | None:
+    """A warning when the repetitions a campaign pools (``repetitions`` per run, times its
+    ``slots``) are too few for an exact CI of the median at ``level`` (6 at 95 %), or None."""
+    pooled = repetitions * max(1, slots)
+    need = min_n_for_ci(0.5, level)
+    if pooled >= need:
+        return None
+    where = f"{repetitions} repetition(s) × {slots} slots" if slots > 1 else f"repetitions: {repetitions}"
+    return (f"{where} give {pooled} value(s) per series: `cloudbench confirm` needs {need} for an exact "
+            f"{level * 100:g} % CI of the median ({min_n_for_ci(0.9, level)} for p90); "
+            f"{need - pooled} more repetition(s) for one")

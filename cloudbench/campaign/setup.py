@@ -52,6 +52,23 @@ def effective_schedule(spec: Spec, overrides: dict[str, Any]) -> ScheduleModel:
         raise UsageError(f"schedule.{key}{opt}: {first['msg'].removeprefix('Value error, ')}") from None
 
 
+LAUNCH_LEAD_S = 30.0
+"""Seconds `campaign start` leaves before the first slot, by default, when the slip is shorter:
+time to launch `campaign run` before the slot is recorded as missed."""
+
+
+def launch_overrides(spec: Spec, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with a start :data:`LAUNCH_LEAD_S` from now when neither the spec nor the
+    command line gives one and the schedule's slip is shorter than that (a start ``now`` would
+    miss its first slots while `campaign run` is being launched)."""
+    if overrides.get("start") is not None or (spec.schedule is not None
+                                               and "start" in spec.schedule.model_fields_set):
+        return overrides
+    if effective_schedule(spec, overrides).slip_s >= LAUNCH_LEAD_S:
+        return overrides
+    return {**overrides, "start": f"+{LAUNCH_LEAD_S:g}s"}
+
+
 def create_campaign(spec_path: Path, directory: Path | None = None, results: Path = Path("results"),
                     overrides: dict[str, Any] | None = None, now: datetime | None = None) -> Path:
     """Plan every slot and trial of the spec's schedule into a new campaign directory; returns it."""

@@ -48,21 +48,30 @@ def start(
     timezone: Annotated[str | None, typer.Option(help="schedule.timezone: IANA name")] = None,
     catch_up: Annotated[str | None, typer.Option("--catch-up", help="schedule.catch_up: skip or once")] = None,
     day: Annotated[str | None, typer.Option(help="schedule.day: length of a (compressed) day")] = None,
+    run_now: Annotated[bool, typer.Option(
+        "--run", help="start now and run the slots in this process (as `campaign run DIR`)")] = False,
 ) -> None:
     """Plan a scheduled campaign: the journal of every slot and trial, in a new directory.
 
-    The options override the keys of the spec's `schedule:`. Prints the directory;
-    then `cloudbench campaign run DIR` (or `campaign systemd DIR --install`).
+    The options override the keys of the spec's `schedule:`. Prints the first slot and the
+    directory; then `cloudbench campaign run DIR` (or `campaign systemd DIR --install`), or
+    give --run to do both. Without a start in the spec or --start, the first slot is 30 s
+    away when the slip is shorter (time to launch `campaign run`).
     """
     s = cloudbench.load_spec(spec)
     print_warnings(s.warnings)
     overrides: dict[str, Any] = {"every": every, "count": count, "until": until, "start": start_at,
                                  "spread": spread, "slip": slip, "cover": cover, "timezone": timezone,
                                  "catch_up": catch_up, "day": day}
+    if run_now and start_at is None:
+        overrides["start"] = "now"
+    overrides = cloudbench.launch_overrides(s, overrides)
     d = cloudbench.create_campaign(spec, directory, results, overrides)
     st = cloudbench.campaign_status(d)
-    err.print(f"{st['total_slots']} slots, {sum(st['trials'].values())} trials; first at "
-              f"{st['next']['planned_utc'] if st['next'] else '-'}", highlight=False)
+    first = st["next"]["planned_utc"] if st["next"] else "-"
+    then = "" if run_now else f"; run `cloudbench campaign run {d}` before then"
+    out.print(f"{st['total_slots']} slots, {sum(st['trials'].values())} trials; first at {first}{then}",
+              highlight=False, soft_wrap=True)
     sp = st["space"]
     err.print(f"disk (estimate): a run peaks at {fmt_bytes(sp['run_peak_bytes'])} and keeps "
               f"{fmt_bytes(sp['run_final_bytes'])}; all {sp['slots']} slots keep "
@@ -72,7 +81,9 @@ def start(
         err.print(f"[yellow]warning: the campaign needs about {fmt_bytes(sp['campaign_peak_bytes'])}, more than "
                   f"the {fmt_bytes(sp['free_bytes'])} free: slots that find too little free space are recorded "
                   "missed[/]", highlight=False)
-    out.print(escape(str(d)), highlight=False)
+    out.print(escape(str(d)), highlight=False, soft_wrap=True)
+    if run_now:
+        run_(d)
 
 
 @campaign_app.command("run")

@@ -97,8 +97,10 @@ def confirm(
         help="evaluate every size up to this many sizes, else a geometric grid")] = 1000,
     allow_mixed: Annotated[bool, typer.Option(
         "--allow-mixed", help="pool repetitions even when their key metadata differ")] = False,
+    include_running: Annotated[bool, typer.Option(
+        "--include-running", help="pool the repetitions of runs still running too (left out by default)")] = False,
     out_dir: Annotated[Path | None, typer.Option(
-        "--out", help="where to write confirm.json and the figures  \\[default: the results dir]",
+        "--out", help="where to write confirm.json and the figures  \\[default: RESULTS/confirm]",
         show_default=False)] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print confirm.json to stdout instead of the table")] = False,
@@ -117,8 +119,10 @@ def confirm(
     )
     with _progress_bar(err) as progress:
         result = cloudbench.confirm(path, params, metrics=metric or (), groups=group or (),
-                                    allow_mixed=allow_mixed, progress=progress, hours=hour or ())
-    json_path, figures = cloudbench.write_confirm(result, out_dir if out_dir is not None else path)
+                                    allow_mixed=allow_mixed, progress=progress, hours=hour or (),
+                                    include_running=include_running)
+    json_path, figures = cloudbench.write_confirm(
+        result, out_dir if out_dir is not None else cloudbench.confirm_dir(path))
     if as_json:
         sys.stdout.write(json.dumps(cloudbench.confirm_to_json(result, figures), indent=2) + "\n")
         return

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from cloudbench import Trial, TrialOutcome
+
+
+class CountColumn(ProgressColumn):
+    """``3/12`` for a task with a total; nothing for one without (a phase such as teardown)."""
+
+    def render(self, task: Task) -> Text:
+        return Text("" if task.total is None else f"{task.completed:g}/{task.total:g}")
 
 
 class RichUI:
@@ -18,7 +28,7 @@ class RichUI:
             SpinnerColumn(),
             TextColumn("{task.description}"),
             BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
+            CountColumn(),
             TimeElapsedColumn(),
             console=console,
             transient=False,
@@ -56,8 +66,12 @@ class RichUI:
         self._start()
         self.progress.advance(self.overall)
         mark = "[green]ok[/]" if not outcome.failures else f"[yellow]{len(outcome.failures)} failure(s)[/]"
-        self.console.log(f"{trial.id}: {outcome.rows:,} rows, {mark}")
+        self._log(f"{trial.id}: {outcome.rows:,} rows, {mark}")
 
     def warn(self, text: str) -> None:
         self._start()
-        self.console.log(f"[yellow]warning:[/] {escape(text)}")
+        self._log(f"[yellow]warning:[/] {escape(text)}")
+
+    def _log(self, markup: str) -> None:
+        # a time and the line, as Console.log, without its link to this source file (progress.py:59)
+        self.console.print(f"[log.time]\\[{datetime.now():%H:%M:%S}][/] {markup}", highlight=False)

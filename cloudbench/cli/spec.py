@@ -45,9 +45,24 @@ def validate(spec: SpecArg) -> None:
     print_warnings(s.warnings)
     plan = cloudbench.make_plan(s)
     disk = cloudbench.space_estimate(s)
+    print_warnings(_repetitions_warnings(s.repetitions, disk.slots))
     out.print(f"[green]ok[/]: {escape(str(spec))}: campaign {s.name!r}, {len(s.topology())} hosts, "
-              f"{len(plan.trials)} trials, about {fmt_duration(plan.est_seconds)} of measurement, "
-              f"{space_summary(disk)}")
+              f"{measurement(plan, disk.slots)}, {space_summary(disk)}")
+
+
+def _repetitions_warnings(repetitions: int, slots: int) -> list[str]:
+    found = cloudbench.repetitions_warning(repetitions, slots)
+    return [] if found is None else [found]
+
+
+def measurement(plan: cloudbench.Plan, slots: int) -> str:
+    """``4 trials, about 4.5s of measurement``; with slots: ``20 slots of 1 trial (about 4.5s
+    each): about 1.5min of measurement``."""
+    trials = f"{len(plan.trials)} trial{'s' if len(plan.trials) != 1 else ''}"
+    if slots <= 1:
+        return f"{trials}, about {fmt_duration(plan.est_seconds)} of measurement"
+    return (f"{slots} slots of {trials} (about {fmt_duration(plan.est_seconds)} each): about "
+            f"{fmt_duration(slots * plan.est_seconds)} of measurement")
 
 
 @app.command()
@@ -74,6 +89,8 @@ def plan(
     if set(CLOUDS) & set(s.providers):
         cost = cloudbench.estimate_cost(s, p, cloudbench.spec_prices(s, spec, prices))
     disk = cloudbench.space_estimate(s)
+    if not as_json:
+        print_warnings(_repetitions_warnings(s.repetitions, disk.slots))
     if as_json:
         doc = {"topology": topo.to_dict(), "plan": p.to_dict(), "disk": disk.to_dict()}
         if cost is not None:
@@ -93,16 +110,24 @@ def plan(
                         f"{h.name} ({h.vm_type}" + (f", on {h.physical_host})" if h.physical_host
                                                     else ")") for h in hosts))
     out.print(tree)
-    t = titled_table(f"{len(p.trials)} trials, seed {p.seed}, order {p.order}, rest {fmt_duration(p.rest)}, "
-                     f"fresh hosts per {p.fresh_hosts}",
-                     ("#", "repetition", "trial", "workload", "hosts", "pairs", "est."),
-                     left=("trial", "workload"), short={"repetition": "rep"})
+    swept = any(tr.sweep for tr in p.trials)
+    # rows never wrap (a swept value on a line of its own read as another trial); repetitions are
+    # counted from 1, as everywhere printed (the trial id keeps the on-disk r000 form)
+    t = titled_table(f"{len(p.trials)} trial{'s' if len(p.trials) != 1 else ''}, seed {p.seed}, order "
+                     f"{p.order}, rest {fmt_duration(p.rest)}, fresh hosts per {p.fresh_hosts}",
+                     ("#", "repetition", "trial", "workload", *(["swept"] if swept else []), "hosts", "pairs",
+                      "est."),
+                     left=("trial", "workload", "swept"), short={"repetition": "rep"}, no_wrap=True)
     for i, tr in enumerate(p.trials):
-        swept = f" ({', '.join(f'{k}={v:g}' for k, v in tr.sweep)})" if tr.sweep else ""  # payload: [...]
-        t.add_row(str(i + 1), str(tr.repetition + 1), tr.id, tr.workload + swept, str(len(tr.hosts)),
-                  str(len(tr.pairs)), fmt_duration(tr.est_seconds))
+        values = ",".join(f"{k}={v:g}" for k, v in tr.sweep)  # payload: [...]
+        t.add_row(str(i + 1), str(tr.repetition + 1), tr.id, tr.workload, *([values or "-"] if swept else []),
+                  str(len(tr.hosts)), str(len(tr.pairs)), fmt_duration(tr.est_seconds))
     out.print(t)
-    out.print(f"estimated measurement time: {fmt_duration(p.est_seconds)} (plus provisioning)")
+    if disk.slots > 1 and s.schedule is not None:
+        out.print(f"schedule: {disk.slots} slots, one every {fmt_duration(s.schedule.every)} from "
+                  f"{s.schedule.start} (the trials above run in every slot)", highlight=False)
+    out.print(f"estimated measurement time: {measurement(p, disk.slots)} (plus provisioning)",
+              highlight=False)
     out.print(f"estimated disk: {space_detail(disk)}", highlight=False)
     if cost is not None:
         cloudbench.render_cost(cost, out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,7 +124,8 @@ class ReportTable:
     def _table(self, headers: list[str], widths: list[int]) -> Table:
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         for c, h, w in zip(self.columns, headers, widths, strict=True):
-            t.add_column(h, justify=c.justify, width=w, no_wrap=c.no_wrap)
+            # a header wraps at its spaces even over cells that do not (rich would cut it)
+            t.add_column(Text(h, no_wrap=False), justify=c.justify, width=w, no_wrap=c.no_wrap)
         for r in self.rows:
             t.add_row(*r)
         return t
@@ -162,6 +164,11 @@ class ReportTable:
             out.append(t)
         return out
 
+    def fits(self, width: int) -> bool:
+        """Whether the table fits ``width`` columns side by side with its full headers (no
+        abbreviation, no stacking)."""
+        return self._widths([c.header for c in self.columns], width) is not None
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
         if self.title:
@@ -198,3 +205,19 @@ def fmt_number(v: Any, digits: int = 1) -> str:
             return "-"
         return f"{v:.0f}" if abs(v) >= 100 else f"{v:.{digits}f}"
     return str(v)
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders the numbers inside a text by value: ``payload=64`` before
+    ``payload=1024`` (as text, 1024 < 16384 < 64 < 65536)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part)
+                 for part in re.split(r"(\d+)", text) if part)
+
+
+def rep_number(index: int | float | str) -> str:
+    """A repetition as printed: counted from 1 (as `plan` and the progress display count them),
+    whatever its on-disk index (``r000`` in trial ids, ``repetition`` 0 in the tables' data)."""
+    try:
+        return str(int(index) + 1)
+    except (TypeError, ValueError):
+        return str(index)

@@ -13,6 +13,7 @@ from rich.markup import escape
 from cloudbench.analysis.compare import ALPHA, MIN_N
 from cloudbench.core.files import write_json_atomic
 from cloudbench.core.tables import titled_table
+from cloudbench.core.units import fmt_quantity
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
 from cloudbench.report.compare import COMPARE_DIR, HTML_NAME, JSON_NAME, CompareResult, Row, many, to_json
@@ -77,11 +78,10 @@ def render(res: CompareResult | Sequence[CompareResult], console: Console) -> No
                                  "verdict"), left=("metric", "group", "verdict"), key=2)
     for r in res.rows:
         c = r.result
-        unit = _unit(r.unit)
         change, ci = change_text(r)
         table.add_row(f"{r.key.workload}:{r.key.metric}" if several else r.key.metric, r.key.group,
-                      f"{c.n_a}/{c.n_b}", fmt_value(c.median_a.estimate) + unit,
-                      fmt_value(c.median_b.estimate) + unit, change, ci or "-",
+                      f"{c.n_a}/{c.n_b}", fmt_quantity(c.median_a.estimate, r.unit),
+                      fmt_quantity(c.median_b.estimate, r.unit), change, ci or "-",
                       "-" if c.p_holm is None else f"{c.p_holm:.3g}", verdict_text(r))
     console.print(table)
     console.print(

@@ -23,6 +23,7 @@ from cloudbench.analysis.confirm import (
     ConfirmParams,
     ConfirmResult,
     Dataset,
+    Outcome,
     ParamsJSON,
     ProgressFn,
     RepetitionRef,
@@ -38,27 +39,34 @@ from cloudbench.analysis.prediction import MIN_SPAN, SLOPE_BAND, SLOPE_LEVEL, Pr
 from cloudbench.analysis.quantiles import quantile_name
 from cloudbench.analysis.stats import level_name
 from cloudbench.core.files import slug, write_json_atomic
-from cloudbench.core.tables import titled_table
+from cloudbench.core.tables import ReportTable, natural_key, titled_table
+from cloudbench.core.units import fmt_quantity, natural_unit
 from cloudbench.errors import AnalysisError, ResultError
 from cloudbench.report.confirm_text import (
     check_pooling,
     mismatch_descriptions,
+    no_fit_line,
     series_warnings,
     target_note,
+    too_few_line,
     unreliable_reason,
 )
 from cloudbench.report.diurnal import repetition_hours, time_of_day_notes
+from cloudbench.report.files import CONFIRM_DIR
 from cloudbench.store import formats
 from cloudbench.store.manifest import RESOLVED_POOLING_METADATA, Manifest, pooling_key
 from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.store.summaries import SUMMARY_SCHEMA, read_summaries
 
+INCLUDE_RUNNING_FLAG = "--include-running"
+"""The CLI flag that pools the repetitions of runs still running."""
+
 # ------------------------------------------------------------------ rendering
 
 
 def pct(e: float) -> str:
-    """``0.01`` -> ``1%``."""
-    return f"{e * 100:.3g}%"
+    """``0.01`` -> ``1%``; ``21.8`` -> ``2,180%`` (never an exponent)."""
+    return f"{e * 100:,.0f}%" if abs(e) >= 10 else f"{e * 100:.3g}%"
 
 
 def fmt_value(x: float | None) -> str:
@@ -71,13 +79,13 @@ def fmt_value(x: float | None) -> str:
 
 
 def target_text(t: Target) -> str:
-    """``1%: 152`` when reached; ``1%: ~4324 (+4024)*`` when predicted."""
+    """``152`` when reached; ``~4324*`` when predicted (``~4324*?`` a rough guess); ``-`` neither."""
     if t.n_needed is not None:
-        return f"{pct(t.error)}: {t.n_needed}"
+        return str(t.n_needed)
     if t.prediction is not None:
         flag = "?" if not t.prediction.reliable else ""
-        return f"{pct(t.error)}: ~{t.prediction.n} (+{t.prediction.more})*{flag}"
-    return f"{pct(t.error)}: -"
+        return f"~{t.prediction.n}*{flag}"
+    return "-"
 
 
 def series_label(r: SeriesResult, several_workloads: bool) -> str:
@@ -86,63 +94,124 @@ def series_label(r: SeriesResult, several_workloads: bool) -> str:
     return f"{k.workload}:{k.metric}" if several_workloads else k.metric
 
 
-def _short_warnings(r: SeriesResult) -> str:
-    names = [c.name for c in r.checks if c.warned]
-    if not r.ci.exists:
-        names.insert(0, "n too small")
-    if r.series.dropped:
-        names.append("dropped values")
-    if any(t.prediction is not None and not t.prediction.reliable for t in r.targets):
-        names.append("prediction a rough guess")
-    if r.series.mismatches:
-        names.append("mixed metadata")
-    return ", ".join(names) if names else "[green]none[/]"
+def _too_few(result: ConfirmResult) -> dict[tuple[int, int], list[SeriesResult]]:
+    """The series with fewer repetitions than any CI of the quantile needs, by (n, n needed)."""
+    by_n: dict[tuple[int, int], list[SeriesResult]] = defaultdict(list)
+    for r in result.series:
+        if not r.ci.exists:
+            by_n[(r.series.n, r.ci.n_required)].append(r)
+    return by_n
+
+
+def _confirm_table(result: ConfirmResult, rows: Sequence[SeriesResult], title: str, with_metric: bool,
+                   several: bool) -> ReportTable:
+    """The table of ``rows``: a metric column unless the title names the one metric, an n column
+    unless every row has the same n (the title says it)."""
+    p, qn = result.params, result.quantile_name
+    errors = "/".join(f"±{pct(e)}" for e in p.errors)
+    ns = {r.series.n for r in rows}
+    columns = [*(["metric"] if with_metric else []), "group", *(["n"] if len(ns) > 1 else []), qn,
+               f"{level_name(p.level)} CI", "±rel", f"n for {errors}"]
+    if len(ns) == 1:
+        title += f", n = {ns.pop()} each"
+    # cells never wrap (a number over two lines reads as two); a name is one word; when the row
+    # does not fit, the table is stacked (a column per series), never cut
+    table = titled_table(title, columns, left=("metric", "group"), no_wrap=True, key=2 if with_metric else 1)
+    for r in rows:
+        ci, unit = r.ci, r.series.unit
+        factor, _ = natural_unit(ci.estimate, unit)
+        rel = ci.relative_half_width
+        table.add_row(
+            *([series_label(r, several)] if with_metric else []), r.series.key.group,
+            *([str(r.series.n)] if "n" in columns else []),
+            fmt_quantity(ci.estimate, unit),
+            f"{fmt_quantity(ci.lower, unit, factor)}–{fmt_quantity(ci.upper, unit, factor)}",
+            "-" if rel is None or not math.isfinite(rel) else pct(rel),
+            "/".join(target_text(t) for t in r.targets),
+        )
+    return table
+
+
+def _series_order(r: SeriesResult) -> tuple[Any, ...]:
+    k = r.series.key
+    return (k.workload, k.metric, natural_key(k.group))  # payload=64 before payload=1024
 
 
 def render_confirm(result: ConfirmResult, console: Console) -> None:
-    """The confirm table for a person: a row per series, its CI, n needed, warnings."""
+    """The confirm result for a person: one line for all the series too short for a CI, a table
+    row per series with one (its CI and the repetitions each error bound needs; a table per
+    metric when one table is too wide), and under the tables every warning, including why a
+    bound is not reached."""
     p = result.params
     several = len({r.series.key.workload for r in result.series}) > 1
     ds = result.dataset
-    title = (
-        f"{result.quantile_name} per repetition, exact {level_name(p.level)} CI - "
-        f"{ds.campaign or ds.path} ({len(ds.runs)} run(s))"
-    )
-    # metric and group names are never broken (a cut name reads as another): a name is one word, and the
-    # table is stacked (a column per series) when the names do not fit side by side
-    table = titled_table(title, ("metric", "group", "n", result.quantile_name, "CI", "±rel",
-                                 "n for ±e", "warnings"),
-                         left=("metric", "group", "n for ±e", "warnings"), key=2)
-    for r in result.series:
-        ci = r.ci
-        ci_txt = f"[{fmt_value(ci.lower)}, {fmt_value(ci.upper)}]" if ci.exists else "[yellow]none[/]"
-        rel = ci.relative_half_width
-        rel_txt = "-" if rel is None or not math.isfinite(rel) else pct(rel)
-        unit = f" {r.series.unit}" if r.series.unit else ""
-        table.add_row(
-            series_label(r, several), r.series.key.group, str(r.series.n),
-            fmt_value(ci.estimate) + unit, ci_txt, rel_txt,
-            "\n".join(target_text(t) for t in r.targets), _short_warnings(r),
-        )
-    console.print(table)
+    qn = result.quantile_name
+    too_few = _too_few(result)
+    shown = sorted((r for r in result.series if r.ci.exists), key=_series_order)
+    errors = "/".join(f"±{pct(e)}" for e in p.errors)
+    if shown:
+        title = (f"{qn} per repetition, exact {level_name(p.level)} CI - {ds.campaign or ds.path} "
+                 f"({len(ds.runs)} run(s))")
+        table = _confirm_table(result, shown, title, True, several)
+        if table.fits(console.width):
+            console.print(table)
+        else:  # a table per metric: the metric in its title, the rows narrower by its column
+            by_metric: dict[str, list[SeriesResult]] = defaultdict(list)
+            for r in shown:
+                by_metric[series_label(r, several)].append(r)
+            console.print(title, style="table.title", highlight=False)
+            for metric, rows in by_metric.items():
+                console.print(_confirm_table(result, rows, metric, False, several))
+        console.print(f"±rel: the CI's half-width relative to the {qn}; n for {errors}: the repetitions "
+                      "after which the CI stays within that bound (- not reached: see below)",
+                      style="dim", highlight=False)
+    for (n, need), rs in sorted(too_few.items(), key=lambda kv: kv[0]):
+        console.print(f"[yellow]![/] {too_few_line(n, need, p.level, qn, len(rs))}", highlight=False)
+    no_fit: dict[tuple[int, int], dict[float, int]] = defaultdict(lambda: defaultdict(int))
+    for r in shown:
+        for t in r.targets:
+            if t.outcome is Outcome.NO_FIT:
+                no_fit[(t.n, t.n_for_ci)][t.error] += 1
+    for (n, need), missed in sorted(no_fit.items()):
+        console.print(f"[yellow]![/] {no_fit_line(n, need, missed)}", highlight=False)
     for note in ds.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
-    for r in result.series:
-        warnings = series_warnings(r)
-        if not warnings:
-            continue
-        console.print(f"[bold]{series_label(r, several)} / {r.series.key.group}[/]:", highlight=False)
-        for w in warnings:
-            console.print(f"  [yellow]![/] {w}", highlight=False, soft_wrap=True)
-    if any(t.prediction is not None for r in result.series for t in r.targets):
+    _print_warnings(console, {f"{series_label(r, several)} / {r.series.key.group}": series_warnings(r, no_fit=False)
+                              for r in shown})
+    if any(t.prediction is not None for r in shown for t in r.targets):
         console.print(
             "* PREDICTED: not reached by the measured repetitions; extrapolated from the 1/√n "
-            "law (+ = repetitions still to run). ? = a rough guess: the slope or its "
+            "law. ? = a rough guess: the slope or its "
             f"{SLOPE_LEVEL:.0%} interval leaves [{SLOPE_BAND[0]:g}, {SLOPE_BAND[1]:g}], the fit spans "
             f"less than {MIN_SPAN:g}× in n, or a check of independence, stationarity, trend or "
             "modes warned or could not run (the reasons are in the warnings).",
             highlight=False,
         )
+
+
+SHARED = 3
+"""A warning of this many series or more is printed once, naming them, not under each."""
+
+
+def _print_warnings(console: Console, by_series: Mapping[str, Sequence[str]]) -> None:
+    """Each series' warnings under its name; a warning word for word the same in several series
+    once, with how many and which (the zero estimate of twelve timeout fractions is one line)."""
+    holders: dict[str, list[str]] = defaultdict(list)
+    for name, ws in by_series.items():
+        for w in ws:
+            holders[w].append(name)
+    shared = {w for w, names in holders.items() if len(names) >= SHARED}
+    for w in sorted(shared, key=lambda w: -len(holders[w])):
+        names = holders[w]
+        some = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        console.print(f"[yellow]![/] {w} ({len(names)} series: {some})", highlight=False, soft_wrap=True)
+    for name, ws in by_series.items():
+        own = [w for w in ws if w not in shared]
+        if not own:
+            continue
+        console.print(f"[bold]{name}[/]:", highlight=False)
+        for w in own:
+            console.print(f"  [yellow]![/] {w}", highlight=False, soft_wrap=True)
 
 
 class PredictionDoc(PredictionJSON):
@@ -298,15 +367,21 @@ def draw_convergence(r: SeriesResult, params: ConfirmParams, path: Path) -> None
     fig.savefig(path)
 
 
+def confirm_dir(path: Path) -> Path:
+    """Where confirm writes by default: ``confirm/`` under the campaign (or run) directory."""
+    return Path(path) / CONFIRM_DIR
+
+
 def write_confirm(result: ConfirmResult, out: Path) -> tuple[Path, dict[int, str]]:
-    """Write ``confirm.json`` and one PNG per series with a curve into ``out``."""
+    """Write ``confirm.json`` and one PNG per series with a curve (two sizes or more) into ``out``
+    (the CLI's default: :func:`confirm_dir` of the results)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         figures: dict[int, str] = {}
         used: set[str] = set()
         for i, r in enumerate(result.series):
-            if r.convergence is None or len(r.convergence.sizes) == 0:
-                continue
+            if r.convergence is None or len(r.convergence.sizes) < 2:
+                continue  # a single size is a point, not a curve: an empty panel
             name = figure_name(r)
             while name in used:
                 name = name.removesuffix(".png") + f"-{i}.png"
@@ -343,8 +418,9 @@ def _metadata(run: RunDir, manifest: Manifest, repetition: int) -> dict[str, str
 
 
 def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str] = (),
-                allow_mixed: bool = False) -> Dataset:
-    """Per-repetition values of every run under ``path``, checked for pooling.
+                allow_mixed: bool = False, include_running: bool = False) -> Dataset:
+    """Per-repetition values of every run under ``path``, checked for pooling; a run still running
+    is left out with a note unless ``include_running``.
 
     ``metrics``/``groups`` restrict the analysis (exact names; unknown names
     raise AnalysisError listing the known ones). Raises ResultError for missing,
@@ -360,6 +436,10 @@ def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str
         manifest = run.manifest()
         campaign = campaign or manifest.campaign
         status = manifest.status
+        if status == "running" and not include_running:
+            notes.append(f"run {run.run_id} is still running; its repetitions are left out "
+                         f"({INCLUDE_RUNNING_FLAG} includes them)")
+            continue
         if status != "complete":
             notes.append(f"run {run.run_id} has status {status!r}; its repetitions are included")
         if manifest.resolved is None:
@@ -386,6 +466,9 @@ def load_values(path: Path, *, metrics: Sequence[str] = (), groups: Sequence[str
                 RepetitionValue(ref, str(row["workload"]), str(row["metric"]), str(row["group"]),
                                 value, str(row["unit"] or ""), int(row["n_obs"] or 0), metas[ref])
             )
+    if not values and runs and all(r.manifest().status == "running" for r in runs) and not include_running:
+        raise ResultError(str(path), f"every run is still running; pass {INCLUDE_RUNNING_FLAG} to analyse "
+                                     "what they have measured so far")
     if not values:
         raise ResultError(
             str(path),
@@ -421,14 +504,17 @@ def _select(path: Path, values: list[RepetitionValue], attr: str,
 
 def confirm(path: Path, params: ConfirmParams | None = None, *, metrics: Sequence[str] = (),
             groups: Sequence[str] = (), allow_mixed: bool = False,
-            progress: ProgressFn | None = None, hours: Sequence[int] = ()) -> ConfirmResult:
-    """Load ``results/<campaign>`` (or one run) and analyse it.
+            progress: ProgressFn | None = None, hours: Sequence[int] = (),
+            include_running: bool = False) -> ConfirmResult:
+    """Load ``results/<campaign>`` (or one run) and analyse it; runs still running are left out
+    (with a note) unless ``include_running``.
 
     ``hours``: pool only repetitions measured in these hours of the day (the schedule's
     time zone; a stratum of a scheduled campaign). The runs of a scheduled campaign are
     checked for a time-of-day effect, and each series that has one gets a note.
     """
-    dataset = load_values(path, metrics=metrics, groups=groups, allow_mixed=allow_mixed)
+    dataset = load_values(path, metrics=metrics, groups=groups, allow_mixed=allow_mixed,
+                          include_running=include_running)
     if hours:
         if any(not 0 <= h <= 23 for h in hours):
             raise AnalysisError(f"--hour takes hours 0..23, got {list(hours)}")

@@ -45,10 +45,11 @@ def _compress(indices: Iterable[int]) -> str:
 
 
 def describe_refs(refs: Sequence[RepetitionRef]) -> str:
-    """``run R repetition(s) 1-3,5; ...`` (at most three runs named)."""
+    """``run R repetition(s) 1-3,5; ...`` (at most three runs named; repetitions counted from 1, as
+    printed everywhere: on-disk index 0 is repetition 1)."""
     by_run: dict[str, list[int]] = defaultdict(list)
     for r in refs:
-        by_run[r.run_id].append(r.repetition)
+        by_run[r.run_id].append(r.repetition + 1)
     parts = [f"run {run} repetition(s) {_compress(reps)}" for run, reps in by_run.items()]
     if len(parts) > 3:
         parts = [*parts[:3], f"{len(parts) - 3} more run(s)"]
@@ -180,7 +181,9 @@ def target_note(t: Target) -> str:
     if t.outcome is Outcome.REACHED:
         return f"within ±{e * 100:.3g}% from n={t.n_needed} on, and at every larger size"
     if t.outcome is Outcome.NO_FIT or t.prediction is None:
-        return "not reached, and too few sizes with a finite relative CI to predict"
+        return (f"±{e * 100:.3g}% not reached by the {t.n} repetitions measured, and too few sizes "
+                f"with a CI (n={t.n_for_ci}..{t.n}) to predict how many would reach it: run more "
+                "repetitions")
     pred, fit, n = t.prediction, t.prediction.fit, t.n
     if pred.reliable:
         span = f", 95 % range {pred.n_low}..{pred.n_high}" if pred.n_high > 0 else ""
@@ -192,9 +195,11 @@ def target_note(t: Target) -> str:
             f"{pred.more} more than the {n} measured; not reliable: {unreliable_reason(pred)}")
 
 
-def series_warnings(r: SeriesResult) -> list[str]:
+def series_warnings(r: SeriesResult, no_fit: bool = True) -> list[str]:
     """Everything a reader of a series should doubt, in words: pooled metadata differences, no
-    CI, dropped values, the checks' warnings, rough predictions, a zero estimate."""
+    CI, dropped values, the checks' warnings, rough predictions, bounds neither reached nor
+    predicted (unless ``no_fit`` is False: the terminal says those once for all series), a zero
+    estimate."""
     s, ci = r.series, r.ci
     warns = [f"pooled despite differing metadata: {describe_mismatch(m)}" for m in s.mismatches]
     if not ci.exists:
@@ -204,7 +209,27 @@ def series_warnings(r: SeriesResult) -> list[str]:
                      f"({', '.join(map(str, s.dropped[:5]))})")
     warns += warning_messages(list(r.checks))
     warns += [target_note(t) for t in r.targets
-              if t.prediction is not None and not t.prediction.reliable]
+              if (t.prediction is not None and not t.prediction.reliable)
+              or (no_fit and t.outcome is Outcome.NO_FIT)]
     if ci.exists and ci.estimate == 0:
         warns.append("the estimate is 0: a relative error bound is undefined")
     return warns
+
+
+def too_few_line(n: int, n_for_ci: int, level: float, quantile_name: str, count: int) -> str:
+    """The one line for every series with fewer repetitions than an exact CI of the quantile needs:
+    ``n = 2: no exact 95 % CI of the median before n = 6; run 4 more repetitions (36 series)``."""
+    return (f"n = {n}: no exact {level * 100:.3g} % CI of the {quantile_name} before n = {n_for_ci}; "
+            f"run {n_for_ci - n} more repetition{'s' if n_for_ci - n != 1 else ''} "
+            f"({count} series)")
+
+
+def no_fit_line(n: int, n_for_ci: int, missed: Mapping[float, int]) -> str:
+    """The one line for the series of ``n`` repetitions whose bounds are neither reached nor
+    predicted (``missed``: error bound -> number of series):
+    ``n = 6: ±1% not reached in 6 series, ±5% in 5; ...``."""
+    parts = [f"±{e * 100:.3g}% {'not reached in ' if i == 0 else 'in '}{count} series"
+             for i, (e, count) in enumerate(sorted(missed.items()))]
+    sizes = f"n = {n}" if n == n_for_ci else f"n = {n_for_ci}..{n}"
+    return (f"n = {n}: {', '.join(parts)} (-); a CI exists only at {sizes}, too few sizes to "
+            "predict from the 1/√n law how many repetitions would reach it: run more repetitions")

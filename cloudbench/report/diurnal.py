@@ -27,10 +27,10 @@ import numpy as np
 from numpy.typing import NDArray
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from cloudbench.analysis.diurnal import DiurnalSeries, DiurnalSeriesJSON, diurnal_series, phase_bins, weekdays
-from cloudbench.core.units import fmt_duration, parse_duration
+from cloudbench.core.tables import natural_key, titled_table
+from cloudbench.core.units import fmt_duration, fmt_quantity, natural_unit, parse_duration
 from cloudbench.errors import AnalysisError, UsageError
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir, find_runs
@@ -370,26 +370,55 @@ def _num(x: float | None, unit: str = "") -> str:
     return f"{x:.3g}{unit}"
 
 
+def _amplitude(value: float | None, se: float | None, unit: str) -> str:
+    """``3.98 ± 0.018 ms`` (the natural unit of the value, its standard error in the same)."""
+    if value is None:
+        return "-"
+    factor, name = natural_unit(value, unit)
+    sep = "" if name == "%" else " "
+    return (f"{fmt_quantity(value, unit, factor, 3)} ± {fmt_quantity(se, unit, factor, 2)}{sep}{name}"
+            if se is not None else fmt_quantity(value, unit))
+
+
+DIURNAL_COLUMNS = {  # full name: (the header, its meaning in the legend under the table)
+    "runs (values)": ("runs", "runs (and values) of the series: a run is one value, the median of its "
+                      "repetitions"),
+    "sine at P: p Holm": ("LS p@P", "sinusoid (least-squares) test at the period P, AR(2) errors between "
+                          "runs; * = significant, the verdict's test"),
+    "amplitude at P": ("ampl.", "the sine's amplitude at P ± its standard error"),
+    "fitted period": ("period", "the period fitted freely ± its standard error"),
+    "KW p Holm (ε²)": ("KW p (ε²)", "Kruskal-Wallis test across the hours of the day (ε²: its effect "
+                       "size, the share of the variance between hours)"),
+    "wkday/wkend p Holm": ("wk p", "weekdays vs weekends (Mann-Whitney on whole days)"),
+    "min. detectable ampl.": ("MDA", "the smallest amplitude the sine test detects with the power given"),
+}
+
+
 def render_diurnal(res: DiurnalJSON, console: Console) -> None:
     """The analysis for a person: one line per series, the verdict, heat maps of significant series."""
-    t = Table(title=f"time of day, period {fmt_duration(res['period_s'])}, {res['timezone']}, "
-              f"{res['runs']} runs over {fmt_duration(res['covered_s'])}")
-    for c in ("workload", "metric", "group", "runs (values)", "sine at P: p Holm", "amplitude at P",
-              "fitted period", "KW p Holm (ε²)", "wkday/wkend p Holm", "min. detectable ampl."):
-        t.add_column(c, justify="left" if c in ("workload", "metric", "group") else "right")
+    several = len({r["workload"] for r in res["series"]}) > 1
+    workload = "" if several or not res["series"] else f", workload {res['series'][0]['workload']}"
+    title = (f"time of day, period {fmt_duration(res['period_s'])}, {res['timezone']}, "
+             f"{res['runs']} runs over {fmt_duration(res['covered_s'])}{workload}")
+    # cells never wrap and are never cut: abbreviated headers (the legend under the table says
+    # each); a table too wide is stacked; a skipped series' reason is a line under the table
+    t = titled_table(title, [*(["workload"] if several else []), "metric", "group",
+                             *(short for short, _ in DIURNAL_COLUMNS.values())],
+                     left=("workload", "metric", "group"), no_wrap=True, key=3 if several else 2)
     weekday_why: set[str] = set()
-    for r in res["series"]:
+    skipped: list[str] = []
+    for r in sorted(res["series"], key=lambda r: (r["workload"], r["metric"], natural_key(r["group"]))):
+        name = [*([r["workload"]] if several else []), r["metric"], r["group"]]
         if "skipped" in r:
-            t.add_row(r["workload"], r["metric"], r["group"], str(r["n"]), "skipped: " + r["skipped"],
-                      "", "", "", "", "")
+            t.add_row(*name, str(r["n"]), "skipped", "", "", "", "", "")
+            skipped.append(f"{' '.join(name)}: skipped, {r['skipped']}")
             continue
         fit = r.get("fit")
         if fit:
             per = f"{fmt_duration(fit['period_s'])} ± {fmt_duration(fit['period_se_s'])}"
         else:
             per = "not identified" if (r.get("fit_note") or "").startswith("period not identified") else "-"
-        amp = (f"{r['amplitude_at_period']:.3g} ± {r['amplitude_at_period_se']:.2g} {r['unit']}"
-               if r.get("amplitude_at_period") is not None else "-")
+        amp = _amplitude(r.get("amplitude_at_period"), r.get("amplitude_at_period_se"), r["unit"])
         kw = f"{_num(r.get('kruskal_p_holm'))} ({_num(r['kruskal_epsilon2'])})"
         if why := r.get("weekday_not_testable"):
             weekday_why.add(why)
@@ -397,9 +426,13 @@ def render_diurnal(res: DiurnalJSON, console: Console) -> None:
         else:
             wk = _num(r.get("mw_p_holm"))
         ls = _num(r.get("p_holm")) + (" *" if r.get("significant") else "")
-        t.add_row(r["workload"], r["metric"], r["group"], f"{r['n']} ({r['n_values']})", ls, amp, per, kw, wk,
-                  _num(r["mde_amplitude"], " " + r["unit"]))
+        t.add_row(*name, f"{r['n']} ({r['n_values']})", ls, amp, per, kw, wk,
+                  fmt_quantity(r["mde_amplitude"], r["unit"], digits=3))
     console.print(t)
+    for line in skipped:
+        console.print(escape(line), highlight=False)
+    console.print("; ".join(f"{short}: {what}" for short, what in DIURNAL_COLUMNS.values())
+                  + f" ({res['power']:.0%} power, alpha {res['alpha']:g}).", style="dim", highlight=False)
     console.print("Units: a run is one value per series (the median of its repetitions); weekday vs weekend "
                   "compares whole days. Every p-value is Holm-adjusted over the series; the verdict rests on "
                   "the sinusoid test at P (AR(2) errors between runs) alone, Kruskal-Wallis and weekday/weekend "
@@ -414,7 +447,8 @@ def render_diurnal(res: DiurnalJSON, console: Console) -> None:
         vals = [v for row in heat for v in row if v is not None]
         lo, hi = min(vals), max(vals)
         shades = "░▒▓█"
-        console.print(f"     {''.join(str(h // 10) for h in range(24))}   ░ {lo:.4g} … █ {hi:.4g}", highlight=False)
+        console.print(f"     {''.join(str(h // 10) for h in range(24))}   ░ {fmt_quantity(lo, r['unit'])} … "
+                      f"█ {fmt_quantity(hi, r['unit'])}", highlight=False)
         console.print(f"     {''.join(str(h % 10) for h in range(24))}", highlight=False)
         for d, row in enumerate(heat):
             cells = "".join("·" if v is None else shades[min(int((v - lo) / (hi - lo + 1e-300) * 3.999), 3)]

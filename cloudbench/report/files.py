@@ -16,6 +16,8 @@ from cloudbench.store.rundir import RunDir
 from cloudbench.workloads import workload_kind
 
 REPORT_DIR = "report"
+CONFIRM_DIR = "confirm"
+"""Where `cloudbench confirm` writes confirm.json and its figures, under the campaign (or run) directory."""
 REPORT_JSON = "report.json"
 
 

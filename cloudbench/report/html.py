@@ -31,7 +31,7 @@ from cloudbench.report.figures import section_figures
 from cloudbench.report.figures.confirm import convergence_figure
 from cloudbench.report.figures.diurnal import time_of_day_figure
 from cloudbench.report.figures.style import Plot, inline_svg, save
-from cloudbench.report.files import REPORT_DIR
+from cloudbench.report.files import CONFIRM_DIR, REPORT_DIR
 from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -292,7 +292,9 @@ def _time_of_day(page: Page, tod: dict[str, Any]) -> None:
 
 def find_confirm(run: RunDir) -> Path | None:
     """The ``confirm.json`` of the run's campaign (or of the run alone), if ``cloudbench confirm`` wrote one."""
-    for p in (run.path.parent / "confirm.json", run.path / "confirm.json"):
+    # confirm/ (where `cloudbench confirm` writes), then beside the runs (where it wrote before)
+    for p in (run.path.parent / CONFIRM_DIR / "confirm.json", run.path / CONFIRM_DIR / "confirm.json",
+              run.path.parent / "confirm.json", run.path / "confirm.json"):
         if p.is_file():
             return p
     return None
@@ -308,7 +310,7 @@ def _confirm(page: Page, path: Path) -> None:
     formats.CONFIRM.check(doc.get("schema"), str(path))
     page.heading("How many repetitions? (confirm)", "confirm")
     params = doc.get("params") or {}
-    page.add(f"<p>From <code>{esc(path.name)}</code> beside the run: {esc(len(doc.get('runs') or []))} run(s), "
+    page.add(f"<p>From <code>{esc(path.name)}</code> of the campaign: {esc(len(doc.get('runs') or []))} run(s), "
              f"{esc(params.get('quantile_name', '?'))} per repetition with an exact "
              f"{esc(params.get('level', '?'))} confidence interval.</p>")
     plot = convergence_figure(doc)

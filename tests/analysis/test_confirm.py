@@ -146,7 +146,8 @@ def test_guard_checks_the_repetitions_each_series_pools(tmp_path: Path) -> None:
 def test_mismatch_inside_one_run_names_the_repetitions(tmp_path: Path) -> None:
     path = campaign(tmp_path, FakeRun({P50: normal_values(10, 100, 0.05)},
                                       rep_labels={7: {"zone": "r1-c"}, 8: {"zone": "r1-c"}}))
-    with pytest.raises(AnalysisError, match=r"zones differs.*repetition\(s\) 0-6,9.*repetition\(s\) 7-8"):
+    # on-disk repetitions 7 and 8 are printed 8-9 (counted from 1, as everywhere printed)
+    with pytest.raises(AnalysisError, match=r"zones differs.*repetition\(s\) 1-7,10.*repetition\(s\) 8-9"):
         load_values(path)
 
 
@@ -677,10 +678,11 @@ def test_cli_writes_table_json_and_figures(tmp_path: Path, cli: typer.Typer) -> 
                                        ("rtt_mean_us", "self"): normal_values(4, 50, 0.1)}))
     res = invoke(cli, str(path), "--trials", "30", "--error", "1%,5%", "--error", "0.1")
     assert res.exit_code == 0, res.output
-    for text in ("rtt_p50_us", "rtt_p99_us", "same_zone", "cross_zone", "10%", "n too small",
-                 "n >= 6"):
+    for text in ("rtt_p50_us", "rtt_p99_us", "same_zone", "cross_zone", "10%",
+                 "n = 4: no exact 95 % CI of the median before n = 6; run 2 more repetitions (1 series)"):
         assert text in res.output
-    doc = _strict_json((path / "confirm.json").read_text())
+    assert not (path / "confirm.json").exists()  # its files go under confirm/, not beside the runs
+    doc = _strict_json((path / "confirm" / "confirm.json").read_text())
     assert doc["schema"] == 1 and doc["params"]["errors"] == [0.01, 0.05, 0.1]
     assert doc["params"]["trials"] == 30
     by_metric = {s["metric"]: s for s in doc["series"]}
@@ -699,7 +701,7 @@ def test_cli_writes_table_json_and_figures(tmp_path: Path, cli: typer.Typer) -> 
     assert pred["reliable"] == (interval["lower"] >= -0.8 and interval["upper"] <= -0.3
                                 and not any(c["status"] != "ok" for c in s["checks"]
                                             if c["name"] != "normality"))
-    png = path / s["figure"]
+    png = path / "confirm" / s["figure"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     tiny = by_metric["rtt_mean_us"]
     assert tiny["ci"] is None and tiny["figure"] is None and tiny["convergence"] is None
@@ -715,8 +717,7 @@ def test_cli_json_to_stdout_and_out_dir(tmp_path: Path, cli: typer.Typer) -> Non
     assert doc["params"]["quantile"] == pytest.approx(0.9)
     assert doc["params"]["level"] == pytest.approx(0.9)
     assert (out / "confirm.json").exists()
-
-    assert not (path / "confirm.json").exists()
+    assert not (path / "confirm").exists()
 
 
 @pytest.mark.parametrize(
@@ -757,8 +758,8 @@ def test_cli_mixed_metadata_needs_the_override(tmp_path: Path, cli: typer.Typer)
     assert "worker_version" in str(res.exception)
     res = invoke(cli, str(path), "--trials", "5", "--allow-mixed")
     assert res.exit_code == 0, res.output
-    assert "mixed metadata" in res.output
-    doc = _strict_json((path / "confirm.json").read_text())
+    assert "pooled despite differing metadata" in res.output
+    doc = _strict_json((path / "confirm" / "confirm.json").read_text())
     assert doc["params"]["allow_mixed"] is True
     assert any("worker_version" in m for m in doc["mixed_metadata"])
 

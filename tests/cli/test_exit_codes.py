@@ -178,7 +178,7 @@ def test_usage_2_bad_option_value_writes_nothing(tmp_path: Path, bad: list[str],
     # the same command with good values writes confirm.json: "nothing written" above means something
     good = python_m("cloudbench", "confirm", str(campaign), "--error", "5%", "--subsets", "20", cwd=tmp_path)
     assert good.returncode == ExitCode.OK, good.stderr
-    assert (campaign / "confirm.json").exists()
+    assert (campaign / "confirm" / "confirm.json").exists()
 
 
 # -- 3 ----------------------------------------------------------------------------------------

@@ -169,7 +169,7 @@ def test_confirm_never_breaks_a_metric_name(width: int, tmp_path: Path) -> None:
                                                   for i, m in enumerate(metrics)})])
     result = confirm(camp, ConfirmParams(subsets=20))
     text = printed(lambda c: render_confirm(result, c), width)
-    assert_headers_whole(text, width, ["metric", "group", "n", "median", "CI", "±rel", "n for ±e", "warnings",
+    assert_headers_whole(text, width, ["group", "median", "95% CI", "±rel", "n for ±1%/±5%",
                                        *metrics, "cross_subnet"], messages=("!",))
 
 

@@ -156,8 +156,10 @@ def test_validate_cli_ok(tmp_path: Path, quickstart_text: str) -> None:
     deep.write_text(quickstart_text)
     r = CliRunner().invoke(app, ["validate", str(deep)])
     assert r.exit_code == 0, r.output
-    assert r.output.count("\n") == 1, r.output
-    assert f"ok: {deep}: campaign 'quickstart', 8 hosts, 2 trials" in r.output
+    assert r.stdout.count("\n") == 1, r.output
+    assert f"ok: {deep}: campaign 'quickstart', 8 hosts, 2 trials" in r.stdout
+    # the quickstart's 2 repetitions: a warning, one line on stderr
+    assert r.stderr.count("\n") == 1 and "repetitions: 2 give 2 value(s) per series" in r.stderr
 
 
 def test_schema_cli_prints_a_json_schema() -> None:

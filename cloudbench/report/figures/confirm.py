@@ -18,7 +18,9 @@ _DASHES = (":", "--", "-.", (0, (1, 4)))
 
 def convergence_figure(doc: dict[str, Any]) -> Plot | None:
     """Small multiples of the convergence curves of ``confirm.json`` (``doc``)."""
-    series = [s for s in doc.get("series") or [] if s.get("convergence") and s["convergence"].get("sizes")]
+    # a curve needs two sizes: one size is a point, an empty-looking panel
+    series = [s for s in doc.get("series") or []
+              if s.get("convergence") and len(s["convergence"].get("sizes") or []) > 1]
     if not series:
         return None
     shown = series[:MAX_SERIES]

@@ -20,7 +20,8 @@ from cloudbench.analysis.colocation import (
     infer,
     loss_by_group_size,
 )
-from cloudbench.core.tables import titled_table
+from cloudbench.core.tables import rep_number, titled_table
+from cloudbench.spec.vmtypes import goodput_fraction
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.colocation.data import Audit, load_audits, nominal_rate
@@ -154,18 +155,20 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
                      left=("host", "", "phys."), no_wrap=True)
     for r in sec.get("hosts", []):
         share = r["egress_share"]
-        t.add_row(str(r["repetition"]), r["host"], _fmt(r["nominal_mbps"]),
+        t.add_row(rep_number(r["repetition"]), r["host"], _fmt(r["nominal_mbps"]),
                   _fmt(r["egress_mbps"]), _fmt(r["ingress_mbps"]),
                   f"{share:.0%}" if math.isfinite(share) else "-", bar(share), r["group"],
                   r["physical_host"] or "-")
     console.print(t)
+    for line in nominal_notes(sec.get("hosts", [])):
+        console.print(line, style="dim", highlight=False)
     groups = [g for g in sec.get("groups", []) if g["size"] > 1]
     truth = any("matches_truth" in g for g in sec.get("groups", []))
     cols = ["rep", "group", "hosts", "conf.", "full load", "alone", *(["truth"] if truth else [])]
     gt = titled_table(f"{name}: hosts sharing a NIC (inferred; confidence = weakest evidence)",
                       cols, left=("group", "hosts"), no_wrap=True)
     for g in groups:
-        gt.add_row(str(g["repetition"]), g["group"], g["hosts"], _fmt(g["confidence"], 3),
+        gt.add_row(rep_number(g["repetition"]), g["group"], g["hosts"], _fmt(g["confidence"], 3),
                    _fmt(g["full_load_mbps"]), _fmt(g["baseline_mbps"]),
                    *([_fmt(g.get("matches_truth"))] if truth else []))
     console.print(gt if groups else f"{name}: no hosts found sharing a NIC")
@@ -173,7 +176,7 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
                       ("rep", "group size", "groups", "hosts", "full load", "alone", "loss"),
                       no_wrap=True)
     for r in sec.get("loss", []):
-        lt.add_row(str(r["repetition"]), str(r["size"]), str(r["groups"]), str(r["hosts"]),
+        lt.add_row(rep_number(r["repetition"]), str(r["size"]), str(r["groups"]), str(r["hosts"]),
                    _fmt(r["full_load_mbps"]), _fmt(r["baseline_mbps"]),
                    _fmt(r["loss"] * 100, 0) + "%" if math.isfinite(r["loss"]) else "-")
     console.print(lt)
@@ -181,9 +184,23 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
         phases = ", ".join(f"{k} {v}" for k, v in a["phases"].items())
         match = ("" if a["matches_truth"] is None else
                  f"; testbed truth {'matched' if a['matches_truth'] else 'NOT matched'}")
-        console.print(f"repetition {a['repetition']}: {a['probes']} probes ({phases}){match}")
+        console.print(f"repetition {rep_number(a['repetition'])}: {a['probes']} probes ({phases}){match}")
     for msg in sec.get("warnings", []):
         console.print(f"[yellow]warning:[/] {msg}", soft_wrap=True)
+
+
+def nominal_notes(hosts: list[dict[str, Any]]) -> list[str]:
+    """What ``nominal`` is, once per value: the vm_type's rate as TCP goodput (80 Mbit/s × 95.6 %
+    = 76.5), so that a host measured above it (alone, or under full load) reads as more than the
+    shaper's steady TCP goodput, not as a share of the rate the type is sold with."""
+    frac = goodput_fraction("tcp")
+    values = sorted({r["nominal_mbps"] for r in hosts if math.isfinite(r.get("nominal_mbps", math.nan))})
+    if not values:
+        return []
+    each = ", ".join(f"{v:.1f} = {round(v / frac, 1):g} Mbit/s × {frac:.1%}" for v in values)
+    return [f"nominal: the vm_type's rate as TCP goodput ({each}: frame and TCP/IP headers are not goodput); "
+            "share = egress / nominal (over 100 % when a host's goodput exceeds it); alone (below): a "
+            "host's egress when it sends alone"]
 
 
 def write_figures(run: RunDir, wname: str, sec: dict[str, Any], out: Path) -> list[Path]:

@@ -15,7 +15,7 @@ from cloudbench.analysis.events import EventParams
 from cloudbench.analysis.latency import PERCENTILES, needs_note, pct_label, quantile_estimable
 from cloudbench.analysis.levelshift import PairWindows, group_series, level_shift_rows, step_windows_needed
 from cloudbench.analysis.quantiles import P50, P99
-from cloudbench.core.tables import ReportTable, fmt_number, titled_table
+from cloudbench.core.tables import ReportTable, fmt_number, rep_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo import sweeps, views
@@ -134,7 +134,7 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         wt = titled_table(f"{wname}: windowed mean RTT (µs)", cols, left=("trial", "group"),
                           short={"repetition": "rep"}, key=4)
         for r in w["windows"]:
-            wt.add_row(*[fmt_number(r[c]) for c in cols])
+            wt.add_row(*[rep_number(r[c]) if c == "repetition" else fmt_number(r[c]) for c in cols])
         console.print(wt)
     if options.get("pairs") and w["pairs"]:
         pair_cols = ("src", "dst", "group", *swept, "count", "timeouts", "mean", P50, P99, "max")
@@ -157,7 +157,7 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
                           ("rep", "pair", "kind", "origin", "at", "for", "size", "95 % CI", "p"),
                           left=("pair", "kind", "origin"))
         for r in events:
-            et.add_row(str(r["repetition"]), str(r["series"]), str(r["kind"]), str(r["origin"]),
+            et.add_row(rep_number(r["repetition"]), str(r["series"]), str(r["kind"]), str(r["origin"]),
                        f"{r['time_s']:.2f}", f"{r['duration_s']:.2f}" if r["kind"] == "spike" else "",
                        f"{r['size']:.0f}", size_ci(r), f"{r['p_value']:.0e}")
         console.print(et)
@@ -170,7 +170,8 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         st = titled_table(f"{wname}: level shifts and spikes (µs)", shift_cols, left=("series", "kind"),
                           short={"repetition": "rep"}, key=3)
         for r in shifts:
-            st.add_row(*[fmt_number(r.get(c, ""), 2) for c in shift_cols])
+            st.add_row(*[rep_number(r.get(c, "")) if c == "repetition" else fmt_number(r.get(c, ""), 2)
+                         for c in shift_cols])
         console.print(st)
     views.render(wname, w, console)  # handshakes, connection modes side by side, sweeps
 

@@ -24,8 +24,8 @@ from cloudbench.analysis.throughput import (
     detect_level_shift,
     series_stats,
 )
-from cloudbench.core.tables import titled_table
-from cloudbench.spec.vmtypes import expected_goodput
+from cloudbench.core.tables import rep_number, titled_table
+from cloudbench.spec.vmtypes import expected_goodput, goodput_fraction
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.throughput.data import (
@@ -152,8 +152,30 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
     out["asymmetry"] = asymmetry_rows(rows)
     out["cv_rmse"] = cv_rmse_rows(series, facts)
     out["warnings"] = trend_warnings(series, facts, w["name"])
+    out["notes"] = expected_notes(series, facts, w)
     out["series"] = series_points(series, facts)
     return out
+
+
+def expected_notes(series: list[Transfer], facts: RunFacts, spec_w: dict[str, Any]) -> list[str]:
+    """What the ``expected`` column is, once per cap and protocol: the cap less the headers and
+    framing the shaper counts (47.82 for a 50 Mbit/s cap over TCP)."""
+    notes: dict[tuple[float, str], str] = {}
+    for s in series:
+        prof = facts.profile(s.repetition, s.src)
+        if prof is None or prof.shaping != "cap" or prof.rate is None or (prof.rate, s.protocol) in notes:
+            continue
+        payload = spec_w.get("length")
+        frac = goodput_fraction(s.protocol, payload=payload)
+        exp = expected_goodput(prof, s.protocol, payload=payload)["rate"]
+        what = ("TCP segments' payload (a 1514-byte frame carries 1448 bytes: Ethernet, IP and TCP headers "
+                "with timestamps are not goodput)" if s.protocol == "tcp" else
+                "UDP datagrams' payload (Ethernet, IP and UDP headers, and IP fragments' own headers, are not "
+                "goodput)")
+        notes[(prof.rate, s.protocol)] = (
+            f"expected {mbit(exp):.2f} Mbit/s = the vm_type's cap of {mbit(prof.rate):g} Mbit/s × "
+            f"{frac:.1%}: the shaper counts whole frames on the wire, the receiver only the {what}")
+    return list(notes.values())
 
 
 def series_points(series: list[Transfer], facts: RunFacts, max_points: int = 600) -> list[dict[str, Any]]:
@@ -205,13 +227,14 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
                      "report intervals)", [header for _, header, _ in cols], left=("sender→receiver", "group"),
                      key=2)
     for r in rows:
-        t.add_row(*[fmt_cell(r.get(key, math.nan), digits) for key, _, digits in cols])
+        t.add_row(*[rep_number(r[key]) if key == "repetition" else fmt_cell(r.get(key, math.nan), digits)
+                    for key, _, digits in cols])
     console.print(t)
     if sec.get("asymmetry"):
         a = titled_table(f"{name}: direction asymmetry (Mbit/s)",
                          ("rep", "a", "b", "a→b", "b→a", "ratio"), left=("a", "b"), key=3)
         for r in sec["asymmetry"]:
-            a.add_row(str(r["repetition"]), r["a"], r["b"], fmt_cell(r["a_to_b_mbps"]),
+            a.add_row(rep_number(r["repetition"]), r["a"], r["b"], fmt_cell(r["a_to_b_mbps"]),
                       fmt_cell(r["b_to_a_mbps"]), fmt_cell(r["ratio"], 3))
         console.print(a)
     if sec.get("cv_rmse"):
@@ -222,6 +245,8 @@ def render(name: str, sec: dict[str, Any], console: Console) -> None:
             cv.add_row(r["regions"], r["zones_x"], r["zones_y"], str(r["n"]),
                        fmt_cell(r["cv_rmse"], 3), r["method"])
         console.print(cv)
+    for note in sec.get("notes", []):
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
     print_warnings(sec, console)
 
 

@@ -26,7 +26,7 @@ from cloudbench.analysis.paths import (
     is_anonymous,
     path_change,
 )
-from cloudbench.core.tables import ReportTable, fmt_number, titled_table
+from cloudbench.core.tables import ReportTable, fmt_number, rep_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.traceroute.data import asn_table_path, graphs, load_prefix_table
@@ -124,7 +124,8 @@ _SHORT = {"repetition": "rep", "anonymous": "anon", "diamonds": "diam", "max_wid
 def _table(title: str, rows: list[dict[str, Any]], cols: list[str], key: int) -> ReportTable:
     t = titled_table(title, cols, left=("src", "dst", "as_path"), short=_SHORT, key=key)
     for r in rows:
-        t.add_row(*[fmt_number(r.get(c, ""), 2) for c in cols])
+        t.add_row(*[rep_number(r.get(c, "")) if c == "repetition" else fmt_number(r.get(c, ""), 2)
+                    for c in cols])
     return t
 
 
