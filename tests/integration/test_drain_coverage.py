@@ -30,8 +30,7 @@ from cloudbench.runner import CampaignRunner
 from cloudbench.spec.vmtypes import VmTypeModel, expected_goodput
 from cloudbench.workloads import parse_spec, workload_kind
 
-# a drain is a rate and a time: alone on the cores (tests/conftest.py)
-pytestmark = [pytest.mark.integration, pytest.mark.alone]
+pytestmark = pytest.mark.integration
 
 # (high, low, budget, interval, window, rest): 1.5–3.4 s to empty; rest × low < 0.9 budget
 PROFILES = [
