@@ -9,7 +9,8 @@
    step inside the fit would bend the sinusoid and hide part of itself); when it rejects at
    ``alpha`` (per series, not Holm: removing a cycle that is there is safer than keeping it),
    the sinusoid is reported and carried in the sizes' fit (3. below). The search itself runs on
-   the values less their least-squares sinusoid at the period whenever the runs span a period,
+   the values less the sinusoid part of that joint least-squares fit (level, best step,
+   sin, cos) whenever the runs span a period,
    found or not: subtracting it only when the diurnal test found one made the subtraction
    depend on the noise (that test rejected in 13 % of flat AR(1) series, and those called a
    change in 11 %), which the test's null series cannot repeat; a fixed projection they can.
@@ -181,10 +182,11 @@ def sieve_p(x: FloatArray, k: int, *, min_segment: int = MIN_SEGMENT, remove: Fl
     of :func:`cloudbench.analysis.levelshift.step_p`, on this test's statistic): null series AR(1)
     at φ fitted under the null (the runs around their one mean, Kendall-corrected), its innovations
     resampled (heavy tails kept), each searched again (split and long-run variance) by
-    :func:`cusum_stats`; ``remove``: a projection (``n × n``) applied to each null series first (the
-    time-of-day sinusoid's fit: its removal is part of the procedure). Kolmogorov's law for the same
-    statistic called a change in 6.4 % of 3,000 flat AR(1) series (φ = 0.6, 168 runs, the sinusoid
-    projected out; this bootstrap 5.0 %) and 15 % of 48-run ones at φ = 0.8 (this one 5-6 %): σ²_LR
+    :func:`cusum_stats`; ``remove``: a linear map (``n × n``) whose image is subtracted from each
+    null series first (the time-of-day sinusoid's part of a fit: its removal is part of the
+    procedure). Kolmogorov's law for the same statistic called a change in 6.4 % of 3,000 flat
+    AR(1) series (φ = 0.6, 168 runs, a sinusoid projected out; this bootstrap 5.0 %) and 15 % of
+    48-run ones at φ = 0.8 (this one 5 %): σ²_LR
     is estimated, φ with it, and a wander that makes a large statistic also lowers the φ of the
     runs around the split. φ around the split instead of the one mean: 5.0 % and 10 %.
 
@@ -212,18 +214,24 @@ def sieve_p(x: FloatArray, k: int, *, min_segment: int = MIN_SEGMENT, remove: Fl
         b = min(BOOTSTRAP_BATCH, total - done)
         z = signal.lfilter([1.0], [1.0, -phi], rng.choice(u, size=(b, n + burn)), axis=1)[:, burn:]
         if remove is not None:
-            z = z - z @ remove
+            z = z - z @ remove.T
         hits += int(np.sum(~(cusum_stats(np.asarray(z, dtype=np.float64), min_segment) < t_obs)))
         done += b
     return (1 + hits) / (1 + done)
 
 
-def _sinusoid_projection(t: FloatArray, period: float) -> FloatArray:
-    """The least-squares projection on a constant, sin and cos at ``period`` (``P`` with ``P @ y``
-    the fit), applied to the bootstrap's null series as the sinusoid's removal."""
+def _sinusoid_part(t: FloatArray, period: float, at: int | None) -> FloatArray:
+    """``M`` with ``M @ y`` the sin and cos terms at ``period`` of the least-squares fit of a
+    constant, sin, cos and a step at run ``at`` (None: no step): the sinusoid's removal, the
+    same linear map for the bootstrap's null series. The step is in the fit because a sinusoid
+    fitted without it bends to take part of a step (over 2 days of runs, a 3 ms step left a
+    ±600 µs wave and φ 0.95 behind, and was missed)."""
     w = 2.0 * np.pi * np.mod(t, period) / period
-    design = np.column_stack([np.ones_like(t), np.sin(w), np.cos(w)])
-    return np.asarray(design @ np.linalg.pinv(design), dtype=np.float64)
+    cols = [np.ones_like(t), np.sin(w), np.cos(w)]
+    if at is not None:
+        cols.append((np.arange(t.size) >= at).astype(np.float64))
+    design = np.column_stack(cols)
+    return np.asarray(design[:, 1:3] @ np.linalg.pinv(design)[1:3, :], dtype=np.float64)
 
 
 def _seasonal(t: FloatArray, y: FloatArray, period: float, alpha: float
@@ -254,21 +262,22 @@ class Prepared:
     notes: list[str]
 
 
-def _joint_step(t: FloatArray, y: FloatArray, period: float, min_segment: int) -> FloatArray:
+def _joint_step(t: FloatArray, y: FloatArray, period: float, min_segment: int) -> tuple[FloatArray, int | None]:
     """The step part of the least-squares fit of ``level + step·[i ≥ k] + a·sin + b·cos``, the
-    split ``k`` the one of least residual sum of squares (zeros when no step beats none)."""
+    split ``k`` the one of least residual sum of squares (zeros and None when no step beats none)."""
     w = 2.0 * np.pi * np.mod(t, period) / period
     base = np.column_stack([np.ones_like(t), np.sin(w), np.cos(w)])
     best_rss = float(np.linalg.lstsq(base, y, rcond=None)[1].sum()) if y.size > 3 else 0.0
     out = np.zeros_like(y)
+    best: int | None = None
     for k in range(min_segment, y.size - min_segment + 1):
         step = (np.arange(y.size) >= k).astype(np.float64)
         x = np.column_stack([base, step])
         coef, rss, _, _ = np.linalg.lstsq(x, y, rcond=None)
         r = float(rss.sum()) if rss.size else float(np.sum((y - x @ coef) ** 2))
         if r < best_rss:
-            best_rss, out = r, coef[3] * step
-    return out
+            best_rss, out, best = r, coef[3] * step, k
+    return out, best
 
 
 def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: float = ALPHA,
@@ -291,7 +300,8 @@ def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: f
     else:
         # a step biases the sinusoid's fit (and a sinusoid hides a step): the diurnal test runs
         # on the values less the best single step fitted jointly with a sinusoid
-        wave, dp, amp = _seasonal(tv, yv - _joint_step(tv, yv, period, min_segment), period, alpha)
+        step, at = _joint_step(tv, yv, period, min_segment)
+        wave, dp, amp = _seasonal(tv, yv - step, period, alpha)
     removed = bool(np.any(wave != 0))
     if removed:
         notes.append(f"time-of-day sinusoid (amplitude {amp:.3g}, p = {dp:.2g}) removed before the search")
@@ -302,8 +312,8 @@ def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: f
         # when found made the removal depend on the noise (the diurnal test rejected in 13 % of flat
         # AR(1) series, and those called a change in 11 %), a choice the null series cannot repeat;
         # a least-squares projection they can (2 degrees of freedom of 168 runs)
-        remove = _sinusoid_projection(tv, period)
-        x = yv - remove @ yv + yv.mean()
+        remove = _sinusoid_part(tv, period, at)
+        x = yv - remove @ yv
     first = cusum_split(x, min_segment)
     if first is not None:
         first = (first[0], sieve_p(x, first[0], min_segment=min_segment, remove=remove, threshold=threshold))
