@@ -176,15 +176,15 @@ def cusum_stats(x: FloatArray, min_segment: int = MIN_SEGMENT) -> FloatArray:
     return np.where(lrv > 0, top / np.sqrt(n * np.where(lrv > 0, lrv, 1.0)), np.where(top > 0, np.inf, 0.0))
 
 
-def sieve_p(x: FloatArray, k: int, *, min_segment: int = MIN_SEGMENT, remove: FloatArray | None = None,
+def sieve_p(x: FloatArray, k: int, *, min_segment: int = MIN_SEGMENT, remove: tuple[FloatArray, float] | None = None,
             threshold: float = ALPHA) -> float:
     """The whole-series split's p-value by an **AR(1) sieve bootstrap** of the search (the approach
     of :func:`cloudbench.analysis.levelshift.step_p`, on this test's statistic): null series AR(1)
     at φ fitted under the null (the runs around their one mean, Kendall-corrected), its innovations
     resampled (heavy tails kept), each searched again (split and long-run variance) by
-    :func:`cusum_stats`; ``remove``: a linear map (``n × n``) whose image is subtracted from each
-    null series first (the time-of-day sinusoid's part of a fit: its removal is part of the
-    procedure). Kolmogorov's law for the same statistic called a change in 6.4 % of 3,000 flat
+    :func:`cusum_stats`; ``remove``: (run times, period) when each null series goes through
+    :func:`remove_sinusoid` first (its removal is part of the procedure). Kolmogorov's law
+    for the same statistic called a change in 6.4 % of 3,000 flat
     AR(1) series (φ = 0.6, 168 runs, a sinusoid projected out; this bootstrap 5.0 %) and 15 % of
     48-run ones at φ = 0.8 (this one 5 %): σ²_LR
     is estimated, φ with it, and a wander that makes a large statistic also lowers the φ of the
@@ -214,24 +214,36 @@ def sieve_p(x: FloatArray, k: int, *, min_segment: int = MIN_SEGMENT, remove: Fl
         b = min(BOOTSTRAP_BATCH, total - done)
         z = signal.lfilter([1.0], [1.0, -phi], rng.choice(u, size=(b, n + burn)), axis=1)[:, burn:]
         if remove is not None:
-            z = z - z @ remove.T
+            z = remove_sinusoid(remove[0], z, remove[1], min_segment)
         hits += int(np.sum(~(cusum_stats(np.asarray(z, dtype=np.float64), min_segment) < t_obs)))
         done += b
     return (1 + hits) / (1 + done)
 
 
-def _sinusoid_part(t: FloatArray, period: float, at: int | None) -> FloatArray:
-    """``M`` with ``M @ y`` the sin and cos terms at ``period`` of the least-squares fit of a
-    constant, sin, cos and a step at run ``at`` (None: no step): the sinusoid's removal, the
-    same linear map for the bootstrap's null series. The step is in the fit because a sinusoid
-    fitted without it bends to take part of a step (over 2 days of runs, a 3 ms step left a
-    ±600 µs wave and φ 0.95 behind, and was missed)."""
+def remove_sinusoid(t: FloatArray, z: FloatArray, period: float, min_segment: int = MIN_SEGMENT) -> FloatArray:
+    """Rows of ``z`` (``(B, n)``, runs at times ``t``) less the sin and cos terms at ``period`` of
+    their least-squares fit of level + step + sin + cos, the step's split the one of least residual
+    sum of squares (each row its own, as :func:`_joint_step`): the search's input, and the same
+    procedure on the bootstrap's null series. The step is in the fit because a sinusoid fitted
+    without it bends to take part of a step (over 2 days of runs, a 3 ms step left a ±600 µs wave
+    and φ 0.95 behind, and was missed)."""
+    z = np.atleast_2d(np.asarray(z, dtype=np.float64))
+    n = t.size
     w = 2.0 * np.pi * np.mod(t, period) / period
-    cols = [np.ones_like(t), np.sin(w), np.cos(w)]
-    if at is not None:
-        cols.append((np.arange(t.size) >= at).astype(np.float64))
-    design = np.column_stack(cols)
-    return np.asarray(design[:, 1:3] @ np.linalg.pinv(design)[1:3, :], dtype=np.float64)
+    base = np.column_stack([np.ones_like(t), np.sin(w), np.cos(w)])
+    pinv = np.linalg.pinv(base)
+    ks = np.arange(min_segment, n - min_segment + 1)
+    steps = (np.arange(n)[:, None] >= ks[None, :]).astype(np.float64)  # (n, K)
+    r = steps - base @ (pinv @ steps)  # the steps less their fit on level, sin, cos
+    rr = np.sum(r * r, axis=0)
+    ok = rr > 1e-12 * n
+    score = z @ r  # (B, K): (r_k · z)
+    gain = np.where(ok[None, :], score * score / np.where(ok, rr, 1.0)[None, :], -1.0)
+    at = np.argmax(gain, axis=1)
+    gamma = np.where(gain[np.arange(z.shape[0]), at] > 0, score[np.arange(z.shape[0]), at] / rr[at], 0.0)
+    # Frisch-Waugh: the base's coefficients in the joint fit are its fit on z less the step's part
+    coef = (z - gamma[:, None] * steps[:, at].T) @ pinv[1:3, :].T  # (B, 2): sin, cos
+    return np.asarray(z - coef @ base[:, 1:3].T, dtype=np.float64)
 
 
 def _seasonal(t: FloatArray, y: FloatArray, period: float, alpha: float
@@ -300,8 +312,7 @@ def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: f
     else:
         # a step biases the sinusoid's fit (and a sinusoid hides a step): the diurnal test runs
         # on the values less the best single step fitted jointly with a sinusoid
-        step, at = _joint_step(tv, yv, period, min_segment)
-        wave, dp, amp = _seasonal(tv, yv - step, period, alpha)
+        wave, dp, amp = _seasonal(tv, yv - _joint_step(tv, yv, period, min_segment)[0], period, alpha)
     removed = bool(np.any(wave != 0))
     if removed:
         notes.append(f"time-of-day sinusoid (amplitude {amp:.3g}, p = {dp:.2g}) removed before the search")
@@ -311,9 +322,9 @@ def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: f
         # the test allows for a sinusoid whether the diurnal test found one or not: removing it only
         # when found made the removal depend on the noise (the diurnal test rejected in 13 % of flat
         # AR(1) series, and those called a change in 11 %), a choice the null series cannot repeat;
-        # a least-squares projection they can (2 degrees of freedom of 168 runs)
-        remove = _sinusoid_part(tv, period, at)
-        x = yv - remove @ yv
+        # a least-squares fit they can (remove_sinusoid, repeated on each)
+        x = remove_sinusoid(tv, yv, period, min_segment)[0]
+        remove = (tv, period)
     first = cusum_split(x, min_segment)
     if first is not None:
         first = (first[0], sieve_p(x, first[0], min_segment=min_segment, remove=remove, threshold=threshold))
