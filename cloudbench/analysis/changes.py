@@ -21,7 +21,7 @@
    sieve bootstrap** of the search (:func:`sieve_p`: AR(1) null series at the φ of the runs
    around their one mean, the sinusoid projected out as above, split and σ²_LR estimated
    again on each); Kolmogorov's law (the supremum of a Brownian bridge,
-   ``scipy.stats.kstwobign``), which the further splits keep, called a change in 6.4 % of flat
+   ``scipy.stats.kstwobign``), which the further splits keep, called a change in 6.6 % of flat
    AR(1) series at 5 % and 15 % of short ones (see :func:`sieve_p`). ``σ²_LR`` is the **long-run variance** of the runs
    around the two means of the split, AR(1) prewhitened, ``σ²_innovation / (1 − φ)²``
    (Andrews & Monahan 1992), φ with Kendall's bias correction and floored at 0, so runs
@@ -184,8 +184,8 @@ def sieve_p(x: FloatArray, k: int, *, min_segment: int = MIN_SEGMENT, remove: tu
     resampled (heavy tails kept), each searched again (split and long-run variance) by
     :func:`cusum_stats`; ``remove``: (run times, period) when each null series goes through
     :func:`remove_sinusoid` first (its removal is part of the procedure). Kolmogorov's law
-    for the same statistic called a change in 6.4 % of 3,000 flat
-    AR(1) series (φ = 0.6, 168 runs, a sinusoid projected out; this bootstrap 5.0 %) and 15 % of
+    for the same statistic called a change in 6.6 % of 2,000 flat
+    AR(1) series (φ = 0.6, 168 runs, through remove_sinusoid; this bootstrap 5.15 %) and 15 % of
     48-run ones at φ = 0.8 (this one 5 %): σ²_LR
     is estimated, φ with it, and a wander that makes a large statistic also lowers the φ of the
     runs around the split. φ around the split instead of the one mean: 5.0 % and 10 %.
