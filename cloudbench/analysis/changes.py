@@ -294,8 +294,9 @@ def _joint_step(t: FloatArray, y: FloatArray, period: float, min_segment: int) -
 
 def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: float = ALPHA,
             min_segment: int = MIN_SEGMENT, threshold: float | None = None) -> Prepared:
-    """Sort the runs by time, remove a time-of-day sinusoid at ``period`` when the diurnal test
-    finds one (per series at ``alpha``), and test the whole series once (:func:`sieve_p`;
+    """Sort the runs by time, run the diurnal test (per series at ``alpha``: ``removed``, and the
+    note), remove a least-squares sinusoid at ``period`` whenever the runs cover one (found or
+    not: the test's null repeats that removal), and test the whole series once (:func:`sieve_p`;
     ``threshold``: the smallest level its p-value will be compared with, default ``alpha``)."""
     threshold = alpha if threshold is None else threshold
     tv = np.asarray(t, dtype=np.float64)

@@ -4,10 +4,11 @@ Every run's per-repetition values (``summaries.parquet``) become one series per 
 metric, group), each value at the middle of its repetition's trials (UTC, from the manifest),
 as ``cloudbench diurnal`` reads them; each run is reduced to one value per series (the median
 of its repetitions: the run is the unit). :func:`cloudbench.analysis.changes.find_changes`
-removes a time-of-day sinusoid at the schedule's day when the diurnal test finds one and
-searches the rest for change points; :func:`~cloudbench.analysis.changes.holm_gate` adjusts
-over the series (Holm). The result (:class:`ChangesResult`) serializes itself (``--json``,
-:meth:`ChangesResult.to_json`) and is drawn as a terminal table from that document.
+removes a time-of-day sinusoid at the schedule's day (fitted with the best single step) from
+every series whose runs cover that day, and searches the rest for change points;
+:func:`~cloudbench.analysis.changes.holm_gate` adjusts over the series (Holm). The result
+(:class:`ChangesResult`) serializes itself (``--json``, :meth:`ChangesResult.to_json`) and is
+drawn as a terminal table from that document.
 """
 
 from __future__ import annotations
@@ -379,7 +380,8 @@ def render_changes(res: ChangesJSON, console: Console) -> None:
         console.print(table)
         console.print("since: the first run at the new level (the change happened after the run before it); "
                       "size: level after / level before - 1 between the neighbouring changes, with its 95% "
-                      "interval; a time-of-day sinusoid is removed first where `diurnal` finds one.",
+                      "interval; where the runs cover the schedule's day, a time-of-day sinusoid (fitted with the "
+                      "best single step) is removed first, whether or not `diurnal` finds one.",
                       highlight=False, style="dim")
     for n in res["notes"]:
         console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)

@@ -114,7 +114,8 @@ def to_html(res: ChangesJSON) -> str:
         cs = by_series.get((s["workload"], s["metric"], s["group"]))
         if not cs:
             continue
-        removed = " A time-of-day sinusoid was removed before the search." if s["time_of_day_removed"] else ""
+        removed = (" The diurnal test found a time-of-day effect; a sinusoid was removed before the search."
+                   if s["time_of_day_removed"] else "")
         figures.append(f"<figure>{series_svg(s, cs)}<figcaption>{e(s['workload'])} {e(s['metric'])} / "
                        f"{e(s['group'])}: one dot per run (its repetitions' median); dashed: a change point; "
                        f"lines: the levels either side; shaded: the 95% interval of the level after.{removed}"
