@@ -62,7 +62,7 @@ def week(runs: int, repetitions: int, seed: int) -> list[FakeRun]:
 
 COMMANDS = (("diurnal", ["diurnal", "{dir}", "--json"]),
             ("confirm", ["confirm", "{dir}"]),
-            ("compare --changes", ["compare", "{dir}", "--changes", "--json"]))
+            ("compare --changes", ["compare", "{dir}", "--changes", "--json", "--out", "{out}"]))
 
 
 def main() -> int:
@@ -81,7 +81,7 @@ def main() -> int:
         for name, argv in COMMANDS:
             t0 = time.perf_counter()
             c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            r = subprocess.run([sys.executable, "-m", "cloudbench", *[a.format(dir=root) for a in argv]],
+            r = subprocess.run([sys.executable, "-m", "cloudbench", *[a.format(dir=root, out=tmp) for a in argv]],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, cwd=ROOT)
             took = time.perf_counter() - t0
             c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
