@@ -447,14 +447,17 @@ def _share(late: NDArray[np.bool_] | None, a: int, b: int) -> float:
 
 
 def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: float,
-           late: NDArray[np.bool_] | None) -> list[Event]:
+           late: NDArray[np.bool_] | None, gate: bool = True) -> list[Event]:
+    """The per-pair steps. ``gate``: the whole series' bootstrap stops once its p-value cannot
+    come under alpha (its value is used only when it does); False draws it in full (the
+    oracle's way, tests/analysis/events_reference.py, which checks the two agree)."""
     starts, med, win = _window_medians(t, y, window_s)
     nw = len(med)
     if nw < max(4, step_windows_needed(p.alpha)):  # no split could reach alpha
         return []
     sigma_w = max(robust_sigma(med), 1e-12)
     # the gate: the whole series' step test (selection and dependence in its null)
-    p_all = step_p(med, p.alpha, 2, seed=nw, gate=True)  # its value is used only when under alpha
+    p_all = step_p(med, p.alpha, 2, seed=nw, gate=gate)
     cps = pelt(med, p.penalty_k * sigma_w**2 * math.log(nw), 2) if p_all < p.alpha else []
     cache: dict[tuple[int, int], float] = {}
 
