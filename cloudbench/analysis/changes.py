@@ -176,7 +176,7 @@ def cusum_stats(x: FloatArray, min_segment: int = MIN_SEGMENT) -> FloatArray:
     return np.where(lrv > 0, top / np.sqrt(n * np.where(lrv > 0, lrv, 1.0)), np.where(top > 0, np.inf, 0.0))
 
 
-def sieve_p(x: FloatArray, k: int, *, min_segment: int = MIN_SEGMENT, remove: tuple[FloatArray, float] | None = None,
+def sieve_p(x: FloatArray, *, min_segment: int = MIN_SEGMENT, remove: tuple[FloatArray, float] | None = None,
             threshold: float = ALPHA) -> float:
     """The whole-series split's p-value by an **AR(1) sieve bootstrap** of the search (the approach
     of :func:`cloudbench.analysis.levelshift.step_p`, on this test's statistic): null series AR(1)
@@ -222,11 +222,20 @@ def sieve_p(x: FloatArray, k: int, *, min_segment: int = MIN_SEGMENT, remove: tu
 
 def remove_sinusoid(t: FloatArray, z: FloatArray, period: float, min_segment: int = MIN_SEGMENT) -> FloatArray:
     """Rows of ``z`` (``(B, n)``, runs at times ``t``) less the sin and cos terms at ``period`` of
-    their least-squares fit of level + step + sin + cos, the step's split the one of least residual
-    sum of squares (each row its own, as :func:`_joint_step`): the search's input, and the same
-    procedure on the bootstrap's null series. The step is in the fit because a sinusoid fitted
-    without it bends to take part of a step (over 2 days of runs, a 3 ms step left a ±600 µs wave
-    and φ 0.95 behind, and was missed)."""
+    their least-squares fit of level + step + sin + cos (:func:`joint_fit`): the search's input,
+    and the same procedure on the bootstrap's null series."""
+    z = np.atleast_2d(np.asarray(z, dtype=np.float64))
+    return np.asarray(z - joint_fit(t, z, period, min_segment)[0], dtype=np.float64)
+
+
+def joint_fit(t: FloatArray, z: FloatArray, period: float, min_segment: int = MIN_SEGMENT
+              ) -> tuple[FloatArray, FloatArray]:
+    """The sinusoid part (sin and cos terms at ``period``) and the step part of each row's
+    least-squares fit of level + step + sin + cos, the step's split the one of least residual
+    sum of squares (no step when none beats none). The step is in the fit because a sinusoid
+    fitted without it bends to take part of a step (over 2 days of runs, a 3 ms step left a
+    ±600 µs wave and φ 0.95 behind, and was missed); the diurnal test runs on the values less
+    the step part, the search on them less the sinusoid part."""
     z = np.atleast_2d(np.asarray(z, dtype=np.float64))
     n = t.size
     w = 2.0 * np.pi * np.mod(t, period) / period
@@ -241,22 +250,20 @@ def remove_sinusoid(t: FloatArray, z: FloatArray, period: float, min_segment: in
     gain = np.where(ok[None, :], score * score / np.where(ok, rr, 1.0)[None, :], -1.0)
     at = np.argmax(gain, axis=1)
     gamma = np.where(gain[np.arange(z.shape[0]), at] > 0, score[np.arange(z.shape[0]), at] / rr[at], 0.0)
+    step_part = gamma[:, None] * steps[:, at].T
     # Frisch-Waugh: the base's coefficients in the joint fit are its fit on z less the step's part
-    coef = (z - gamma[:, None] * steps[:, at].T) @ pinv[1:3, :].T  # (B, 2): sin, cos
-    return np.asarray(z - coef @ base[:, 1:3].T, dtype=np.float64)
+    coef = (z - step_part) @ pinv[1:3, :].T  # (B, 2): sin, cos
+    return np.asarray(coef @ base[:, 1:3].T, dtype=np.float64), np.asarray(step_part, dtype=np.float64)
 
 
-def _seasonal(t: FloatArray, y: FloatArray, period: float, alpha: float
-              ) -> tuple[FloatArray, float | None, float | None]:
-    if t.size < 6 or float(t.max() - t.min()) < period or np.ptp(y) == 0:
-        return np.zeros_like(y), None, None
+def _seasonal(t: FloatArray, y: FloatArray, period: float, alpha: float) -> tuple[bool, float | None, float | None]:
+    """The diurnal test at ``period``: (a sinusoid found at ``alpha``, its p-value, its amplitude)."""
+    if t.size < 6 or np.ptp(y) == 0:
+        return False, None, None
     d = diurnal_series(t, y, period, alpha=alpha)
-    if d.p_at_period is None or d.amplitude_at_period is None or d.phase_at_period_s is None:
-        return np.zeros_like(y), d.p_at_period, None
-    if d.p_at_period >= alpha:
-        return np.zeros_like(y), d.p_at_period, d.amplitude_at_period
-    wave = d.amplitude_at_period * np.sin(2.0 * np.pi * (np.mod(t, period) - d.phase_at_period_s) / period)
-    return wave, d.p_at_period, d.amplitude_at_period
+    if d.p_at_period is None or d.amplitude_at_period is None:
+        return False, d.p_at_period, None
+    return d.p_at_period < alpha, d.p_at_period, d.amplitude_at_period
 
 
 @dataclass
@@ -272,24 +279,6 @@ class Prepared:
     diurnal_p: float | None
     amplitude: float | None
     notes: list[str]
-
-
-def _joint_step(t: FloatArray, y: FloatArray, period: float, min_segment: int) -> tuple[FloatArray, int | None]:
-    """The step part of the least-squares fit of ``level + step·[i ≥ k] + a·sin + b·cos``, the
-    split ``k`` the one of least residual sum of squares (zeros and None when no step beats none)."""
-    w = 2.0 * np.pi * np.mod(t, period) / period
-    base = np.column_stack([np.ones_like(t), np.sin(w), np.cos(w)])
-    best_rss = float(np.linalg.lstsq(base, y, rcond=None)[1].sum()) if y.size > 3 else 0.0
-    out = np.zeros_like(y)
-    best: int | None = None
-    for k in range(min_segment, y.size - min_segment + 1):
-        step = (np.arange(y.size) >= k).astype(np.float64)
-        x = np.column_stack([base, step])
-        coef, rss, _, _ = np.linalg.lstsq(x, y, rcond=None)
-        r = float(rss.sum()) if rss.size else float(np.sum((y - x @ coef) ** 2))
-        if r < best_rss:
-            best_rss, out, best = r, coef[3] * step, k
-    return out, best
 
 
 def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: float = ALPHA,
@@ -308,27 +297,22 @@ def prepare(t: ArrayLike, y: ArrayLike, *, period: float | None = None, alpha: f
     if tv.size < MIN_RUNS:
         notes.append(f"{tv.size} runs: too few to look for a change ({MIN_RUNS} or more)")
         return Prepared(tv, yv, yv, None, None, False, None, None, notes)
-    if period is None:
-        wave, dp, amp = np.zeros_like(yv), None, None
-    else:
-        # a step biases the sinusoid's fit (and a sinusoid hides a step): the diurnal test runs
-        # on the values less the best single step fitted jointly with a sinusoid
-        wave, dp, amp = _seasonal(tv, yv - _joint_step(tv, yv, period, min_segment)[0], period, alpha)
-    removed = bool(np.any(wave != 0))
+    x, remove, removed, dp, amp = yv, None, False, None, None
+    if period is not None and float(tv.max() - tv.min()) >= period:
+        # the search allows for a sinusoid whether the diurnal test finds one or not: removing it
+        # only when found made the removal depend on the noise (the diurnal test rejected in 13 %
+        # of flat AR(1) series, and those called a change in 11 %), a choice the null series
+        # cannot repeat; a least-squares fit they can (remove_sinusoid, repeated on each). A step
+        # biases the sinusoid's fit (and a sinusoid hides a step): both come from one joint fit,
+        # and the diurnal test (what the notes report) runs on the values less its step part.
+        sin_part, step_part = joint_fit(tv, yv, period, min_segment)
+        removed, dp, amp = _seasonal(tv, yv - step_part[0], period, alpha)
+        x, remove = yv - sin_part[0], (tv, period)
     if removed:
         notes.append(f"time-of-day sinusoid (amplitude {amp:.3g}, p = {dp:.2g}) removed before the search")
-    x = yv - wave
-    remove = None
-    if period is not None and float(tv.max() - tv.min()) >= period:
-        # the test allows for a sinusoid whether the diurnal test found one or not: removing it only
-        # when found made the removal depend on the noise (the diurnal test rejected in 13 % of flat
-        # AR(1) series, and those called a change in 11 %), a choice the null series cannot repeat;
-        # a least-squares fit they can (remove_sinusoid, repeated on each)
-        x = remove_sinusoid(tv, yv, period, min_segment)[0]
-        remove = (tv, period)
     first = cusum_split(x, min_segment)
     if first is not None:
-        first = (first[0], sieve_p(x, first[0], min_segment=min_segment, remove=remove, threshold=threshold))
+        first = (first[0], sieve_p(x, min_segment=min_segment, remove=remove, threshold=threshold))
     return Prepared(tv, yv, x, period if removed else None, first, removed, dp, amp, notes)
 
 
