@@ -14,6 +14,7 @@ ar_rho  # analysis/diurnal.py DiurnalResult, in the report JSON
 mw_u  # analysis/diurnal.py
 mw_rank_biserial  # analysis/diurnal.py
 residual_sd  # analysis/diurnal.py
+phase_at_period_s  # analysis/diurnal.py DiurnalSeries: the fitted sinusoid's phase, in diurnal.json
 points  # analysis/stats.py: the number of points of a fitted slope
 sd_bps  # analysis/throughput.py SeriesStats
 min_bps  # analysis/throughput.py SeriesStats
