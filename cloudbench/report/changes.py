@@ -38,8 +38,13 @@ from cloudbench.store.summaries import read_summaries
 ALPHA = 0.05
 
 
-def _unit(unit: str) -> str:
-    return unit  # no space: the table wraps cells at spaces
+def size_text(c: ChangeJSON, sep: str = ", ", unit_sep: str = " ") -> tuple[str, str]:
+    """A change's size and its 95 % interval as text: relative to the level before when it has
+    one, else the difference in the series' unit. The terminal table passes no spaces (its
+    cells wrap at spaces); the page keeps them."""
+    if c["size"] is not None and (ci := c["size_ci"]) is not None:
+        return f"{c['size']:+.1%}", f"[{ci[0]:+.1%}{sep}{ci[1]:+.1%}]"
+    return f"{c['diff']:+.4g}{unit_sep}{c['unit']}", f"[{c['diff_ci'][0]:+.4g}{sep}{c['diff_ci'][1]:+.4g}]"
 
 
 def _pair(ci: tuple[float, float] | None) -> list[float] | None:
@@ -369,11 +374,8 @@ def render_changes(res: ChangesJSON, console: Console) -> None:
         table = titled_table(title, ("metric", "group", "since (UTC)", "before", "after", "size", "95% CI",
                                      "p (Holm)"), left=("metric", "group", "since (UTC)"), key=2)
         for c in res["changes"]:
-            u = _unit(c["unit"])
-            if c["size"] is not None and (sci := c["size_ci"]) is not None:
-                size, ci = f"{c['size']:+.1%}", f"[{sci[0]:+.1%},{sci[1]:+.1%}]"
-            else:
-                size, ci = f"{c['diff']:+.4g}{u}", f"[{c['diff_ci'][0]:+.4g},{c['diff_ci'][1]:+.4g}]"
+            u = c["unit"]  # no space before it: the table wraps cells at spaces
+            size, ci = size_text(c, sep=",", unit_sep="")
             table.add_row(escape(f"{c['workload']}:{c['metric']}" if several else c["metric"]), escape(c["group"]),
                           c["time_utc"], fmt_value(c["level_before"]) + u,
                           fmt_value(c["level_after"]) + u, size, ci, f"{c['p_holm']:.2g}")

@@ -12,7 +12,7 @@ from pathlib import Path
 from cloudbench.core.files import write_json_atomic
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
-from cloudbench.report.changes import ChangeJSON, ChangesJSON, SeriesJSON
+from cloudbench.report.changes import ChangeJSON, ChangesJSON, SeriesJSON, size_text
 from cloudbench.report.compare import COMPARE_DIR
 from cloudbench.report.confirm import fmt_value
 
@@ -30,12 +30,6 @@ figure{margin:1em 0;border:1px solid #ddd;padding:.5em}figcaption{font-size:.85e
 
 def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp).timestamp()
-
-
-def _size_text(c: ChangeJSON) -> tuple[str, str]:
-    if c["size"] is not None and (ci := c["size_ci"]) is not None:
-        return f"{c['size']:+.1%}", f"[{ci[0]:+.1%}, {ci[1]:+.1%}]"
-    return (f"{c['diff']:+.4g} {c['unit']}", f"[{c['diff_ci'][0]:+.4g}, {c['diff_ci'][1]:+.4g}]")
 
 
 def series_svg(s: SeriesJSON, changes: list[ChangeJSON]) -> str:
@@ -61,7 +55,7 @@ def series_svg(s: SeriesJSON, changes: list[ChangeJSON]) -> str:
     def y(v: float) -> float:
         return top + (y1 - v) / (y1 - y0) * height
 
-    sizes = "; ".join(f"{_size_text(c)[0]} {_size_text(c)[1]} since {c['time_utc']}" for c in changes)
+    sizes = "; ".join(f"{size_text(c)[0]} {size_text(c)[1]} since {c['time_utc']}" for c in changes)
     alt = f"{s['metric']} / {s['group']}: {len(pts)} runs, {len(changes)} change(s): {sizes}"
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 20}" height="{top + height + 40}" '
              f'font-family="DejaVu Sans,Arial,sans-serif" font-size="11" role="img" '
@@ -86,7 +80,7 @@ def series_svg(s: SeriesJSON, changes: list[ChangeJSON]) -> str:
                             (c["level_after"], bounds[i + 1], bounds[i + 2])):
             parts.append(f'<line x1="{x(a):.1f}" y1="{y(level):.1f}" x2="{x(b):.1f}" y2="{y(level):.1f}" '
                          'stroke="#a4161a" stroke-width="2"/>')
-        size, _ = _size_text(c)
+        size, _ = size_text(c)
         parts.append(f'<text x="{xc + 4:.1f}" y="{top + 12}" fill="#a4161a">{html.escape(size)}</text>')
     base = top + height
     parts.append(f'<line x1="{left}" y1="{base}" x2="{left + width}" y2="{base}" stroke="#444"/>'
@@ -122,7 +116,7 @@ def to_html(res: ChangesJSON) -> str:
                        "</figcaption></figure>")
     rows = []
     for c in res["changes"]:
-        size, ci = _size_text(c)
+        size, ci = size_text(c)
         rows.append(f"<tr><td class=l>{e(c['workload'])}</td><td class=l>{e(c['metric'])}</td>"
                     f"<td class=l>{e(c['group'])}</td><td class=l>{e(c['time_utc'])}</td>"
                     f"<td>{e(fmt_value(c['level_before']))} {e(c['unit'])}</td>"

@@ -17,7 +17,6 @@ from cloudbench.core.units import fmt_quantity
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
 from cloudbench.report.compare import COMPARE_DIR, HTML_NAME, JSON_NAME, CompareResult, Row, many, to_json
-from cloudbench.report.confirm import fmt_value
 from cloudbench.report.confirm_text import JSON_KEYS
 from cloudbench.store.manifest import POOLING_METADATA
 
@@ -198,8 +197,8 @@ def _html_section(res: CompareResult, several: bool) -> str:
         body.append(
             f"<tr><td class=l>{e(r.key.workload)}</td><td class=l>{e(r.key.metric)}</td>"
             f"<td class=l>{e(r.key.group)}</td><td>{c.n_a}/{c.n_b}</td>"
-            f"<td>{e(fmt_value(c.median_a.estimate) + _unit(r.unit))}</td>"
-            f"<td>{e(fmt_value(c.median_b.estimate) + _unit(r.unit))}</td><td>{e(change)}</td><td>{e(ci or '-')}</td>"
+            f"<td>{e(fmt_quantity(c.median_a.estimate, r.unit))}</td>"
+            f"<td>{e(fmt_quantity(c.median_b.estimate, r.unit))}</td><td>{e(change)}</td><td>{e(ci or '-')}</td>"
             f"<td>{'-' if c.p is None else f'{c.p:.3g}'}</td>"
             f"<td>{'-' if c.p_holm is None else f'{c.p_holm:.3g}'}</td>"
             f"<td class='l {e(c.verdict.split()[0])}'>{e(verdict_text(r, markup=False))}</td></tr>")
