@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from cloudbench.report.html import write_html as write_html
     from cloudbench.report.render import render_report as render_report
     from cloudbench.report.sides import parse_when as parse_when
+    from cloudbench.report.sides import parse_window as parse_window
     from cloudbench.report.sides import windowed as windowed
     from cloudbench.runner import CampaignRunner as CampaignRunner
     from cloudbench.runner import RunUI as RunUI
@@ -189,6 +190,7 @@ _API: dict[str, tuple[str, str]] = {
     "render_changes": ("cloudbench.report.changes", "render_changes"),
     "write_changes": ("cloudbench.report.changes_render", "write_changes"),
     "parse_when": ("cloudbench.report.sides", "parse_when"),
+    "parse_window": ("cloudbench.report.sides", "parse_window"),
     "windowed": ("cloudbench.report.sides", "windowed"),
 }
 

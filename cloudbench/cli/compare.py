@@ -135,11 +135,7 @@ def _changes(sides: list[str], workload: list[str] | None, metric: list[str] | N
         raise cloudbench.UsageError("--changes goes without --by, --baseline and --hour")
     if len(since or []) > 1 or len(until or []) > 1:
         raise cloudbench.UsageError("--changes takes one window: --since and --until once each")
-    lo = cloudbench.parse_when(since[0], f"--since {since[0]}") if since else None
-    hi = cloudbench.parse_when(until[0], f"--until {until[0]}") if until else None
-    if lo is not None and hi is not None and hi <= lo:
-        raise cloudbench.UsageError(f"--since/--until: the window {since[0] if since else ''} .. "
-                                    f"{until[0] if until else ''} ends before it starts")
+    lo, hi = cloudbench.parse_window(since[0] if since else None, until[0] if until else None)
     res = cloudbench.changes(sides[0], workloads=workload or (), metrics=metric or (), groups=group or (),
                              threshold=threshold, since=lo, until=hi)
     page = cloudbench.write_changes(res, out_dir)

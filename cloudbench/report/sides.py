@@ -96,6 +96,19 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def parse_window(since: str | None, until: str | None, flags: str = "--since/--until",
+                 now: datetime | None = None) -> tuple[float | None, float | None]:
+    """``--since``/``--until`` as given (either may be absent) -> (since, until) in UTC epoch
+    seconds, relative forms resolved against ``now``; a window that ends before it starts is a
+    usage error naming ``flags``."""
+    lo = parse_when(since, f"--since {since}", now) if since is not None else None
+    hi = parse_when(until, f"--until {until}", now) if until is not None else None
+    if lo is not None and hi is not None and hi <= lo:
+        raise UsageError(f"{flags}: the window {since} .. {until} ends before it starts "
+                         f"({_iso(lo)} .. {_iso(hi)} UTC)")
+    return lo, hi
+
+
 def windowed(path: str, since: str | None, until: str | None, flags: str = "--since/--until",
              now: datetime | None = None) -> str:
     """``path`` with a time window (``--since``/``--until`` as given on the command line) as a
@@ -105,11 +118,7 @@ def windowed(path: str, since: str | None, until: str | None, flags: str = "--si
         return path
     if "@" in path and not Path(path).exists():
         raise UsageError(f"{path!r}: a time selection DIR@SINCE..UNTIL and {flags} on the same side; give one")
-    lo = parse_when(since, f"--since {since}", now) if since is not None else None
-    hi = parse_when(until, f"--until {until}", now) if until is not None else None
-    if lo is not None and hi is not None and hi <= lo:
-        raise UsageError(f"{flags}: the window {since} .. {until} ends before it starts "
-                         f"({_iso(lo)} .. {_iso(hi)} UTC)")
+    lo, hi = parse_window(since, until, flags, now)
     return f"{path}@{_iso(lo) if lo is not None else ''}..{_iso(hi) if hi is not None else ''}"
 
 
