@@ -471,26 +471,28 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
                         min(abs(float(np.median(before))), abs(float(np.median(after))))))
         return out
 
-    while cps:  # drop the weakest change point that fails a criterion, re-test the rest
+    while True:  # drop the weakest change point that fails a criterion, re-test the rest
         stats = seg_sizes(cps)
         weak = [k for k, (s, pv, lvl) in enumerate(stats)
                 if pv >= p.alpha or abs(s) < max(p.step_k * sigma_w, p.min_rel * lvl)]
-        if not weak:
-            break
-        del cps[min(weak, key=lambda k: abs(stats[k][0]))]
-    # a step inside a window leaves that window half-way: change points two windows or less
-    # apart are one step, kept where the size is larger
-    kept: list[tuple[int, float]] = []
-    for c, (size, _, _) in zip(cps, seg_sizes(cps), strict=True):
-        if kept and c - kept[-1][0] <= 2:
-            if abs(size) > abs(kept[-1][1]):
-                kept[-1] = (c, size)
+        if weak:
+            del cps[min(weak, key=lambda k: abs(stats[k][0]))]
             continue
-        kept.append((c, size))
-    cps = [c for c, _ in kept]
+        # a step inside a window leaves that window half-way: change points two windows or less
+        # apart are one step, kept where the size is larger; the merged point is tested again
+        kept: list[tuple[int, float]] = []
+        for c, (size, _, _) in zip(cps, stats, strict=True):
+            if kept and c - kept[-1][0] <= 2:
+                if abs(size) > abs(kept[-1][1]):
+                    kept[-1] = (c, size)
+                continue
+            kept.append((c, size))
+        if len(kept) == len(cps):
+            break
+        cps = [c for c, _ in kept]
     out: list[Event] = []
     bounds_t = [t[0], *[starts[c] for c in cps], t[-1] + window_s]
-    for k, (c, (_, pv, _)) in enumerate(zip(cps, seg_sizes(cps), strict=True)):
+    for k, (c, (_, pv, _)) in enumerate(zip(cps, stats, strict=True)):
         lo_t, hi_t = bounds_t[k], bounds_t[k + 2]
         # place the change on the raw echoes: window before the change point and the one at it
         near = np.flatnonzero((win >= c - 1) & (win <= c))

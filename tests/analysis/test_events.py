@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cloudbench.analysis.events import Event, detect_pair_events, label_host_events, late_rounds
+from cloudbench.analysis.events import Event, EventParams, _steps, detect_pair_events, label_host_events, late_rounds
 
 DT = 0.02  # 50 rounds per second
 
@@ -191,3 +191,21 @@ def test_steps_need_the_windows_the_step_test_was_measured_on() -> None:
     t, y = pair(2, seconds=float(need))
     y[t >= float(need // 2)] += 1000.0
     assert [e.kind for e in detect_pair_events(t, y, DT, 1.0)] == ["step"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_merged_change_point_is_tested_again_and_bounds_nothing_when_it_fails(seed: int) -> None:
+    """A 500 µs step at 10 s, then a 1 s excursion of +1000 µs at 25 s: the search finds change
+    points at the step and at both edges of the excursion; the edges (two windows apart) merge into
+    one point, which is no step (the level after it is the level before it). It is tested again
+    and dropped, so the step's 'after' segment runs to the end of the series (3,000 echoes). Before,
+    the merged point was never re-tested and, though not printed, cut the step's segment at 25 s
+    (1,400-1,700 echoes), so the step's size came from half the data."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(0.0, 40.0, 0.01)
+    y = 100.0 + rng.normal(0.0, 30.0, t.size)
+    y[t >= 10.0] += 500.0
+    y[(t >= 25.0) & (t < 26.0)] += 1000.0
+    (step,) = _steps(t, y, 1.0, EventParams(), 0.0, None)
+    assert step.time_s == pytest.approx(10.0, abs=0.05) and step.samples == np.sum(t >= step.time_s)
+    assert step.size == pytest.approx(500.0, abs=10.0)
