@@ -6,7 +6,9 @@ each, searched exactly as the command searches one series
 (:func:`cloudbench.analysis.changes.find_changes`, the daily sinusoid removed when found).
 Printed per kind: the share of flat series with a change (target <= 5 %, with its Monte-Carlo
 SE), and for a step of 3 noise SDs half-way: the share found within one run of it and the
-share of those whose 95 % interval of the difference covers the step.
+share of those whose 95 % interval of the difference covers the step. The known limit
+(``LIMIT_KINDS``: slow conditions under per-run noise, an ARMA(1,1)) is printed the same way,
+marked ``limit``, and does not set the exit code.
 
 Then the command's own speed: a fake campaign of 168 hourly runs x 3 repetitions and
 ``--series`` series written to disk, ``cloudbench compare DIR --changes --json`` timed
@@ -30,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from cloudbench.analysis.changes import find_changes
-from cloudbench.testing.changes import FLAT_KINDS, SD, flat_runs, stepped
+from cloudbench.testing.changes import FLAT_KINDS, LIMIT_KINDS, SD, flat_runs, stepped
 from cloudbench.testing.fake_results import FakeRun, make_campaign
 
 ALPHA = 0.05
@@ -80,16 +82,18 @@ def main() -> int:
     ok = True
     n = args.series_per_kind
     print(f"{'kind':12} {'false (flat)':>16} {'step found':>11} {'CI covers':>16}")
-    for i, kind in enumerate(FLAT_KINDS):
+    for i, kind in enumerate(FLAT_KINDS + LIMIT_KINDS):
         rate = flat_rate(kind, n, args.seed + i)
         se = math.sqrt(ALPHA * (1 - ALPHA) / n)
         found, cov = step_rates(kind, args.steps_per_kind, args.seed + 100 + i)
         miss = rate > ALPHA + 3 * se
         n_found = max(round(found * args.steps_per_kind), 1)
         short = cov < 0.95 - 3 * math.sqrt(0.95 * 0.05 / n_found)
-        ok &= not miss and not short
+        limit = kind in LIMIT_KINDS
+        ok &= limit or (not miss and not short)
         print(f"{kind:12} {rate:7.1%} ± {math.sqrt(rate * (1 - rate) / n):5.1%}{' !' if miss else '  '}"
-              f" {found:10.1%} {cov:8.1%} ± {math.sqrt(cov * (1 - cov) / n_found):4.1%}{' !' if short else ''}")
+              f" {found:10.1%} {cov:8.1%} ± {math.sqrt(cov * (1 - cov) / n_found):4.1%}{' !' if short else ''}"
+              f"{'  limit' if limit else ''}")
     took = time_command(args.series, args.seed)
     print(f"compare --changes, 168 runs x 3 repetitions, {args.series} series: {took:.1f} s "
           f"(target <= {TIME_TARGET_S:.0f} s)")

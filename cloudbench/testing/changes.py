@@ -8,7 +8,10 @@ does, with one kind of trouble each:
   (:func:`cloudbench.testing.adversarial.hourly_campaign`);
 * ``ar1``: runs correlated over hours, AR(1) with φ = 0.6 across runs;
 * ``heavy``: Student-t (3 degrees of freedom) run values, AR(1) φ = 0.3 innovations;
-* ``diurnal``: a daily sine of 1.5 noise SDs with AR(1) φ = 0.3 noise and no change.
+* ``diurnal``: a daily sine of 1.5 noise SDs with AR(1) φ = 0.3 noise and no change;
+* ``slow_noise`` (:data:`LIMIT_KINDS`, a known limit): conditions that wander over hours (AR(1)
+  φ = 0.6) under independent per-run noise of the same SD, an ARMA(1,1) that an autoregression
+  of a week's runs under-fits.
 
 :func:`stepped` adds a step of ``size`` (in µs) at a given run.
 """
@@ -22,6 +25,7 @@ from cloudbench.analysis.diurnal import run_values
 from cloudbench.testing.adversarial import MONDAY, ar1, hourly_campaign
 
 FLAT_KINDS = ("run_effects", "ar1", "heavy", "diurnal")
+LIMIT_KINDS = ("slow_noise",)
 LEVEL = 1000.0  # µs
 SD = 20.0  # µs, the run-to-run spread of every kind
 
@@ -43,7 +47,9 @@ def flat_runs(rng: np.random.Generator, kind: str, runs: int = 168
     if kind == "diurnal":
         sine = 1.5 * SD * np.sin(2 * np.pi * t / 86400.0 + rng.uniform(0, 2 * np.pi))
         return t, LEVEL + sine + ar1(rng, (1, runs), 0.3, SD)[0]
-    raise ValueError(f"unknown kind {kind!r} (one of {', '.join(FLAT_KINDS)})")
+    if kind == "slow_noise":
+        return t, LEVEL + ar1(rng, (1, runs), 0.6, SD * 0.7)[0] + rng.normal(0.0, SD * 0.7, runs)
+    raise ValueError(f"unknown kind {kind!r} (one of {', '.join(FLAT_KINDS + LIMIT_KINDS)})")
 
 
 def stepped(rng: np.random.Generator, kind: str, size: float, at: int | None = None, runs: int = 168

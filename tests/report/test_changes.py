@@ -20,14 +20,15 @@ SCHEDULE = {"every": 3600.0, "count": 48, "timezone": "UTC", "day": 86400.0}
 STEP_AT = 24
 
 
-def campaign(tmp_path: Path, step: float, seed: int = 2) -> Path:
+def campaign(tmp_path: Path, step: float, seed: int = 2, sd: float = 20.0) -> Path:
     """48 hourly runs of 3 repetitions; rtt_p50 steps by ``step`` µs from run 24 on, rtt_p99 is flat.
-    Each run has its own effect (shared by its repetitions) on top of the repetition noise."""
+    Each run has its own effect (SD ``sd`` µs, shared by its repetitions) on top of the repetition
+    noise (the same SD)."""
     rng = np.random.default_rng(seed)
     runs = []
     for i in range(48):
         shift = step if i >= STEP_AT else 0.0
-        p50 = 1000 + shift + rng.normal(0, 20) + rng.normal(0, 20, 3)
+        p50 = 1000 + shift + rng.normal(0, sd) + rng.normal(0, sd, 3)
         p99 = 2000 + rng.normal(0, 40) + rng.normal(0, 40, 3)
         runs.append(FakeRun({("rtt_p50_us", "same_zone"): list(p50), ("rtt_p99_us", "same_zone"): list(p99)},
                             schedule=SCHEDULE))
@@ -76,9 +77,10 @@ def test_a_flat_campaign_gives_no_change(tmp_path: Path) -> None:
 
 
 def test_a_significant_change_within_the_threshold_is_counted_not_listed(tmp_path: Path) -> None:
-    """+3 % with little noise: significant, but within the default ±5 % (as compare's verdicts);
-    listed with --threshold 1% or an absolute 20us."""
-    root = campaign(tmp_path, 30.0)
+    """+3 % with little noise (run and repetition SD 8 µs, so the step is about 3 run SDs):
+    significant, but within the default ±5 % (as compare's verdicts); listed with --threshold 1% or
+    an absolute 20us."""
+    root = campaign(tmp_path, 30.0, sd=8.0)
     res = changes(root, metrics=["rtt_p50_us"])
     assert res["changes"] == [] and res["series"][0]["small"] == 1 and "within ±5%" in res["notes"][0]
     for th in ("1%", "20us"):
