@@ -241,7 +241,7 @@ def echo_worker_health(manifest: Manifest, workload: str) -> dict[str, Any] | No
             "max_send_lag_us": lag_us, "kernel_stamps": kernel, "user_stamps": user}
 
 
-def _stamps(health: dict[str, Any]) -> str:
+def _stamps(health: Mapping[str, Any]) -> str:
     """How the echoes were stamped; empty for workers that did not count it (worker 1)."""
     kernel, user = int(health.get("kernel_stamps") or 0), int(health.get("user_stamps") or 0)
     if not kernel + user:
