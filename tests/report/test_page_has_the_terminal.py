@@ -226,13 +226,19 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
     return report, terminal(report), parsed
 
 
+def not_on_page(lines: list[str], page: PageText) -> list[str]:
+    """The terminal lines whose text is not in the page's prose and whose cells are not, in
+    order, in one row of a page table."""
+    prose = page.prose()
+    return [line for line in lines
+            if " ".join(line.split()) not in prose
+            and not any(in_order(re.split(r"\s{2,}", line), cells) for _, cells, _ in page.rows)]
+
+
 def test_every_line_and_table_row_of_the_terminal_is_on_the_page(
         rendered: tuple[dict[str, Any], list[str], PageText]) -> None:
     _, lines, page = rendered
-    prose = page.prose()
-    missing = [line for line in lines
-               if " ".join(line.split()) not in prose
-               and not any(in_order(re.split(r"\s{2,}", line), cells) for _, cells, _ in page.rows)]
+    missing = not_on_page(lines, page)
     assert missing == [], "\n".join(missing)
     # the shapes are all there: the test is not passing on a report that prints little
     for must in ("Percentiles between modes are unstable", "spikes and steps per pair", "connection modes side by "
