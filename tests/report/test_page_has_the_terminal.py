@@ -6,7 +6,7 @@ The report covers the shipped experiments' shapes: quickstart (echo with modes, 
 test too short to run, quorums), warm-vs-cold (connection modes side by side, handshakes),
 payload-sweep (distributions per swept value, the sweep table), throughput and drains (notes,
 warnings, configured rows), colocation (three tables, notes, audits) and traceroute, with a
-damaged file and a host failure in the frame."""
+damaged file, a host failure and a scheduled campaign's time-of-day verdict in the frame."""
 
 from __future__ import annotations
 
@@ -120,6 +120,9 @@ def shipped_shapes(run: RunDir) -> dict[str, Any]:
     }
     rep["workloads"] = {"echo": echo, "hot": hot, "cold": cold, "sweep": sweep, "tput": tput, "drain": drain,
                         "colocation": colocation, "paths": paths}
+    # a scheduled campaign's run: the time-of-day verdict so far
+    rep["time_of_day"] = {"period_s": 86400.0, "timezone": "UTC", "runs": 30, "significant": [], "heatmaps": [],
+                          "verdict": "no time-of-day effect in any series (Holm over 6 series)", "coverage": []}
     rep["damaged"] = ["echo/r000-t000-echo.parquet: checksum mismatch"]
     rep["failures"] = [{"trial": "r000-t001-echo", "host": "s3-1", "exit_code": 137, "reason": "",
                         "command": "python3 echo.py --port 7000 --rate 100"}]
@@ -245,7 +248,7 @@ def test_every_line_and_table_row_of_the_terminal_is_on_the_page(
                  "side, same_subnet", "TCP handshake of the per-round connections", "RTT per payload",
                  "note: expected 47.82", "hosts sharing a NIC", "testbed truth matched", "configured",
                  "1 of 1 pair-repetition transitions changed the path", "host failure(s)", "checksum mismatch",
-                 "steps not testable"):
+                 "steps not testable", "time of day (30 runs of the campaign, UTC)"):
         assert any(must in line for line in lines), must
 
 
