@@ -19,6 +19,7 @@ import pytest
 from rich.console import Console
 
 from cloudbench.analysis.quantiles import P50, P90, P99
+from cloudbench.report.files import MIGRATIONS
 from cloudbench.report.html import render_html
 from cloudbench.report.render import render_report
 from cloudbench.store.rundir import RunDir
@@ -287,3 +288,14 @@ def test_the_time_figure_counts_every_event_of_the_events_table(
     assert shown == len(echo["level_shifts"])
     # s1-1>s6-1's spike at 100.5 s falls in a window without a value: marked on the pair's nearest one
     assert int(m[2]) == 1
+
+
+def test_report_json_lists_every_warning(rendered: tuple[dict[str, Any], list[str], PageText]) -> None:
+    """report.json's ``warnings`` (written by build_report; computed when a version 2 file is read)
+    are the terminal's warning lines, each naming its workload."""
+    report, lines, page = rendered
+    listed = MIGRATIONS[2]({**report, "schema": 2})["warnings"]
+    warnings = [line.removeprefix("warning: ") for line in lines if line.startswith("warning: ")]
+    assert len(listed) == len(warnings) >= 8
+    assert all(any(w in item for item in listed) for w in warnings)
+    assert listed == page.items["trust"]
