@@ -27,6 +27,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from cloudbench.core.blocks import Block, ReportLine, table_cells
+from cloudbench.core.tables import rep_number
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
 from cloudbench.report.figures import section_figures
@@ -254,7 +255,8 @@ def _metadata(page: Page, report: dict[str, Any], manifest: Manifest) -> None:
     for r in manifest.repetitions:
         for h in r.hosts:
             facts = ", ".join(f"{k}={v}" for k, v in sorted(h.facts.items()) if not isinstance(v, dict | list))
-            hosts.append({"repetition": r.index, "name": h.name, **h.labels, "address": h.address, "facts": facts})
+            hosts.append({"repetition": rep_number(r.index), "name": h.name, **h.labels, "address": h.address,
+                          "facts": facts})
     label_keys = sorted({k for r in manifest.repetitions for h in r.hosts for k in h.labels})
     page.add("<h3>Hosts</h3>" + table(
         hosts, [("repetition", "rep"), ("name", "host"), *[(k, k) for k in label_keys], ("address", "address"),
