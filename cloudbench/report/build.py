@@ -14,6 +14,7 @@ import numpy as np
 
 from cloudbench.errors import AnalysisError, ResultError, UsageError
 from cloudbench.report.diurnal import MIN_VALUES, diurnal, schedule_of, weekday_hour
+from cloudbench.report.render import report_views
 from cloudbench.store import formats
 from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.workloads import workload_kind
@@ -51,6 +52,8 @@ def build_report(run: RunDir) -> dict[str, Any]:
     tod = time_of_day_section(run)
     if tod is not None:
         rep["time_of_day"] = tod
+    # every warning the terminal and the page print, for programs that read report.json
+    rep["warnings"] = report_views(rep).warnings()
     return rep
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from cloudbench.core.files import write_json_atomic
 from cloudbench.core.tables import write_csv
 from cloudbench.errors import ResultError
+from cloudbench.report.render import report_views
 from cloudbench.store import formats
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads import workload_kind
@@ -77,7 +78,14 @@ def migrate_report_1(data: dict[str, Any]) -> dict[str, Any]:
     return {"schema": 2, **rest, "workloads": {**data["workloads"], **data.get("paths", {})}}
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: migrate_report_1}
+def migrate_report_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 as version 3: the report's warnings, computed from its sections as the terminal
+    prints them (:func:`~cloudbench.report.render.report_views`), under ``warnings``. ``data`` is not
+    changed."""
+    return {**data, "schema": 3, "warnings": report_views(data).warnings()}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: migrate_report_1, 2: migrate_report_2}
 """Version -> the function that turns a report of that version into the next one."""
 
 

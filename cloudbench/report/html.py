@@ -2,9 +2,12 @@
 
 The page reads in the order a reader decides what to believe: what ran and
 whether it can be trusted (status, damaged files, failures, the workers' CPU and
-late rounds, warnings), then each workload's figures and key tables, then the
-repetition analysis when ``confirm.json`` exists, and the metadata at the end
-(spec, seed, hosts with labels and facts, versions).
+late rounds, every warning of the report), then each workload's figures and
+tables, then the repetition analysis when ``confirm.json`` exists, and the
+metadata at the end (spec, seed, hosts with labels and facts, versions).
+
+The tables and lines are the terminal report's own (:func:`~cloudbench.report.render.report_views`):
+the page shows every table row, warning and note the terminal prints, and adds figures.
 
 Figures are matplotlib SVG inlined in the page (also written as
 ``report/figures/*.svg`` and ``*.png``); there is no script and no URL, so the
@@ -17,14 +20,14 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
 
-from cloudbench.analysis.latency import needs_note
-from cloudbench.analysis.quantiles import P5, P50, P95
+from cloudbench.core.blocks import Block, ReportLine, table_cells
+from cloudbench.core.tables import rep_number
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
 from cloudbench.report.figures import section_figures
@@ -32,9 +35,11 @@ from cloudbench.report.figures.confirm import convergence_figure
 from cloudbench.report.figures.diurnal import time_of_day_figure
 from cloudbench.report.figures.style import Plot, inline_svg, save
 from cloudbench.report.files import CONFIRM_DIR, REPORT_DIR
+from cloudbench.report.render import ReportViews, report_views
 from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
+from cloudbench.workloads.echo.report import health_text
 
 HTML_NAME = "index.html"
 FIGURES_DIR = "figures"
@@ -54,7 +59,7 @@ figure{margin:1em 0;border:1px solid #ddd;padding:.5em}
 figure svg{max-width:100%;height:auto;display:block}
 figcaption{font-size:.85em;color:#333}
 pre{background:#f4f4f4;padding:.6em;overflow:auto;font-size:.8em}
-.small{font-size:.85em;color:#444}
+.small{font-size:.85em;color:#444}.note{font-size:.9em;color:#333}
 @media print{nav{display:none}figure{break-inside:avoid}}
 """
 
@@ -130,161 +135,70 @@ def _close(fig: Figure) -> None:
 # ---------------------------------------------------------------------- sections
 
 
-def _trust(page: Page, report: dict[str, Any]) -> None:
+def _trust(page: Page, report: dict[str, Any], views: ReportViews) -> None:
     page.heading("Can it be trusted?", "trust")
     status = report.get("status", "?")
     cls = "ok" if status == "complete" else "bad"
     page.add(f'<p>Run status: <span class="status {cls}">{esc(status)}</span>, '
              f"{esc(report.get('repetitions'))} repetition(s), started {esc(report.get('started_utc') or '?')}, "
              f"ended {esc(report.get('ended_utc') or '?')} (UTC).</p>")
-    damaged = report.get("damaged") or []
-    if damaged:
-        page.add(f'<p class="bad"><b>{len(damaged)} file(s) differ from the manifest\'s checksums</b> '
-                 "(changed or lost since the run wrote them):</p><ul>"
-                 + "".join(f"<li>{esc(d)}</li>" for d in damaged) + "</ul>")
-    else:
+    if not report.get("damaged"):
         page.add('<p class="ok">Every file matches the checksum the run recorded.</p>')
-    failures = report.get("failures") or []
-    if failures:
-        page.add(f'<p class="bad"><b>{len(failures)} host failure(s)</b> (trials and deployments):</p>'
-                 + table([{**f, "reason": f.get("reason") or ("no exit code" if f.get("exit_code") is None
-                                                              else f"exit {f['exit_code']}"),
-                           "command": str(f.get("command", ""))[:100]} for f in failures],
-                         [("trial", "trial"), ("host", "host"), ("reason", "reason"), ("command", "command")],
-                         left=("trial", "host", "reason", "command")))
-    else:
+    if not report.get("failures"):
         page.add('<p class="ok">No host failed.</p>')
-    warnings: list[str] = []
+    for b in views.trouble:  # damaged files and host failures, as the terminal prints them
+        page.add(block_html(b))
     for wname, w in report.get("workloads", {}).items():
         health = w.get("workers")
         if health:
             share = health["late_sends"] / health["rounds"] if health.get("rounds") else 0.0
             cls = "warn" if health["cpu_pct_max"] > 50 or share > 0.01 else "ok"
-            stamps = ""
-            kernel, user = int(health.get("kernel_stamps") or 0), int(health.get("user_stamps") or 0)
-            if kernel + user:
-                stamps = (f"; {user} of {kernel + user} echoes ({user / (kernel + user):.2%}) stamped on read "
-                          "rather than by the kernel")
-            page.add(f'<p class="{cls}">{esc(wname)}: the workers used at most {health["cpu_pct_max"]:.1f} % of a '
-                     f"core ({esc(health['cpu_pct_max_host'])}, {esc(health['cpu_pct_max_trial'])}); "
-                     f"{health['late_sends']} of {health['rounds']} rounds ({share:.2%}) left late, by at most "
-                     f"{health['max_send_lag_us'] / 1000:.1f} ms{esc(stamps)}.</p>")
-        warnings += [f"{wname}: {m}" if not str(m).startswith(wname) else str(m) for m in w.get("warnings") or []]
-        warnings += [f"{wname}: {d['src']}→{d['dst']} ({d['trial']}): {d['notes']}" for d in w.get("drains") or []
-                     if d.get("notes")]
-        shifts = w.get("level_shifts") or []
-        if shifts:
-            steps = sum(s.get("kind") == "step" for s in shifts)
-            warnings.append(f"{wname}: {steps} level shift(s) and {len(shifts) - steps} spike(s) in the windowed "
-                            "RTT series (marked in the time figure)")
+            page.add(f'<p class="{cls}">{esc(health_text(wname, health))}.</p>')
+    # every warning the terminal prints, each naming its workload
+    warnings = views.warnings()
     if warnings:
-        page.add('<p class="warn"><b>Warnings</b></p><ul>' + "".join(f"<li>{esc(m)}</li>" for m in warnings)
-                 + "</ul>")
+        page.add(f'<p class="warn"><b>{len(warnings)} warning(s)</b> (each also under its table below)</p><ul>'
+                 + "".join(f'<li class="warn">{esc(m)}</li>' for m in warnings) + "</ul>")
     else:
         page.add('<p class="ok">No warnings.</p>')
 
 
-def _distribution_cols(rows: list[dict[str, Any]], labels: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    keys = [k for k in rows[0] if k not in {k for k, _ in labels}] if rows else []
-    return [*labels, *[(k, k) for k in keys]]
+def block_html(b: Block) -> str:
+    """A table or line of the terminal report as HTML: the same title, headers, cells and text
+    (a table's full headers; its rows as printed, without the terminal's layout)."""
+    if isinstance(b, ReportLine):
+        return f'<p class="{LINE_CLASS[b.kind]}">{esc(b.printed())}</p>'
+    headers, rows = table_cells(b)
+    left = [c.justify == "left" for c in b.columns]
+
+    def td(tag: str, text: str, is_left: bool) -> str:
+        return f'<{tag} class="{"l" if is_left else ""}">{"<br>".join(esc(x) for x in text.splitlines())}</{tag}>'
+
+    head = "".join(td("th", h, lf) for h, lf in zip(headers, left, strict=True))
+    body = "".join("<tr>" + "".join(td("td", c, lf) for c, lf in zip(r, left, strict=True)) + "</tr>" for r in rows)
+    title = f"<h3>{esc(b.title)}</h3>" if b.title else ""
+    return f"{title}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _needs(rows: list[dict[str, Any]]) -> str:
-    """The note under a distribution table: which percentiles (–) its RTTs cannot estimate."""
-    note = needs_note([int(r.get("count") or 0) - int(r.get("timeouts") or 0) for r in rows],
-                      what="RTTs")
-    return f'<p class="note">{esc(note)}</p>' if note else ""
+LINE_CLASS = {"warning": "warn", "note": "note", "fact": "fact"}
 
 
-def _echo_tables(page: Page, w: dict[str, Any]) -> None:
-    groups = w.get("groups") or []
-    if groups:
-        page.add("<h3>RTT by latency group (µs)</h3>"
-                 + table(groups, _distribution_cols(groups, [("group", "group")]), left=("group",))
-                 + _needs(groups))
-    quorums = w.get("quorums") or []
-    if quorums:
-        page.add("<h3>Quorum latency (µs; k-th fastest reply per round)</h3>"
-                 + table(quorums, _distribution_cols(quorums, [("quorum", "quorum"), ("group", "group")]),
-                         left=("quorum", "group")) + _needs(quorums))
-    shifts = w.get("level_shifts") or []
-    if shifts:
-        page.add("<h3>Level shifts and spikes (µs)</h3>" + table(
-            shifts, [("repetition", "rep"), ("trial", "trial"), ("series", "series"), ("kind", "kind"),
-                     ("time_s", "time (s)"), ("size", "size"), ("before", "before"), ("after", "after")],
-            left=("trial", "series", "kind")))
-
-
-def _throughput_tables(page: Page, w: dict[str, Any]) -> None:
-    rows = w.get("trials") or []
-    if rows:
-        page.add("<h3>Per trial (Mbit/s)</h3>" + table(
-            [{**r, "pair": f"{r['src']}→{r['dst']}"} for r in rows],
-            [("repetition", "rep"), ("pair", "sender→receiver"), ("group", "group"), ("mean_mbps", "mean"),
-             ("cov", "CoV"), ("p5_mbps", P5), ("p50_mbps", P50), ("p95_mbps", P95),
-             ("loss_pct", "loss %"), ("capacity_lb_mbps", "capacity ≥"),
-             ("capacity_lb95_mbps", "capacity ≥ (95 %)"), ("expected_mbps", "expected")],
-            left=("pair", "group"), digits=2))
-    if w.get("asymmetry"):
-        page.add("<h3>Direction asymmetry (Mbit/s)</h3>" + table(
-            w["asymmetry"], [("repetition", "rep"), ("a", "a"), ("b", "b"), ("a_to_b_mbps", "a→b"),
-                             ("b_to_a_mbps", "b→a"), ("ratio", "ratio")], left=("a", "b"), digits=3))
-
-
-def _drain_tables(page: Page, w: dict[str, Any]) -> None:
-    rows = w.get("drains") or []
-    if rows:
-        page.add("<h3>Drains (rates Mbit/s, budget Mbit, times s)</h3>" + table(
-            [{**r, "pair": f"{r['src']}→{r['dst']}"} for r in rows],
-            [("pair", "pair"), ("vm_type", "vm_type"), ("drained", "drained"), ("high_mbps", "high"),
-             ("low_mbps", "low"), ("time_to_empty_s", "empty after"), ("budget_mbit", "budget"),
-             ("rest_s", "rest"), ("refill_mbps", "refill"), ("expected_high_mbps", "configured high"),
-             ("expected_low_mbps", "configured low"), ("expected_time_to_empty_s", "configured empty")],
-            left=("pair", "vm_type"), digits=2))
-
-
-def _path_tables(page: Page, w: dict[str, Any]) -> None:
-    if w.get("paths"):
-        page.add("<h3>Paths and AS paths</h3>" + table(
-            w["paths"], [("repetition", "rep"), ("src", "src"), ("dst", "dst"), ("reached", "reached"),
-                         ("hops", "hops"), ("nodes", "interfaces"), ("anonymous", "anonymous"),
-                         ("diamonds", "diamonds"), ("max_width", "max width"), ("rtt_min_us", "min RTT (µs)"),
-                         ("as_path", "AS path")], left=("src", "dst", "as_path")))
-    changes = w.get("changes") or []
-    if changes:
-        changed = sum(bool(c.get("changed")) for c in changes)
-        page.add(f"<p>{changed} of {len(changes)} pair-repetition transitions changed the path.</p>")
-    if w.get("inflation"):
-        page.add("<h3>Inflation over the propagation bound</h3>" + table(
-            w["inflation"], [("src", "src"), ("dst", "dst"), ("distance_km", "distance (km)"),
-                             ("min_rtt_us", "min RTT (µs)"), ("bound_c_us", "bound at c (µs)"),
-                             ("inflation_c", "× c"), ("inflation_fibre", "× fibre")], left=("src", "dst"),
-            digits=2))
-
-
-TABLES: dict[str, Callable[[Page, dict[str, Any]], None]] = {
-    "echo": _echo_tables, "throughput": _throughput_tables, "tokenbucket": _drain_tables,
-    "tbdrain": _drain_tables, "traceroute": _path_tables,
-}
-
-
-def _workloads(page: Page, report: dict[str, Any]) -> None:
+def _workloads(page: Page, report: dict[str, Any], views: ReportViews) -> None:
     for wname, w in report.get("workloads", {}).items():
         page.heading(f"{wname} ({w.get('kind', '?')})", f"w-{wname}")
         if "rows" in w:
             page.add(f'<p class="small">{w["rows"]:,} rows of observations.</p>')
         for plot in section_figures(wname, w):
             page.figure(plot)
-        tables = TABLES.get(str(w.get("kind")))
-        if tables is not None:
-            tables(page, w)
+        for b in views.workloads.get(wname, []):
+            page.add(block_html(b))
 
 
-def _time_of_day(page: Page, tod: dict[str, Any]) -> None:
+def _time_of_day(page: Page, tod: dict[str, Any], views: ReportViews) -> None:
     """A scheduled campaign's verdict, the hour × weekday heat maps and the coverage grid."""
     page.heading("Time of day (the campaign so far)", "time-of-day")
-    page.add(f"<p>{esc(tod.get('verdict', ''))} ({esc(tod.get('runs', '?'))} runs, "
-             f"{esc(tod.get('timezone', 'UTC'))}; <code>cloudbench diurnal</code> gives every series).</p>")
+    for b in views.time_of_day:
+        page.add(block_html(b))
     plot = time_of_day_figure(tod)
     if plot is not None:
         page.figure(plot)
@@ -341,7 +255,8 @@ def _metadata(page: Page, report: dict[str, Any], manifest: Manifest) -> None:
     for r in manifest.repetitions:
         for h in r.hosts:
             facts = ", ".join(f"{k}={v}" for k, v in sorted(h.facts.items()) if not isinstance(v, dict | list))
-            hosts.append({"repetition": r.index, "name": h.name, **h.labels, "address": h.address, "facts": facts})
+            hosts.append({"repetition": rep_number(r.index), "name": h.name, **h.labels, "address": h.address,
+                          "facts": facts})
     label_keys = sorted({k for r in manifest.repetitions for h in r.hosts for k in h.labels})
     page.add("<h3>Hosts</h3>" + table(
         hosts, [("repetition", "rep"), ("name", "host"), *[(k, k) for k in label_keys], ("address", "address"),
@@ -360,10 +275,11 @@ def render_html(run: RunDir, report: dict[str, Any], figures_dir: Path) -> tuple
     """The page's text, and the figure files written into ``figures_dir``."""
     manifest = run.manifest()
     page = Page(figures_dir)
-    _trust(page, report)
-    _workloads(page, report)
+    views = report_views(report)  # what the terminal prints, shown in the same words
+    _trust(page, report, views)
+    _workloads(page, report, views)
     if report.get("time_of_day"):
-        _time_of_day(page, report["time_of_day"])
+        _time_of_day(page, report["time_of_day"], views)
     confirm_path = find_confirm(run)
     if confirm_path is not None:
         _confirm(page, confirm_path)
@@ -372,7 +288,7 @@ def render_html(run: RunDir, report: dict[str, Any], figures_dir: Path) -> tuple
     title = f"{report.get('campaign', '?')} — run {report.get('run_id', '?')}"
     text = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"generator\" content=\"cloudbench {esc(__version__)}\"><title>{esc(title)}</title>"
-            f"<style>{CSS}</style></head><body><h1>{esc(title)}</h1>"
+            f"<style>{CSS}</style></head><body><h1>{esc(title)}</h1><p>{esc(views.header.text)}</p>"
             f"<p class=\"small\">cloudbench report; one file, nothing loaded from elsewhere. "
             f"Figures are also under {FIGURES_DIR}/ as SVG and PNG.</p>"
             f"{nav}{''.join(page.parts)}</body></html>\n")

@@ -84,9 +84,11 @@ PARQUET = Format("parquet file", 2, {
        "(a campaign's files are one dataset) and each host's round 0 in UTC µs in the metadata "
        "(`cloudbench.t0_utc_us`); schema-1 echo files have neither and are labelled from the manifest",
 })
-REPORT = Format("report.json", 2, {
+REPORT = Format("report.json", 3, {
     1: "unversioned; traceroute sections under a top-level `paths`",
     2: "key `schema`; every workload's section under `workloads` (traceroute too)",
+    3: "top-level `warnings`: every warning line the report prints (terminal and page), each naming its "
+       "workload; read from 2 by computing them from the sections",
 })
 CONFIRM = Format("confirm.json", 1, {1: "first version"})
 COMPARE = Format("compare.json", 1, {

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from rich.console import Console
 
+from cloudbench.core.blocks import Block, print_blocks
 from cloudbench.core.cluster import Cluster
 from cloudbench.errors import RemoteFailure
 from cloudbench.remote import HostResult, Remote
@@ -168,9 +169,15 @@ class WorkloadKind:
         """The workload's part of ``report.json`` (plain JSON values; lists of rows are tables)."""
         return {"kind": self.kind}
 
+    def section_views(self, name: str, section: dict[str, Any], options: Mapping[str, bool]) -> list[Block]:
+        """The section's tables and lines for a person (``options``: e.g. ``windows``, ``pairs``):
+        what the terminal prints and the HTML page shows, from report.json's section alone."""
+        return []
+
     def render_section(self, name: str, section: dict[str, Any], console: Console,
                        options: Mapping[str, bool]) -> None:
-        """Print the section for a person (``options``: e.g. ``windows``, ``pairs``)."""
+        """Print the section for a person (:meth:`section_views`)."""
+        print_blocks(self.section_views(name, section, options), console)
 
     def write_figures(self, run: RunDir, name: str, section: dict[str, Any], out: Path) -> list[Path]:
         """Files beside report.json other than the CSV tables (figures); the paths written."""

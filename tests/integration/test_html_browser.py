@@ -16,6 +16,7 @@ from cloudbench.report.files import write_report
 from cloudbench.report.html import write_html
 from cloudbench.runner import CampaignRunner
 from cloudbench.workloads import parse_spec
+from tests.report.test_page_has_the_terminal import PageText, not_on_page, terminal
 
 from .browser import chromium, render_page
 from .test_run import small_spec, stacks_left
@@ -67,3 +68,8 @@ def test_the_report_of_a_real_run_renders_in_chromium(tmp_path: Path) -> None:
         assert box[4], f"figure without a text alternative at {box[:4]}"
         ink, colours = drawn(shot, box)
         assert ink > 0.02 and colours > 8, f"figure looks blank ({ink:.1%} ink, {colours} colours): {box[4][:80]}"
+    # the page carries every line and table row the terminal prints of this real run
+    parsed = PageText()
+    parsed.feed(text)
+    lines = terminal(report)
+    assert any("RTT by latency group" in line for line in lines) and not_on_page(lines, parsed) == []

@@ -32,6 +32,8 @@ def test_the_frame_says_what_ran_and_what_failed(tmp_path: Path) -> None:
                                         "stderr_tail": "", "reason": "cannot connect"}]
     mpath.write_text(json.dumps(m))
     rep = build_report(RunDir(mpath.parent))
-    assert rep["schema"] == 2 and rep["workloads"] == {} and rep["repetitions"] == 1
+    assert rep["schema"] == 3 and rep["workloads"] == {} and rep["repetitions"] == 1
     assert [(f["trial"], f["host"], f["reason"]) for f in rep["failures"]] == [("r000-deploy", "h1",
                                                                                "cannot connect")]
+    # report.json lists every warning the terminal prints: here, the failure
+    assert rep["warnings"] == ["1 host failure(s): the table below"]

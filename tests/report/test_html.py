@@ -108,7 +108,7 @@ def test_the_page_is_one_file_in_reading_order_with_a_figure_per_aggregate(tmp_p
     assert 'xmlns="http://www.w3.org/2000/svg"' in (page.parent / "figures" / "echo-box.svg").read_text()
     assert "rtt_p50_us" in text and "Hosts" in text and "seed" in text
     # the per-trial table has the capacity bound that holds its level (the coverage suite), as the terminal's
-    assert "capacity ≥ (95 %)</th>" in text and "9,654</td>" in text
+    assert "cap ≥ (95 %)</th>" in text and "9,654.3</td>" in text
 
 
 def test_report_command_writes_the_page_where_asked_or_not_at_all(tmp_path: Path) -> None:

@@ -63,3 +63,20 @@ def test_compare_prints_medians_in_their_natural_unit(tmp_path: Path) -> None:
     text = _text(lambda c: render(compare(camp("a", 0), camp("b", 100)), c))
     row = next(line for line in text.splitlines() if line.lstrip().startswith("rtt_p50_us"))
     assert row.count(" ms") == 2 and " us" not in row, row
+
+
+def test_the_pages_hosts_table_counts_repetitions_from_one(tmp_path: Path) -> None:
+    """The page's hosts table numbered repetitions from 0, unlike the tables above it."""
+    import re
+
+    from cloudbench.report.build import build_report
+    from cloudbench.report.html import render_html
+    from cloudbench.store.rundir import RunDir
+    from cloudbench.testing.fake_results import FakeRun, make_campaign
+
+    camp = make_campaign(tmp_path, "c", [FakeRun({("m", "g"): [1.0, 2.0]}, workloads=[])])
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    page, _ = render_html(run, build_report(run), tmp_path / "figures")
+    hosts = page[page.index("<h3>Hosts</h3>"):page.index("<h3>Versions</h3>")]
+    reps = re.findall(r"<tr><td[^>]*>([^<]*)</td>", hosts)
+    assert reps and set(reps) == {"1", "2"}, reps  # data: repetitions 0 and 1

@@ -193,17 +193,20 @@ def report_fixture(path: Path, version: int, tmp: Path) -> None:
     raw = json.loads(path.read_text())
     rep = read_report(path)
     assert rep["schema"] == formats.REPORT.current
-    # report-v1.json and report-v2.json are the same run, written by cloudbench 0f7164e and today.
-    v2 = read_report(FIXTURES / "report-v2.json")
-    assert rep == v2 and list(rep) == list(v2)
+    # report-v1.json, -v2 and -v3 are the same run, written by cloudbench 0f7164e, before the
+    # warnings were listed, and today: each migrates to the newest.
+    v3 = read_report(FIXTURES / "report-v3.json")
+    assert rep == v3 and list(rep) == list(v3)
     if version == 1:
         assert "schema" not in raw and set(raw["paths"]) == {"traceroute"}
         assert "paths" not in rep
         assert rep["workloads"]["traceroute"] == raw["paths"]["traceroute"]
         assert rep["workloads"]["traceroute"]["kind"] == "traceroute"
         assert rep["workloads"]["echo"] == raw["workloads"]["echo"]
-        assert {k: v for k, v in rep.items() if k not in ("schema", "workloads")} == {
+        assert {k: v for k, v in rep.items() if k not in ("schema", "workloads", "warnings")} == {
             k: v for k, v in raw.items() if k not in ("workloads", "paths")}
+    elif version == 2:
+        assert rep == {**raw, "schema": 3, "warnings": []}
     else:
         assert rep == raw
 
@@ -566,6 +569,8 @@ def test_migrating_report_1_leaves_its_input_alone() -> None:
     migrated = MIGRATIONS[1](raw)
     assert json.dumps(raw) == before
     assert migrated["schema"] == 2 and next(iter(migrated)) == "schema"
+    v2 = json.loads((FIXTURES / "report-v2.json").read_text())
+    assert MIGRATIONS[2](v2)["schema"] == 3 and json.loads((FIXTURES / "report-v2.json").read_text()) == v2
 
 
 def test_report_1_without_traceroute_has_no_paths_key(tmp_path: Path) -> None:
@@ -574,7 +579,7 @@ def test_report_1_without_traceroute_has_no_paths_key(tmp_path: Path) -> None:
     path = tmp_path / "report.json"
     path.write_text(json.dumps(raw))
     rep = read_report(path)
-    assert rep == {"schema": 2, **raw} and list(rep["workloads"]) == ["echo"]
+    assert rep == {"schema": 3, **raw, "warnings": []} and list(rep["workloads"]) == ["echo"]
 
 
 @pytest.mark.parametrize(("doc", "words"), [

@@ -193,7 +193,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], color=st.color, linestyle=st.dash, marker=st.marker,
                 markersize=5, linewidth=2.0, label=None if g in seen else g)
         seen.add(g)
-    n_steps, n_spikes = _mark_shifts(ax, sec.get("level_shifts") or [], x_of, at, window_s)
+    n_steps, n_spikes, unmarked = _mark_shifts(ax, sec.get("level_shifts") or [], x_of, at, window_s)
     handles, _ = ax.get_legend_handles_labels()
     handles += [Line2D([], [], color="0.4", linewidth=0.6, label="one pair (thin)"),
                 Line2D([], [], marker="^", color="black", markerfacecolor="yellow", linestyle="none",
@@ -215,16 +215,20 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     ax.set_title(f"{wname}: windowed {stat} RTT over time")
     alt = (f"Windowed {stat} round-trip time of {wname} over time, a thick line per latency group and a thin "
            f"line per host pair, {len(windows)} group windows; {n_steps} level shift(s) marked with "
-           f"triangles and {n_spikes} spike(s) with stars{pairs_note}.")
+           f"triangles and {n_spikes} spike(s) with stars{pairs_note}"
+           + (f"; {unmarked} pair event(s) of the events table not marked (their pair has no line)"
+              if unmarked else "") + ".")
     return Plot(f"{slug(wname)}-time", f"{wname}: windowed {stat}s over time", alt, fig)
 
 
 def _mark_shifts(ax: Any, shifts: list[dict[str, Any]], x_of: Callable[[str, float], Any],
-                 at: dict[tuple[Any, ...], float], window_s: float) -> tuple[int, int]:
+                 at: dict[tuple[Any, ...], float], window_s: float) -> tuple[int, int, int]:
     """Mark each level shift on ``ax`` (a step: a triangle at its new level; a spike: a star at
     its peak); a pair's event, measured on raw RTTs, sits on its window's value in ``at`` (the
-    line drawn). The numbers of steps and spikes marked."""
-    n_steps = n_spikes = 0
+    line drawn, or its nearest window with a value). The numbers of steps and spikes marked, and of
+    pair events left unmarked (their pair has no line), which the caption counts: the events table
+    lists them."""
+    n_steps = n_spikes = unmarked = 0
     for s in shifts:
         if not (finite(s.get("time_s")) and finite(s.get("before")) and finite(s.get("after"))):
             continue
@@ -233,7 +237,12 @@ def _mark_shifts(ax: Any, shifts: list[dict[str, Any]], x_of: Callable[[str, flo
         if ">" in str(s.get("series", "")) and window_s > 0:
             w0 = math.floor(float(s["time_s"]) / window_s) * window_s
             y_at = at.get((s["series"], s.get("repetition"), s.get("trial"), w0))
+            if y_at is None:  # its window has no value (too few RTTs): the pair's nearest window that has one
+                near = [(abs(k[3] - w0), v) for k, v in at.items()
+                        if k[:3] == (s["series"], s.get("repetition"), s.get("trial"))]
+                y_at = min(near)[1] if near else None
             if y_at is None:
+                unmarked += 1
                 continue
             y_after = y_spike = y_at
         if s["kind"] == "step":
@@ -244,7 +253,7 @@ def _mark_shifts(ax: Any, shifts: list[dict[str, Any]], x_of: Callable[[str, flo
             n_spikes += 1
             ax.plot([x], [y_spike], marker="*", color="black",
                     markerfacecolor="red", markersize=11, linestyle="none", zorder=5)
-    return n_steps, n_spikes
+    return n_steps, n_spikes, unmarked
 
 
 def grid_plot(wname: str, sec: dict[str, Any]) -> Plot | None:

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from rich.console import Console
 
 from cloudbench.analysis.colocation import AdaptiveAudit
+from cloudbench.core.blocks import Block
 from cloudbench.core.cluster import HostAccess
 from cloudbench.spec.model import Spec
 from cloudbench.store import formats
@@ -89,9 +89,8 @@ class ColocationKind(WorkloadKind):
     def report_section(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
         return report.section(run, manifest, params)
 
-    def render_section(self, name: str, section: dict[str, Any], console: Console,
-                       options: Mapping[str, bool]) -> None:
-        report.render(name, section, console)
+    def section_views(self, name: str, section: dict[str, Any], options: Mapping[str, bool]) -> list[Block]:
+        return report.views(name, section)
 
     def write_figures(self, run: RunDir, name: str, section: dict[str, Any], out: Path) -> list[Path]:
         return report.write_figures(run, name, section, out)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from cloudbench.analysis.colocation import (
     DEFAULT_THRESHOLD,
@@ -20,6 +21,7 @@ from cloudbench.analysis.colocation import (
     infer,
     loss_by_group_size,
 )
+from cloudbench.core.blocks import Block, fact, note, print_blocks, warning
 from cloudbench.core.tables import rep_number, titled_table
 from cloudbench.spec.vmtypes import goodput_fraction
 from cloudbench.store.manifest import Manifest
@@ -148,45 +150,51 @@ def bar(share: float, width: int = BAR_WIDTH) -> str:
     return "█" * min(cells, width) + ("|" + "█" * (cells - width) if cells > width else "")
 
 
-def render(name: str, sec: dict[str, Any], console: Console) -> None:
-    """Print the section: per-host bars, groups with confidence, loss per group size."""
+def views(name: str, sec: dict[str, Any]) -> list[Block]:
+    """The section's tables and lines: per-host bars, groups with confidence, loss per group size,
+    the audits' probes and the warnings (the terminal prints them, the page shows them)."""
+    out: list[Block] = []
     t = titled_table(f"{name}: egress under full load vs nominal (Mbit/s; bar: egress/nominal)",
                      ("rep", "host", "nominal", "egress", "ingress", "share", "", "group", "phys."),
                      left=("host", "", "phys."), no_wrap=True)
     for r in sec.get("hosts", []):
         share = r["egress_share"]
-        t.add_row(rep_number(r["repetition"]), r["host"], _fmt(r["nominal_mbps"]),
-                  _fmt(r["egress_mbps"]), _fmt(r["ingress_mbps"]),
-                  f"{share:.0%}" if math.isfinite(share) else "-", bar(share), r["group"],
-                  r["physical_host"] or "-")
-    console.print(t)
-    for line in nominal_notes(sec.get("hosts", [])):
-        console.print(line, style="dim", highlight=False)
+        t.add_row(*map(Text, (rep_number(r["repetition"]), r["host"], _fmt(r["nominal_mbps"]),
+                              _fmt(r["egress_mbps"]), _fmt(r["ingress_mbps"]),
+                              f"{share:.0%}" if math.isfinite(share) else "-", bar(share), r["group"],
+                              r["physical_host"] or "-")))
+    out.append(t)
+    out += [note(line) for line in nominal_notes(sec.get("hosts", []))]
     groups = [g for g in sec.get("groups", []) if g["size"] > 1]
     truth = any("matches_truth" in g for g in sec.get("groups", []))
     cols = ["rep", "group", "hosts", "conf.", "full load", "alone", *(["truth"] if truth else [])]
     gt = titled_table(f"{name}: hosts sharing a NIC (inferred; confidence = weakest evidence)",
                       cols, left=("group", "hosts"), no_wrap=True)
     for g in groups:
-        gt.add_row(rep_number(g["repetition"]), g["group"], g["hosts"], _fmt(g["confidence"], 3),
-                   _fmt(g["full_load_mbps"]), _fmt(g["baseline_mbps"]),
-                   *([_fmt(g.get("matches_truth"))] if truth else []))
-    console.print(gt if groups else f"{name}: no hosts found sharing a NIC")
+        gt.add_row(*map(Text, (rep_number(g["repetition"]), g["group"], g["hosts"], _fmt(g["confidence"], 3),
+                               _fmt(g["full_load_mbps"]), _fmt(g["baseline_mbps"]),
+                               *([_fmt(g.get("matches_truth"))] if truth else []))))
+    out.append(gt if groups else fact(f"{name}: no hosts found sharing a NIC"))
     lt = titled_table(f"{name}: bandwidth loss under full load per group size",
                       ("rep", "group size", "groups", "hosts", "full load", "alone", "loss"),
                       no_wrap=True)
     for r in sec.get("loss", []):
-        lt.add_row(rep_number(r["repetition"]), str(r["size"]), str(r["groups"]), str(r["hosts"]),
-                   _fmt(r["full_load_mbps"]), _fmt(r["baseline_mbps"]),
-                   _fmt(r["loss"] * 100, 0) + "%" if math.isfinite(r["loss"]) else "-")
-    console.print(lt)
+        lt.add_row(*map(Text, (rep_number(r["repetition"]), str(r["size"]), str(r["groups"]), str(r["hosts"]),
+                               _fmt(r["full_load_mbps"]), _fmt(r["baseline_mbps"]),
+                               _fmt(r["loss"] * 100, 0) + "%" if math.isfinite(r["loss"]) else "-")))
+    out.append(lt)
     for a in sec.get("audits", []):
         phases = ", ".join(f"{k} {v}" for k, v in a["phases"].items())
         match = ("" if a["matches_truth"] is None else
                  f"; testbed truth {'matched' if a['matches_truth'] else 'NOT matched'}")
-        console.print(f"repetition {rep_number(a['repetition'])}: {a['probes']} probes ({phases}){match}")
-    for msg in sec.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {msg}", soft_wrap=True)
+        out.append(fact(f"repetition {rep_number(a['repetition'])}: {a['probes']} probes ({phases}){match}"))
+    out += [warning(str(msg)) for msg in sec.get("warnings", [])]
+    return out
+
+
+def render(name: str, sec: dict[str, Any], console: Console) -> None:
+    """Print the section (:func:`views`)."""
+    print_blocks(views(name, sec), console)
 
 
 def nominal_notes(hosts: list[dict[str, Any]]) -> list[str]:

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from rich.console import Console
 
+from cloudbench.core.blocks import Block
 from cloudbench.core.cluster import HostAccess
 from cloudbench.core.files import is_disk_full, sha256_file
 from cloudbench.core.topology import GROUP_ORDER, HostSpec, classify_pair
@@ -221,9 +221,8 @@ class EchoKind(WorkloadKind):
     def report_section(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
         return report.section(run, manifest, params)
 
-    def render_section(self, name: str, section: dict[str, Any], console: Console,
-                       options: Mapping[str, bool]) -> None:
-        report.render(name, section, console, options)
+    def section_views(self, name: str, section: dict[str, Any], options: Mapping[str, bool]) -> list[Block]:
+        return report.views(name, section, options)
 
     def write_figures(self, run: RunDir, name: str, section: dict[str, Any], out: Path) -> list[Path]:
         return views.write_figures(name, section, out)

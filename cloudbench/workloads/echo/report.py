@@ -9,16 +9,18 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from cloudbench.analysis.events import EventParams
 from cloudbench.analysis.latency import PERCENTILES, needs_note, pct_label, quantile_estimable
 from cloudbench.analysis.levelshift import PairWindows, group_series, level_shift_rows, step_windows_needed
 from cloudbench.analysis.quantiles import P50, P99
+from cloudbench.core.blocks import Block, fact, print_blocks, warning
 from cloudbench.core.tables import ReportTable, fmt_number, rep_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
-from cloudbench.workloads.echo import sweeps, views
+from cloudbench.workloads.echo import sweeps
+from cloudbench.workloads.echo import views as views_
 from cloudbench.workloads.echo.aggregates import EchoAggregates, aggregate_echo
 from cloudbench.workloads.echo.params import window_of
 from cloudbench.workloads.echo.summaries import spec_quorums
@@ -65,7 +67,7 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
     """
     name = params["name"]
     with ThreadPoolExecutor(1) as pool:  # the modes' densities (numpy) beside the level shifts (Python)
-        more = pool.submit(views.section, run, manifest, params, agg, parts)  # modes, handshakes, sweeps
+        more = pool.submit(views_.section, run, manifest, params, agg, parts)  # modes, handshakes, sweeps
         shifts = level_shift_rows(agg.pair_series, agg.events)
         extra = more.result()
     distributions = sweeps.by_value(parts) if parts else {}
@@ -112,55 +114,46 @@ def with_medians(rows: list[dict[str, Any]], pair_series: list[PairWindows], win
     return out
 
 
-def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str, bool]) -> None:
-    """The echo section for a person: group and quorum tables, worker health, level shifts."""
+def views(wname: str, w: dict[str, Any], options: Mapping[str, bool]) -> list[Block]:
+    """The echo section's tables and lines, as the terminal prints them and the page shows them:
+    group and quorum tables, modes, worker health, windows and pairs (on request), events,
+    level shifts, then handshakes, connection modes side by side and sweeps."""
+    out: list[Block] = []
     swept = ["sweep"] if any("sweep" in r for r in w["groups"]) else []
-    console.print(_distribution_table(f"{wname}: RTT by latency group (µs)", w["groups"], ["group", *swept]))
-    views.render_modes(wname, w, console)  # beside the percentiles: modes, and which percentiles are unstable
+    out.append(_distribution_table(f"{wname}: RTT by latency group (µs)", w["groups"], ["group", *swept]))
+    out += views_.mode_lines(wname, w)  # beside the percentiles: modes, and which percentiles are unstable
     if w["quorums"]:
-        console.print(_distribution_table(
+        out.append(_distribution_table(
             f"{wname}: quorum latency (µs; k-th fastest reply per round)", w["quorums"],
             ["quorum", "group", *swept]))
     health = w.get("workers")
     if health:
-        share = health["late_sends"] / health["rounds"] if health["rounds"] else 0.0
-        console.print(
-            f"{escape(wname)}: workers used at most {health['cpu_pct_max']:.1f} % of a core "
-            f"({escape(health['cpu_pct_max_host'])}, {escape(health['cpu_pct_max_trial'])}); "
-            f"{health['late_sends']} of {health['rounds']} rounds ({share:.2%}) left late, "
-            f"by at most {health['max_send_lag_us'] / 1000:.1f} ms{_stamps(health)}")
+        out.append(fact(health_text(wname, health)))
     if options.get("windows") and w["windows"]:
         cols = ("repetition", "trial", "start_s", "group", "count", "mean")
         wt = titled_table(f"{wname}: windowed mean RTT (µs)", cols, left=("trial", "group"),
                           short={"repetition": "rep"}, key=4)
         for r in w["windows"]:
-            wt.add_row(*[rep_number(r[c]) if c == "repetition" else fmt_number(r[c]) for c in cols])
-        console.print(wt)
+            wt.add_row(*[Text(rep_number(r[c]) if c == "repetition" else fmt_number(r[c])) for c in cols])
+        out.append(wt)
     if options.get("pairs") and w["pairs"]:
-        pair_cols = ("src", "dst", "group", *swept, "count", "timeouts", "mean", P50, P99, "max")
-        note = needs_note([rtt_count(r) for r in w["pairs"]], (50.0, 99.0), what="RTTs")
-        pt = titled_table(f"{wname}: per pair (µs){'; ' + note if note else ''}", pair_cols,
-                          left=("src", "dst", "group", *swept), key=2)
-        for r in w["pairs"]:
-            pt.add_row(*[pct_cell(r, float(c[1:])) if c in (P50, P99) else fmt_number(r[c])
-                         for c in pair_cols])
-        console.print(pt)
+        out.append(pairs_table(wname, w["pairs"], swept))
     events = w.get("events")
     steps = w.get("step_windows")
     if events is not None and steps and 0 < steps["windows"] < steps["needs"]:
-        console.print(f"{escape(wname)}: steps not testable: {steps['windows']} windows, needs "
-                      f"{steps['needs']} (the step test's smallest p-value is above its alpha; "
-                      "a longer trial or a shorter `window` has more)", highlight=False)
+        out.append(warning(f"{wname}: steps not testable: {steps['windows']} windows, needs "
+                           f"{steps['needs']} (the step test's smallest p-value is above its alpha; "
+                           "a longer trial or a shorter `window` has more)"))
     if events:
         et = titled_table(f"{wname}: spikes and steps per pair, on raw RTTs (µs, s; origin host = "
                           "the measuring host, not the link)",
                           ("rep", "pair", "kind", "origin", "at", "for", "size", "95 % CI", "p"),
                           left=("pair", "kind", "origin"))
         for r in events:
-            et.add_row(rep_number(r["repetition"]), str(r["series"]), str(r["kind"]), str(r["origin"]),
-                       f"{r['time_s']:.2f}", f"{r['duration_s']:.2f}" if r["kind"] == "spike" else "",
-                       f"{r['size']:.0f}", size_ci(r), f"{r['p_value']:.0e}")
-        console.print(et)
+            et.add_row(*map(Text, (rep_number(r["repetition"]), str(r["series"]), str(r["kind"]), str(r["origin"]),
+                                   f"{r['time_s']:.2f}", f"{r['duration_s']:.2f}" if r["kind"] == "spike" else "",
+                                   f"{r['size']:.0f}", size_ci(r), f"{r['p_value']:.0e}")))
+        out.append(et)
     # per pair, the events table above (raw RTTs, significance, host labels) replaces the
     # window-median shifts, which have neither; the group series keep theirs
     shifts = [r for r in w.get("level_shifts") or []
@@ -170,10 +163,37 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
         st = titled_table(f"{wname}: level shifts and spikes (µs)", shift_cols, left=("series", "kind"),
                           short={"repetition": "rep"}, key=3)
         for r in shifts:
-            st.add_row(*[rep_number(r.get(c, "")) if c == "repetition" else fmt_number(r.get(c, ""), 2)
+            st.add_row(*[Text(rep_number(r.get(c, "")) if c == "repetition" else fmt_number(r.get(c, ""), 2))
                          for c in shift_cols])
-        console.print(st)
-    views.render(wname, w, console)  # handshakes, connection modes side by side, sweeps
+        out.append(st)
+    out += views_.views(wname, w)  # handshakes, connection modes side by side, sweeps
+    return out
+
+
+def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str, bool]) -> None:
+    """Print the echo section for a person (:func:`views`)."""
+    print_blocks(views(wname, w, options), console)
+
+
+def health_text(wname: str, health: Mapping[str, Any]) -> str:
+    """The workers' CPU and late rounds as one sentence."""
+    share = health["late_sends"] / health["rounds"] if health["rounds"] else 0.0
+    return (f"{wname}: workers used at most {health['cpu_pct_max']:.1f} % of a core "
+            f"({health['cpu_pct_max_host']}, {health['cpu_pct_max_trial']}); "
+            f"{health['late_sends']} of {health['rounds']} rounds ({share:.2%}) left late, "
+            f"by at most {health['max_send_lag_us'] / 1000:.1f} ms{_stamps(health)}")
+
+
+def pairs_table(wname: str, pairs: list[dict[str, Any]], swept: list[str]) -> ReportTable:
+    """The per-pair RTT table (printed on request: ``--pairs``)."""
+    pair_cols = ("src", "dst", "group", *swept, "count", "timeouts", "mean", P50, P99, "max")
+    note = needs_note([rtt_count(r) for r in pairs], (50.0, 99.0), what="RTTs")
+    pt = titled_table(f"{wname}: per pair (µs){'; ' + note if note else ''}", pair_cols,
+                      left=("src", "dst", "group", *swept), key=2)
+    for r in pairs:
+        pt.add_row(*[Text(pct_cell(r, float(c[1:])) if c in (P50, P99) else fmt_number(r[c]))
+                     for c in pair_cols])
+    return pt
 
 
 def size_ci(row: Mapping[str, Any]) -> str:
@@ -221,7 +241,7 @@ def echo_worker_health(manifest: Manifest, workload: str) -> dict[str, Any] | No
             "max_send_lag_us": lag_us, "kernel_stamps": kernel, "user_stamps": user}
 
 
-def _stamps(health: dict[str, Any]) -> str:
+def _stamps(health: Mapping[str, Any]) -> str:
     """How the echoes were stamped; empty for workers that did not count it (worker 1)."""
     kernel, user = int(health.get("kernel_stamps") or 0), int(health.get("user_stamps") or 0)
     if not kernel + user:
@@ -254,6 +274,6 @@ def _distribution_table(title: str, rows: list[dict[str, Any]], labels: list[str
                      [*labels, *cols, *[pct_label(p) for p in PERCENTILES], "max"], left=labels,
                      no_wrap=True, key=len(labels))
     for r in rows:
-        t.add_row(*[str(r[c]) for c in labels], *[fmt_number(r[c]) for c in cols],
-                  *[pct_cell(r, p) for p in PERCENTILES], fmt_number(r["max"]))
+        t.add_row(*map(Text, [*[str(r[c]) for c in labels], *[fmt_number(r[c]) for c in cols],
+                              *[pct_cell(r, p) for p in PERCENTILES], fmt_number(r["max"])]))
     return t

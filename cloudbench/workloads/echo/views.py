@@ -5,8 +5,8 @@ rows it loaded): ``modes`` (every latency distribution tested for more than one
 mode, :mod:`cloudbench.analysis.modes`), ``connect`` (handshake times of
 per-round connections), ``connection_modes`` (all the spec's echo workloads in
 their modes, in the first one's section) and ``sweep`` (latency per swept value,
-:mod:`.sweeps`). :func:`render_modes` prints the modes beside the percentile
-table, :func:`render` the rest.
+:mod:`.sweeps`). :func:`mode_lines` are the warnings about modes beside the percentile
+table, :func:`views` the tables of the rest (the terminal prints them, the page shows them).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from cloudbench.analysis.latency import PERCENTILES, needs_note, pct_label, quantile_estimable
 from cloudbench.analysis.modes import ModeTest, find_modes, find_modes_histogram
 from cloudbench.analysis.orderstats import bin_edges
 from cloudbench.analysis.quantiles import P50, P90, P99
+from cloudbench.core.blocks import Block, warning
 from cloudbench.core.tables import fmt_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -89,34 +89,35 @@ def mode_rows(agg: EchoAggregates) -> list[dict[str, Any]]:
     return rows
 
 
-def render_modes(wname: str, w: dict[str, Any], console: Console) -> None:
-    """The modes of each multimodal distribution and a warning about the percentiles between them."""
+def mode_lines(wname: str, w: dict[str, Any]) -> list[Block]:
+    """A warning for each multimodal distribution: its modes, and the percentiles between them."""
     by: dict[str, list[dict[str, Any]]] = {}
     for r in w.get("modes") or []:
         by.setdefault(r["distribution"], []).append(r)
+    out: list[Block] = []
     for dist, rows in by.items():
         if not rows[0]["multimodal"]:
             continue
         modes = ", ".join(f"{_us(r['location'])} ({r['share']:.1%})" for r in rows)
         first = rows[0]
         p = "< 0.001" if first["p_value"] < 1e-3 else f"= {first['p_value']:.3f}"
-        console.print(
-            f"[yellow]{escape(wname)}: {escape(dist)} RTT has {len(rows)} modes[/] (dip test p {p}, "
+        out.append(warning(
+            f"{wname}: {dist} RTT has {len(rows)} modes (dip test p {p}, "
             f"{first['n_tested']:,} of {first['n']:,} values): {modes}. Percentiles between modes are "
             f"unstable{' (' + first['unstable'] + ')' if first['unstable'] else ''}: a small change in "
-            "the modes' shares moves them from one mode to another.",
-            highlight=False,
-        )
+            "the modes' shares moves them from one mode to another."))
+    return out
 
 
-def render(wname: str, w: dict[str, Any], console: Console) -> None:
+def views(wname: str, w: dict[str, Any]) -> list[Block]:
     """Handshake times, the connection modes side by side, and the sweep table."""
+    out: list[Block] = []
     if w.get("connect"):
         cols: tuple[str, ...] = ("group", "count", P50, P90, P99, "max")
         t = titled_table(f"{wname}: TCP handshake of the per-round connections (µs)", cols, left=("group",))
         for r in w["connect"]:
-            t.add_row(*[fmt_number(r[c]) for c in cols])
-        console.print(t)
+            t.add_row(*[Text(fmt_number(r[c])) for c in cols])
+        out.append(t)
     if w.get("connection_modes"):
         # One table per latency group, a column per workload: it fits a terminal.
         by_group: dict[str, list[dict[str, Any]]] = {}
@@ -133,8 +134,9 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
             for r in rows:
                 t.add_column(f"{r['workload']}\n{r['mode']}", justify="right")
             for m in metrics:
-                t.add_row(m.replace("_", " "), *[_mode_cell(r, m, n) for r, n in zip(rows, ns, strict=True)])
-            console.print(t)
+                t.add_row(Text(m.replace("_", " ")),
+                          *[Text(_mode_cell(r, m, n)) for r, n in zip(rows, ns, strict=True)])
+            out.append(t)
     if w.get("sweep"):
         fields = sweeps.swept_fields(w["sweep"])
         cols = ("group", *fields, "reps", "count", P50, P99)
@@ -145,8 +147,10 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
             left=("group",),
         )
         for r in w["sweep"]:
-            t.add_row(*[fmt_number(r["repetitions" if c == "reps" else c]) for c in cols], _ci(r, P50), _ci(r, P99))
-        console.print(t)
+            t.add_row(*[Text(fmt_number(r["repetitions" if c == "reps" else c])) for c in cols],
+                      Text(_ci(r, P50)), Text(_ci(r, P99)))
+        out.append(t)
+    return out
 
 
 def write_figures(name: str, section: dict[str, Any], out: Path) -> list[Path]:

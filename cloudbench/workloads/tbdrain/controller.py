@@ -21,4 +21,4 @@ class TbDrainKind(PairKind):
     report_tables = report.TABLES
     summaries = staticmethod(drain_summaries)
     section = staticmethod(report.section)
-    render = staticmethod(report.render)
+    views = staticmethod(report.views)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from cloudbench.analysis.tokenbucket import (
     UTA_WINDOW_S,
@@ -16,12 +17,13 @@ from cloudbench.analysis.tokenbucket import (
     estimate_drain,
     estimate_refill,
 )
+from cloudbench.core.blocks import Block, print_blocks, warning
 from cloudbench.core.tables import titled_table
 from cloudbench.spec.vmtypes import expected_goodput
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.throughput.data import MBIT, RunFacts, Transfer, load_transfers, trend_warnings
-from cloudbench.workloads.throughput.report import fmt_cell, print_warnings, series_points
+from cloudbench.workloads.throughput.report import fmt_cell, series_points, warning_lines
 
 TABLES = ("drains",)
 
@@ -120,23 +122,28 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def render(name: str, sec: dict[str, Any], console: Console) -> None:
-    """Print a tokenbucket section: a row per drain, the configured truth under it when known."""
+def views(name: str, sec: dict[str, Any]) -> list[Block]:
+    """A tokenbucket section's table (a row per drain, the configured truth under it when known),
+    its notes and warnings."""
     t = titled_table(f"{name}: token-bucket drains (rates Mbit/s, budget Mbit, times s; "
                      "± SD of noise, drift and resolution; 95 % intervals in the CSV/JSON)",
                      ("pair", "vm_type", "drained", "high", "low", "empty after", "budget", "rest", "refill"),
                      left=("pair", "vm_type"), short={"vm_type": "vm", "drained": "dr."})
     for r in sec.get("drains", []):
-        t.add_row(f"{r['src']}→{r['dst']}", r["vm_type"], fmt_cell(r["drained"]),
-                  _pm(r, "high_mbps"), _pm(r, "low_mbps"), _pm(r, "time_to_empty_s", 2),
-                  _pm(r, "budget_mbit", 0), fmt_cell(r["rest_s"], 1), _pm(r, "refill_mbps"))
+        t.add_row(*map(Text, (f"{r['src']}→{r['dst']}", r["vm_type"], fmt_cell(r["drained"]),
+                              _pm(r, "high_mbps"), _pm(r, "low_mbps"), _pm(r, "time_to_empty_s", 2),
+                              _pm(r, "budget_mbit", 0), fmt_cell(r["rest_s"], 1), _pm(r, "refill_mbps"))))
         if "expected_high_mbps" in r:
-            t.add_row("  configured", "", "", fmt_cell(r["expected_high_mbps"]),
-                      fmt_cell(r["expected_low_mbps"]), fmt_cell(r["expected_time_to_empty_s"], 2),
-                      fmt_cell(r["expected_budget_mbit"], 0), "", fmt_cell(r["expected_refill_mbps"]))
-    console.print(t)
-    notes = [f"{r['src']}→{r['dst']} ({r['trial']}): {r['notes']}" for r in
-             sec.get("drains", []) if r.get("notes")]
-    for n in notes:
-        console.print(f"  note: {n}", soft_wrap=True)
-    print_warnings(sec, console)
+            t.add_row(*map(Text, ("  configured", "", "", fmt_cell(r["expected_high_mbps"]),
+                                  fmt_cell(r["expected_low_mbps"]), fmt_cell(r["expected_time_to_empty_s"], 2),
+                                  fmt_cell(r["expected_budget_mbit"], 0), "", fmt_cell(r["expected_refill_mbps"]))))
+    out: list[Block] = [t]
+    # what limits a drain's estimates (a short test, no clean shift, a refill bound): warnings
+    out += [warning(f"{r['src']}→{r['dst']} ({r['trial']}): {r['notes']}") for r in sec.get("drains", [])
+            if r.get("notes")]
+    return out + warning_lines(sec)
+
+
+def render(name: str, sec: dict[str, Any], console: Console) -> None:
+    """Print a tokenbucket section (:func:`views`)."""
+    print_blocks(views(name, sec), console)

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from rich.console import Console
 
+from cloudbench.core.blocks import Block
 from cloudbench.core.cluster import HostAccess
 from cloudbench.core.pairs import select_pairs
 from cloudbench.errors import RemoteError, RemoteFailure
@@ -109,7 +109,7 @@ class PairKind(WorkloadKind):
     worker_files = ("throughput.py",)
     summaries: Callable[[RunDir, Manifest, dict[str, Any]], list[SummaryRow]]
     section: Callable[[RunDir, Manifest, dict[str, Any]], dict[str, Any]]
-    render: Callable[[str, dict[str, Any], Console], None]
+    views: Callable[[str, dict[str, Any]], list[Block]]
 
     def summarize(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> list[SummaryRow]:
         return self.summaries(run, manifest, params)
@@ -117,9 +117,8 @@ class PairKind(WorkloadKind):
     def report_section(self, run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str, Any]:
         return self.section(run, manifest, params)
 
-    def render_section(self, name: str, section: dict[str, Any], console: Console,
-                       options: Mapping[str, bool]) -> None:
-        self.render(name, section, console)
+    def section_views(self, name: str, section: dict[str, Any], options: Mapping[str, bool]) -> list[Block]:
+        return self.views(name, section)
 
     def expand(self, params: PairWorkloadModel, spec: Spec) -> list[PairSet]:
         hosts = spec.resolve_hosts(params.hosts)
@@ -214,7 +213,7 @@ class ThroughputKind(PairKind):
     report_tables = report.TABLES
     summaries = staticmethod(throughput_summaries)
     section = staticmethod(report.section)
-    render = staticmethod(report.render)
+    views = staticmethod(report.views)
 
 
 async def start_server(ctx: TrialContext, host: HostAccess, tool: str, port: int,

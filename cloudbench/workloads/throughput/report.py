@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.text import Text
 
 from cloudbench.analysis.quantiles import P5, P50, P95
 from cloudbench.analysis.throughput import (
@@ -24,6 +25,7 @@ from cloudbench.analysis.throughput import (
     detect_level_shift,
     series_stats,
 )
+from cloudbench.core.blocks import Block, note, print_blocks, warning
 from cloudbench.core.tables import rep_number, titled_table
 from cloudbench.spec.vmtypes import expected_goodput, goodput_fraction
 from cloudbench.store.manifest import Manifest
@@ -219,38 +221,43 @@ _TRIAL_COLS: tuple[tuple[str, str, int], ...] = (
 )
 
 
-def render(name: str, sec: dict[str, Any], console: Console) -> None:
-    """Print a throughput section (the report's tables for people)."""
+def views(name: str, sec: dict[str, Any]) -> list[Block]:
+    """A throughput section's tables and lines (the terminal prints them, the page shows them)."""
+    out: list[Block] = []
     rows = [{**r, "pair": f"{r['src']}→{r['dst']}"} for r in sec.get("trials", [])]
     cols = [c for c in _TRIAL_COLS if any(fmt_cell(r.get(c[0], math.nan)) != "-" for r in rows)]
     t = titled_table(f"{name}: throughput per trial (Mbit/s; CoV and percentiles over "
                      "report intervals)", [header for _, header, _ in cols], left=("sender→receiver", "group"),
                      key=2)
     for r in rows:
-        t.add_row(*[rep_number(r[key]) if key == "repetition" else fmt_cell(r.get(key, math.nan), digits)
+        t.add_row(*[Text(rep_number(r[key]) if key == "repetition" else fmt_cell(r.get(key, math.nan), digits))
                     for key, _, digits in cols])
-    console.print(t)
+    out.append(t)
     if sec.get("asymmetry"):
         a = titled_table(f"{name}: direction asymmetry (Mbit/s)",
                          ("rep", "a", "b", "a→b", "b→a", "ratio"), left=("a", "b"), key=3)
         for r in sec["asymmetry"]:
-            a.add_row(rep_number(r["repetition"]), r["a"], r["b"], fmt_cell(r["a_to_b_mbps"]),
-                      fmt_cell(r["b_to_a_mbps"]), fmt_cell(r["ratio"], 3))
-        console.print(a)
+            a.add_row(*map(Text, (rep_number(r["repetition"]), r["a"], r["b"], fmt_cell(r["a_to_b_mbps"]),
+                                  fmt_cell(r["b_to_a_mbps"]), fmt_cell(r["ratio"], 3))))
+        out.append(a)
     if sec.get("cv_rmse"):
         cv = titled_table(f"{name}: CV_RMSE between zone pairs",
                           ("regions", "zones x", "zones y", "n", "CV_RMSE", "paired by"),
                           left=("regions", "zones x", "zones y", "paired by"), key=3)
         for r in sec["cv_rmse"]:
-            cv.add_row(r["regions"], r["zones_x"], r["zones_y"], str(r["n"]),
-                       fmt_cell(r["cv_rmse"], 3), r["method"])
-        console.print(cv)
-    for note in sec.get("notes", []):
-        console.print(f"note: {note}", highlight=False, soft_wrap=True)
-    print_warnings(sec, console)
+            cv.add_row(*map(Text, (r["regions"], r["zones_x"], r["zones_y"], str(r["n"]),
+                                   fmt_cell(r["cv_rmse"], 3), r["method"])))
+        out.append(cv)
+    out += [note(n) for n in sec.get("notes", [])]
+    out += warning_lines(sec)
+    return out
 
 
-def print_warnings(sec: dict[str, Any], console: Console) -> None:
+def render(name: str, sec: dict[str, Any], console: Console) -> None:
+    """Print a throughput section (:func:`views`)."""
+    print_blocks(views(name, sec), console)
+
+
+def warning_lines(sec: dict[str, Any]) -> list[Block]:
     """The section's warnings, one line each."""
-    for msg in sec.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {msg}", soft_wrap=True)
+    return [warning(str(msg)) for msg in sec.get("warnings", [])]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from cloudbench.analysis.paths import (
     PathGraph,
@@ -26,6 +27,7 @@ from cloudbench.analysis.paths import (
     is_anonymous,
     path_change,
 )
+from cloudbench.core.blocks import Block, fact, print_blocks
 from cloudbench.core.tables import ReportTable, fmt_number, rep_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -100,19 +102,25 @@ def section(run: RunDir, manifest: Manifest, w: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def render(wname: str, w: dict[str, Any], console: Console) -> None:
-    """Print the path tables of one traceroute section."""
-    console.print(_table(f"{wname}: MDA paths", w["paths"],
-                         ["repetition", "src", "dst", "hops", "nodes", "anonymous", "diamonds",
-                          "max_width", "max_length", "rtt_min_us", "as_path"], 3))
+def views(wname: str, w: dict[str, Any]) -> list[Block]:
+    """The path tables of one traceroute section and its count of path changes."""
+    out: list[Block] = [_table(f"{wname}: MDA paths", w["paths"],
+                               ["repetition", "src", "dst", "hops", "nodes", "anonymous", "diamonds",
+                                "max_width", "max_length", "rtt_min_us", "as_path"], 3)]
     if w["changes"]:
         changed = [c for c in w["changes"] if c["changed"]]
-        console.print(f"{wname}: {len(changed)} of {len(w['changes'])} pair-repetition "
-                      "transitions changed the path")
+        out.append(fact(f"{wname}: {len(changed)} of {len(w['changes'])} pair-repetition "
+                        "transitions changed the path"))
     if w["inflation"]:
-        console.print(_table(f"{wname}: minimum RTT over the propagation bound", w["inflation"],
-                             ["src", "dst", "distance_km", "min_rtt_us", "bound_c_us",
-                              "inflation_c", "inflation_fibre"], 2))
+        out.append(_table(f"{wname}: minimum RTT over the propagation bound", w["inflation"],
+                          ["src", "dst", "distance_km", "min_rtt_us", "bound_c_us",
+                           "inflation_c", "inflation_fibre"], 2))
+    return out
+
+
+def render(wname: str, w: dict[str, Any], console: Console) -> None:
+    """Print the path tables of one traceroute section (:func:`views`)."""
+    print_blocks(views(wname, w), console)
 
 
 _SHORT = {"repetition": "rep", "anonymous": "anon", "diamonds": "diam", "max_width": "width",
@@ -124,7 +132,7 @@ _SHORT = {"repetition": "rep", "anonymous": "anon", "diamonds": "diam", "max_wid
 def _table(title: str, rows: list[dict[str, Any]], cols: list[str], key: int) -> ReportTable:
     t = titled_table(title, cols, left=("src", "dst", "as_path"), short=_SHORT, key=key)
     for r in rows:
-        t.add_row(*[rep_number(r.get(c, "")) if c == "repetition" else fmt_number(r.get(c, ""), 2)
+        t.add_row(*[Text(rep_number(r.get(c, "")) if c == "repetition" else fmt_number(r.get(c, ""), 2))
                     for c in cols])
     return t
 
