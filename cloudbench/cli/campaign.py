@@ -13,7 +13,7 @@ from rich.markup import escape
 import cloudbench
 from cloudbench.cli.app import SpecArg, app, err, guard, out, print_warnings
 from cloudbench.core.files import utc_stamp
-from cloudbench.core.units import fmt_bytes
+from cloudbench.core.units import fmt_bytes, fmt_duration
 
 campaign_app = typer.Typer(
     help="Scheduled campaigns: the spec's `schedule:` as slots in a journal, run one at a time by a "
@@ -114,8 +114,9 @@ def status(
         sys.stdout.write(json.dumps(st, indent=2) + "\n")
         return
     alive = f"runner pid {st['runner_pid']}" if st["runner_pid"] else "no runner"
-    out.print(f"campaign {escape(st['name'])} ({st['state']}, {alive}): {escape(st['directory'])}",
-              highlight=False)
+    out.print(f"campaign {escape(st['name'])} ({st['state']}, {alive})", highlight=False)
+    # a path is never cut: on its own line, left to the terminal to wrap
+    out.print(f"  in {escape(st['directory'])}", highlight=False, soft_wrap=True)
     out.print("slots:  " + ", ".join(f"{n} {k}" for k, n in sorted(st["slots"].items())), highlight=False)
     out.print("trials: " + ", ".join(f"{n} {k}" for k, n in sorted(st["trials"].items())), highlight=False)
     sp = st["space"]
@@ -123,11 +124,11 @@ def status(
     out.print(f"disk:   {fmt_bytes(sp['used_bytes'])} used{planned}, {fmt_bytes(sp['free_bytes'])} free",
               highlight=False)
     if st["next"]:
-        out.print(f"next: slot {st['next']['slot']} at {st['next']['planned_utc']} "
-                  f"(in {st['next']['in_s']:.0f}s)", highlight=False)
+        out.print(f"next:   slot {st['next']['slot']} at {st['next']['planned_utc'][:19].replace('T', ' ')} UTC "
+                  f"(in {fmt_duration(max(st['next']['in_s'], 0.0))})", highlight=False)
     tz = st["timezone"]
-    out.print(f"coverage ({escape(tz)}), weekday × hour: finished runs (. planned, ! missed or failed, "
-              "x cancelled)", highlight=False)
+    out.print(f"coverage ({escape(tz)}), weekday × hour: finished runs", highlight=False)
+    out.print("  (. planned, ! missed or failed, x cancelled)", highlight=False)
     out.print("     " + "".join(str(h // 10) for h in range(24)), highlight=False)
     out.print("     " + "".join(str(h % 10) for h in range(24)), highlight=False)
     for wd in ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from cloudbench.cli import app
@@ -95,3 +97,23 @@ def test_diurnal_refuses_a_period_longer_than_the_runs_and_defaults_to_the_compr
     assert r.exit_code == 0, r.output
     assert "period 4.0h" in r.output and "30 (60)" in r.output and "e+" not in r.output
     assert "weekday vs weekend not testable: 7 whole days" in r.output
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_status_fits_the_terminal_and_never_cuts_the_directory(tmp_path: Path, width: int) -> None:
+    """`campaign status` at 80 and 200 columns: no line wider than the terminal but the
+    directory's, which is printed whole on its own line (a path to copy, not to cut); the coverage
+    grid's rows whole; the next slot's wait in its natural unit, not raw seconds."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC)
+    d = tmp_path / ("a-campaign-directory-whose-name-is-long-" * 2)
+    assert runner.invoke(app, ["campaign", "start", str(spec), "--dir", str(d), "--count", "48"]).exit_code == 0
+    r = CliRunner(env={"COLUMNS": str(width)}).invoke(app, ["campaign", "status", str(d)])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert f"  in {d}" in lines
+    assert all(len(line) <= width for line in lines if line != f"  in {d}"), r.stdout
+    assert sum(1 for line in lines if line[:3] in {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+               and len(line) == 29) == 7
+    (nxt,) = [line for line in lines if line.startswith("next:")]
+    assert re.search(r"\(in \d+(\.\d)?(s|min|h)\)$", nxt), nxt
