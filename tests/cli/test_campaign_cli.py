@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -117,3 +118,34 @@ def test_status_fits_the_terminal_and_never_cuts_the_directory(tmp_path: Path, w
                and len(line) == 29) == 7
     (nxt,) = [line for line in lines if line.startswith("next:")]
     assert re.search(r"\(in \d+(\.\d)?(s|min|h)\)$", nxt), nxt
+
+
+def test_start_with_run_starts_now_and_runs_the_slots_in_the_same_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`campaign start --run`: the first slot is now (no 30 s lead), the directory is printed,
+    then the same process runs the campaign (as `campaign run DIR`: its daemon, its exit codes).
+    The daemon is replaced by a recorder: the run itself is tested on the testbed. (With
+    ``cover: hour-of-day`` the first slot is the next whole hour, started or not.)"""
+    import cloudbench
+
+    ran: list[Path] = []
+
+    class Recorder:
+        def __init__(self, directory: Path, log: object) -> None:
+            ran.append(Path(directory))
+
+        def run(self) -> dict[str, int]:
+            return {"finished": 47, "failed": 1}
+
+    monkeypatch.setattr(cloudbench, "CampaignDaemon", Recorder)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace("cover: hour-of-day", "cover: none"))
+    d = tmp_path / "c"
+    before = datetime.now(UTC)
+    r = runner.invoke(app, ["campaign", "start", str(spec), "--dir", str(d), "--count", "48", "--run"])
+    assert ran == [d]
+    assert r.exit_code == ExitCode.INCOMPLETE and "1 slot(s) failed" in r.output  # as `campaign run`
+    first = re.search(r"first at (\S+)", r.stdout)
+    assert first and "before then" not in r.stdout and str(d) in r.stdout.splitlines()
+    at = datetime.fromisoformat(first.group(1).replace("Z", "+00:00"))
+    assert abs((at - before).total_seconds()) < 5.0  # now, not 30 s away
