@@ -125,7 +125,8 @@ def test_start_with_run_starts_now_and_runs_the_slots_in_the_same_process(
     """`campaign start --run`: the first slot is now (no 30 s lead), the directory is printed,
     then the same process runs the campaign (as `campaign run DIR`: its daemon, its exit codes).
     The daemon is replaced by a recorder: the run itself is tested on the testbed. (With
-    ``cover: hour-of-day`` the first slot is the next whole hour, started or not.)"""
+    ``cover: hour-of-day`` the first slot is the next whole hour, started or not; with a slip
+    shorter than 30 s a plain `campaign start` puts the first slot 30 s away.)"""
     import cloudbench
 
     ran: list[Path] = []
@@ -139,7 +140,7 @@ def test_start_with_run_starts_now_and_runs_the_slots_in_the_same_process(
 
     monkeypatch.setattr(cloudbench, "CampaignDaemon", Recorder)
     spec = tmp_path / "s.yaml"
-    spec.write_text(SPEC.replace("cover: hour-of-day", "cover: none"))
+    spec.write_text(SPEC.replace("cover: hour-of-day", "cover: none, slip: 5s"))
     d = tmp_path / "c"
     before = datetime.now(UTC)
     r = runner.invoke(app, ["campaign", "start", str(spec), "--dir", str(d), "--count", "48", "--run"])
