@@ -25,6 +25,11 @@ app.add_typer(campaign_app, name="campaign")
 DirArg = Annotated[Path, typer.Argument(help="campaign directory (made by `campaign start`)", show_default=False)]
 
 
+def _seconds(utc: str) -> str:
+    """An ISO UTC time to the second, as the log lines print it (2026-11-26T10:00:00Z)."""
+    return utc[:19] + "Z"
+
+
 def _log(msg: str) -> None:
     stamp = utc_stamp()
     err.print(f"{stamp} {escape(msg)}", highlight=False, soft_wrap=True)
@@ -68,7 +73,7 @@ def start(
     overrides = cloudbench.launch_overrides(s, overrides)
     d = cloudbench.create_campaign(spec, directory, results, overrides)
     st = cloudbench.campaign_status(d)
-    first = st["next"]["planned_utc"] if st["next"] else "-"
+    first = _seconds(st["next"]["planned_utc"]) if st["next"] else "-"
     then = "" if run_now else f"; run `cloudbench campaign run {d}` before then"
     out.print(f"{st['total_slots']} slots, {sum(st['trials'].values())} trials; first at {first}{then}",
               highlight=False, soft_wrap=True)
@@ -124,7 +129,7 @@ def status(
     out.print(f"disk:   {fmt_bytes(sp['used_bytes'])} used{planned}, {fmt_bytes(sp['free_bytes'])} free",
               highlight=False)
     if st["next"]:
-        out.print(f"next:   slot {st['next']['slot']} at {st['next']['planned_utc'][:19].replace('T', ' ')} UTC "
+        out.print(f"next:   slot {st['next']['slot']} at {_seconds(st['next']['planned_utc'])} "
                   f"(in {fmt_duration(max(st['next']['in_s'], 0.0))})", highlight=False)
     tz = st["timezone"]
     out.print(f"coverage ({escape(tz)}), weekday × hour: finished runs", highlight=False)
