@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from cloudbench.report.figures.style import Plot, finite, panel_grid
+from cloudbench.report.figures.style import Note, Plot, finite, panel_grid
 
 MAX_SERIES = 12
 """Series drawn in the figure (all of them are in the CI table)."""
@@ -16,13 +16,22 @@ MAX_SERIES = 12
 _DASHES = (":", "--", "-.", (0, (1, 4)))
 
 
-def convergence_figure(doc: dict[str, Any]) -> Plot | None:
-    """Small multiples of the convergence curves of ``confirm.json`` (``doc``)."""
-    # a curve needs two sizes: one size is a point, an empty-looking panel
-    series = [s for s in doc.get("series") or []
-              if s.get("convergence") and len(s["convergence"].get("sizes") or []) > 1]
+def convergence_figure(doc: dict[str, Any]) -> Plot | Note | None:
+    """Small multiples of the convergence curves of ``confirm.json`` (``doc``); a note when it
+    has series but none with a curve, None when it has no series."""
+    listed = doc.get("series") or []
+    # a curve needs two sizes with an estimate: one size is a point, an empty-looking panel
+    series = [s for s in listed if s.get("convergence") and len(s["convergence"].get("sizes") or []) > 1
+              and sum(finite(v) for v in s["convergence"].get("estimate") or []) > 1]
     if not series:
-        return None
+        if not listed:
+            return None
+        ns = sorted({s.get("n") for s in listed if isinstance(s.get("n"), int)})
+        n_text = f" (n = {', '.join(map(str, ns))})" if ns else ""
+        return Note("confirm-convergence", "confirm: convergence",
+                    f"No convergence figure: none of the {len(listed)} series has repetitions enough for a curve "
+                    f"over two subset sizes{n_text}; the table gives each one's estimate and why no target "
+                    "was reached.")
     shown = series[:MAX_SERIES]
     qn = (doc.get("params") or {}).get("quantile_name", "quantile")
     fig, axes = panel_grid(len(shown), 4.4, 2.9, min_width=7.0)

@@ -225,9 +225,6 @@ class EchoKind(WorkloadKind):
                        options: Mapping[str, bool]) -> None:
         report.render(name, section, console, options)
 
-    def write_figures(self, run: RunDir, name: str, section: dict[str, Any], out: Path) -> list[Path]:
-        return views.write_figures(name, section, out)
-
 
 def echo_host_table(host: str, t0_ns: int, rec: np.ndarray, names: Mapping[int, str], repetition: int,
                     *, run_id: str = "", trial: str = "", labels: Mapping[str, HostSpec] | None = None) -> pa.Table:

@@ -11,7 +11,6 @@ table, :func:`render` the rest.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -147,11 +146,6 @@ def render(wname: str, w: dict[str, Any], console: Console) -> None:
         for r in w["sweep"]:
             t.add_row(*[fmt_number(r["repetitions" if c == "reps" else c]) for c in cols], _ci(r, P50), _ci(r, P99))
         console.print(t)
-
-
-def write_figures(name: str, section: dict[str, Any], out: Path) -> list[Path]:
-    """Latency against the swept values (when the workload swept one)."""
-    return sweeps.write_figure(name, section["sweep"], out) if section.get("sweep") else []
 
 
 def _mode_cell(r: dict[str, Any], metric: str, n: int) -> str:
