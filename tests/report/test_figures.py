@@ -1,4 +1,4 @@
-"""Figures that show something (issue 28, point 5): the p50 and p99 grids each on a colour
+"""Figures that show something: the p50 and p99 grids each on a colour
 scale of its own, throughput panels scaled to their data, a note where a figure would have
 nothing to draw, and the payload sweep's figure in report/figures/ in the house style and on
 the page. The figures are inspected as matplotlib objects (norms, limits, line colours)."""
