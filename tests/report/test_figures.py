@@ -158,10 +158,12 @@ def test_a_section_with_nothing_to_draw_gets_a_note_and_no_file(kind: str, secti
 def test_confirm_with_too_few_repetitions_for_a_curve_gives_a_note_not_empty_panels() -> None:
     """n = 2 repetitions: each series has one subset size, a point: the page drew 12 empty panels."""
     series = [{"workload": "w", "metric": f"m{i}", "group": "g", "unit": "us", "n": 2, "estimate": 100.0,
+               "n_required_for_ci": 6,
                "convergence": {"sizes": [2], "estimate": [100.0], "lower": [None], "upper": [None]},
                "targets": [{"error": 0.05, "n_needed": None}]} for i in range(12)]
     drawn = convergence_figure({"series": series, "params": {"quantile_name": "median"}})
     assert isinstance(drawn, Note) and "none of the 12 series" in drawn.text and "n = 2" in drawn.text
+    assert "exact CI of the median (6), so it needs 7 or more" in drawn.text
     assert convergence_figure({"series": [], "params": {}}) is None
 
 
@@ -208,3 +210,15 @@ def test_the_payload_figure_is_in_report_figures_in_the_house_style_and_on_the_p
             assert to_hex(ln.get_color()) == st.color.lower() and ln.get_marker() == st.marker
             assert list(ln.get_xdata()) == [64, 1024, 16384, 65536]
             assert list(ln.get_ydata()) == [r[f"rep_{key}_median"] for r in rows if r["group"] == group]
+
+
+def test_the_convergence_axis_counts_whole_repetitions() -> None:
+    """Sizes 6, 7, 8 were ticked 6.00, 6.25, 6.50 ...: n is a count."""
+    series = [{"workload": "w", "metric": "m", "group": "g", "unit": "us", "n": 8, "estimate": 100.0,
+               "convergence": {"sizes": [6, 7, 8], "estimate": [100.0, 99.0, 99.5], "lower": [90.0, 91.0, 92.0],
+                               "upper": [110.0, 108.0, 107.0]}, "targets": [{"error": 0.05, "n_needed": 7}]}]
+    p = plot(convergence_figure({"series": series, "params": {"quantile_name": "median"}}))
+    (ax,) = data_axes(p)
+    p.figure.canvas.draw()
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from cloudbench.report.figures.style import Note, Plot, finite, panel_grid
 
@@ -26,12 +27,16 @@ def convergence_figure(doc: dict[str, Any]) -> Plot | Note | None:
     if not series:
         if not listed:
             return None
-        ns = sorted({s.get("n") for s in listed if isinstance(s.get("n"), int)})
-        n_text = f" (n = {', '.join(map(str, ns))})" if ns else ""
+        ns = sorted({s["n"] for s in listed if isinstance(s.get("n"), int)})
+        need = sorted({s["n_required_for_ci"] for s in listed if isinstance(s.get("n_required_for_ci"), int)})
+        text = (f"No convergence figure: none of the {len(listed)} series has subsets of two sizes or more to "
+                f"draw a curve over (n = {', '.join(map(str, ns)) or '?'})")
+        if len(need) == 1:
+            qn = (doc.get("params") or {}).get("quantile_name", "quantile")
+            text += (f"; the curve starts at the fewest repetitions with an exact CI of the {qn} ({need[0]}), "
+                     f"so it needs {need[0] + 1} or more")
         return Note("confirm-convergence", "confirm: convergence",
-                    f"No convergence figure: none of the {len(listed)} series has repetitions enough for a curve "
-                    f"over two subset sizes{n_text}; the table gives each one's estimate and why no target "
-                    "was reached.")
+                    text + "; the table gives each series' estimate and why no target was reached.")
     shown = series[:MAX_SERIES]
     qn = (doc.get("params") or {}).get("quantile_name", "quantile")
     fig, axes = panel_grid(len(shown), 4.4, 2.9, min_width=7.0)
@@ -56,6 +61,7 @@ def convergence_figure(doc: dict[str, Any]) -> Plot | Note | None:
                 needs.append(f"±{t['error']:.0%} predicted at n ≈ {t['prediction']['n']}")
         unit = f" ({s['unit']})" if s.get("unit") else ""
         ax.set_xlabel("repetitions n")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # n is a count: no 6.25 repetitions
         ax.set_ylabel(f"{qn} of {s['metric']}{unit}", fontsize=7)
         ax.set_title(f"{s['workload']}: {s['metric']} / {s['group']}", fontsize=8)
         ax.grid(alpha=0.3)

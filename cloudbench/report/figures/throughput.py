@@ -151,7 +151,7 @@ def asymmetry_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     ax.set_ylim(0.0, rate_top([r["a_to_b_mbps"] for r in rows], [r["b_to_a_mbps"] for r in rows]))
     ax.set_ylabel("mean rate (Mbit/s)")
     ax.set_xlabel("host pair a, b")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, not over the tallest
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"{wname}: direction asymmetry")
     alt = (f"Bars of the mean rate each way for {wname}: " + "; ".join(
