@@ -222,3 +222,20 @@ def test_the_convergence_axis_counts_whole_repetitions() -> None:
     p.figure.canvas.draw()
     ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_the_colocation_figure_is_on_the_page_not_beside_report_json(tmp_path: Path) -> None:
+    """It was report/<w>_egress_r<rep>.png in matplotlib's tab10 colours, not on the page."""
+    run = fake_run(tmp_path)
+    rep = build_report(run)
+    hosts = [{"repetition": 0, "host": h, "group": g, "egress_mbps": e, "baseline_mbps": 78.0, "nominal_mbps": 76.5}
+             for h, g, e in (("a1", "G1", 31.0), ("a2", "G1", 30.0), ("c1", "-", 77.0))]
+    rep["workloads"] = {"colo": {"kind": "colocation", "hosts": hosts, "groups": [], "loss": []}}
+    assert not [p for p in write_report(run, rep) if p.suffix == ".png"]
+    page, *files = write_html(run, rep)
+    assert page.parent / "figures" / "colo-egress.png" in files and 'id="fig-colo-egress"' in page.read_text()
+    (p,) = section_figures("colo", rep["workloads"]["colo"])
+    (ax,) = data_axes(plot(p))
+    g1 = [b for b in ax.patches if to_hex(b.get_facecolor()) == GROUP_STYLES["same_subnet"].color.lower()]
+    assert len(g1) == 2  # G1's two hosts in the house palette's first colour
+    assert ax.get_ylim()[1] >= 78.0 * 1.1

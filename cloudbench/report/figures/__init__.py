@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cloudbench.report.figures import echo, paths, throughput
+from cloudbench.report.figures import colocation, echo, paths, throughput
 from cloudbench.report.figures.style import Drawing, Note, Plot, drawing
 
 SectionFigures = Callable[[str, dict[str, Any]], list[Drawing]]
@@ -26,6 +26,7 @@ BY_KIND: dict[str, SectionFigures] = {
     "tokenbucket": throughput.drain_figures,
     "tbdrain": throughput.drain_figures,  # a report.json written before the kind was renamed
     "traceroute": paths.figures,
+    "colocation": colocation.figures,
 }
 """Workload kind -> the function drawing its section's figures (a kind not listed has none)."""
 

@@ -93,9 +93,6 @@ class ColocationKind(WorkloadKind):
                        options: Mapping[str, bool]) -> None:
         report.render(name, section, console)
 
-    def write_figures(self, run: RunDir, name: str, section: dict[str, Any], out: Path) -> list[Path]:
-        return report.write_figures(run, name, section, out)
-
     async def run(self, ctx: TrialContext) -> TrialOutcome:
         w: ColocationWorkload = ctx.params
         names = list(ctx.trial.hosts)
