@@ -17,6 +17,7 @@ from typing import Any, TypedDict, cast
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from rich.console import Console
 
 from cloudbench.analysis.confirm import (
@@ -360,6 +361,7 @@ def draw_convergence(r: SeriesResult, params: ConfirmParams, path: Path) -> None
                 fontsize=8, bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85})
     k = r.series.key
     ax.set_xlabel("repetitions n (random subsets of the measured ones)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # n is a count: no 6.25 repetitions
     ax.set_ylabel(f"{k.metric} [{r.series.unit}]" if r.series.unit else k.metric)
     ax.set_title(f"{k.workload}: {k.metric} / {k.group}  (N = {r.series.n})", fontsize=10)
     ax.grid(alpha=0.3)

@@ -33,7 +33,7 @@ from cloudbench.errors import ResultError
 from cloudbench.report.figures import section_figures
 from cloudbench.report.figures.confirm import convergence_figure
 from cloudbench.report.figures.diurnal import time_of_day_figure
-from cloudbench.report.figures.style import Plot, inline_svg, save
+from cloudbench.report.figures.style import Note, Plot, inline_svg, save
 from cloudbench.report.files import CONFIRM_DIR, REPORT_DIR
 from cloudbench.report.render import ReportViews, report_views
 from cloudbench.store import formats
@@ -109,8 +109,12 @@ class Page:
     def add(self, fragment: str) -> None:
         self.parts.append(fragment)
 
-    def figure(self, plot: Plot) -> None:
-        """Save ``plot`` as SVG and PNG under figures/ and inline its SVG with its caption."""
+    def figure(self, plot: Plot | Note) -> None:
+        """Save ``plot`` as SVG and PNG under figures/ and inline its SVG with its caption;
+        a note (a figure with nothing to draw) is printed in its place, no file written."""
+        if isinstance(plot, Note):
+            self.parts.append(f'<p class="note"><b>{esc(plot.title)}.</b> {esc(plot.text)}</p>')
+            return
         name = plot.name
         k = 2
         while name in self.names:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from cloudbench.report.build import build_report
+from cloudbench.report.figures import section_figures
 from cloudbench.report.files import write_report
 from cloudbench.runner import CampaignRunner
 from cloudbench.store.parquet import read_parquet
@@ -97,4 +98,5 @@ def test_connection_modes_and_a_payload_sweep_on_the_testbed(tmp_path: Path) -> 
     assert rep["workloads"]["cold"]["connect"] and rep["workloads"]["sweep"]["sweep"]
     assert all(r["distribution"] for r in hot_section["modes"])
     written = write_report(run, rep)
-    assert any(p.name == "sweep_latency_vs_payload.png" for p in written)
+    assert not any(p.suffix == ".png" for p in written)  # figures are the page's, under report/figures/
+    assert "sweep-sweep-payload" in [p.name for p in section_figures("sweep", rep["workloads"]["sweep"])]

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
-from cloudbench.report.figures.style import Plot, finite, panel_grid
+from cloudbench.report.figures.style import Note, Plot, finite, panel_grid
 
 MAX_SERIES = 12
 """Series drawn in the figure (all of them are in the CI table)."""
@@ -16,13 +17,26 @@ MAX_SERIES = 12
 _DASHES = (":", "--", "-.", (0, (1, 4)))
 
 
-def convergence_figure(doc: dict[str, Any]) -> Plot | None:
-    """Small multiples of the convergence curves of ``confirm.json`` (``doc``)."""
-    # a curve needs two sizes: one size is a point, an empty-looking panel
-    series = [s for s in doc.get("series") or []
-              if s.get("convergence") and len(s["convergence"].get("sizes") or []) > 1]
+def convergence_figure(doc: dict[str, Any]) -> Plot | Note | None:
+    """Small multiples of the convergence curves of ``confirm.json`` (``doc``); a note when it
+    has series but none with a curve, None when it has no series."""
+    listed = doc.get("series") or []
+    # a curve needs two sizes with an estimate: one size is a point, an empty-looking panel
+    series = [s for s in listed if s.get("convergence") and len(s["convergence"].get("sizes") or []) > 1
+              and sum(finite(v) for v in s["convergence"].get("estimate") or []) > 1]
     if not series:
-        return None
+        if not listed:
+            return None
+        ns = sorted({s["n"] for s in listed if isinstance(s.get("n"), int)})
+        need = sorted({s["n_required_for_ci"] for s in listed if isinstance(s.get("n_required_for_ci"), int)})
+        text = (f"No convergence figure: none of the {len(listed)} series has subsets of two sizes or more to "
+                f"draw a curve over (n = {', '.join(map(str, ns)) or '?'})")
+        if len(need) == 1:
+            qn = (doc.get("params") or {}).get("quantile_name", "quantile")
+            text += (f"; the curve starts at the fewest repetitions with an exact CI of the {qn} ({need[0]}), "
+                     f"so it needs {need[0] + 1} or more")
+        return Note("confirm-convergence", "confirm: convergence",
+                    text + "; the table gives each series' estimate and why no target was reached.")
     shown = series[:MAX_SERIES]
     qn = (doc.get("params") or {}).get("quantile_name", "quantile")
     fig, axes = panel_grid(len(shown), 4.4, 2.9, min_width=7.0)
@@ -47,6 +61,7 @@ def convergence_figure(doc: dict[str, Any]) -> Plot | None:
                 needs.append(f"±{t['error']:.0%} predicted at n ≈ {t['prediction']['n']}")
         unit = f" ({s['unit']})" if s.get("unit") else ""
         ax.set_xlabel("repetitions n")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # n is a count: no 6.25 repetitions
         ax.set_ylabel(f"{qn} of {s['metric']}{unit}", fontsize=7)
         ax.set_title(f"{s['workload']}: {s['metric']} / {s['group']}", fontsize=8)
         ax.grid(alpha=0.3)

@@ -16,7 +16,17 @@ from matplotlib.lines import Line2D
 
 from cloudbench.analysis.quantiles import P5, P25, P50, P75, P90, P95, P99, P99_9, P99_99, P99_999
 from cloudbench.core.files import slug
-from cloudbench.report.figures.style import GROUP_STYLES, Plot, finite, group_style, new_figure
+from cloudbench.report.figures.style import (
+    GROUP_STYLES,
+    Drawing,
+    Note,
+    Plot,
+    finite,
+    group_style,
+    new_figure,
+    panel_grid,
+)
+from cloudbench.workloads.echo.sweeps import LEVEL, swept_fields
 
 BOX_KEYS = (P5, P25, P50, P75, P95, "mean")
 MAX_PAIR_LINES = 200
@@ -29,7 +39,7 @@ DISTRIBUTIONS = ("groups", "quorums", "pairs", "boxes", "tails")
 """The section's keys whose rows are per swept value (``sweep``) when a parameter was swept."""
 
 
-def figures(wname: str, sec: dict[str, Any]) -> list[Plot]:
+def figures(wname: str, sec: dict[str, Any]) -> list[Drawing]:
     """Every echo figure the section has data for, in reading order. When a parameter was
     swept, the distribution figures come once per swept value (never pooled over values)."""
     labels = list(dict.fromkeys(r["sweep"] for k in DISTRIBUTIONS for r in sec.get(k) or []
@@ -37,13 +47,96 @@ def figures(wname: str, sec: dict[str, Any]) -> list[Plot]:
     views = [(wname, sec)] if not labels else [
         (f"{wname} ({lb})", {**sec, **{k: [r for r in sec.get(k) or [] if r.get("sweep") == lb]
                                        for k in DISTRIBUTIONS}}) for lb in labels]
-    out: list[Plot] = []
+    out: list[Drawing] = sweep_plots(wname, sec)
     for draw in (box_plot, tail_plot, time_plot, grid_plot, quorum_plot):
         for name, part in ([(wname, sec)] if draw is time_plot else views):
             p = draw(name, part)
             if p is not None:
                 out.append(p)
+    if not out:
+        return [Note(f"{slug(wname)}-figures", f"{wname}: figures",
+                     f"No figures of {wname}: the section has no replies to draw (no group, pair, window or tail "
+                     "rows; the tables below say what each trial recorded).")]
     return out
+
+
+SWEEP_DASHES: tuple[Any, ...] = ("-", "--", ":", "-.")
+"""Line style per value of the other swept parameter (payload and rate swept together)."""
+
+
+def _size(v: float) -> str:
+    """64, 1 KiB, 64 KiB."""
+    return f"{v / 1024:g} KiB" if v >= 1024 else f"{v:g}"
+
+
+def sweep_plots(wname: str, sec: dict[str, Any]) -> list[Drawing]:
+    """RTT against each swept parameter (StormCloud Fig. 11): a p50 panel and a p99 panel,
+    each on its own axis, a line per latency group in its house style, the median over
+    repetitions of each one's value with its CI as error bars where there is one."""
+    rows = sec.get("sweep") or []
+    fields = swept_fields(rows)
+    out: list[Drawing] = []
+    for field in fields:
+        others = [f for f in fields if f != field]
+        keys = [k for k in (P50, P99) if any(finite(r.get(f"rep_{k}_median")) for r in rows)]
+        name, title = f"{slug(wname)}-sweep-{field}", f"{wname}: RTT against {field}"
+        if not keys:
+            out.append(Note(name, title, f"No figure of RTT against {field}: no value of the sweep has a median "
+                                         "RTT (no replies; the sweep table lists the counts)."))
+            continue
+        fig, axes = panel_grid(len(keys), 4.4, 3.6, min_width=7.0)
+        parts = []
+        for ax, key in zip(axes, keys, strict=True):
+            lines: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+            for r in rows:
+                if finite(r.get(f"rep_{key}_median")):
+                    lines.setdefault((r["group"], *(r[o] for o in others)), []).append(r)
+            other_values = sorted({k[1:] for k in lines})
+            ys_all = []
+            for (group, *ov), sel in lines.items():
+                st = group_style(group)
+                sel.sort(key=lambda r: float(r[field]))
+                xs = np.array([float(r[field]) for r in sel])
+                ys = np.array([r[f"rep_{key}_median"] for r in sel], float)
+                lo = np.array([r[f"rep_{key}_lower"] if finite(r.get(f"rep_{key}_lower")) else y
+                               for r, y in zip(sel, ys, strict=True)], float)
+                hi = np.array([r[f"rep_{key}_upper"] if finite(r.get(f"rep_{key}_upper")) else y
+                               for r, y in zip(sel, ys, strict=True)], float)
+                dash = st.dash if not others else SWEEP_DASHES[other_values.index(tuple(ov)) % len(SWEEP_DASHES)]
+                label = " ".join([group, *(f"{o}={v:g}" for o, v in zip(others, ov, strict=True))])
+                ax.errorbar(xs, ys, yerr=[ys - lo, hi - ys], color=st.color, linestyle=dash, marker=st.marker,
+                            markersize=5, linewidth=1.6, capsize=3, label=label)
+                ys_all += [*lo.tolist(), *hi.tolist()]
+                if key == P50:
+                    parts.append(f"{label} p50 from {_fmt_us(ys[0])} at {_size(xs[0])} to {_fmt_us(ys[-1])} at "
+                                 f"{_size(xs[-1])}" if field == "payload" else
+                                 f"{label} p50 from {_fmt_us(ys[0])} at {xs[0]:g} to {_fmt_us(ys[-1])} at {xs[-1]:g}")
+            ax.set_xscale("log", base=2)
+            if _log_wanted(ys_all):
+                ax.set_yscale("log")
+            ticks = sorted({float(r[field]) for r in rows})
+            ax.set_xticks(ticks, [_size(v) if field == "payload" else f"{v:g}" for v in ticks])
+            ax.minorticks_off()
+            ax.set_xlabel(f"{field} ({'bytes' if field == 'payload' else 'rounds/s'})")
+            ax.set_ylabel(f"{key} RTT (µs)")
+            ax.set_title(f"{key}: median over repetitions, {LEVEL:.0%} CI")
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(title="latency group", fontsize=7)
+        fig.suptitle(title)
+        alt = (f"RTT of {wname} against {field}, a panel per percentile ({', '.join(keys)}), a line per latency "
+               f"group: the median over repetitions of each repetition's value, error bars its {LEVEL:.0%} CI "
+               "where the repetitions give one: " + "; ".join(parts) + ".")
+        out.append(Plot(name, title, alt, fig))
+    return out
+
+
+def _nothing(name: str, title: str, what: str, listed: list[Any], unit: str, needs: str) -> Note | None:
+    """The note that stands in for a figure whose section lists rows (``listed``) of which none
+    can be drawn; None when it lists none (the figure does not apply: no quorums asked for)."""
+    if not listed:
+        return None
+    return Note(name, title, f"No {what}: none of the {len(listed)} {unit} row(s) has {needs} (too few or no "
+                             "replies; the tables below give the counts).")
 
 
 def _fmt_us(x: float) -> str:
@@ -55,11 +148,13 @@ def _log_wanted(values: list[float]) -> bool:
     return bool(vals) and max(vals) / min(vals) > 20
 
 
-def box_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
+def box_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     """Box per group: box p25–p75, median line, whiskers p5 and p95, mean marker."""
-    rows = [r for r in sec.get("boxes") or [] if all(finite(r.get(k)) for k in BOX_KEYS)]
+    listed = sec.get("boxes") or []
+    rows = [r for r in listed if all(finite(r.get(k)) for k in BOX_KEYS)]
     if not rows:
-        return None
+        return _nothing(f"{slug(wname)}-box", f"{wname}: RTT per latency group", "box plot", listed,
+                        "latency group", "the percentiles of a box")
     fig = new_figure(max(4.5, 1.3 * len(rows) + 2.0), 4.0)
     ax = fig.add_subplot()
     stats = [{"label": r["group"], "whislo": r[P5], "q1": r[P25], "med": r[P50], "q3": r[P75],
@@ -91,7 +186,7 @@ def box_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
     return Plot(f"{slug(wname)}-box", f"{wname}: RTT per latency group", alt, fig)
 
 
-def tail_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
+def tail_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     """CCDF per group on log–log axes, from 1 down to where the sample ends (1/n, at most
     1e-5, p99.999): the axis and the percentile marks stop there too, so a group of 80
     RTTs is not drawn against levels it cannot reach (analysis.latency.TAIL_K)."""
@@ -100,7 +195,8 @@ def tail_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
         if finite(r.get("exceedance")) and finite(r.get("rtt_us")) and r["rtt_us"] > 0:
             by.setdefault(r["group"], []).append((r["exceedance"], r["rtt_us"]))
     if not by:
-        return None
+        return _nothing(f"{slug(wname)}-tail", f"{wname}: RTT tail (CCDF)", "tail figure", sec.get("tails") or [],
+                        "CCDF point", "a round-trip time above 0")
     fig = new_figure(7.0, 4.2)
     ax = fig.add_subplot()
     parts = []
@@ -141,14 +237,15 @@ def _parse_utc(text: str | None) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
-def time_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
+def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     """Window medians per group (thick) and per pair (thin) over UTC time, the statistic the
     level shifts are sought in; steps and spikes marked on them (reports without medians:
     window means)."""
     stat = "median" if any(finite(r.get("median")) for r in sec.get("windows") or []) else "mean"
     windows = [r for r in sec.get("windows") or [] if finite(r.get(stat))]
     if not windows:
-        return None
+        return _nothing(f"{slug(wname)}-time", f"{wname}: windowed {stat}s over time", "time figure",
+                        sec.get("windows") or [], "window", f"a {stat}")
     starts = {t: _parse_utc(u) for t, u in (sec.get("trial_utc") or {}).items()}
     half = float(sec.get("window_s") or 0.0) / 2.0
     use_utc = all(starts.get(r["trial"]) is not None for r in windows)
@@ -256,8 +353,21 @@ def _mark_shifts(ax: Any, shifts: list[dict[str, Any]], x_of: Callable[[str, flo
     return n_steps, n_spikes, unmarked
 
 
-def grid_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
-    """src × dst heat maps of p50 and p99; pairs without a value are hatched (missing)."""
+def grid_norm(values: np.ndarray) -> Normalize:
+    """The colour scale of one grid: its own values' range, logarithmic when they span more
+    than a factor of 5 (a p99 grid next to a p50 one gets a scale of its own)."""
+    lo, hi = float(values.min()), float(values.max())
+    if lo > 0 and hi / lo > 5:
+        return LogNorm(lo, hi)
+    if hi == lo:  # one value: a scale around it, so the cells take its middle colour
+        pad = abs(lo) * 0.01 or 1.0
+        return Normalize(lo - pad, hi + pad)
+    return Normalize(lo, hi)
+
+
+def grid_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
+    """src × dst heat maps of p50 and p99, each on a colour scale of its own (p99 is many times
+    p50: on one scale the p50 grid is one dark colour); pairs without a value are hatched."""
     pairs = sec.get("pairs") or []
     hosts = list(sec.get("hosts") or sorted({r["src"] for r in pairs} | {r["dst"] for r in pairs}))
     if not pairs or not hosts:
@@ -270,19 +380,21 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
             for k, m in mats.items():
                 if finite(r.get(k)):
                     m[idx[r["src"]], idx[r["dst"]]] = r[k]
-    vals = np.concatenate([m[np.isfinite(m)] for m in mats.values()])
-    if len(vals) == 0:
-        return None
-    lo, hi = float(vals.min()), float(vals.max())
-    norm = LogNorm(max(lo, 1e-3), max(hi, lo * 1.01, 1e-3)) if lo > 0 and hi / lo > 5 else Normalize(lo, hi)
+    mats = {k: m for k, m in mats.items() if np.isfinite(m).any()}
+    if not mats:
+        return Note(f"{slug(wname)}-grid", f"{wname}: src × dst grid of p50 and p99",
+                    f"No source × destination grid: none of the {len(pairs)} pair(s) has a p50 or p99 "
+                    "(no replies; the pairs table lists their counts and timeouts).")
     size = min(12.0, 3.0 + 0.45 * n)
-    fig = new_figure(2 * size + 1.2, size + 0.6)
-    axes = fig.subplots(1, 2)
-    image = None
+    fig = new_figure(len(mats) * (size + 1.4) + 0.4, size + 0.6)
+    axes = np.atleast_1d(fig.subplots(1, len(mats)))
+    ranges = []
     for ax, (k, m) in zip(axes, mats.items(), strict=True):
         ax.patch.set_facecolor("white")
         ax.patch.set_hatch("xx")
         ax.patch.set_edgecolor("0.75")
+        vals = m[np.isfinite(m)]
+        norm = grid_norm(vals)
         image = ax.imshow(np.ma.masked_invalid(m), cmap="viridis", norm=norm, interpolation="nearest",
                           aspect="equal")
         ax.set_xticks(range(n), hosts, rotation=90, fontsize=7 if n > 10 else 8)
@@ -298,24 +410,25 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
                         dark = norm(v) < 0.6
                         ax.text(j, i, f"{v / 1000:.2g}" if v >= 1000 else f"{v:.0f}", ha="center", va="center",
                                 fontsize=6.5, color="white" if dark else "black")
-    if image is not None:
-        fig.colorbar(image, ax=list(axes), shrink=0.8, label="RTT (µs; cells ≥ 1000 µs in ms)")
-    missing = int(np.isnan(mats[P50]).sum())
-    fig.suptitle(f"{wname}: RTT per source × destination (hatched: no value)")
-    alt = (f"Two heat maps of {wname} round-trip time per source host (rows) and destination host (columns), "
-           f"p50 on the left and p99 on the right, from {_fmt_us(lo)} to {_fmt_us(hi)}; {n} hosts, "
+        fig.colorbar(image, ax=ax, shrink=0.8, label=f"{k} RTT (µs; cells ≥ 1000 µs in ms)")
+        ranges.append(f"{k} from {_fmt_us(float(vals.min()))} to {_fmt_us(float(vals.max()))}")
+    missing = int(np.isnan(next(iter(mats.values()))).sum())
+    fig.suptitle(f"{wname}: RTT per source × destination, each grid on its own colour scale (hatched: no value)")
+    alt = (f"Heat maps of {wname} round-trip time per source host (rows) and destination host (columns), "
+           f"{' and '.join(mats)} left to right, each on its own colour scale: {'; '.join(ranges)}; {n} hosts, "
            f"{missing} of {n * n} cells missing (hatched).")
-    return Plot(f"{slug(wname)}-grid", f"{wname}: src × dst grid of p50 and p99", alt, fig)
+    return Plot(f"{slug(wname)}-grid", f"{wname}: src × dst grid of {' and '.join(mats)}", alt, fig)
 
 
 QUORUM_MARKS = ((P50, "o"), (P90, "s"), (P99, "^"), (P99_9, "D"))
 
 
-def quorum_plot(wname: str, sec: dict[str, Any]) -> Plot | None:
+def quorum_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     """Per quorum (Qk/n of a group): the p5–p99.9 range with p50, p90, p99, p99.9 marked."""
     rows = [r for r in sec.get("quorums") or [] if finite(r.get(P50))]
     if not rows:
-        return None
+        return _nothing(f"{slug(wname)}-quorums", f"{wname}: quorum latency", "quorum figure",
+                        sec.get("quorums") or [], "quorum", "a median")
     fig = new_figure(7.0, 1.2 + 0.5 * len(rows))
     ax = fig.add_subplot()
     labels = [f"{r['group']} {r['quorum']}" for r in rows]

@@ -9,15 +9,15 @@ from typing import Any
 import numpy as np
 
 from cloudbench.core.files import slug
-from cloudbench.report.figures.style import Plot, finite, new_figure
+from cloudbench.report.figures.style import Drawing, Plot, finite, new_figure
 
 MAX_GRAPHS = 24
 """MDA graphs drawn per workload (the pairs past it are named in the caption of the last)."""
 
 
-def figures(wname: str, sec: dict[str, Any]) -> list[Plot]:
+def figures(wname: str, sec: dict[str, Any]) -> list[Drawing]:
     """An MDA graph per pair (latest repetition), then the inflation bars."""
-    out = [mda_plot(wname, g) for g in (sec.get("graphs") or [])[:MAX_GRAPHS]]
+    out: list[Drawing] = [mda_plot(wname, g) for g in (sec.get("graphs") or [])[:MAX_GRAPHS]]
     infl = inflation_plot(wname, sec)
     return out + ([infl] if infl is not None else [])
 

@@ -69,6 +69,55 @@ class Plot:
     figure: Figure
 
 
+@dataclass
+class Note:
+    """What the report shows instead of a figure that would have nothing to draw: the
+    figure's file stem and title, and why there is nothing (no file is written)."""
+
+    name: str
+    title: str
+    text: str
+
+
+Drawing = Plot | Note
+"""One item of a section's figures: a figure, or the note that stands in for one."""
+
+HEADROOM = 1.15
+"""Top of a rate axis over the largest value drawn on it: the lines stay clear of the border."""
+
+
+ZOOM_FLOOR = 0.5
+"""A rate axis starts at 0 unless every value drawn is at least this fraction of the largest."""
+
+
+def _finite_values(values: tuple[Any, ...]) -> list[float]:
+    return [float(v) for x in values for v in (x if isinstance(x, list | tuple | np.ndarray) else [x])
+            if finite(v)]
+
+
+def rate_top(*values: Any) -> float:
+    """The top of a rate axis that starts at 0 (bars): :data:`HEADROOM` over the largest
+    finite value in ``values`` (numbers or sequences of them), 1 when there is none above 0."""
+    top = max(_finite_values(values), default=0.0)
+    return top * HEADROOM if top > 0 else 1.0
+
+
+def rate_limits(*values: Any) -> tuple[float, float]:
+    """The limits of a rate axis for lines over time, scaled to ``values`` (numbers or
+    sequences of them): from 0 to :data:`HEADROOM` over the largest when the values reach
+    below :data:`ZOOM_FLOOR` of it (a drop, a slow path: 0 is part of the story); otherwise
+    the band they lie in with a margin of a tenth of its width (at least 1 % of the level)
+    on each side, so that 95 Mbit/s ± 1 is not a flat line against the top border."""
+    vals = _finite_values(values)
+    lo, hi = min(vals, default=0.0), max(vals, default=0.0)
+    if hi <= 0:
+        return 0.0, 1.0
+    if lo < ZOOM_FLOOR * hi:
+        return 0.0, hi * HEADROOM
+    pad = max(0.1 * (hi - lo), 0.01 * hi)
+    return lo - pad, hi + pad
+
+
 def new_figure(width: float = 7.0, height: float = 4.0) -> Figure:
     """A figure outside pyplot (no global state), laid out to fit its labels."""
     with drawing():

@@ -92,9 +92,6 @@ class ColocationKind(WorkloadKind):
     def section_views(self, name: str, section: dict[str, Any], options: Mapping[str, bool]) -> list[Block]:
         return report.views(name, section)
 
-    def write_figures(self, run: RunDir, name: str, section: dict[str, Any], out: Path) -> list[Path]:
-        return report.write_figures(run, name, section, out)
-
     async def run(self, ctx: TrialContext) -> TrialOutcome:
         w: ColocationWorkload = ctx.params
         names = list(ctx.trial.hosts)

@@ -9,7 +9,6 @@ say, whatever the run decided on the way.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -209,42 +208,3 @@ def nominal_notes(hosts: list[dict[str, Any]]) -> list[str]:
     return [f"nominal: the vm_type's rate as TCP goodput ({each}: frame and TCP/IP headers are not goodput); "
             "share = egress / nominal (over 100 % when a host's goodput exceeds it); alone (below): a "
             "host's egress when it sends alone"]
-
-
-def write_figures(run: RunDir, wname: str, sec: dict[str, Any], out: Path) -> list[Path]:
-    """``<workload>_egress_r<rep>.png``: per host, egress under full load beside its nominal
-    rate and its rate alone, coloured by inferred group (the blog's bar chart)."""
-    import matplotlib  # noqa: PLC0415 - matplotlib is heavy: only reports that draw figures pay for it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415 - matplotlib is heavy: only reports that draw figures pay for it
-
-    written: list[Path] = []
-    reps = sorted({r["repetition"] for r in sec.get("hosts", [])})
-    for rep in reps:
-        rows = [r for r in sec["hosts"] if r["repetition"] == rep]
-        groups = sorted({r["group"] for r in rows if r["group"] != "-"})
-        colour = {g: plt.get_cmap("tab10")(i % 10) for i, g in enumerate(groups)}
-        fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(rows) + 2), 4.0))
-        x = range(len(rows))
-        ax.bar([i - 0.2 for i in x], [r["baseline_mbps"] for r in rows], 0.4, color="0.8",
-               label="alone (baseline)")
-        ax.bar([i + 0.2 for i in x], [r["egress_mbps"] for r in rows], 0.4,
-               color=[colour.get(r["group"], "0.4") for r in rows], label="full load")
-        noms = [r["nominal_mbps"] for r in rows]
-        if any(math.isfinite(v) for v in noms):
-            ax.scatter(list(x), noms, marker="_", s=400, color="black", label="nominal", zorder=3)
-        ax.set_xticks(list(x), [f"{r['host']}\n{r['group']}" for r in rows])
-        ax.set_ylabel("egress (Mbit/s)")
-        top = max([v for r in rows for v in (r["baseline_mbps"], r["egress_mbps"], r["nominal_mbps"])
-                   if math.isfinite(v)], default=1.0)
-        ax.set_ylim(0, top * 1.35)  # room for the legend above the bars
-        ax.set_title(f"{wname}: egress under full load (repetition {rep}; colour: inferred group)")
-        ax.legend(loc="upper center", ncols=3, fontsize="small")
-        fig.tight_layout()
-        path = out / f"{wname}_egress_r{rep}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
-    return written

@@ -224,9 +224,6 @@ class EchoKind(WorkloadKind):
     def section_views(self, name: str, section: dict[str, Any], options: Mapping[str, bool]) -> list[Block]:
         return report.views(name, section, options)
 
-    def write_figures(self, run: RunDir, name: str, section: dict[str, Any], out: Path) -> list[Path]:
-        return views.write_figures(name, section, out)
-
 
 def echo_host_table(host: str, t0_ns: int, rec: np.ndarray, names: Mapping[int, str], repetition: int,
                     *, run_id: str = "", trial: str = "", labels: Mapping[str, HostSpec] | None = None) -> pa.Table:

@@ -9,14 +9,14 @@ the run's rows are split by those values:
   so ``cloudbench confirm`` pools repetitions per value and gives each its CI;
 * the report: per latency group and value, the median over repetitions of each
   repetition's p50 and p99 with the exact order-statistic CI that confirm
-  computes (Le Boudec Thm. 2.1; none below 6 repetitions at 95 %), and a figure
-  of latency against the swept value (StormCloud, Fig. 11).
+  computes (Le Boudec Thm. 2.1; none below 6 repetitions at 95 %); the report's
+  figure of latency against the swept value (StormCloud, Fig. 11) is drawn from
+  that table (:func:`cloudbench.report.figures.echo.sweep_plots`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -139,64 +139,3 @@ def sweep_table(run: RunDir, manifest: Manifest, params: dict[str, Any],
 def swept_fields(rows: list[dict[str, Any]]) -> list[str]:
     """The parameters a sweep table varies (``payload``, ``rate``)."""
     return [f for f in ("payload", "rate") if rows and f in rows[0]]
-
-
-def write_figure(name: str, rows: list[dict[str, Any]], out: Path) -> list[Path]:
-    """Latency against each swept parameter, one line per latency group (p50 and p99, the
-    median over repetitions with its CI as error bars when there is one); the paths written."""
-    # matplotlib (a heavy import) only when a figure is drawn, not for every report
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    written = []
-    for field in swept_fields(rows):
-        fig = Figure(figsize=(7.0, 4.8))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
-        others = [f for f in swept_fields(rows) if f != field]  # one line per value of the others
-
-        def series(r: dict[str, Any], others: list[str] = others) -> str:
-            return " ".join([r["group"], *(f"{o}={r[o]:g}" for o in others)])
-
-        for gi, group in enumerate(dict.fromkeys(series(r) for r in rows)):
-            sel = sorted((r for r in rows if series(r) == group), key=lambda r: float(r[field]))
-            xs = np.array([float(r[field]) for r in sel])
-            for key, style in ((P50, "-o"), (P99, "--^")):
-                ys = np.array([r[f"rep_{key}_median"] for r in sel], dtype=float)
-                lo = np.array(
-                    [
-                        r[f"rep_{key}_lower"] if r[f"rep_{key}_lower"] is not None else y
-                        for r, y in zip(sel, ys, strict=True)
-                    ],
-                    dtype=float,
-                )
-                hi = np.array(
-                    [
-                        r[f"rep_{key}_upper"] if r[f"rep_{key}_upper"] is not None else y
-                        for r, y in zip(sel, ys, strict=True)
-                    ],
-                    dtype=float,
-                )
-                ax.errorbar(
-                    xs, ys, yerr=[ys - lo, hi - ys], fmt=style, color=f"C{gi}", capsize=3, label=f"{group} {key}"
-                )
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ticks = sorted({float(r[field]) for r in rows})
-        ax.set_xticks(ticks, [_size(v) if field == "payload" else f"{v:g}" for v in ticks])
-        ax.minorticks_off()
-        ax.set_xlabel(f"{field} ({'bytes' if field == 'payload' else 'rounds/s'})")
-        ax.set_ylabel("RTT (µs)")
-        ax.set_title(f"{name}: RTT against {field} (median over repetitions, {LEVEL:.0%} CI)", fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
-        fig.tight_layout()
-        path = out / f"{name}_latency_vs_{field}.png"
-        fig.savefig(path, dpi=120)
-        written.append(path)
-    return written
-
-
-def _size(v: float) -> str:
-    """64, 1 KiB, 64 KiB."""
-    return f"{v / 1024:g} KiB" if v >= 1024 else f"{v:g}"

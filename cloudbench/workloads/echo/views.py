@@ -11,7 +11,6 @@ table, :func:`views` the tables of the rest (the terminal prints them, the page 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -175,11 +174,6 @@ def _scheduling_note(rows: list[dict[str, Any]]) -> list[Block]:
         "already woken the receiver, so it can be faster than a persistent connection's. Their "
         "order here can change with the rate and the machine's load; the handshake rows are the "
         "new connection's own cost.")]
-
-
-def write_figures(name: str, section: dict[str, Any], out: Path) -> list[Path]:
-    """Latency against the swept values (when the workload swept one)."""
-    return sweeps.write_figure(name, section["sweep"], out) if section.get("sweep") else []
 
 
 def _mode_cell(r: dict[str, Any], metric: str, n: int) -> str:

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from cloudbench.core.cluster import Cluster, HostAccess
 from cloudbench.errors import SpecError
+from cloudbench.report.figures import Plot, section_figures
 from cloudbench.spec.vmtypes import goodput_fraction
 from cloudbench.store.rundir import RunDir
 from cloudbench.testing.remote import FakeRemote
@@ -125,8 +126,13 @@ def test_report_of_a_recorded_run(recorded: RunDir) -> None:
     kind.render_section("colocation", sec, Console(file=out, width=100), {})
     text = out.getvalue()
     assert "a1 a2 a3" in text and "testbed truth matched" in text and "█" in text
-    (png,) = kind.write_figures(recorded, "colocation", sec, recorded.path / "report")
-    assert png.name == "colocation_egress_r0.png" and png.stat().st_size > 10_000
+    # the figure is the page's (report/figures/colocation-egress.*), in the house style
+    assert kind.write_figures(recorded, "colocation", sec, recorded.path / "report") == []
+    (fig,) = section_figures("colocation", sec)
+    assert isinstance(fig, Plot) and fig.name == "colocation-egress"
+    (ax,) = [a for a in fig.figure.axes if a.get_visible()]
+    assert ax.get_ylim()[1] > max(r["egress_mbps"] for r in sec["hosts"])  # the bars clear of the border
+    assert "a1 (G" in fig.alt and "c1 (-" in fig.alt
     rows = {(r.metric, r.group): r.value for r in kind.summarize(recorded, manifest, w)}
     assert rows[("colocated_hosts", "all")] == 5
     assert math.isclose(rows[("egress_mbps", "c1")], hosts["c1"]["egress_mbps"])

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from cloudbench.report.confirm import confirm
 from cloudbench.report.figures.echo import figures
+from cloudbench.report.figures.style import Plot
 from cloudbench.store.manifest import Manifest, RepetitionRecord, TrialRecord, save_manifest
 from cloudbench.store.parquet import write_parquet
 from cloudbench.store.rundir import RunDir
@@ -178,9 +179,12 @@ def test_a_payload_sweep_gives_summaries_per_value_a_table_with_cis_and_a_figure
     text = rendered(kind, "sweep", section)
     assert "sweep: RTT per payload" in text and "65536" in text
 
-    figures = kind.write_figures(run, "sweep", section, tmp_path)
-    assert [f.name for f in figures] == ["sweep_latency_vs_payload.png"]
-    assert figures[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and figures[0].stat().st_size > 10_000
+    # the figure is the page's (report/figures/), drawn from the table: nothing beside report.json
+    assert kind.write_figures(run, "sweep", section, tmp_path) == []
+    sweep = figures("sweep", section)[0]
+    assert isinstance(sweep, Plot) and sweep.name == "sweep-sweep-payload"
+    (line,) = [c.lines[0] for c in sweep.figure.axes[0].containers if c.get_label() == "same_subnet"]
+    assert list(line.get_ydata()) == [r["rep_p50_median"] for r in table]
 
 
 def test_a_workload_without_a_sweep_keeps_its_group_names_and_draws_nothing(tmp_path: Path) -> None:

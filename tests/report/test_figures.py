@@ -1,0 +1,241 @@
+"""Figures that show something: the p50 and p99 grids each on a colour
+scale of its own, throughput panels scaled to their data, a note where a figure would have
+nothing to draw, and the payload sweep's figure in report/figures/ in the house style and on
+the page. The figures are inspected as matplotlib objects (norms, limits, line colours)."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.colors import to_hex
+
+from cloudbench.report.build import build_report
+from cloudbench.report.figures import Note, Plot, section_figures
+from cloudbench.report.figures.confirm import convergence_figure
+from cloudbench.report.figures.echo import grid_plot
+from cloudbench.report.figures.style import GROUP_STYLES
+from cloudbench.report.figures.throughput import drain_figures, series_plot
+from cloudbench.report.files import write_report
+from cloudbench.report.html import write_html
+from cloudbench.store.rundir import RunDir
+from cloudbench.testing.fake_results import FakeRun, make_campaign
+
+HOSTS = ["s1-1", "s1-2", "s2-1", "s3-1"]
+
+
+def plot(drawn: Plot | Note | None) -> Plot:
+    assert isinstance(drawn, Plot), drawn
+    return drawn
+
+
+def data_axes(p: Plot) -> list[Axes]:
+    """The panels of a figure (not its colour bars)."""
+    return [ax for ax in p.figure.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
+
+
+def echo_pairs(rng: np.random.Generator) -> list[dict[str, Any]]:
+    """p50 between 20 and 110 µs, p99 between 100 and 1 200 µs, as the quickstart gives."""
+    rows = []
+    for a in HOSTS:
+        for b in HOSTS:
+            p50 = float(rng.uniform(20, 110))
+            rows.append({"src": a, "dst": b, "group": "same_zone", "count": 2000, "timeouts": 0, "mean": p50,
+                         "p50": p50, "p99": float(rng.uniform(100, 1200)), "max": 2000.0})
+    return rows
+
+
+def test_the_p50_and_p99_grids_each_have_a_colour_scale_spanning_their_own_values() -> None:
+    """On one scale (20 µs to 1.2 ms) every p50 cell sat in the scale's dark bottom third."""
+    pairs = echo_pairs(np.random.default_rng(3))
+    p = plot(grid_plot("echo", {"kind": "echo", "hosts": HOSTS, "pairs": pairs}))
+    images = {ax.get_title(): ax.images[0] for ax in data_axes(p)}
+    assert set(images) == {"p50 RTT", "p99 RTT"}
+    for key in ("p50", "p99"):
+        norm = images[f"{key} RTT"].norm
+        values = [r[key] for r in pairs]
+        assert norm.vmin == pytest.approx(min(values)) and norm.vmax == pytest.approx(max(values)), key
+        # the cells use the whole scale: the middle value sits in its middle, not at one end
+        assert 0.2 < float(norm(float(np.median(values)))) < 0.8, key
+    # a colour bar per grid, each labelled with its percentile
+    bars = [ax.get_ylabel() for ax in p.figure.axes if ax.get_label() == "<colorbar>"]
+    assert sorted(b.split()[0] for b in bars) == ["p50", "p99"]
+    assert "each on its own colour scale" in p.alt
+
+
+def tput(series: list[list[float]], capacity: float | None = None, expected: float | None = None) -> dict[str, Any]:
+    """A throughput section: series k on path k (k = 0, 1, ...), repetition 0."""
+    trials, out = [], []
+    for k, mbps in enumerate(series):
+        src, dst = f"a{k}", f"b{k}"
+        key = {"repetition": 0, "trial": f"r000-t{k:03d}-tcp", "src": src, "dst": dst}
+        trials.append({**key, "group": "cross_region", "mean_mbps": float(np.mean(mbps)),
+                       "capacity_lb_mbps": capacity, "expected_mbps": expected, "shift_s": None})
+        out.append({**key, "direction": "forward", "group": "cross_region", "burst": [0] * len(mbps),
+                    "t_s": [i + 0.5 for i in range(len(mbps))], "mbps": mbps})
+    return {"kind": "throughput", "trials": trials, "series": out, "asymmetry": []}
+
+
+def test_throughput_panels_show_their_data_clear_of_the_borders() -> None:
+    """Twelve paths at 95 ± 1 Mbit/s on an axis from 0 were flat lines against the top border."""
+    rng = np.random.default_rng(5)
+    series = [list(95.0 + rng.normal(0, 0.6, 10)) for _ in range(6)]
+    p = plot(series_plot("tcp", tput(series, expected=95.6)))
+    axes = data_axes(p)
+    assert len(axes) == 6
+    lo = min(min(s) for s in series)
+    hi = max(max(s) for s in series)
+    for ax in axes:
+        bottom, top = ax.get_ylim()
+        span = top - bottom
+        assert bottom < lo and top > hi
+        assert top - hi >= 0.05 * span and lo - bottom >= 0.05 * span  # a margin above and below
+        assert (hi - lo) >= 0.5 * span  # the data fill the panel, not 2 % of it
+    assert len({ax.get_ylim() for ax in axes}) == 1  # one scale: paths compare at a glance
+
+
+def test_a_rate_drop_keeps_zero_on_the_axis_and_room_above() -> None:
+    series = [[950.0] * 10 + [100.0] * 10, [940.0] * 20]
+    p = plot(series_plot("tcp", tput(series, capacity=960.0)))
+    for ax in data_axes(p):
+        bottom, top = ax.get_ylim()
+        assert bottom == 0.0 and top >= 960.0 * 1.1
+        assert "axis not from 0" not in ax.get_ylabel()
+
+
+def test_the_repetitions_of_a_path_share_its_panel() -> None:
+    sec = tput([[90.0 + k] * 5 for k in range(2)])
+    second = {**sec["series"][0], "repetition": 1, "trial": "r001-t000-tcp", "mbps": [93.0] * 5}
+    sec["series"].append(second)
+    sec["trials"].append({**sec["trials"][0], "repetition": 1, "trial": "r001-t000-tcp", "mean_mbps": 93.0})
+    p = plot(series_plot("tcp", sec))
+    axes = data_axes(p)
+    assert len(axes) == 2 and len(axes[0].get_lines()) == 2 and len(axes[1].get_lines()) == 1
+    assert {ln.get_linestyle() for ln in axes[0].get_lines()} == {"-", "--"}
+
+
+def test_a_drain_panel_keeps_its_curve_below_the_top_border() -> None:
+    sec = {"kind": "tokenbucket",
+           "drains": [{"repetition": 0, "trial": "r000-t000-drain", "src": "a", "dst": "b", "high_mbps": 951.0,
+                       "low_mbps": 101.0, "time_to_empty_s": 12.0}],
+           "series": [{"repetition": 0, "trial": "r000-t000-drain", "src": "a", "dst": "b", "burst": [0] * 30,
+                       "t_s": list(range(30)), "mbps": [951.0] * 12 + [101.0] * 18}]}
+    (p,) = drain_figures("drain", sec)
+    (ax,) = data_axes(plot(p))
+    assert ax.get_ylim()[0] == 0.0 and ax.get_ylim()[1] >= 951.0 * 1.1
+
+
+@pytest.mark.parametrize("kind, section", [
+    ("throughput", tput([[float("nan")] * 5, [float("nan")] * 5])),
+    ("tokenbucket", {"kind": "tokenbucket",
+                     "drains": [{"repetition": 0, "trial": "t", "src": "a", "dst": "b", "high_mbps": None}],
+                     "series": [{"repetition": 0, "trial": "t", "src": "a", "dst": "b", "burst": [0, 0],
+                                 "t_s": [0.5, 1.5], "mbps": [None, None]}]}),
+    ("echo", {"hosts": HOSTS, "pairs": [{"src": "s1-1", "dst": "s1-2", "group": "same_subnet", "count": 0,
+                                          "timeouts": 10, "p50": None, "p99": None}],
+              "boxes": [], "tails": [], "windows": [], "quorums": [], "sweep": []}),
+    ("echo", {"pairs": [], "boxes": [], "tails": [], "windows": [], "quorums": [], "sweep": []}),
+])
+def test_a_section_with_nothing_to_draw_gets_a_note_and_no_file(kind: str, section: dict[str, Any],
+                                                                 tmp_path: Path) -> None:
+    drawn = section_figures("w", {**section, "kind": kind})
+    assert drawn and all(isinstance(d, Note) for d in drawn), drawn
+    assert all(d.text.startswith("No ") for d in drawn if isinstance(d, Note))
+    run = fake_run(tmp_path)
+    rep = build_report(run)
+    rep["workloads"] = {"w": {**section, "kind": kind}}
+    page, *files = write_html(run, rep)
+    text = page.read_text()
+    assert files == [] and not (page.parent / "figures").exists()
+    for d in drawn:
+        assert isinstance(d, Note) and html.escape(d.text) in text
+
+
+def test_confirm_with_too_few_repetitions_for_a_curve_gives_a_note_not_empty_panels() -> None:
+    """n = 2 repetitions: each series has one subset size, a point: the page drew 12 empty panels."""
+    series = [{"workload": "w", "metric": f"m{i}", "group": "g", "unit": "us", "n": 2, "estimate": 100.0,
+               "n_required_for_ci": 6,
+               "convergence": {"sizes": [2], "estimate": [100.0], "lower": [None], "upper": [None]},
+               "targets": [{"error": 0.05, "n_needed": None}]} for i in range(12)]
+    drawn = convergence_figure({"series": series, "params": {"quantile_name": "median"}})
+    assert isinstance(drawn, Note) and "none of the 12 series" in drawn.text and "n = 2" in drawn.text
+    assert "exact CI of the median (6), so it needs 7 or more" in drawn.text
+    assert convergence_figure({"series": [], "params": {}}) is None
+
+
+def fake_run(tmp_path: Path) -> RunDir:
+    camp = make_campaign(tmp_path, "c", [FakeRun({("m", "g"): [1.0]}, workloads=[])])
+    return RunDir(next(camp.glob("*/manifest.json")).parent)
+
+
+def sweep_rows() -> list[dict[str, Any]]:
+    rows = []
+    for group, base in (("self", 40.0), ("same_subnet", 60.0), ("cross_zone", 65.0)):
+        for payload in (64, 1024, 16384, 65536):
+            p50, p99 = base + payload / 1024, 20 * base + payload / 64
+            rows.append({"group": group, "payload": payload, "sweep": f"payload={payload}", "count": 1500,
+                         "timeouts": 0, "p50": p50, "p99": p99, "repetitions": 6,
+                         "rep_p50_median": p50, "rep_p50_lower": 0.9 * p50, "rep_p50_upper": 1.1 * p50,
+                         "rep_p99_median": p99, "rep_p99_lower": None, "rep_p99_upper": None})
+    return rows
+
+
+def test_the_payload_figure_is_in_report_figures_in_the_house_style_and_on_the_page(tmp_path: Path) -> None:
+    """It was report/<w>_latency_vs_payload.png in matplotlib's default colours, not on the page."""
+    run = fake_run(tmp_path)
+    rep = build_report(run)
+    rows = sweep_rows()
+    rep["workloads"] = {"payload": {"kind": "echo", "sweep": rows, "pairs": [], "boxes": [], "tails": [],
+                                    "windows": [], "quorums": []}}
+    written = write_report(run, rep)
+    assert not [p for p in written if p.suffix == ".png"]  # no figure beside report.json
+    page, *files = write_html(run, rep)
+    figures = page.parent / "figures"
+    assert figures / "payload-sweep-payload.png" in files and (figures / "payload-sweep-payload.svg").is_file()
+    assert 'id="fig-payload-sweep-payload"' in page.read_text()
+    assert not list(page.parent.glob("*.png"))
+
+    (p,) = section_figures("payload", rep["workloads"]["payload"])
+    axes = data_axes(plot(p))
+    assert [ax.get_ylabel() for ax in axes] == ["p50 RTT (µs)", "p99 RTT (µs)"]
+    for ax, key in zip(axes, ("p50", "p99"), strict=True):
+        lines = {c.get_label(): c.lines[0] for c in ax.containers}  # errorbar(): (line, caps, bars)
+        assert set(lines) == {"self", "same_subnet", "cross_zone"}
+        for group, ln in lines.items():
+            st = GROUP_STYLES[group]
+            assert to_hex(ln.get_color()) == st.color.lower() and ln.get_marker() == st.marker
+            assert list(ln.get_xdata()) == [64, 1024, 16384, 65536]
+            assert list(ln.get_ydata()) == [r[f"rep_{key}_median"] for r in rows if r["group"] == group]
+
+
+def test_the_convergence_axis_counts_whole_repetitions() -> None:
+    """Sizes 6, 7, 8 were ticked 6.00, 6.25, 6.50 ...: n is a count."""
+    series = [{"workload": "w", "metric": "m", "group": "g", "unit": "us", "n": 8, "estimate": 100.0,
+               "convergence": {"sizes": [6, 7, 8], "estimate": [100.0, 99.0, 99.5], "lower": [90.0, 91.0, 92.0],
+                               "upper": [110.0, 108.0, 107.0]}, "targets": [{"error": 0.05, "n_needed": 7}]}]
+    p = plot(convergence_figure({"series": series, "params": {"quantile_name": "median"}}))
+    (ax,) = data_axes(p)
+    p.figure.canvas.draw()
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_the_colocation_figure_is_on_the_page_not_beside_report_json(tmp_path: Path) -> None:
+    """It was report/<w>_egress_r<rep>.png in matplotlib's tab10 colours, not on the page."""
+    run = fake_run(tmp_path)
+    rep = build_report(run)
+    hosts = [{"repetition": 0, "host": h, "group": g, "egress_mbps": e, "baseline_mbps": 78.0, "nominal_mbps": 76.5}
+             for h, g, e in (("a1", "G1", 31.0), ("a2", "G1", 30.0), ("c1", "-", 77.0))]
+    rep["workloads"] = {"colo": {"kind": "colocation", "hosts": hosts, "groups": [], "loss": []}}
+    assert not [p for p in write_report(run, rep) if p.suffix == ".png"]
+    page, *files = write_html(run, rep)
+    assert page.parent / "figures" / "colo-egress.png" in files and 'id="fig-colo-egress"' in page.read_text()
+    (p,) = section_figures("colo", rep["workloads"]["colo"])
+    (ax,) = data_axes(plot(p))
+    g1 = [b for b in ax.patches if to_hex(b.get_facecolor()) == GROUP_STYLES["same_subnet"].color.lower()]
+    assert len(g1) == 2  # G1's two hosts in the house palette's first colour
+    assert ax.get_ylim()[1] >= 78.0 * 1.1
