@@ -132,13 +132,14 @@ def test_a_drain_panel_keeps_its_curve_below_the_top_border() -> None:
 @pytest.mark.parametrize("kind, section", [
     ("throughput", tput([[float("nan")] * 5, [float("nan")] * 5])),
     ("tokenbucket", {"kind": "tokenbucket",
-                     "drains": [{"repetition": 0, "trial": "t", "src": "a", "dst": "b", "high_mbps": None}],
+                     "drains": [{"repetition": 0, "trial": "t", "src": "a", "dst": "b", "vm_type": "m5.large",
+                                 "drained": False, "rest_s": None, "high_mbps": None}],
                      "series": [{"repetition": 0, "trial": "t", "src": "a", "dst": "b", "burst": [0, 0],
                                  "t_s": [0.5, 1.5], "mbps": [None, None]}]}),
     ("echo", {"hosts": HOSTS, "pairs": [{"src": "s1-1", "dst": "s1-2", "group": "same_subnet", "count": 0,
                                           "timeouts": 10, "p50": None, "p99": None}],
-              "boxes": [], "tails": [], "windows": [], "quorums": [], "sweep": []}),
-    ("echo", {"pairs": [], "boxes": [], "tails": [], "windows": [], "quorums": [], "sweep": []}),
+              "groups": [], "boxes": [], "tails": [], "windows": [], "quorums": [], "sweep": []}),
+    ("echo", {"groups": [], "pairs": [], "boxes": [], "tails": [], "windows": [], "quorums": [], "sweep": []}),
 ])
 def test_a_section_with_nothing_to_draw_gets_a_note_and_no_file(kind: str, section: dict[str, Any],
                                                                  tmp_path: Path) -> None:
@@ -189,7 +190,7 @@ def test_the_payload_figure_is_in_report_figures_in_the_house_style_and_on_the_p
     run = fake_run(tmp_path)
     rep = build_report(run)
     rows = sweep_rows()
-    rep["workloads"] = {"payload": {"kind": "echo", "sweep": rows, "pairs": [], "boxes": [], "tails": [],
+    rep["workloads"] = {"payload": {"kind": "echo", "sweep": rows, "groups": [], "pairs": [], "boxes": [], "tails": [],
                                     "windows": [], "quorums": []}}
     written = write_report(run, rep)
     assert not [p for p in written if p.suffix == ".png"]  # no figure beside report.json
@@ -228,7 +229,8 @@ def test_the_colocation_figure_is_on_the_page_not_beside_report_json(tmp_path: P
     """It was report/<w>_egress_r<rep>.png in matplotlib's tab10 colours, not on the page."""
     run = fake_run(tmp_path)
     rep = build_report(run)
-    hosts = [{"repetition": 0, "host": h, "group": g, "egress_mbps": e, "baseline_mbps": 78.0, "nominal_mbps": 76.5}
+    hosts = [{"repetition": 0, "host": h, "group": g, "egress_mbps": e, "baseline_mbps": 78.0, "nominal_mbps": 76.5,
+              "egress_share": e / 76.5, "ingress_mbps": e, "physical_host": None}
              for h, g, e in (("a1", "G1", 31.0), ("a2", "G1", 30.0), ("c1", "-", 77.0))]
     rep["workloads"] = {"colo": {"kind": "colocation", "hosts": hosts, "groups": [], "loss": []}}
     assert not [p for p in write_report(run, rep) if p.suffix == ".png"]
