@@ -51,6 +51,15 @@ class ConvergenceJSON(TypedDict):
     relative_half_width: list[float | None]
 
 
+def relative_half_width(estimate: FloatArray, lower: FloatArray, upper: FloatArray) -> FloatArray:
+    """``max(est - lo, hi - est) / |est|`` elementwise (inf where est is 0 and the CI is not, 0 where
+    the CI has no width)."""
+    half = np.maximum(estimate - lower, upper - estimate)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = half / np.abs(estimate)
+    return np.where(half == 0, 0.0, rel)
+
+
 @dataclass(frozen=True)
 class Convergence:
     """Mean estimate and mean CI bounds over random subsets, per subset size."""
@@ -65,10 +74,7 @@ class Convergence:
     @property
     def relative_half_width(self) -> FloatArray:
         """``max(est - lo, hi - est) / |est|`` per size (inf where est is 0 and the CI is not)."""
-        half = np.maximum(self.estimate - self.lower, self.upper - self.estimate)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel = half / np.abs(self.estimate)
-        return np.where(half == 0, 0.0, rel)
+        return relative_half_width(self.estimate, self.lower, self.upper)
 
     def to_json(self) -> ConvergenceJSON:
         """The curve as ``confirm.json`` holds it (non-finite values as null; the number of

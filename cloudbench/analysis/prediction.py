@@ -25,8 +25,8 @@ from cloudbench.analysis.checks import (
     MIN_N_TREND,
     CheckResult,
 )
-from cloudbench.analysis.convergence import convergence, finite_or_none
-from cloudbench.analysis.stats import SqrtLawFit, fit_sqrt_law, min_n_for_ci
+from cloudbench.analysis.convergence import convergence, finite_or_none, relative_half_width
+from cloudbench.analysis.stats import SqrtLawFit, fit_sqrt_law_rows, min_n_for_ci
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -247,9 +247,10 @@ def slope_bootstrap(values: FloatArray, p: float, level: float, *, n_boot: int =
     rng = np.random.default_rng([seed, len(x), 23])
     sets = np.sort(x[moving_block_resamples(rng, len(x), n_boot, block_length(len(x)))], axis=1)
     curves = convergence(sets, p, level, subsets=subsets, seed=seed, max_sizes=max_sizes)
-    fits = [fit_sqrt_law(c.sizes, c.relative_half_width) for c in curves]
-    return SlopeBootstrap(np.array([f.slope if f else math.nan for f in fits]),
-                          np.array([f.a if f else math.nan for f in fits]))
+    # one fit per resample, all at once (fit_sqrt_law per curve was three quarters of confirm's time)
+    rel = relative_half_width(*(np.stack([getattr(c, k) for c in curves]) for k in ("estimate", "lower", "upper")))
+    slopes, a = fit_sqrt_law_rows(curves[0].sizes, rel)
+    return SlopeBootstrap(slopes, a)
 
 
 def min_n_for_reliable(p: float, level: float) -> int:

@@ -28,6 +28,7 @@ i.e. ``1 - p**n - (1-p)**n >= level``.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -287,6 +288,41 @@ class SqrtLawFit:
 
     def required_n(self, rel_error: float) -> int:
         return math.ceil((self.a / rel_error) ** 2)
+
+
+def fit_sqrt_law_rows(sizes: NDArray[np.integer], rel_half_widths: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """:func:`fit_sqrt_law`'s ``slope`` and ``a`` for many curves over the same sizes at once.
+
+    ``rel_half_widths`` has shape ``(m, len(sizes))``; row ``i`` gives what
+    ``fit_sqrt_law(sizes, rel_half_widths[i])`` gives (nan for both where it gives None), the
+    slope as the closed-form weighted least-squares slope (weights ``1/n``) that ``np.polyfit``
+    solves, equal to it to rounding. For the bootstrap's thousands of curves per series."""
+    n = np.asarray(sizes, dtype=np.float64)[None, :]
+    w = np.atleast_2d(np.asarray(rel_half_widths, dtype=np.float64))
+    ok = np.isfinite(w) & (w > 0)
+    count = ok.sum(axis=1)
+    x = np.broadcast_to(np.log(n), w.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.where(ok, np.log(np.where(ok, w, 1.0)), 0.0)
+    n_ok = np.where(ok, n, np.nan)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-nan rows (no usable size)
+        mid = (np.nanmin(n_ok, axis=1) + np.nanmax(n_ok, axis=1)) / 2.0
+    upper = ok & (n >= mid[:, None])
+    upper = np.where((upper.sum(axis=1) < 3)[:, None], ok, upper)
+    k = upper.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_a = np.where(upper, y + 0.5 * x, 0.0).sum(axis=1) / k
+        v = np.where(ok, 1.0 / n, 0.0)
+        xm = (v * x).sum(axis=1) / v.sum(axis=1)
+        ym = (v * y).sum(axis=1) / v.sum(axis=1)
+        dx = np.where(ok, x - xm[:, None], 0.0)
+        sxx = (v * dx * dx).sum(axis=1)
+        slope = (v * dx * (y - ym[:, None])).sum(axis=1) / sxx
+    few = count < 3
+    slope = np.where(few | ~(sxx > 0), np.nan, slope)
+    a = np.where(few, np.nan, np.exp(log_a))
+    return slope, a
 
 
 def fit_sqrt_law(sizes: NDArray[np.integer], rel_half_widths: FloatArray) -> SqrtLawFit | None:

@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import cloudbench
-from cloudbench import ConfirmParams
 from cloudbench.cli.app import app, err, guard, out
 
 ProgressFn = Callable[[int, int], None]
@@ -109,7 +108,7 @@ def confirm(
         "time zone; repeatable): a stratum of a scheduled campaign", show_default=False)] = None,
 ) -> None:
     """How many repetitions are enough? Exact quantile CIs, convergence, assumption checks."""
-    params = ConfirmParams(
+    params = cloudbench.ConfirmParams(  # (the analysis, statsmodels with it, loads on use)
         quantile=parse_quantile(quantile),
         level=parse_fraction(level, "--level"),
         errors=parse_errors(error),

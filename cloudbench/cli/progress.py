@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from cloudbench import Trial, TrialOutcome
+if TYPE_CHECKING:  # annotations only: the workloads (pandas, scipy) load when a run needs them
+    from cloudbench import Trial, TrialOutcome
 
 
 class CountColumn(ProgressColumn):

@@ -14,6 +14,7 @@ from cloudbench.analysis.stats import (
     asymptotic_required_n,
     ci_exists,
     fit_sqrt_law,
+    fit_sqrt_law_rows,
     min_n_for_ci,
     normal_required_n,
     quantile_ci,
@@ -219,3 +220,32 @@ def test_bad_p_or_level_is_refused(bad: float) -> None:
         quantile_ci_ranks(10, bad, 0.95)
     with pytest.raises(ValueError):
         quantile_ci_ranks(10, 0.5, bad)
+
+
+def test_the_row_fit_is_fit_sqrt_law_row_by_row() -> None:
+    """fit_sqrt_law_rows (the slope bootstrap's thousands of fits at once) gives each row's
+    fit_sqrt_law slope and a: on convergence curves of bootstrap resamples, with nan, zero and
+    inf widths mixed in, rows with fewer than 3 usable sizes (nan), and a row whose upper half
+    has fewer than 3 sizes."""
+    from cloudbench.analysis.convergence import convergence
+
+    rng = np.random.default_rng(5)
+    curves = convergence(np.sort(rng.lognormal(0, 0.5, (40, 30)), axis=1), subsets=20)
+    sizes = curves[0].sizes
+    w = np.stack([c.relative_half_width for c in curves])
+    w[1, ::3] = np.nan
+    w[2, 1::4] = 0.0
+    w[3, 2] = np.inf
+    w[4, 2:] = np.nan  # 2 usable sizes: no fit
+    w[5, :] = np.nan
+    w[6, len(sizes) // 2:] = np.nan  # upper half of what is left
+    slopes, a = fit_sqrt_law_rows(sizes, w)
+    assert slopes.shape == a.shape == (len(w),)
+    for i, row in enumerate(w):
+        f = fit_sqrt_law(sizes, row)
+        if f is None:
+            assert np.isnan(slopes[i]) and np.isnan(a[i]), i
+        else:
+            assert slopes[i] == pytest.approx(f.slope, rel=1e-9, abs=1e-12), i
+            assert a[i] == pytest.approx(f.a, rel=1e-12), i
+    assert np.isnan(slopes[[4, 5]]).all() and np.isfinite(slopes[[0, 1, 2, 3, 6]]).all()

@@ -16,6 +16,7 @@ from cloudbench.providers.netns import NetnsProvider
 from cloudbench.workloads import load_spec
 
 from ..conftest import QUICKSTART
+from .compressed_days import CompressedDays, run_compressed_days
 
 
 def ours(sid: str) -> list[str]:
@@ -77,3 +78,9 @@ def quickstart_cluster(provider: NetnsProvider, tmp_path: Path) -> Iterator[Clus
 def in_ns(ns: str, *cmd: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True,
                           timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="session")
+def compressed_days(tmp_path_factory: pytest.TempPathFactory) -> CompressedDays:
+    """Three compressed-day campaigns (sine, step, flat) run once, at once, for the tests that read them."""
+    return run_compressed_days(tmp_path_factory.mktemp("compressed-days"))

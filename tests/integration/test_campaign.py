@@ -24,6 +24,7 @@ from cloudbench.core.processes import pid_cmdline
 from cloudbench.providers.netns.provider import DEFAULT_STATE_ROOT
 from cloudbench.store.parquet import read_parquet
 from cloudbench.store.rundir import find_runs
+from tests.integration.compressed_days import PERIOD, SINE_MS, CompressedDays
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -176,80 +177,31 @@ def test_kill_9_at_random_moments_then_restart_runs_every_trial_exactly_once(tmp
     assert sum(t.attempts for t in trials) == 4 + len(interrupted)
 
 
-DAY = """\
-name: {name}
-seed: 3
-repetitions: 1
-providers:
-  netns:
-    regions:
-      a: {{zones: {{a-1: {{subnets: {{sa: {{hosts: 1}}}}}}}}}}
-      b: {{zones: {{b-1: {{subnets: {{sb: {{hosts: 1}}}}}}}}}}
-wan:
-  links:
-    - between: [a, b]
-      delay: 5ms
-{weather}
-workloads:
-  - {{kind: echo, name: echo, rate: 20, duration: 2s, warmup: 0.5s, timeout: 1s, self_loop: false}}
-schedule:
-  every: {every}s
-  count: 20
-  slip: {slip}s
-  day: {period}s
-"""
-PERIOD = 60.0
-AMPLITUDE_MS = 2.0
+def test_a_compressed_day_anchored_to_utc_is_recovered_and_a_flat_link_shows_no_effect(
+        compressed_days: CompressedDays) -> None:
+    """Campaigns of 20 short echo runs every P/10 over 2P (fresh testbed every run;
+    tests/integration/compressed_days.py): over a link whose delay has a sine of period P anchored
+    to UTC, `diurnal --period P` finds the period within 10 % and the amplitude (of the RTT: twice
+    the one-way one) within 20 %; over the same link without it, an amplitude under 5 % of that and
+    a small minimum detectable amplitude."""
 
-
-def test_a_compressed_day_anchored_to_utc_is_recovered_and_a_flat_link_shows_no_effect(tmp_path: Path) -> None:
-    """Two campaigns at once, each of 20 short echo runs every P/10 over 2P (fresh testbed every
-    run): over a link whose delay has a sine of period P anchored to UTC, `diurnal --period P`
-    finds the period within 10 % and the amplitude (of the RTT: twice the one-way one) within
-    20 %; over the same link without it, an amplitude under 5 % of that and a small minimum
-    detectable amplitude."""
-    procs = {}
-    weather = {"sine": f"      periodic: [{{amplitude: {AMPLITUDE_MS}ms, period: {PERIOD}s, phase: 7s, "
-                       "anchor: utc}]",
-               "flat": ""}
-    for name, w in weather.items():
-        spec = tmp_path / f"{name}.yaml"
-        spec.write_text(DAY.format(name=name, weather=w, every=PERIOD / 10, slip=PERIOD / 20, period=PERIOD))
-        # --start now: the runners start at once (the default leaves 30 s to launch them: slip 3 s)
-        subprocess.run(cli("campaign", "start", str(spec), "--dir", str(tmp_path / name), "--start", "now"),
-                       check=True, cwd=ROOT, capture_output=True, timeout=60)
-    try:
-        for name in weather:
-            log = (tmp_path / f"{name}.log").open("wb")
-            procs[name] = subprocess.Popen(cli("campaign", "run", str(tmp_path / name)), stdout=log,
-                                           stderr=log, cwd=ROOT)
-        for name, p in procs.items():
-            assert p.wait(timeout=2 * PERIOD + 120) == 0, (tmp_path / f"{name}.log").read_text()[-2000:]
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=60)
-    for name in weather:
-        assert leftovers(tmp_path / name) == []
-
-    def analyse(name: str) -> dict:
-        out = subprocess.run(cli("diurnal", str(tmp_path / name), "--period", f"{PERIOD:g}s", "--json"),
+    def analyse(campaign: Path) -> dict:
+        out = subprocess.run(cli("diurnal", str(campaign), "--period", f"{PERIOD:g}s", "--json"),
                              cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
-    sine = analyse("sine")
+    sine = analyse(compressed_days.sine)
     (p50,) = [s for s in sine["series"] if s["metric"] == "rtt_p50_us" and s["group"] == "cross_region"]
     assert p50["n"] >= 12, p50  # most slots ran (a few may be missed under load)
     assert p50["significant"], p50
     fit = p50["fit"]
     assert abs(fit["period_s"] - PERIOD) <= 0.10 * PERIOD, fit
-    expected_us = 2 * AMPLITUDE_MS * 1000  # both directions cross the link at nearly the same moment
+    expected_us = 2 * SINE_MS * 1000  # both directions cross the link at nearly the same moment
     assert abs(fit["amplitude"] - expected_us) <= 0.20 * expected_us, fit
     assert "time-of-day effect" in sine["verdict"]
 
-    flat = analyse("flat")
+    flat = analyse(compressed_days.flat)
     tested = [s for s in flat["series"] if "p_holm" in s]
     assert tested
     # No effect of the sine's size on the flat link. Whether a real testbed shows *no* effect at

@@ -38,7 +38,7 @@ wan:
   links:
     - {{between: [a, b], delay: {delay}}}
 workloads:
-  - {{kind: echo, name: echo, rate: 50, duration: 2s, warmup: 0.5s, timeout: 1s}}
+  - {{kind: echo, name: echo, rate: 100, duration: 1s, warmup: 0.5s, timeout: 1s}}
 """
 
 

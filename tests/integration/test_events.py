@@ -4,13 +4,14 @@
   link a–c and a step of +2 ms one way on b–c: the spike is found on a>c and
   c>a only, at its time (± one round), with its duration (± 2 rounds) and size
   (± 20 %); the step on b>c and c>b within one window, size ± 10 %.
-* One minute of flat links (6 pairs, 0.1 series-hours): at most one link event
+* 20 s of flat links (6 pairs, 0.033 series-hours): at most one link event
   (a smoke check: the stated rate, 0.01 link events per series-hour, needs
-  300 series-hours to show, which ``bench/bench_events.py`` simulates); events
+  300 series-hours to show, which ``bench/bench_events.py`` simulates; a detector
+  that fires on noise fails it, see the commit that cut it from 60 s); events
   the measuring host caused are labelled ``origin: host``, not counted; every
-  event has a finite p-value and an interval or none (never NaN).
+  event of either run has a finite p-value and an interval or none (never NaN).
 
-Run (root, about 3 minutes)::
+Run (root, about 1 minute)::
 
     .venv/bin/python -m pytest -m integration tests/integration/test_events.py -s
 """
@@ -61,6 +62,14 @@ def events_of(run: RunDir) -> list[dict[str, Any]]:
     return events
 
 
+def assert_well_formed(events: list[dict[str, Any]]) -> None:
+    """Every event has a finite p-value and a size interval or none, never NaN."""
+    assert np.isfinite([e["p_value"] for e in events]).all()
+    for e in events:
+        assert (e["size_ci_low"] is None) == (e["size_ci_high"] is None), e
+        assert e["size_ci_low"] is None or np.isfinite([e["size_ci_low"], e["size_ci_high"]]).all(), e
+
+
 def series_time(run: RunDir, rec: Recorder, series: str, at: float, rep: int = 0) -> float:
     """Configured WAN time ``at`` in the series' clock (s after its source worker's start)."""
     epoch_ns = rec.clusters[rep].facts["wan"]["epoch_monotonic_ns"]
@@ -108,10 +117,12 @@ def test_spike_and_step_are_found_on_their_own_pairs(tmp_path: Path) -> None:
     # no link event on the quiet pairs of the quiet link a–b
     quiet = [s for s in shown if s[0] in ("sa-1>sb-1", "sb-1>sa-1") and s[2] == "link"]
     assert quiet == [], quiet
+    # the flat test's run seldom has an event to check this on; this one always has four
+    assert_well_formed(events)
 
 
 def test_flat_links_have_at_most_one_link_event(tmp_path: Path) -> None:
-    reps, seconds = 1, 60.0
+    reps, seconds = 1, 20.0
     text = THREE.format(name="flat", reps=reps, spike="", step="", rate=RATE,
                         duration=f"{seconds:g}s", window=WINDOW)
     run, _ = campaign(text, tmp_path)
@@ -127,7 +138,4 @@ def test_flat_links_have_at_most_one_link_event(tmp_path: Path) -> None:
     assert {e["origin"] for e in events} <= {"link", "host"}
     assert all(e["reason"] for e in host)
     assert len(link) <= 1, [(e["repetition"], e["series"], e["kind"], e["time_s"], e["size"]) for e in link]
-    assert np.isfinite([e["p_value"] for e in events]).all()
-    for e in events:  # an interval, or none; never NaN
-        assert (e["size_ci_low"] is None) == (e["size_ci_high"] is None), e
-        assert e["size_ci_low"] is None or np.isfinite([e["size_ci_low"], e["size_ci_high"]]).all(), e
+    assert_well_formed(events)

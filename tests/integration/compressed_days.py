@@ -1,0 +1,106 @@
+"""Three compressed-day campaigns run side by side once per session, for the tests that need one.
+
+Each is 20 short echo runs every P/10 over two compressed days of P = 60 s (a fresh testbed every
+run), the WAN link a-b of 5 ms one-way delay anchored to UTC:
+
+- ``sine``: a daily sine of 2 ms one-way amplitude on the link, no step;
+- ``step``: a sine of 1 ms and a step of the one-way delay by +1.5 ms (+3 ms RTT) half-way (a
+  UTC-anchored step between runs 10 and 11);
+- ``flat``: neither.
+
+`test_campaign.py`'s diurnal test reads ``sine`` and ``flat``; `test_changes_testbed.py`'s
+change-point test reads ``step`` and, as its campaign without a step, ``sine``. Each test ran its
+own pair of such campaigns before (about two minutes each); running the three at once once costs
+one. All three start on the same UTC second, so the step's time is known before they start.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PERIOD = 60.0  # the compressed day
+EVERY = PERIOD / 10
+COUNT = 20
+SINE_MS = 2.0  # one-way amplitude of ``sine``
+STEP_SINE_MS = 1.0  # one-way amplitude of ``step``'s sine
+STEP_RTT_US = 3000.0  # ``step``'s step, in RTT
+
+SPEC = """\
+name: {name}
+seed: 3
+repetitions: 1
+providers:
+  netns:
+    regions:
+      a: {{zones: {{a-1: {{subnets: {{sa: {{hosts: 1}}}}}}}}}}
+      b: {{zones: {{b-1: {{subnets: {{sb: {{hosts: 1}}}}}}}}}}
+wan:
+  links:
+    - between: [a, b]
+      delay: 5ms
+{weather}
+workloads:
+  - {{kind: echo, name: echo, rate: 20, duration: 2s, warmup: 0.5s, timeout: 1s, self_loop: false}}
+schedule:
+  start: "{start}"
+  every: {every:g}s
+  count: {count}
+  slip: {slip:g}s
+  cover: none
+  day: {period:g}s
+"""
+
+
+@dataclass(frozen=True)
+class CompressedDays:
+    """The campaigns' directories and the step's UTC time (epoch seconds)."""
+
+    sine: Path
+    step: Path
+    flat: Path
+    step_at: float
+
+
+def run_compressed_days(where: Path) -> CompressedDays:
+    """Start the three campaigns, run them to the end at once, and check nothing of them is left."""
+    from tests.integration.test_campaign import ROOT, cli, leftovers  # (it imports this module's constants)
+
+    # the runners are started right after `campaign start`: 20 s is room for three Python start-ups
+    # on a loaded machine (a runner later than the slip misses the first slot)
+    start = math.ceil(time.time()) + 20
+    step_at = start + 10 * EVERY + 4.0  # after run 10 (its 2.5 s of echoes), before run 11
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start))
+    weather = {
+        "sine": f"      periodic: [{{amplitude: {SINE_MS}ms, period: {PERIOD:g}s, phase: 7s, anchor: utc}}]",
+        "step": (f"      periodic: [{{amplitude: {STEP_SINE_MS}ms, period: {PERIOD:g}s, phase: 7s, anchor: utc}}]\n"
+                 f"      steps: [{{at: {step_at}, delay: {5 + STEP_RTT_US / 2000:g}ms, anchor: utc}}]"),
+        "flat": "",
+    }
+    env = {**os.environ, "CLOUDBENCH_SECRETS_DIR": str(where / "secrets")}
+    for name, w in weather.items():
+        spec = where / f"{name}.yaml"
+        spec.write_text(SPEC.format(name=name, weather=w, start=iso, every=EVERY, count=COUNT, slip=EVERY / 2,
+                                    period=PERIOD))
+        subprocess.run(cli("campaign", "start", str(spec), "--dir", str(where / name)), check=True, cwd=ROOT,
+                       capture_output=True, timeout=60, env=env)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        for name in weather:
+            with (where / f"{name}.log").open("wb") as log:
+                procs[name] = subprocess.Popen(cli("campaign", "run", str(where / name)), stdout=log, stderr=log,
+                                               cwd=ROOT, env=env)
+        for name, p in procs.items():
+            assert p.wait(timeout=COUNT * EVERY + 180) == 0, (where / f"{name}.log").read_text()[-2000:]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=60)
+    for name in weather:
+        assert leftovers(where / name) == []
+    return CompressedDays(sine=where / "sine", step=where / "step", flat=where / "flat", step_at=step_at)
