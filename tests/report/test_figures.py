@@ -241,3 +241,18 @@ def test_the_colocation_figure_is_on_the_page_not_beside_report_json(tmp_path: P
     g1 = [b for b in ax.patches if to_hex(b.get_facecolor()) == GROUP_STYLES["same_subnet"].color.lower()]
     assert len(g1) == 2  # G1's two hosts in the house palette's first colour
     assert ax.get_ylim()[1] >= 78.0 * 1.1
+
+
+def test_a_single_heat_map_has_its_whole_title_inside_the_figure() -> None:
+    """warm-vs-cold's warm workload (20 echoes a pair: no p99) draws the p50 grid alone, a figure too
+    narrow for the one-line title: it was cut at both ends ("varm: RTT per … (hatched: no value")."""
+    pairs = [{**r, "p99": None} for r in echo_pairs(np.random.default_rng(5))]
+    p = plot(grid_plot("warm", {"kind": "echo", "hosts": HOSTS, "pairs": pairs}))
+    assert [ax.get_title() for ax in data_axes(p)] == ["p50 RTT"]
+    fig = p.figure
+    fig.canvas.draw()
+    title = fig.get_suptitle()
+    assert title.replace("\n", " ") == ("warm: RTT per source × destination, each grid on its own colour scale "
+                                        "(hatched: no value)")
+    box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())  # type: ignore[union-attr]
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height, (box, fig.bbox)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from cloudbench.report.figures.style import Note, Plot, finite, panel_grid
+from cloudbench.report.figures.style import Note, Plot, finite, fitted_suptitle, panel_grid
 
 MAX_SERIES = 12
 """Series drawn in the figure (all of them are in the CI table)."""
@@ -69,7 +69,7 @@ def convergence_figure(doc: dict[str, Any]) -> Plot | Note | None:
         est_txt = f"{s['estimate']:.4g}" if finite(s.get("estimate")) else "no estimate"
         parts.append(f"{s['metric']} of {s['group']}: {est_txt}{unit}, " + (", ".join(needs) or "no bound reached"))
     more = f" ({len(series) - len(shown)} more series in the table)" if len(series) > len(shown) else ""
-    fig.suptitle(f"{qn} and its CI against the repetitions{more}", fontsize=10)
+    fitted_suptitle(fig, f"{qn} and its CI against the repetitions{more}", fontsize=10)
     alt = ("Convergence curves: the estimate and its confidence interval against the number of repetitions, "
            "with the relative error bounds; " + "; ".join(parts) + f".{more}")
     return Plot("confirm-convergence", "confirm: convergence", alt, fig)

@@ -22,6 +22,7 @@ from cloudbench.report.figures.style import (
     Note,
     Plot,
     finite,
+    fitted_suptitle,
     group_style,
     new_figure,
     panel_grid,
@@ -122,7 +123,7 @@ def sweep_plots(wname: str, sec: dict[str, Any]) -> list[Drawing]:
             ax.set_title(f"{key}: median over repetitions, {LEVEL:.0%} CI")
             ax.grid(alpha=0.3, which="both")
             ax.legend(title="latency group", fontsize=7)
-        fig.suptitle(title)
+        fitted_suptitle(fig, title)
         alt = (f"RTT of {wname} against {field}, a panel per percentile ({', '.join(keys)}), a line per latency "
                f"group: the median over repetitions of each repetition's value, error bars its {LEVEL:.0%} CI "
                "where the repetitions give one: " + "; ".join(parts) + ".")
@@ -413,7 +414,8 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
         fig.colorbar(image, ax=ax, shrink=0.8, label=f"{k} RTT (µs; cells ≥ 1000 µs in ms)")
         ranges.append(f"{k} from {_fmt_us(float(vals.min()))} to {_fmt_us(float(vals.max()))}")
     missing = int(np.isnan(next(iter(mats.values()))).sum())
-    fig.suptitle(f"{wname}: RTT per source × destination, each grid on its own colour scale (hatched: no value)")
+    fitted_suptitle(fig, f"{wname}: RTT per source × destination, each grid on its own colour scale "
+                    "(hatched: no value)")
     alt = (f"Heat maps of {wname} round-trip time per source host (rows) and destination host (columns), "
            f"{' and '.join(mats)} left to right, each on its own colour scale: {'; '.join(ranges)}; {n} hosts, "
            f"{missing} of {n * n} cells missing (hatched).")
