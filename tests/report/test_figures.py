@@ -17,7 +17,7 @@ from matplotlib.colors import to_hex
 from cloudbench.report.build import build_report
 from cloudbench.report.figures import Note, Plot, section_figures
 from cloudbench.report.figures.confirm import convergence_figure
-from cloudbench.report.figures.echo import grid_plot
+from cloudbench.report.figures.echo import grid_cell, grid_plot
 from cloudbench.report.figures.style import GROUP_STYLES
 from cloudbench.report.figures.throughput import drain_figures, series_plot
 from cloudbench.report.files import write_report
@@ -256,3 +256,17 @@ def test_a_single_heat_map_has_its_whole_title_inside_the_figure() -> None:
                                         "(hatched: no value)")
     box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())  # type: ignore[union-attr]
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height, (box, fig.bbox)
+
+
+def test_heat_map_cells_in_ms_keep_a_decimal_and_never_an_exponent() -> None:
+    """Cells of 1 ms and more print in ms (the colour bar says so): ``1`` beside ``425`` read as 1 µs in
+    warm-vs-cold's p99 grid, and a 150 ms cross-region p99 printed ``1.5e+02``."""
+    pairs = echo_pairs(np.random.default_rng(3))
+    pairs[1]["p99"], pairs[2]["p99"], pairs[3]["p99"] = 1010.0, 150_000.0, 999.7
+    p = plot(grid_plot("echo", {"kind": "echo", "hosts": HOSTS, "pairs": pairs}))
+    p99 = next(ax for ax in data_axes(p) if ax.get_title() == "p99 RTT")
+    cells = [t.get_text() for t in p99.texts]
+    assert cells[1:4] == ["1.0", "150", "1.0"]
+    assert not any("e+" in c for c in cells)
+    assert [grid_cell(v) for v in (12.4, 999.4, 1234.0, 9949.0, 9951.0, 12345.0)] == [
+        "12", "999", "1.2", "9.9", "10", "12"]

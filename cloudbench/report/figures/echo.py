@@ -366,6 +366,14 @@ def grid_norm(values: np.ndarray) -> Normalize:
     return Normalize(lo, hi)
 
 
+def grid_cell(us: float) -> str:
+    """A heat-map cell: µs under 1000, else ms with one decimal under 10 ms (the colour bar says
+    so): ``1.0``, not ``1`` beside ``425`` µs cells, and ``150``, not ``1.5e+02``."""
+    if us < 999.5:  # 999.7 is 1.0 ms, not "1000"
+        return f"{us:.0f}"
+    return f"{us / 1000:.1f}" if us < 9950 else f"{us / 1000:.0f}"
+
+
 def grid_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     """src × dst heat maps of p50 and p99, each on a colour scale of its own (p99 is many times
     p50: on one scale the p50 grid is one dark colour); pairs without a value are hatched."""
@@ -409,7 +417,7 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
                     v = m[i, j]
                     if np.isfinite(v):
                         dark = norm(v) < 0.6
-                        ax.text(j, i, f"{v / 1000:.2g}" if v >= 1000 else f"{v:.0f}", ha="center", va="center",
+                        ax.text(j, i, grid_cell(v), ha="center", va="center",
                                 fontsize=6.5, color="white" if dark else "black")
         fig.colorbar(image, ax=ax, shrink=0.8, label=f"{k} RTT (µs; cells ≥ 1000 µs in ms)")
         ranges.append(f"{k} from {_fmt_us(float(vals.min()))} to {_fmt_us(float(vals.max()))}")
