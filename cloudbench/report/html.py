@@ -27,9 +27,11 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from cloudbench.core.blocks import Block, ReportLine, table_cells
-from cloudbench.core.tables import rep_number
+from cloudbench.core.tables import natural_key, rep_number
+from cloudbench.core.units import fmt_quantity, natural_unit
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
+from cloudbench.report.confirm import pct
 from cloudbench.report.figures import section_figures
 from cloudbench.report.figures.confirm import convergence_figure
 from cloudbench.report.figures.diurnal import time_of_day_figure
@@ -230,25 +232,39 @@ def _confirm(page: Page, path: Path) -> None:
     params = doc.get("params") or {}
     page.add(f"<p>From <code>{esc(path.name)}</code> of the campaign: {esc(len(doc.get('runs') or []))} run(s), "
              f"{esc(params.get('quantile_name', '?'))} per repetition with an exact "
-             f"{esc(params.get('level', '?'))} confidence interval.</p>")
+             f"{esc(_level(params.get('level', '?')))} confidence interval.</p>")
     plot = convergence_figure(doc)
     if plot is not None:
         page.figure(plot)
     rows = []
-    for s in doc.get("series") or []:
+    # as the terminal prints them: sorted with swept values by number (payload=64 before payload=1024),
+    # each estimate in its natural unit and its interval in the same one, fractions as percentages
+    series = sorted(doc.get("series") or [], key=lambda s: (str(s.get("workload", "")), str(s.get("metric", "")),
+                                                             natural_key(str(s.get("group", "")))))
+    for s in series:
         ci = s.get("ci") or {}
         targets = "; ".join(
             f"±{t['error']:.0%}: {t['n_needed']}" if t.get("n_needed") is not None else
             (f"±{t['error']:.0%}: ~{t['prediction']['n']} (predicted)" if t.get("prediction") else
              f"±{t['error']:.0%}: –") for t in s.get("targets") or [])
+        unit, est = str(s.get("unit") or ""), s.get("estimate")
+        factor, name = natural_unit(est, unit) if isinstance(est, int | float) else (1.0, unit)
+        bounds = [fmt_quantity(ci.get(k), unit, factor) for k in ("lower", "upper")]
+        rel = s.get("relative_half_width")
         rows.append({"metric": s.get("metric"), "group": s.get("group"), "n": s.get("n"),
-                     "estimate": s.get("estimate"), "unit": s.get("unit"), "lower": ci.get("lower"),
-                     "upper": ci.get("upper"), "rel": s.get("relative_half_width"), "targets": targets,
-                     "warnings": "; ".join(s.get("warnings") or []) or "none"})
+                     "estimate": fmt_quantity(est, unit),
+                     "ci": "-" if "-" in bounds else f"{bounds[0]}–{bounds[1]}{'%' if name == '%' else ' ' + name}",
+                     "rel": pct(rel) if isinstance(rel, int | float) and math.isfinite(rel) else "-",
+                     "targets": targets, "warnings": "; ".join(s.get("warnings") or []) or "none"})
     page.add(table(rows, [("metric", "metric"), ("group", "group"), ("n", "n"), ("estimate", "estimate"),
-                          ("unit", "unit"), ("lower", "CI low"), ("upper", "CI high"),
-                          ("rel", "± relative"), ("targets", "n for ±e"), ("warnings", "warnings")],
-                   left=("metric", "group", "unit", "targets", "warnings"), digits=3))
+                          ("ci", f"{_level(params.get('level'))} CI"), ("rel", "± relative"),
+                          ("targets", "n for ±e"), ("warnings", "warnings")],
+                   left=("metric", "group", "targets", "warnings")))
+
+
+def _level(level: Any) -> str:
+    """``0.95`` -> ``95 %``."""
+    return f"{level * 100:g} %" if isinstance(level, int | float) else str(level)
 
 
 def _metadata(page: Page, report: dict[str, Any], manifest: Manifest) -> None:
