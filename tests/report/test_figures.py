@@ -17,7 +17,7 @@ from matplotlib.colors import to_hex
 from cloudbench.report.build import build_report
 from cloudbench.report.figures import Note, Plot, section_figures
 from cloudbench.report.figures.confirm import convergence_figure
-from cloudbench.report.figures.echo import grid_cell, grid_plot
+from cloudbench.report.figures.echo import grid_cell, grid_plot, sweep_plots
 from cloudbench.report.figures.style import GROUP_STYLES
 from cloudbench.report.figures.throughput import drain_figures, series_plot
 from cloudbench.report.files import write_report
@@ -270,3 +270,24 @@ def test_heat_map_cells_in_ms_keep_a_decimal_and_never_an_exponent() -> None:
     assert not any("e+" in c for c in cells)
     assert [grid_cell(v) for v in (12.4, 999.4, 1234.0, 9949.0, 9951.0, 12345.0)] == [
         "12", "999", "1.2", "9.9", "10", "12"]
+
+
+def test_a_log_rtt_axis_of_the_sweep_figure_labels_more_than_one_tick() -> None:
+    """payload-sweep's p99 panel (135 µs to 3.4 ms, a log axis under two decades) labelled one tick,
+    "10^3": the minor ticks, which carry the labels inside a decade, were switched off for both axes
+    where only the payload axis' were meant."""
+    rows = sweep_rows()
+    for r in rows:  # p99 CIs from 135 µs to 3.42 ms, as the run gave
+        r["rep_p99_lower"], r["rep_p99_upper"] = 135.0, 3422.0
+    (p,) = sweep_plots("payload", {"kind": "echo", "sweep": rows})
+    fig = plot(p).figure
+    fig.canvas.draw()
+    p99 = next(ax for ax in data_axes(plot(p)) if ax.get_ylabel() == "p99 RTT (µs)")
+    assert p99.get_yscale() == "log"
+    lo, hi = p99.get_ylim()
+    labelled = [t for t in p99.yaxis.get_ticklabels(which="both")
+                if t.get_text() and t.get_visible() and lo <= t.get_position()[1] <= hi]
+    assert len(labelled) >= 3, [t.get_text() for t in labelled]
+    # the payload axis keeps exactly its four sizes
+    assert [t.get_text() for t in p99.xaxis.get_ticklabels(which="both") if t.get_text()] == [
+        "64", "1 KiB", "16 KiB", "64 KiB"]
