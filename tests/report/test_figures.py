@@ -6,6 +6,7 @@ the page. The figures are inspected as matplotlib objects (norms, limits, line c
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from matplotlib.colors import to_hex
 from cloudbench.report.build import build_report
 from cloudbench.report.figures import Note, Plot, section_figures
 from cloudbench.report.figures.confirm import convergence_figure
-from cloudbench.report.figures.echo import grid_cell, grid_plot, sweep_plots
+from cloudbench.report.figures.echo import grid_cell, grid_plot, sweep_plots, time_plot
 from cloudbench.report.figures.style import GROUP_STYLES
 from cloudbench.report.figures.throughput import drain_figures, series_plot
 from cloudbench.report.files import write_report
@@ -291,3 +292,19 @@ def test_a_log_rtt_axis_of_the_sweep_figure_labels_more_than_one_tick() -> None:
     # the payload axis keeps exactly its four sizes
     assert [t.get_text() for t in p99.xaxis.get_ticklabels(which="both") if t.get_text()] == [
         "64", "1 KiB", "16 KiB", "64 KiB"]
+
+
+def test_the_time_axis_of_a_short_trial_labels_each_tick_differently() -> None:
+    """A compressed-day run's 2 s trial was labelled 09:29:02, 09:29:02, 09:29:03, 09:29:03, 09:29:03."""
+    def section(window_s: float, n: int) -> dict[str, Any]:
+        windows = [{"repetition": 0, "trial": "r000-t000-echo", "start_s": 0.5 + window_s * k, "group": "cross_region",
+                    "count": 8, "median": 8200.0 + 80 * k} for k in range(n)]
+        return {"kind": "echo", "windows": windows, "window_s": window_s, "pair_windows": [], "level_shifts": [],
+                "trial_utc": {"r000-t000-echo": "2026-11-26T09:29:01.400000Z"}}
+
+    for window_s, n, tenths in ((0.2, 11, True), (30.0, 20, False)):
+        ax = data_axes(plot(time_plot("echo", section(window_s, n))))[0]
+        ax.figure.canvas.draw()
+        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+        assert all(re.fullmatch(r"09:\d\d:\d\d\.\d" if tenths else r"\d\d:\d\d:\d\d", x) for x in labels), labels

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib import dates as mdates
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.lines import Line2D
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 from cloudbench.analysis.quantiles import P5, P25, P50, P75, P90, P95, P99, P99_9, P99_99, P99_999
 from cloudbench.core.files import slug
@@ -241,6 +241,15 @@ def _parse_utc(text: str | None) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
+SUBSECOND_SPAN_S = 20.0
+"""A time axis shorter than this labels its ticks to the tenth of a second."""
+
+
+def _utc_tenths(x: float, _pos: int | None = None) -> str:
+    """``09:29:02.4``: a tick of a time axis of a few seconds (whole seconds label several ticks alike)."""
+    return str(mdates.num2date(x).strftime("%H:%M:%S.%f")[:-5])  # type: ignore[no-untyped-call]
+
+
 def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     """Window medians per group (thick) and per pair (thin) over UTC time, the statistic the
     level shifts are sought in; steps and spikes marked on them (reports without medians:
@@ -305,7 +314,11 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     if _log_wanted([r[stat] for r in windows]):
         ax.set_yscale("log")
     if use_utc:
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
+        lo, hi = ax.get_xlim()
+        if (hi - lo) * 86400.0 < SUBSECOND_SPAN_S:  # a short trial: whole seconds repeat on the ticks
+            ax.xaxis.set_major_formatter(FuncFormatter(_utc_tenths))
+        else:
+            ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
         day = min(t for t in starts.values() if t is not None).strftime("%Y-%m-%d")
         ax.set_xlabel(f"time (UTC, {day}); window middles")
     else:
