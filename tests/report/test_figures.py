@@ -308,3 +308,29 @@ def test_the_time_axis_of_a_short_trial_labels_each_tick_differently() -> None:
         labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
         assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
         assert all(re.fullmatch(r"09:\d\d:\d\d\.\d" if tenths else r"\d\d:\d\d:\d\d", x) for x in labels), labels
+
+
+def test_the_convergence_figure_reads_in_natural_units_and_draws_no_flat_zero_panel() -> None:
+    """The compressed-day campaign's figure: an axis of 7000 to 14000 "(us)", "1.032e+04 (us)" in the
+    caption, and a timeout_frac panel "(1)" flat at 0 on an axis from -0.04 to 0.04."""
+    sizes = [6, 8, 10, 12]
+    rtt = {"workload": "echo", "metric": "rtt_p50_us", "group": "cross_region", "unit": "us", "n": 12,
+           "estimate": 10320.0, "convergence": {"sizes": sizes, "estimate": [10400.0, 10300.0, 10350.0, 10320.0],
+                                                 "lower": [7000.0, 7200.0, 7300.0, 7326.0],
+                                                 "upper": [13800.0, 13500.0, 13300.0, 13220.0]},
+           "targets": [{"error": 0.05, "n_needed": None, "prediction": {"n": 568, "reliable": False}}]}
+    zero = {"workload": "echo", "metric": "timeout_frac", "group": "cross_region", "unit": "1", "n": 12,
+            "estimate": 0.0, "convergence": {"sizes": sizes, "estimate": [0.0] * 4, "lower": [0.0] * 4,
+                                             "upper": [0.0] * 4}, "targets": [{"error": 0.05, "n_needed": 6}]}
+    p = plot(convergence_figure({"series": [rtt, zero], "params": {"quantile_name": "median"}}))
+    (ax,) = data_axes(p)
+    assert ax.get_ylabel() == "median of rtt_p50_us (ms)"
+    assert min(ax.lines[0].get_ydata()) >= 7.0 and max(ax.lines[0].get_ydata()) <= 14.0
+    assert "rtt_p50_us of cross_region: 10.32 ms" in p.alt and "e+" not in p.alt
+    assert "timeout_frac of cross_region: 0% at every n, with no CI width (not drawn)" in p.alt
+    fraction = {**zero, "estimate": 0.012,
+                "convergence": {**zero["convergence"], "estimate": [0.01, 0.014, 0.012, 0.012], "upper": [0.02] * 4}}
+    (ax,) = data_axes(plot(convergence_figure({"series": [fraction], "params": {"quantile_name": "median"}})))
+    assert ax.get_ylabel() == "median of timeout_frac (%)" and max(ax.lines[0].get_ydata()) == pytest.approx(1.4)
+    only_flat = convergence_figure({"series": [zero], "params": {"quantile_name": "median"}})
+    assert isinstance(only_flat, Note) and "one value at every n" in only_flat.text
