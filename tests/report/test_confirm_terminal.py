@@ -165,3 +165,14 @@ def test_the_convergence_files_read_in_natural_units(tmp_path: Path) -> None:
         assert ax.get_ylabel() == label
         estimate = ax.lines[0].get_ydata()
         assert 0.5 * top / 2 < min(estimate) and max(estimate) < top, (label, estimate)
+
+
+def test_a_zero_series_with_a_zero_ci_does_not_call_its_reached_bounds_undefined(tmp_path: Path) -> None:
+    """payload-sweep's timeout_frac rows (0 timeouts): '0%  0–0  0%  6/6' and under the table 'the
+    estimate is 0: a relative error bound is undefined' beside the bounds shown reached at n = 6."""
+    zero = make_campaign(tmp_path, "zero", [FakeRun({("timeout_frac", "g"): [0.0] * 8}, unit="1")])
+    text = _printed(zero, 200)
+    assert "6/6" in text and "undefined" not in text
+    assert "the estimate is 0 and so is its CI (0–0): every relative error bound holds trivially" in text
+    wide = make_campaign(tmp_path, "wide", [FakeRun({("m", "g"): [-2.0, -1.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0]})])
+    assert "the estimate is 0: a relative error bound is undefined" in _printed(wide, 200)
