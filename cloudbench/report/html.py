@@ -233,6 +233,8 @@ def _confirm(page: Page, path: Path) -> None:
     page.add(f"<p>From <code>{esc(path.name)}</code> of the campaign: {esc(len(doc.get('runs') or []))} run(s), "
              f"{esc(params.get('quantile_name', '?'))} per repetition with an exact "
              f"{esc(_level(params.get('level', '?')))} confidence interval.</p>")
+    for text in doc.get("notes") or []:  # printed by the terminal as "note: …" (a time-of-day effect …)
+        page.add(f'<p class="note">note: {esc(text)}</p>')
     plot = convergence_figure(doc)
     if plot is not None:
         page.figure(plot)

@@ -340,3 +340,15 @@ def confirm_page(camp: Path) -> PageText:
     page = PageText()
     page.feed(write_html(run, full_report(run))[0].read_text())
     return page
+
+
+def test_the_confirm_section_carries_confirms_notes(tmp_path: Path) -> None:
+    """The compressed-day campaign's confirm printed "note: time-of-day effect in echo rtt_mean_us …
+    these runs mix hours of the day"; the page's confirm section left the notes of confirm.json out."""
+    from tests.report.test_diurnal import campaign
+
+    camp = campaign(tmp_path, 40.0)
+    notes = confirm(camp).dataset.notes
+    assert any("time-of-day effect in echo rtt_p50_us same_zone" in n for n in notes)
+    prose = confirm_page(camp).prose()
+    assert all(f"note: {' '.join(n.split())}" in prose for n in notes), notes
