@@ -255,7 +255,7 @@ def test_a_single_heat_map_has_its_whole_title_inside_the_figure() -> None:
     title = fig.get_suptitle()
     assert title.replace("\n", " ") == ("warm: RTT per source × destination, each grid on its own colour scale "
                                         "(hatched: no value)")
-    box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())  # type: ignore[union-attr]
+    box = next(t for t in fig.texts if t.get_text() == title).get_window_extent()
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height, (box, fig.bbox)
 
 

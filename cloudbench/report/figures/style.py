@@ -133,7 +133,7 @@ def fitted_suptitle(fig: Figure, text: str, **kwargs: Any) -> Text:
     of four hosts) cut a one-line title at both ends."""
     title = fig.suptitle(text, **kwargs)
     room = 0.96 * fig.bbox.width
-    width = title.get_window_extent(fig.canvas.get_renderer()).width
+    width = title.get_window_extent().width  # the figure's own renderer (Agg: new_figure)
     if width > room:
         title.set_text(textwrap.fill(text, max(20, int(len(text) * room / width))))
     return title
