@@ -185,7 +185,7 @@ def health_text(wname: str, health: Mapping[str, Any]) -> str:
     share = health["late_sends"] / health["rounds"] if health["rounds"] else 0.0
     return (f"{wname}: workers used at most {health['cpu_pct_max']:.1f} % of a core "
             f"({health['cpu_pct_max_host']}, {health['cpu_pct_max_trial']}); "
-            f"{health['late_sends']} of {health['rounds']} rounds ({share:.2%}) left late, "
+            f"{health['late_sends']:,} of {health['rounds']:,} rounds ({share:.2%}) left late, "
             f"by at most {health['max_send_lag_us'] / 1000:.1f} ms{_stamps(health)}")
 
 
@@ -252,8 +252,8 @@ def _stamps(health: Mapping[str, Any]) -> str:
     if not kernel + user:
         return ""
     if not user:
-        return f"; all {kernel} echoes stamped by the kernel"
-    return (f"; {user} of {kernel + user} echoes ({user / (kernel + user):.2%}) stamped on read, "
+        return f"; all {kernel:,} echoes stamped by the kernel"
+    return (f"; {user:,} of {kernel + user:,} echoes ({user / (kernel + user):.2%}) stamped on read, "
             "not by the kernel")
 
 
