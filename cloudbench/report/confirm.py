@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -330,8 +331,15 @@ _ERROR_STYLES = (":", "--", "-.", (0, (1, 4)))
 
 
 def draw_convergence(r: SeriesResult, params: ConfirmParams, path: Path) -> None:
+    """CONFIRM-style figure (Uta et al. Fig. 13/19) of a series, saved to ``path``
+    (:func:`convergence_plot`)."""
+    convergence_plot(r, params).savefig(path)
+
+
+def convergence_plot(r: SeriesResult, params: ConfirmParams) -> Figure:
     """CONFIRM-style figure (Uta et al. Fig. 13/19): mean estimate and mean CI
-    band vs n, with the ±e bounds around the estimate and the n needed."""
+    band vs n, with the ±e bounds around the estimate and the n needed; the values in
+    the estimate's natural unit (ms from 1,000 us on, a fraction in %), as the tables."""
     conv = r.convergence
     if conv is None:
         raise ValueError("no convergence curve to draw")
@@ -340,15 +348,19 @@ def draw_convergence(r: SeriesResult, params: ConfirmParams, path: Path) -> None
     ax = fig.add_subplot()
     n = conv.sizes
     qn = quantile_name(params.quantile)
-    ax.fill_between(n, conv.lower, conv.upper, color="#9ecae1", alpha=0.7, linewidth=0,
+    finite_est = np.abs(conv.estimate[np.isfinite(conv.estimate)])
+    factor, unit = (natural_unit(float(finite_est.max()), r.series.unit) if r.series.unit and finite_est.size
+                    else (1.0, r.series.unit))
+    est = conv.estimate * factor
+    ax.fill_between(n, conv.lower * factor, conv.upper * factor, color="#9ecae1", alpha=0.7, linewidth=0,
                     label=f"{level_name(params.level)} CI (mean of {conv.subsets} subsets)")
-    ax.plot(n, conv.estimate, color="#08519c", linewidth=2.2, label=f"{qn} (mean of subsets)")
+    ax.plot(n, est, color="#08519c", linewidth=2.2, label=f"{qn} (mean of subsets)")
     notes = []
     for t, style in zip(r.targets, _ERROR_STYLES * 4, strict=False):
-        band = t.error * abs(conv.estimate)
-        ax.plot(n, conv.estimate + band, color="#cb181d", linestyle=style, linewidth=1,
+        band = t.error * abs(est)
+        ax.plot(n, est + band, color="#cb181d", linestyle=style, linewidth=1,
                 label=f"±{pct(t.error)} of the {qn}")
-        ax.plot(n, conv.estimate - band, color="#cb181d", linestyle=style, linewidth=1)
+        ax.plot(n, est - band, color="#cb181d", linestyle=style, linewidth=1)
         if t.n_needed is not None:
             ax.axvline(t.n_needed, color="#cb181d", linestyle=style, linewidth=0.8, alpha=0.6)
             notes.append(f"±{pct(t.error)}: n = {t.n_needed}")
@@ -362,11 +374,11 @@ def draw_convergence(r: SeriesResult, params: ConfirmParams, path: Path) -> None
     k = r.series.key
     ax.set_xlabel("repetitions n (random subsets of the measured ones)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # n is a count: no 6.25 repetitions
-    ax.set_ylabel(f"{k.metric} [{r.series.unit}]" if r.series.unit else k.metric)
+    ax.set_ylabel(f"{k.metric} [{unit}]" if unit else k.metric)
     ax.set_title(f"{k.workload}: {k.metric} / {k.group}  (N = {r.series.n})", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
-    fig.savefig(path)
+    return fig
 
 
 def confirm_dir(path: Path) -> Path:

@@ -212,7 +212,11 @@ def series_warnings(r: SeriesResult, no_fit: bool = True) -> list[str]:
               if (t.prediction is not None and not t.prediction.reliable)
               or (no_fit and t.outcome is Outcome.NO_FIT)]
     if ci.exists and ci.estimate == 0:
-        warns.append("the estimate is 0: a relative error bound is undefined")
+        if ci.lower == 0 and ci.upper == 0:  # the row shows its bounds reached: say on what terms
+            warns.append("the estimate is 0 and so is its CI (0–0): every relative error bound holds trivially, "
+                         "from the first n with a CI")
+        else:
+            warns.append("the estimate is 0: a relative error bound is undefined")
     return warns
 
 

@@ -115,8 +115,8 @@ def time_of_day_notes(path: Path, keys: set[tuple[str, str, str]], alpha: float 
         if r.get("significant") and (r["workload"], r["metric"], r["group"]) in keys:
             amp = r["amplitude_at_period"]
             out.append(f"time-of-day effect in {r['workload']} {r['metric']} {r['group']} (Holm p = "
-                       f"{r['p_holm']:.2g}, amplitude {amp:.3g} {r['unit']}): these runs mix hours of the day; "
-                       "`cloudbench diurnal` shows it, `confirm --hour H` pools within one hour")
+                       f"{r['p_holm']:.2g}, amplitude {fmt_quantity(amp, r['unit'], digits=3)}): these runs mix "
+                       "hours of the day; `cloudbench diurnal` shows it, `confirm --hour H` pools within one hour")
     return out
 
 

@@ -146,7 +146,7 @@ def test_echo_worker_health_from_the_trials_stats() -> None:
             "workloads": {"echo": {"kind": "echo", "groups": [], "quorums": [], "windows": [],
                                    "pairs": [], "workers": h}}}, console)
     assert ("echo: workers used at most 8.0 % of a core (b, r000-t000-echo); "
-            "4 of 6000 rounds (0.07%) left late, by at most 4.2 ms; 5 of 6000 echoes (0.08%) "
+            "4 of 6,000 rounds (0.07%) left late, by at most 4.2 ms; 5 of 6,000 echoes (0.08%) "
             "stamped on read, not by the kernel") in console.export_text()
 
     # Worker 1 did not count its stamps: the line says nothing about them.
@@ -158,6 +158,17 @@ def test_echo_worker_health_from_the_trials_stats() -> None:
                                    "pairs": [], "workers": old}}}, console)
     text = console.export_text()
     assert "left late, by at most 4.2 ms\n" in text and "stamp" not in text
+
+    # counts with thousands separators, as every other count of the report (the quickstart printed
+    # "1207 of 33600 rounds" and "268800 echoes" beside "20,000 of 32,000 values")
+    kernel_only = {**h, "rounds": 33600, "late_sends": 1207, "kernel_stamps": 268800, "user_stamps": 0}
+    console = Console(record=True, width=200)
+    render({"campaign": "c", "run_id": "x", "status": "complete", "repetitions": 2, "seed": 1,
+            "damaged": [], "failures": [],
+            "workloads": {"echo": {"kind": "echo", "groups": [], "quorums": [], "windows": [],
+                                   "pairs": [], "workers": kernel_only}}}, console)
+    text = console.export_text()
+    assert "1,207 of 33,600 rounds (3.59%) left late" in text and "all 268,800 echoes stamped by the kernel" in text
 
 
 def test_quantiles_are_printed_only_where_the_sample_reaches() -> None:

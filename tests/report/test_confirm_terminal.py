@@ -12,7 +12,14 @@ from rich.console import Console
 from cloudbench.analysis.confirm import ConfirmParams
 from cloudbench.core.units import fmt_quantity
 from cloudbench.errors import ResultError
-from cloudbench.report.confirm import confirm, confirm_dir, confirm_document, render_confirm, write_confirm
+from cloudbench.report.confirm import (
+    confirm,
+    confirm_dir,
+    confirm_document,
+    convergence_plot,
+    render_confirm,
+    write_confirm,
+)
 from cloudbench.report.html import find_confirm
 from cloudbench.store.rundir import RunDir
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
@@ -144,3 +151,28 @@ def test_swept_groups_sort_numerically_in_tables_that_fit(tmp_path: Path, width:
     assert order == [f"cross_zone@payload={p}" for p in (64, 1024, 16384, 65536)], order
     assert "e+" not in text  # a relative width of 2,180%, not 2.18e+03%
     assert text.count("the estimate is 0") == 1 and "(8 series: timeout_frac" in " ".join(text.split())
+
+
+def test_the_convergence_files_read_in_natural_units(tmp_path: Path) -> None:
+    """confirm/*.png of the compressed-day campaign: 'timeout_frac [1]' and RTTs of 10 ms as 10000 [us]."""
+    rtt = make_campaign(tmp_path, "rtt", [FakeRun({("rtt_p50_us", "g"): normal_values(12, 10_000.0, 0.05, 1)})])
+    frac = make_campaign(tmp_path, "frac", [FakeRun({("timeout_frac", "g"): [0.012 + 0.001 * (i % 3)
+                                                                             for i in range(12)]}, unit="1")])
+    for camp, label, top in ((rtt, "rtt_p50_us [ms]", 20.0), (frac, "timeout_frac [%]", 2.0)):
+        params = ConfirmParams(subsets=20)
+        (r,) = confirm(camp, params).series
+        (ax,) = convergence_plot(r, params).axes
+        assert ax.get_ylabel() == label
+        estimate = ax.lines[0].get_ydata()
+        assert 0.5 * top / 2 < min(estimate) and max(estimate) < top, (label, estimate)
+
+
+def test_a_zero_series_with_a_zero_ci_does_not_call_its_reached_bounds_undefined(tmp_path: Path) -> None:
+    """payload-sweep's timeout_frac rows (0 timeouts): '0%  0–0  0%  6/6' and under the table 'the
+    estimate is 0: a relative error bound is undefined' beside the bounds shown reached at n = 6."""
+    zero = make_campaign(tmp_path, "zero", [FakeRun({("timeout_frac", "g"): [0.0] * 8}, unit="1")])
+    text = _printed(zero, 200)
+    assert "6/6" in text and "undefined" not in text
+    assert "the estimate is 0 and so is its CI (0–0): every relative error bound holds trivially" in text
+    wide = make_campaign(tmp_path, "wide", [FakeRun({("m", "g"): [-2.0, -1.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0]})])
+    assert "the estimate is 0: a relative error bound is undefined" in _printed(wide, 200)

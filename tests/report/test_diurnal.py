@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +157,11 @@ def test_the_coverage_grid_of_a_compressed_day_uses_the_heat_map_s_cells(tmp_pat
     assert (coverage > 0).tolist() == [[v is not None for v in row] for row in shown["heatmap"]]
     # 10:15 UTC is 8100 s into its 4 h day: compressed hour 13 (600 s each); then every 6th hour
     assert sorted({h for row in coverage.tolist() for h, n in enumerate(row) if n}) == [1, 7, 13, 19]
+
+
+def test_confirm_gives_the_time_of_day_amplitude_in_its_natural_unit(tmp_path: Path) -> None:
+    """The compressed-day campaign's confirm said "amplitude 4.03e+03 us" for a 4 ms sine: 4.03 ms."""
+    notes = confirm(campaign(tmp_path, 4030.0)).dataset.notes
+    (note,) = [n for n in notes if "time-of-day effect in echo rtt_p50_us same_zone" in n]
+    amplitude = re.search(r"amplitude ([^)]*)\)", note)
+    assert amplitude is not None and re.fullmatch(r"4\.0\d ms", amplitude[1]), note

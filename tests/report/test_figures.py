@@ -6,6 +6,7 @@ the page. The figures are inspected as matplotlib objects (norms, limits, line c
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from matplotlib.colors import to_hex
 from cloudbench.report.build import build_report
 from cloudbench.report.figures import Note, Plot, section_figures
 from cloudbench.report.figures.confirm import convergence_figure
-from cloudbench.report.figures.echo import grid_plot
+from cloudbench.report.figures.echo import grid_cell, grid_plot, sweep_plots, time_plot
 from cloudbench.report.figures.style import GROUP_STYLES
 from cloudbench.report.figures.throughput import drain_figures, series_plot
 from cloudbench.report.files import write_report
@@ -241,3 +242,95 @@ def test_the_colocation_figure_is_on_the_page_not_beside_report_json(tmp_path: P
     g1 = [b for b in ax.patches if to_hex(b.get_facecolor()) == GROUP_STYLES["same_subnet"].color.lower()]
     assert len(g1) == 2  # G1's two hosts in the house palette's first colour
     assert ax.get_ylim()[1] >= 78.0 * 1.1
+
+
+def test_a_single_heat_map_has_its_whole_title_inside_the_figure() -> None:
+    """warm-vs-cold's warm workload (20 echoes a pair: no p99) draws the p50 grid alone, a figure too
+    narrow for the one-line title: it was cut at both ends ("varm: RTT per … (hatched: no value")."""
+    pairs = [{**r, "p99": None} for r in echo_pairs(np.random.default_rng(5))]
+    p = plot(grid_plot("warm", {"kind": "echo", "hosts": HOSTS, "pairs": pairs}))
+    assert [ax.get_title() for ax in data_axes(p)] == ["p50 RTT"]
+    fig = p.figure
+    fig.canvas.draw()
+    title = fig.get_suptitle()
+    assert title.replace("\n", " ") == ("warm: RTT per source × destination, each grid on its own colour scale "
+                                        "(hatched: no value)")
+    box = next(t for t in fig.texts if t.get_text() == title).get_window_extent()
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height, (box, fig.bbox)
+
+
+def test_heat_map_cells_in_ms_keep_a_decimal_and_never_an_exponent() -> None:
+    """Cells of 1 ms and more print in ms (the colour bar says so): ``1`` beside ``425`` read as 1 µs in
+    warm-vs-cold's p99 grid, and a 150 ms cross-region p99 printed ``1.5e+02``."""
+    pairs = echo_pairs(np.random.default_rng(3))
+    pairs[1]["p99"], pairs[2]["p99"], pairs[3]["p99"] = 1010.0, 150_000.0, 999.7
+    p = plot(grid_plot("echo", {"kind": "echo", "hosts": HOSTS, "pairs": pairs}))
+    p99 = next(ax for ax in data_axes(p) if ax.get_title() == "p99 RTT")
+    cells = [t.get_text() for t in p99.texts]
+    assert cells[1:4] == ["1.0", "150", "1.0"]
+    assert not any("e+" in c for c in cells)
+    assert [grid_cell(v) for v in (12.4, 999.4, 1234.0, 9949.0, 9951.0, 12345.0)] == [
+        "12", "999", "1.2", "9.9", "10", "12"]
+
+
+def test_a_log_rtt_axis_of_the_sweep_figure_labels_more_than_one_tick() -> None:
+    """payload-sweep's p99 panel (135 µs to 3.4 ms, a log axis under two decades) labelled one tick,
+    "10^3": the minor ticks, which carry the labels inside a decade, were switched off for both axes
+    where only the payload axis' were meant."""
+    rows = sweep_rows()
+    for r in rows:  # p99 CIs from 135 µs to 3.42 ms, as the run gave
+        r["rep_p99_lower"], r["rep_p99_upper"] = 135.0, 3422.0
+    (p,) = sweep_plots("payload", {"kind": "echo", "sweep": rows})
+    fig = plot(p).figure
+    fig.canvas.draw()
+    p99 = next(ax for ax in data_axes(plot(p)) if ax.get_ylabel() == "p99 RTT (µs)")
+    assert p99.get_yscale() == "log"
+    lo, hi = p99.get_ylim()
+    labelled = [t for t in p99.yaxis.get_ticklabels(which="both")
+                if t.get_text() and t.get_visible() and lo <= t.get_position()[1] <= hi]
+    assert len(labelled) >= 3, [t.get_text() for t in labelled]
+    # the payload axis keeps exactly its four sizes
+    assert [t.get_text() for t in p99.xaxis.get_ticklabels(which="both") if t.get_text()] == [
+        "64", "1 KiB", "16 KiB", "64 KiB"]
+
+
+def test_the_time_axis_of_a_short_trial_labels_each_tick_differently() -> None:
+    """A compressed-day run's 2 s trial was labelled 09:29:02, 09:29:02, 09:29:03, 09:29:03, 09:29:03."""
+    def section(window_s: float, n: int) -> dict[str, Any]:
+        windows = [{"repetition": 0, "trial": "r000-t000-echo", "start_s": 0.5 + window_s * k, "group": "cross_region",
+                    "count": 8, "median": 8200.0 + 80 * k} for k in range(n)]
+        return {"kind": "echo", "windows": windows, "window_s": window_s, "pair_windows": [], "level_shifts": [],
+                "trial_utc": {"r000-t000-echo": "2026-11-26T09:29:01.400000Z"}}
+
+    for window_s, n, tenths in ((0.2, 11, True), (30.0, 20, False)):
+        ax = data_axes(plot(time_plot("echo", section(window_s, n))))[0]
+        ax.figure.canvas.draw()
+        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+        assert all(re.fullmatch(r"09:\d\d:\d\d\.\d" if tenths else r"\d\d:\d\d:\d\d", x) for x in labels), labels
+
+
+def test_the_convergence_figure_reads_in_natural_units_and_draws_no_flat_zero_panel() -> None:
+    """The compressed-day campaign's figure: an axis of 7000 to 14000 "(us)", "1.032e+04 (us)" in the
+    caption, and a timeout_frac panel "(1)" flat at 0 on an axis from -0.04 to 0.04."""
+    sizes = [6, 8, 10, 12]
+    rtt = {"workload": "echo", "metric": "rtt_p50_us", "group": "cross_region", "unit": "us", "n": 12,
+           "estimate": 10320.0, "convergence": {"sizes": sizes, "estimate": [10400.0, 10300.0, 10350.0, 10320.0],
+                                                 "lower": [7000.0, 7200.0, 7300.0, 7326.0],
+                                                 "upper": [13800.0, 13500.0, 13300.0, 13220.0]},
+           "targets": [{"error": 0.05, "n_needed": None, "prediction": {"n": 568, "reliable": False}}]}
+    zero = {"workload": "echo", "metric": "timeout_frac", "group": "cross_region", "unit": "1", "n": 12,
+            "estimate": 0.0, "convergence": {"sizes": sizes, "estimate": [0.0] * 4, "lower": [0.0] * 4,
+                                             "upper": [0.0] * 4}, "targets": [{"error": 0.05, "n_needed": 6}]}
+    p = plot(convergence_figure({"series": [rtt, zero], "params": {"quantile_name": "median"}}))
+    (ax,) = data_axes(p)
+    assert ax.get_ylabel() == "median of rtt_p50_us (ms)"
+    assert min(ax.lines[0].get_ydata()) >= 7.0 and max(ax.lines[0].get_ydata()) <= 14.0
+    assert "rtt_p50_us of cross_region: 10.32 ms" in p.alt and "e+" not in p.alt
+    assert "timeout_frac of cross_region: 0% at every n, with no CI width (not drawn)" in p.alt
+    fraction = {**zero, "estimate": 0.012,
+                "convergence": {**zero["convergence"], "estimate": [0.01, 0.014, 0.012, 0.012], "upper": [0.02] * 4}}
+    (ax,) = data_axes(plot(convergence_figure({"series": [fraction], "params": {"quantile_name": "median"}})))
+    assert ax.get_ylabel() == "median of timeout_frac (%)" and max(ax.lines[0].get_ydata()) == pytest.approx(1.4)
+    only_flat = convergence_figure({"series": [zero], "params": {"quantile_name": "median"}})
+    assert isinstance(only_flat, Note) and "one value at every n" in only_flat.text

@@ -13,14 +13,17 @@ from __future__ import annotations
 import copy
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
+from cloudbench.analysis.confirm import ConfirmParams
 from cloudbench.analysis.quantiles import P50, P90, P99
+from cloudbench.report.confirm import confirm, write_confirm
 from cloudbench.report.files import MIGRATIONS
-from cloudbench.report.html import render_html
+from cloudbench.report.html import render_html, write_html
 from cloudbench.report.render import render_report
 from cloudbench.store.rundir import RunDir
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
@@ -299,3 +302,53 @@ def test_report_json_lists_every_warning(rendered: tuple[dict[str, Any], list[st
     assert len(listed) == len(warnings) >= 8
     assert all(any(w in item for item in listed) for w in warnings)
     assert listed == page.items["trust"]
+
+
+def test_the_confirm_section_prints_its_rows_as_the_terminal_does(tmp_path: Path) -> None:
+    """payload-sweep's page listed payload=1024 before payload=16384 before payload=64 (sorted as text),
+    "116.962 us" with bounds "85.240 142.935" and "± relative 0.271", where the terminal prints the rows
+    in number order, "117 us", "85.24–142.9" and "27.1%"."""
+    groups = {("rtt_p50_us", f"cross_zone@payload={p}"): normal_values(6, 2000.0 + p / 100, 0.05, p)
+              for p in (64, 1024, 16384, 65536)}
+    page = confirm_page(make_campaign(tmp_path, "c", [FakeRun(groups)]))
+    head = next(cells for section, cells, is_head in page.rows if section == "confirm" and is_head)
+    assert head == ["metric", "group", "n", "estimate", "95 % CI", "± relative", "n for ±1% / ±5%", "warnings"]
+    rows = [cells for section, cells, is_head in page.rows if section == "confirm" and not is_head]
+    # 6 repetitions reach no bound and predict none: the same reason was in every row, twice; now once
+    # above the table (as the terminal says it), the rows keep only their own warnings
+    shared = [w for w in page.items.get("confirm", []) if "not reached by the 6 repetitions" in w]
+    assert len(shared) == 2 and all(w.endswith("(4 series)") for w in shared), page.items.get("confirm")
+    assert not any("not reached" in r[7] for r in rows) and {r[6] for r in rows} == {"– / –"}
+    rtt = [r for r in rows if r[0] == "rtt_p50_us"]
+    assert [r[1] for r in rtt] == [f"cross_zone@payload={p}" for p in (64, 1024, 16384, 65536)]
+    for r in rtt:  # about 2 ms: in ms, the interval in the same unit, the relative width a percentage
+        assert re.fullmatch(r"[12]\.\d+ ms", r[3]), r
+        lo, hi = map(float, r[4].removesuffix(" ms").split("–"))
+        assert 1.5 < lo <= float(r[3].split()[0]) <= hi < 3, r
+        assert re.fullmatch(r"\d+(\.\d+)?%", r[5]), r
+    assert "exact 95 % confidence interval" in page.prose()
+    fractions = confirm_page(make_campaign(tmp_path, "f", [FakeRun({("timeout_frac", "cross_zone"): [0.012] * 8},
+                                                                   unit="1")]))
+    frac = next(cells for section, cells, is_head in fractions.rows if section == "confirm" and not is_head)
+    assert frac[3:5] == ["1.2%", "1.2–1.2%"], frac
+
+
+def confirm_page(camp: Path) -> PageText:
+    """The page of the campaign's first run, with the campaign's confirm.json."""
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    write_confirm(confirm(camp, ConfirmParams(subsets=20)), camp)
+    page = PageText()
+    page.feed(write_html(run, full_report(run))[0].read_text())
+    return page
+
+
+def test_the_confirm_section_carries_confirms_notes(tmp_path: Path) -> None:
+    """The compressed-day campaign's confirm printed "note: time-of-day effect in echo rtt_mean_us …
+    these runs mix hours of the day"; the page's confirm section left the notes of confirm.json out."""
+    from tests.report.test_diurnal import campaign
+
+    camp = campaign(tmp_path, 40.0)
+    notes = confirm(camp).dataset.notes
+    assert any("time-of-day effect in echo rtt_p50_us same_zone" in n for n in notes)
+    prose = confirm_page(camp).prose()
+    assert all(f"note: {' '.join(n.split())}" in prose for n in notes), notes

@@ -10,7 +10,16 @@ import numpy as np
 
 from cloudbench.core.files import slug
 from cloudbench.core.tables import rep_number
-from cloudbench.report.figures.style import GROUP_STYLES, Drawing, Note, Plot, finite, panel_grid, rate_top
+from cloudbench.report.figures.style import (
+    GROUP_STYLES,
+    Drawing,
+    Note,
+    Plot,
+    finite,
+    fitted_suptitle,
+    panel_grid,
+    rate_top,
+)
 
 ALONE = "#BBBBBB"
 """The bars of a host's rate alone (a grey no inferred group takes)."""
@@ -60,7 +69,7 @@ def figures(wname: str, sec: dict[str, Any]) -> list[Drawing]:
         parts += [f"{r['host']} ({r['group']}, rep {rep_number(rep)}) {r['egress_mbps']:.1f} under full load, "
                   f"{r['baseline_mbps']:.1f} alone" for r in sel
                   if finite(r.get("egress_mbps")) and finite(r.get("baseline_mbps"))]
-    fig.suptitle(f"{title} (colour: inferred group)")
+    fitted_suptitle(fig, f"{title} (colour: inferred group)")
     alt = (f"Bars of each host's egress of {wname} when every host sends at once, beside its rate alone and its "
            "nominal rate (a black tick), in Mbit/s, coloured by the group it was inferred to share a NIC with: "
            + "; ".join(parts) + ".")

@@ -13,6 +13,7 @@ import numpy as np
 from matplotlib import dates as mdates
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 from cloudbench.analysis.quantiles import P5, P25, P50, P75, P90, P95, P99, P99_9, P99_99, P99_999
 from cloudbench.core.files import slug
@@ -22,6 +23,7 @@ from cloudbench.report.figures.style import (
     Note,
     Plot,
     finite,
+    fitted_suptitle,
     group_style,
     new_figure,
     panel_grid,
@@ -116,13 +118,15 @@ def sweep_plots(wname: str, sec: dict[str, Any]) -> list[Drawing]:
                 ax.set_yscale("log")
             ticks = sorted({float(r[field]) for r in rows})
             ax.set_xticks(ticks, [_size(v) if field == "payload" else f"{v:g}" for v in ticks])
-            ax.minorticks_off()
+            # the swept values only on the x axis; a log RTT axis keeps its minor ticks, which carry
+            # its labels inside a decade (off, a 135 µs to 3.4 ms axis was labelled "10^3" alone)
+            ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xlabel(f"{field} ({'bytes' if field == 'payload' else 'rounds/s'})")
             ax.set_ylabel(f"{key} RTT (µs)")
             ax.set_title(f"{key}: median over repetitions, {LEVEL:.0%} CI")
             ax.grid(alpha=0.3, which="both")
             ax.legend(title="latency group", fontsize=7)
-        fig.suptitle(title)
+        fitted_suptitle(fig, title)
         alt = (f"RTT of {wname} against {field}, a panel per percentile ({', '.join(keys)}), a line per latency "
                f"group: the median over repetitions of each repetition's value, error bars its {LEVEL:.0%} CI "
                "where the repetitions give one: " + "; ".join(parts) + ".")
@@ -237,6 +241,15 @@ def _parse_utc(text: str | None) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
+SUBSECOND_SPAN_S = 20.0
+"""A time axis shorter than this labels its ticks to the tenth of a second."""
+
+
+def _utc_tenths(x: float, _pos: int | None = None) -> str:
+    """``09:29:02.4``: a tick of a time axis of a few seconds (whole seconds label several ticks alike)."""
+    return str(mdates.num2date(x).strftime("%H:%M:%S.%f")[:-5])  # type: ignore[no-untyped-call]
+
+
 def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     """Window medians per group (thick) and per pair (thin) over UTC time, the statistic the
     level shifts are sought in; steps and spikes marked on them (reports without medians:
@@ -301,7 +314,11 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     if _log_wanted([r[stat] for r in windows]):
         ax.set_yscale("log")
     if use_utc:
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
+        lo, hi = ax.get_xlim()
+        if (hi - lo) * 86400.0 < SUBSECOND_SPAN_S:  # a short trial: whole seconds repeat on the ticks
+            ax.xaxis.set_major_formatter(FuncFormatter(_utc_tenths))
+        else:
+            ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
         day = min(t for t in starts.values() if t is not None).strftime("%Y-%m-%d")
         ax.set_xlabel(f"time (UTC, {day}); window middles")
     else:
@@ -365,6 +382,14 @@ def grid_norm(values: np.ndarray) -> Normalize:
     return Normalize(lo, hi)
 
 
+def grid_cell(us: float) -> str:
+    """A heat-map cell: µs under 1000, else ms with one decimal under 10 ms (the colour bar says
+    so): ``1.0``, not ``1`` beside ``425`` µs cells, and ``150``, not ``1.5e+02``."""
+    if us < 999.5:  # 999.7 is 1.0 ms, not "1000"
+        return f"{us:.0f}"
+    return f"{us / 1000:.1f}" if us < 9950 else f"{us / 1000:.0f}"
+
+
 def grid_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     """src × dst heat maps of p50 and p99, each on a colour scale of its own (p99 is many times
     p50: on one scale the p50 grid is one dark colour); pairs without a value are hatched."""
@@ -408,12 +433,13 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
                     v = m[i, j]
                     if np.isfinite(v):
                         dark = norm(v) < 0.6
-                        ax.text(j, i, f"{v / 1000:.2g}" if v >= 1000 else f"{v:.0f}", ha="center", va="center",
+                        ax.text(j, i, grid_cell(v), ha="center", va="center",
                                 fontsize=6.5, color="white" if dark else "black")
         fig.colorbar(image, ax=ax, shrink=0.8, label=f"{k} RTT (µs; cells ≥ 1000 µs in ms)")
         ranges.append(f"{k} from {_fmt_us(float(vals.min()))} to {_fmt_us(float(vals.max()))}")
     missing = int(np.isnan(next(iter(mats.values()))).sum())
-    fig.suptitle(f"{wname}: RTT per source × destination, each grid on its own colour scale (hatched: no value)")
+    fitted_suptitle(fig, f"{wname}: RTT per source × destination, each grid on its own colour scale "
+                    "(hatched: no value)")
     alt = (f"Heat maps of {wname} round-trip time per source host (rows) and destination host (columns), "
            f"{' and '.join(mats)} left to right, each on its own colour scale: {'; '.join(ranges)}; {n} hosts, "
            f"{missing} of {n * n} cells missing (hatched).")

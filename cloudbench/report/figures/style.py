@@ -7,6 +7,7 @@ import contextlib
 import io
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from cloudbench.core.topology import GROUP_ORDER
 
@@ -124,6 +126,17 @@ def new_figure(width: float = 7.0, height: float = 4.0) -> Figure:
         fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+def fitted_suptitle(fig: Figure, text: str, **kwargs: Any) -> Text:
+    """The figure's title, wrapped at spaces to the figure's width: a narrow figure (one heat map
+    of four hosts) cut a one-line title at both ends."""
+    title = fig.suptitle(text, **kwargs)
+    room = 0.96 * fig.bbox.width
+    width = title.get_window_extent().width  # the figure's own renderer (Agg: new_figure)
+    if width > room:
+        title.set_text(textwrap.fill(text, max(20, int(len(text) * room / width))))
+    return title
 
 
 def panel_grid(n: int, panel_width: float, panel_height: float,

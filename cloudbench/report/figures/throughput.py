@@ -17,6 +17,7 @@ from cloudbench.report.figures.style import (
     Note,
     Plot,
     finite,
+    fitted_suptitle,
     group_style,
     new_figure,
     panel_grid,
@@ -126,7 +127,7 @@ def series_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6), fontsize=7)
     hidden = len(paths) - len(shown)
     more = f" ({hidden} more path(s) in the tables)" if hidden else ""
-    fig.suptitle(f"{wname}: rate per report interval, repetitions overlaid{more}")
+    fitted_suptitle(fig, f"{wname}: rate per report interval, repetitions overlaid{more}")
     alt = (f"Throughput of {wname} over time, one panel per sender, receiver and direction with the repetitions "
            "overlaid, the rate axis from 0: " + "; ".join(parts) + f".{more}")
     return Plot(f"{slug(wname)}-series", f"{wname}: interval series", alt, fig)
@@ -207,6 +208,6 @@ def drain_figures(wname: str, sec: dict[str, Any]) -> list[Drawing]:
                    "time since the drain began (s)",
                    rate_limits(r.tolist(), *(d.get(k) for k in ("high_mbps", "low_mbps", "expected_high_mbps",
                                                                 "expected_low_mbps"))), "upper right")
-    fig.suptitle(f"{wname}: token-bucket drains")
+    fitted_suptitle(fig, f"{wname}: token-bucket drains")
     alt = f"Rate over time of each drain of {wname}, with the fitted rates and times: " + "; ".join(parts) + "."
     return [Plot(f"{slug(wname)}-drains", f"{wname}: drain curves", alt, fig)]

@@ -15,7 +15,7 @@ from cloudbench.analysis.events import EventParams
 from cloudbench.analysis.latency import PERCENTILES, needs_note, pct_label, quantile_estimable
 from cloudbench.analysis.levelshift import PairWindows, group_series, level_shift_rows, step_windows_needed
 from cloudbench.analysis.quantiles import P50, P99
-from cloudbench.core.blocks import Block, fact, print_blocks, warning
+from cloudbench.core.blocks import Block, fact, note, print_blocks, warning
 from cloudbench.core.tables import ReportTable, fmt_number, rep_number, titled_table
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
@@ -154,6 +154,11 @@ def views(wname: str, w: dict[str, Any], options: Mapping[str, bool]) -> list[Bl
                                    f"{r['time_s']:.2f}", f"{r['duration_s']:.2f}" if r["kind"] == "spike" else "",
                                    f"{r['size']:.0f}", size_ci(r), f"{r['p_value']:.0e}")))
         out.append(et)
+        shares = [size_ci(r).rsplit(" ", 1)[1] for r in events if size_ci(r).endswith("%)")]
+        if shares:  # the share is the interval's own coverage, not a fraction of anything in the row
+            out.append(note(f"{wname}: a 95 % CI with a share beside it, as {shares[0]}, covers only that share: "
+                            "the spike has too few echoes (under 7) for an exact 95 % interval of its median, "
+                            "so its interval is its echoes' min..max"))
     # per pair, the events table above (raw RTTs, significance, host labels) replaces the
     # window-median shifts, which have neither; the group series keep theirs
     shifts = [r for r in w.get("level_shifts") or []
@@ -180,7 +185,7 @@ def health_text(wname: str, health: Mapping[str, Any]) -> str:
     share = health["late_sends"] / health["rounds"] if health["rounds"] else 0.0
     return (f"{wname}: workers used at most {health['cpu_pct_max']:.1f} % of a core "
             f"({health['cpu_pct_max_host']}, {health['cpu_pct_max_trial']}); "
-            f"{health['late_sends']} of {health['rounds']} rounds ({share:.2%}) left late, "
+            f"{health['late_sends']:,} of {health['rounds']:,} rounds ({share:.2%}) left late, "
             f"by at most {health['max_send_lag_us'] / 1000:.1f} ms{_stamps(health)}")
 
 
@@ -247,8 +252,8 @@ def _stamps(health: Mapping[str, Any]) -> str:
     if not kernel + user:
         return ""
     if not user:
-        return f"; all {kernel} echoes stamped by the kernel"
-    return (f"; {user} of {kernel + user} echoes ({user / (kernel + user):.2%}) stamped on read, "
+        return f"; all {kernel:,} echoes stamped by the kernel"
+    return (f"; {user:,} of {kernel + user:,} echoes ({user / (kernel + user):.2%}) stamped on read, "
             "not by the kernel")
 
 

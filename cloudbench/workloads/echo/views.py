@@ -127,8 +127,10 @@ def views(wname: str, w: dict[str, Any]) -> list[Block]:
         for group, rows in by_group.items():
             ns = [int(r["count"]) - int(r["timeouts"]) for r in rows]
             note = needs_note(ns, pcts, what="RTTs")
+            # "-": a persistent connection has no handshake per round (not "too few to estimate": "—")
+            none = " (-: none, the connection persists)" if any(r["connect_p50"] is None for r in rows) else ""
             t = titled_table(f"echo connection modes side by side, {group}: RTT (µs); connect = TCP "
-                             f"handshake{'; ' + note if note else ''}")
+                             f"handshake{none}{'; ' + note if note else ''}")
             t.add_column("", no_wrap=True)
             for r in rows:
                 t.add_column(f"{r['workload']}\n{r['mode']}", justify="right")

@@ -251,6 +251,8 @@ def test_connection_modes_are_compared_side_by_side_in_the_first_workloads_secti
     text = rendered(kind, "hot", first)
     assert "echo connection modes side by side, same_subnet" in text and "per_round, every 200ms" in text
     assert "connect p50" in text
+    # hot and warm have no handshake per round: their "-" is said in the title, apart from "—"
+    assert "connect = TCP handshake (-: none, the connection persists)" in " ".join(text.split())
     # 2 × 300 RTTs per group and mode: p99.9 needs 1,000 (analysis.latency.TAIL_K)
     assert "p99.9 needs 1,000" in " ".join(text.split()) and "—" in text
     assert "TCP handshake of the per-round" in " ".join(rendered(kind, "cold", cold_section).split())
