@@ -200,7 +200,8 @@ class ChangesJSON(TypedDict):
     notes: list[str]
 
 
-METHOD = "binary segmentation, CUSUM test with an AR(1) long-run variance over runs; Holm over series"
+METHOD = ("binary segmentation, CUSUM test with an AR(1) long-run variance over runs; the first split's "
+          "p-value from an AR sieve bootstrap of the search; Holm over series")
 
 
 @dataclass(frozen=True)
