@@ -313,16 +313,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="latency group")
     if _log_wanted([r[stat] for r in windows]):
         ax.set_yscale("log")
-    if use_utc:
-        lo, hi = ax.get_xlim()
-        if (hi - lo) * 86400.0 < SUBSECOND_SPAN_S:  # a short trial: whole seconds repeat on the ticks
-            ax.xaxis.set_major_formatter(FuncFormatter(_utc_tenths))
-        else:
-            ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
-        day = min(t for t in starts.values() if t is not None).strftime("%Y-%m-%d")
-        ax.set_xlabel(f"time (UTC, {day}); window middles")
-    else:
-        ax.set_xlabel("time since the trial began (s); window middles")
+    _time_axis(ax, [t for t in starts.values() if t is not None] if use_utc else [])
     ax.set_ylabel(f"{stat} RTT per {sec.get('window_s', '?'):g} s window (µs)"
                   if finite(sec.get("window_s")) else f"{stat} RTT per window (µs)")
     ax.grid(alpha=0.3, which="both")
@@ -333,6 +324,21 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
            + (f"; {unmarked} pair event(s) of the events table not marked (their pair has no line)"
               if unmarked else "") + ".")
     return Plot(f"{slug(wname)}-time", f"{wname}: windowed {stat}s over time", alt, fig)
+
+
+def _time_axis(ax: Any, starts: list[datetime]) -> None:
+    """The x axis of :func:`time_plot`: UTC clock times when every trial's start is known
+    (``starts``; tenths of a second on a short span, where whole seconds repeat), else the
+    seconds since the trial began."""
+    if not starts:
+        ax.set_xlabel("time since the trial began (s); window middles")
+        return
+    lo, hi = ax.get_xlim()
+    if (hi - lo) * 86400.0 < SUBSECOND_SPAN_S:
+        ax.xaxis.set_major_formatter(FuncFormatter(_utc_tenths))
+    else:
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
+    ax.set_xlabel(f"time (UTC, {min(starts).strftime('%Y-%m-%d')}); window middles")
 
 
 def _mark_shifts(ax: Any, shifts: list[dict[str, Any]], x_of: Callable[[str, float], Any],
