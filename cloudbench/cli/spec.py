@@ -117,7 +117,7 @@ def plan(
                      f"{p.order}, rest {fmt_duration(p.rest)}, fresh hosts per {p.fresh_hosts}",
                      ("#", "repetition", "trial", "workload", *(["swept"] if swept else []), "hosts", "pairs",
                       "est."),
-                     left=("trial", "workload", "swept"), short={"repetition": "rep"}, no_wrap=True)
+                     left=("trial", "workload", "swept"), short={"repetition": "rep"})
     for i, tr in enumerate(p.trials):
         values = ",".join(f"{k}={v:g}" for k, v in tr.sweep)  # payload: [...]
         t.add_row(str(i + 1), str(tr.repetition + 1), tr.id, tr.workload, *([values or "-"] if swept else []),

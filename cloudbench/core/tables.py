@@ -33,7 +33,6 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> bool:
 class _Column:
     header: str
     justify: Justify
-    no_wrap: bool
     short: str | None  # abbreviated header, explained in a legend under the table
 
 
@@ -56,8 +55,9 @@ class ReportTable:
     markup) and laid out when printed, for the width it is given:
 
     1. every column at its natural width, when that fits;
-    2. else columns narrowed, cells and headers wrapped at spaces, never below a
-       column's longest word (its longest line for ``no_wrap`` columns);
+    2. else columns narrowed, headers wrapped at spaces, never below a column's longest
+       cell (a cell is never wrapped: a row on two lines reads as two rows) or a
+       header's longest word;
     3. else headers replaced by their ``short`` forms, with a legend under the table;
     4. else stacked: the table transposed (a row per column, the first ``key``
        cells of each row as its heading), as many rows side by side as fit; a heading
@@ -67,19 +67,17 @@ class ReportTable:
     """
 
     def __init__(self, title: str = "", columns: Iterable[str] = (), left: Collection[str] = (),
-                 no_wrap: bool = False, short: Mapping[str, str] | None = None, key: int = 1) -> None:
+                 short: Mapping[str, str] | None = None, key: int = 1) -> None:
         self.title = title
         self.key = key
         self.columns: list[_Column] = []
         self.rows: list[list[Text]] = []
         for c in columns:
-            self.add_column(c, justify="left" if c in left else "right", no_wrap=no_wrap,
-                            short=(short or {}).get(c))
+            self.add_column(c, justify="left" if c in left else "right", short=(short or {}).get(c))
 
-    def add_column(self, header: str, justify: Justify = "right", no_wrap: bool = False,
-                   short: str | None = None) -> None:
+    def add_column(self, header: str, justify: Justify = "right", short: str | None = None) -> None:
         """A column; ``short``: its header where the full one does not fit (with a legend)."""
-        self.columns.append(_Column(header, justify, no_wrap, short))
+        self.columns.append(_Column(header, justify, short))
 
     def add_row(self, *cells: str | Text) -> None:
         """A row of cells (strings are rich markup); missing trailing cells are empty."""
@@ -91,10 +89,10 @@ class ReportTable:
     def _bounds(self, headers: list[str]) -> tuple[list[int], list[int]]:
         """Per column: the narrowest width that cuts no word, and the natural width."""
         lows, highs = [], []
-        for i, (c, h) in enumerate(zip(self.columns, headers, strict=True)):
+        for i, h in enumerate(headers):
             cells = [r[i] for r in self.rows]
-            low = max([len(w) for w in h.split()] + [
-                _longest_line(t) if c.no_wrap else _longest_word(t) for t in cells] + [1])
+            # a header wraps at its spaces; a cell never does (a row on two lines reads as two rows)
+            low = max([len(w) for w in h.split()] + [_longest_line(t) for t in cells] + [1])
             high = max([len(h)] + [_longest_line(t) for t in cells] + [1])
             lows.append(low)
             highs.append(max(high, low))
@@ -125,7 +123,7 @@ class ReportTable:
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         for c, h, w in zip(self.columns, headers, widths, strict=True):
             # a header wraps at its spaces even over cells that do not (rich would cut it)
-            t.add_column(Text(h, no_wrap=False), justify=c.justify, width=w, no_wrap=c.no_wrap)
+            t.add_column(Text(h, no_wrap=False), justify=c.justify, width=w, no_wrap=True)
         for r in self.rows:
             t.add_row(*r)
         return t
@@ -137,8 +135,7 @@ class ReportTable:
         label_w = max([len(self.columns[i].header) for i in body] + [len(corner), 1])
         heads = [Text(" ".join(r[i].plain for i in range(key))) for r in self.rows]
         col_w = max([_longest_word(h) for h in heads]
-                    + [_longest_line(r[i]) if self.columns[i].no_wrap else _longest_word(r[i])
-                       for r in self.rows for i in body] + [1])
+                    + [_longest_line(r[i]) for r in self.rows for i in body] + [1])
         # label column, then ``per`` row columns: widths plus dividers and padding
         per = max(1, (width - label_w - 2) // (col_w + 3))
         out: list[Table | Text] = []
@@ -190,12 +187,11 @@ class ReportTable:
 
 
 def titled_table(title: str, columns: Iterable[str] = (), left: Collection[str] = (),
-                 no_wrap: bool = False, short: Mapping[str, str] | None = None,
-                 key: int = 1) -> ReportTable:
+                 short: Mapping[str, str] | None = None, key: int = 1) -> ReportTable:
     """A report table: title on the left, a rule under the header, no outer padding;
     ``columns`` right-aligned except those in ``left``; no header word is ever cut
     (:class:`ReportTable`)."""
-    return ReportTable(title, columns, left, no_wrap, short, key)
+    return ReportTable(title, columns, left, short, key)
 
 
 def fmt_number(v: Any, digits: int = 1) -> str:

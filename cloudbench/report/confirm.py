@@ -118,7 +118,7 @@ def _confirm_table(result: ConfirmResult, rows: Sequence[SeriesResult], title: s
         title += f", n = {ns.pop()} each"
     # cells never wrap (a number over two lines reads as two); a name is one word; when the row
     # does not fit, the table is stacked (a column per series), never cut
-    table = titled_table(title, columns, left=("metric", "group"), no_wrap=True, key=2 if with_metric else 1)
+    table = titled_table(title, columns, left=("metric", "group"), key=2 if with_metric else 1)
     for r in rows:
         ci, unit = r.ci, r.series.unit
         factor, _ = natural_unit(ci.estimate, unit)

@@ -404,7 +404,7 @@ def render_diurnal(res: DiurnalJSON, console: Console) -> None:
     # each); a table too wide is stacked; a skipped series' reason is a line under the table
     t = titled_table(title, [*(["workload"] if several else []), "metric", "group",
                              *(short for short, _ in DIURNAL_COLUMNS.values())],
-                     left=("workload", "metric", "group"), no_wrap=True, key=3 if several else 2)
+                     left=("workload", "metric", "group"), key=3 if several else 2)
     weekday_why: set[str] = set()
     skipped: list[str] = []
     for r in sorted(res["series"], key=lambda r: (r["workload"], r["metric"], natural_key(r["group"]))):

@@ -219,3 +219,42 @@ def test_compare_by_and_changes_keep_long_names_and_headers_whole(width: int, tm
     text = printed(lambda c: render_changes(res, c), width)
     assert_headers_whole(text, width, ["metric", "group", "since (UTC)", "before", "after", "size", "95% CI",
                                        "p (Holm)", LONG_GROUP, LONG_METRIC], messages=("changes in",))
+
+
+def assert_rows_whole(text: str, rows: Sequence[Sequence[str]]) -> None:
+    """Each row's cells on one line of the printed table, in order (a row wrapped over two lines
+    reads as two rows)."""
+    lines = text.splitlines()
+    for row in rows:
+        assert any(_in_order(line, row) for line in lines), f"row {row} is not on one line:\n{text}"
+
+
+def _in_order(line: str, cells: Sequence[str]) -> bool:
+    at = 0
+    for c in cells:
+        at = line.find(c, at)
+        if at < 0:
+            return False
+        at += len(c)
+    return True
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_row_wraps_even_when_its_cells_have_spaces(width: int) -> None:
+    """Cells like an interval with its coverage (``625..21170 (94%)``) or ``[31.4–82.3]`` were
+    wrapped at their space at 80 columns, so a row read as two; now the headers wrap, the cells
+    never, and a table too wide for them is abbreviated or stacked."""
+    cols = ["repetition", "pair", "kind", "origin", "at s", "for s", "size µs", "95 % CI (coverage)", "p value"]
+    t = titled_table("events", cols, left=["pair", "kind", "origin"], short={"repetition": "rep"})
+    rows = [[str(i + 1), f"s{i}-1>s{i + 1}-1", "spike", "link", "7.02", "0.40", "50123", "625..21170 (94%)",
+             "1e-06"] for i in range(3)]
+    for r in rows:
+        t.add_row(*r)
+    text = printed(lambda c: c.print(t), width)
+    assert_headers_whole(text, width, ["pair", "kind", "origin"])
+    side_by_side = any(_in_order(line, ["pair", "kind", "origin"]) for line in text.splitlines())
+    if side_by_side:
+        assert_rows_whole(text, rows)
+    else:  # stacked: a row per column, each row of the data a column; its cells whole
+        assert_rows_whole(text, [[r[7] for r in rows]])
+    assert side_by_side == (width == 200)  # 83 columns at their narrowest: stacked at 80

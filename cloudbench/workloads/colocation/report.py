@@ -155,7 +155,7 @@ def views(name: str, sec: dict[str, Any]) -> list[Block]:
     out: list[Block] = []
     t = titled_table(f"{name}: egress under full load vs nominal (Mbit/s; bar: egress/nominal)",
                      ("rep", "host", "nominal", "egress", "ingress", "share", "", "group", "phys."),
-                     left=("host", "", "phys."), no_wrap=True)
+                     left=("host", "", "phys."))
     for r in sec.get("hosts", []):
         share = r["egress_share"]
         t.add_row(*map(Text, (rep_number(r["repetition"]), r["host"], _fmt(r["nominal_mbps"]),
@@ -168,15 +168,14 @@ def views(name: str, sec: dict[str, Any]) -> list[Block]:
     truth = any("matches_truth" in g for g in sec.get("groups", []))
     cols = ["rep", "group", "hosts", "conf.", "full load", "alone", *(["truth"] if truth else [])]
     gt = titled_table(f"{name}: hosts sharing a NIC (inferred; confidence = weakest evidence)",
-                      cols, left=("group", "hosts"), no_wrap=True)
+                      cols, left=("group", "hosts"))
     for g in groups:
         gt.add_row(*map(Text, (rep_number(g["repetition"]), g["group"], g["hosts"], _fmt(g["confidence"], 3),
                                _fmt(g["full_load_mbps"]), _fmt(g["baseline_mbps"]),
                                *([_fmt(g.get("matches_truth"))] if truth else []))))
     out.append(gt if groups else fact(f"{name}: no hosts found sharing a NIC"))
     lt = titled_table(f"{name}: bandwidth loss under full load per group size",
-                      ("rep", "group size", "groups", "hosts", "full load", "alone", "loss"),
-                      no_wrap=True)
+                      ("rep", "group size", "groups", "hosts", "full load", "alone", "loss"))
     for r in sec.get("loss", []):
         lt.add_row(*map(Text, (rep_number(r["repetition"]), str(r["size"]), str(r["groups"]), str(r["hosts"]),
                                _fmt(r["full_load_mbps"]), _fmt(r["baseline_mbps"]),

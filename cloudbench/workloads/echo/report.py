@@ -277,7 +277,7 @@ def _distribution_table(title: str, rows: list[dict[str, Any]], labels: list[str
     cols = ["count", "timeouts", "mean"]
     t = titled_table(f"{title}{'; ' + note if note else ''}",
                      [*labels, *cols, *[pct_label(p) for p in PERCENTILES], "max"], left=labels,
-                     no_wrap=True, key=len(labels))
+                     key=len(labels))
     for r in rows:
         t.add_row(*map(Text, [*[str(r[c]) for c in labels], *[fmt_number(r[c]) for c in cols],
                               *[pct_cell(r, p) for p in PERCENTILES], fmt_number(r["max"])]))

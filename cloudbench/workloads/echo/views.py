@@ -131,7 +131,7 @@ def views(wname: str, w: dict[str, Any]) -> list[Block]:
             none = " (-: none, the connection persists)" if any(r["connect_p50"] is None for r in rows) else ""
             t = titled_table(f"echo connection modes side by side, {group}: RTT (µs); connect = TCP "
                              f"handshake{none}{'; ' + note if note else ''}")
-            t.add_column("", no_wrap=True)
+            t.add_column("")
             for r in rows:
                 t.add_column(f"{r['workload']}\n{r['mode']}", justify="right")
             for m in metrics:
