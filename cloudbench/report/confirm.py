@@ -121,17 +121,24 @@ def _confirm_table(result: ConfirmResult, rows: Sequence[SeriesResult], title: s
     table = titled_table(title, columns, left=("metric", "group"), key=2 if with_metric else 1)
     for r in rows:
         ci, unit = r.ci, r.series.unit
-        factor, _ = natural_unit(ci.estimate, unit)
+        factor, name = natural_unit(ci.estimate, unit)
         rel = ci.relative_half_width
         table.add_row(
             *([series_label(r, several)] if with_metric else []), r.series.key.group,
             *([str(r.series.n)] if "n" in columns else []),
             fmt_quantity(ci.estimate, unit),
-            f"{fmt_quantity(ci.lower, unit, factor)}–{fmt_quantity(ci.upper, unit, factor)}",
+            _ci_cell(fmt_quantity(ci.lower, unit, factor), fmt_quantity(ci.upper, unit, factor), name),
             "-" if rel is None or not math.isfinite(rel) else pct(rel),
             "/".join(target_text(t) for t in r.targets),
         )
     return table
+
+
+def _ci_cell(lo: str, hi: str, unit: str) -> str:
+    """``0.3598–3.422 ms``, ``0–0%``: the interval in its estimate's unit, which it names."""
+    if lo == "-" or hi == "-":
+        return "-"
+    return f"{lo}–{hi}%" if unit == "%" else f"{lo}–{hi} {unit}".rstrip()
 
 
 def _series_order(r: SeriesResult) -> tuple[Any, ...]:

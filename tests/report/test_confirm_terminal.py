@@ -4,6 +4,7 @@ bound not reached, no empty figures, its files under ``confirm/``, rows that fit
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,14 @@ def test_a_zero_series_with_a_zero_ci_does_not_call_its_reached_bounds_undefined
     assert "the estimate is 0 and so is its CI (0–0): every relative error bound holds trivially" in text
     wide = make_campaign(tmp_path, "wide", [FakeRun({("m", "g"): [-2.0, -1.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0]})])
     assert "the estimate is 0: a relative error bound is undefined" in _printed(wide, 200)
+
+
+def test_the_ci_cell_names_its_unit(tmp_path: Path) -> None:
+    """``0.3598–3.422`` under a median of ``1.072 ms`` left the reader to guess the interval's unit;
+    the cell names it (the interval is in its estimate's natural unit)."""
+    text = _printed(_campaign(tmp_path, 12), 200)
+    rows = [line.split() for line in text.splitlines() if re.search(r" [\d.,]+–[\d.,]+", line)]
+    assert len(rows) == len(METRICS) * len(GROUPS), text
+    for r in rows:
+        ci_at = next(i for i, w in enumerate(r) if re.fullmatch(r"[\d.,]+–[\d.,]+", w))
+        assert r[ci_at + 1] in {"us", "ms", "s"} and r[ci_at - 1] in {"us", "ms", "s"}, r
