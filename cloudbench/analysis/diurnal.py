@@ -327,7 +327,8 @@ def _weekday_weekend(t: FloatArray, off: FloatArray, y: FloatArray, day: float, 
     b = np.array([m for k, m in means if wd_of[k] in WEEKEND])
     why = None
     if len(means) < WEEKDAY_TEST_DAYS:
-        why = (f"not testable: {len(means)} whole days ({a.size} weekdays, {b.size} weekend days); "
+        why = (f"not testable: {_days(len(means), 'whole day')} ({_days(a.size, 'weekday')}, "
+               f"{_days(b.size, 'weekend day')}); "
                f"the test compares whole days and needs two weeks of them ({WEEKDAY_TEST_DAYS})")
     elif not a.size or not b.size or 2.0 / math.comb(a.size + b.size, b.size) >= alpha:
         why = (f"not testable: {a.size} weekdays against {b.size} weekend days cannot reach "
@@ -523,3 +524,8 @@ def _mde_anova(n: int, k: int, alpha: float, power: float) -> float | None:
     except (ValueError, RuntimeError):
         return None
     return float(np.asarray(f).item())
+
+
+def _days(n: int, what: str) -> str:
+    """``1 whole day``, ``7 whole days``."""
+    return f"{n} {what}{'' if n == 1 else 's'}"

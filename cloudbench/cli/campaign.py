@@ -134,6 +134,11 @@ def status(
     tz = st["timezone"]
     out.print(f"coverage ({escape(tz)}), weekday × hour: finished runs", highlight=False)
     out.print("  (. planned, ! missed or failed, x cancelled)", highlight=False)
+    day = float((st.get("schedule") or {}).get("day") or 86400.0)
+    if day != 86400.0:
+        out.print(f"  compressed days of {fmt_duration(day)} (schedule.day): a row is one such day,",
+                  highlight=False)
+        out.print(f"  a column one 24th of it ({fmt_duration(day / 24)})", highlight=False)
     out.print("     " + "".join(str(h // 10) for h in range(24)), highlight=False)
     out.print("     " + "".join(str(h % 10) for h in range(24)), highlight=False)
     for wd in ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"):

@@ -108,6 +108,9 @@ def test_weekday_vs_weekend_compares_whole_days_and_needs_two_weeks() -> None:
     # 13 days and a few hours is not two weeks of whole days
     short = diurnal_series(t[12:], y[12:], DAY)
     assert short.mw_p is None and "13 whole days" in (short.weekday_not_testable or "")
+    # one day (a Monday's runs and the next morning's): singular, as printed
+    one = diurnal_series(t[: 30], y[: 30], DAY)
+    assert "not testable: 1 whole day (1 weekday, 0 weekend days)" in (one.weekday_not_testable or "")
 
 
 def test_the_weekday_comes_from_the_day_not_from_the_period() -> None:

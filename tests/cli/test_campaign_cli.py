@@ -150,3 +150,18 @@ def test_start_with_run_starts_now_and_runs_the_slots_in_the_same_process(
     assert first and "before then" not in r.stdout and str(d) in r.stdout.splitlines()
     at = datetime.fromisoformat(first.group(1).replace("Z", "+00:00"))
     assert abs((at - before).total_seconds()) < 5.0  # now, not 30 s away
+
+
+def test_status_of_compressed_days_says_how_long_a_row_and_a_column_are(tmp_path: Path) -> None:
+    """A 2-minute campaign of 60 s days filled Mon-Wed rows of the weekday x hour grid without a
+    word on why; the grid's rows are compressed days and the status says how long they are."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace("cover: hour-of-day", "cover: none, day: 60s"))
+    d = tmp_path / "c"
+    assert runner.invoke(app, ["campaign", "start", str(spec), "--dir", str(d), "--count", "20",
+                               "--every", "6s"]).exit_code == 0
+    text = " ".join(runner.invoke(app, ["campaign", "status", str(d)]).stdout.split())
+    assert "compressed days of 60s (schedule.day): a row is one such day, a column one 24th of it (2.5s)" in text
+    spec.write_text(SPEC)
+    assert runner.invoke(app, ["campaign", "start", str(spec), "--dir", str(tmp_path / "e")]).exit_code == 0
+    assert "compressed days" not in runner.invoke(app, ["campaign", "status", str(tmp_path / "e")]).stdout
