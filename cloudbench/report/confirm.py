@@ -127,14 +127,14 @@ def _confirm_table(result: ConfirmResult, rows: Sequence[SeriesResult], title: s
             *([series_label(r, several)] if with_metric else []), r.series.key.group,
             *([str(r.series.n)] if "n" in columns else []),
             fmt_quantity(ci.estimate, unit),
-            _ci_cell(fmt_quantity(ci.lower, unit, factor), fmt_quantity(ci.upper, unit, factor), name),
+            ci_cell(fmt_quantity(ci.lower, unit, factor), fmt_quantity(ci.upper, unit, factor), name),
             "-" if rel is None or not math.isfinite(rel) else pct(rel),
             "/".join(target_text(t) for t in r.targets),
         )
     return table
 
 
-def _ci_cell(lo: str, hi: str, unit: str) -> str:
+def ci_cell(lo: str, hi: str, unit: str) -> str:
     """``0.3598–3.422 ms``, ``0–0%``: the interval in its estimate's unit, which it names."""
     if lo == "-" or hi == "-":
         return "-"

@@ -31,7 +31,7 @@ from cloudbench.core.tables import natural_key, rep_number
 from cloudbench.core.units import fmt_quantity, natural_unit
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
-from cloudbench.report.confirm import SHARED, pct
+from cloudbench.report.confirm import SHARED, ci_cell, pct
 from cloudbench.report.figures import section_figures
 from cloudbench.report.figures.confirm import convergence_figure
 from cloudbench.report.figures.diurnal import time_of_day_figure
@@ -265,7 +265,7 @@ def _confirm(page: Page, path: Path) -> None:
         own = [w for w in s.get("warnings") or [] if w not in shared]
         rows.append({"metric": s.get("metric"), "group": s.get("group"), "n": s.get("n"),
                      "estimate": fmt_quantity(est, unit),
-                     "ci": "-" if "-" in bounds else f"{bounds[0]}–{bounds[1]}{'%' if name == '%' else ' ' + name}",
+                     "ci": ci_cell(bounds[0], bounds[1], name),
                      "rel": pct(rel) if isinstance(rel, int | float) and math.isfinite(rel) else "-",
                      "targets": targets,
                      "warnings": "; ".join(own) or ("those above" if len(own) < len(s.get("warnings") or [])
