@@ -187,7 +187,8 @@ def null_ar(e: FloatArray) -> tuple[FloatArray, FloatArray]:
     the same SD, 168 runs, it called a change in 11.6 % of 2,000 flat series; AIC alone picked
     order 1 in half of them; this null 6.7 % ± 0.5 % of 2,400 (a known limit, printed by
     bench_changes.py). Flat AR(1) runs (φ 0.6): 4.3 % (the AR(1) null 5.2 %); 48 runs at φ 0.8
-    hold 5 % too. The price is power in short series: a step of one noise SD half-way through 48
+    hold their level too (15 of 300
+    series, 5.0 %, the test). The price is power in short series: a step of one noise SD half-way through 48
     i.i.d. runs is found in 34 % (the AR(1) null 45 %), through 168 runs of 0.6 SD in 30 % (31 %)."""
     n = e.size
     pmax = max(2, min(int(10 * math.log10(n)), n // 4))

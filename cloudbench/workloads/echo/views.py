@@ -170,8 +170,8 @@ def _scheduling_note(rows: list[dict[str, Any]]) -> list[Block]:
     if not medians or max(medians) >= SCHEDULING_SCALE_US:
         return []
     return [note(
-        "the modes' medians are all under 200 µs, where an RTT is mostly the receiving process's "
-        "wake-up (about 10 µs when it is running, 30 µs or more when it must be woken or the cores "
+        f"the modes' medians are all under {SCHEDULING_SCALE_US:.0f} µs, where an RTT is mostly the "
+        "receiving process's wake-up (about 10 µs when it is running, 30 µs or more when it must be woken or the cores "
         "are busy), not the path: a per-round connection's echo follows its handshake, which has "
         "already woken the receiver, so it can be faster than a persistent connection's. Their "
         "order here can change with the rate and the machine's load; the handshake rows are the "
