@@ -175,6 +175,7 @@ MAX_UNAUTHENTICATED = 64
 READY_TIMEOUT_S = 10.0
 ECHO_BUFFER = 256 * 1024
 SERVER_EXIT_GRACE_S = 5.0
+STOP_DRAIN_S = 1.0  # after SIGTERM, echoes in flight get at most this long (or timeout_s) to come back
 
 
 class Interrupted(BaseException):
@@ -419,6 +420,10 @@ class Sender(object):
         self.warm_end = 0
         self.late_sends = 0
         self.max_lag_ns = 0
+        self.stop_signal = 0  # SIGTERM or SIGINT during the rounds: no round after it
+
+    def _on_stop(self, signum: int, frame: object) -> None:
+        self.stop_signal = signum  # the wakeup pipe wakes the loop, which stops sending
 
     @property
     def rounds_sent(self) -> int:
@@ -454,15 +459,25 @@ class Sender(object):
         timeout: a timeout would arm a kernel timer while the echoes are on
         their way, which takes a trap to the hypervisor on virtual machines and
         delays an echo server sharing the CPU.
+
+        SIGTERM or SIGINT only sets :attr:`stop_signal` here (an exception raised
+        between two statements could leave a round handed out with no rows): the
+        loop sends no further round, waits up to STOP_DRAIN_S (or timeout_s) for
+        the echoes in flight, and gives every round already sent its rows.
         """
         old_alarm = signal.signal(signal.SIGALRM, _ignore_signal)
+        old_term = signal.signal(signal.SIGTERM, self._on_stop)
+        old_int = signal.signal(signal.SIGINT, self._on_stop)
         old_wakeup = signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         try:
             self._rounds()
+            self.connections.give_up()
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.set_wakeup_fd(old_wakeup)
             signal.signal(signal.SIGALRM, old_alarm)
+            signal.signal(signal.SIGTERM, old_term)
+            signal.signal(signal.SIGINT, old_int)
 
     def _rounds(self) -> None:
         mono = time.monotonic_ns
@@ -483,8 +498,13 @@ class Sender(object):
         next_send = t0
         next_sweep = INF
         armed = INF  # when the interval timer fires next
+        drain_until = INF  # after a stop signal: when to give up on the echoes in flight
         while True:
             now = mono()
+            if self.stop_signal and drain_until == INF:
+                n_rounds = rnd
+                next_send = INF
+                drain_until = now + min(timeout_ns, int(STOP_DRAIN_S * 1e9))
             if now >= next_sweep:
                 next_sweep = conns.sweep(now)
             if now >= conns.next_maint:
@@ -493,7 +513,7 @@ class Sender(object):
                 idle = conns.outstanding() == 0
                 if idle and w.n >= w.soft:
                     w.flush()  # while nothing is in flight
-                if idle and rnd >= n_rounds:
+                if rnd >= n_rounds and (idle or now >= drain_until):
                     break
             if rnd < n_rounds and now >= next_send:
                 lag = now - (t0 + int(rnd * interval))
@@ -516,7 +536,7 @@ class Sender(object):
                     conns.offset = clock_offset()
                 send_round(rnd - 1)
             else:
-                wake = min(next_send, next_sweep, conns.next_maint)
+                wake = min(next_send, next_sweep, conns.next_maint, drain_until)
                 if wake <= now:
                     continue
                 if wake < armed or armed <= now:
@@ -641,6 +661,7 @@ def _measure(cfg: Config, config_path: str, f: io.FileIO) -> tuple[Sender, list[
             finally:
                 gc.unfreeze()
                 gc.enable()
+            interrupted = sender.stop_signal
         except Interrupted as e:
             interrupted = int(e.args[0]) if e.args else int(signal.SIGTERM)
         finally:

@@ -247,6 +247,12 @@ class Connections(object):
         """Count ``msg`` in the error tally."""
         self.errors[msg] = self.errors.get(msg, 0) + 1
 
+    def give_up(self) -> None:
+        """The run stops early: what is still in flight becomes timeout rows (conn_lost),
+        so that every round handed to :meth:`send_round` has a row for every peer."""
+        for p in self.peers:
+            self.fail_inflight(p)
+
     def close(self) -> None:
         """Close every connection (frames still in flight get no row)."""
         for p in self.peers:
@@ -716,6 +722,13 @@ class RoundConnections(Connections):
         self.fail_inflight(p)
         self.drop(p)
         self.round_failed(p, "connection lost: %s" % why)
+
+    def give_up(self) -> None:
+        """As :meth:`Connections.give_up`, and rounds whose connection is still being set up."""
+        for p in self.peers:
+            if p.pending >= 0:
+                self.round_failed(p, "the run stopped before the round finished")
+        Connections.give_up(self)
 
     def round_failed(self, p: Peer, why: str) -> None:
         """The pending round got no frame out: a timeout row (its handshake time if known)."""

@@ -515,6 +515,40 @@ def test_interrupted_run_keeps_its_rows_and_says_so(tmp_path: Path) -> None:
     assert summary["rows"] == len(rec)
 
 
+def test_a_stop_with_echoes_in_flight_gives_every_round_sent_its_rows(tmp_path: Path) -> None:
+    """SIGTERM while every echo is in flight (a peer that never answers, a 30 s timeout):
+    the rounds already sent still get their rows (timeout, conn_lost), within about a
+    second of drain, and the summary's rounds and rows agree with the file."""
+    addr = "127.0.0.2"
+    port = free_port(addr)
+    with socket.socket() as silent:  # accepts (in the kernel backlog), never echoes
+        silent.bind(("127.0.0.5", 0))
+        silent.listen(4)
+        peers = [{"id": 0, "name": "h0", "addr": addr, "port": port},
+                 {"id": 7, "name": "silent", "addr": "127.0.0.5", "port": silent.getsockname()[1]}]
+        cfg = host_config("h0", 0, addr, port, peers, duration_s=30.0, warmup_s=0.0,
+                          timeout_s=30.0, rate=50.0)
+        path = tmp_path / "h0.json"
+        path.write_text(json.dumps(cfg))
+        cmd = [sys.executable, str(WORKER), "run", str(path), str(tmp_path / "h0.bin")]
+        with started([cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as [proc]:
+            time.sleep(1.5)
+            proc.terminate()
+            t_term = time.monotonic()
+            stdout, _ = proc.communicate(timeout=20)
+            stop_s = time.monotonic() - t_term
+    assert proc.returncode == 3
+    summary = json.loads(stdout)
+    _, rec = read_echo_file(tmp_path / "h0.bin")
+    rounds = summary["rounds"]
+    assert rounds >= 10
+    assert_complete(rec, rounds, [0, 7])
+    assert summary["rows"] == len(rec)
+    mute = rec[rec["peer"] == 7]
+    assert ((mute["flags"] & FLAG_TIMEOUT) != 0).all() and ((mute["flags"] & FLAG_CONN_LOST) != 0).all()
+    assert stop_s < worker.STOP_DRAIN_S + worker.SERVER_EXIT_GRACE_S + 5  # not the 30 s timeout
+
+
 def test_bad_config_and_unwritable_output_exit_non_zero(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"schema": 1, "host": "x"}))
