@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,7 +28,7 @@ DirArg = Annotated[Path, typer.Argument(help="campaign directory (made by `campa
 
 def _seconds(utc: str) -> str:
     """An ISO UTC time to the second, as the log lines print it (2026-11-26T10:00:00Z)."""
-    return utc[:19] + "Z"
+    return utc_stamp(datetime.fromisoformat(utc.replace("Z", "+00:00")))
 
 
 def _log(msg: str) -> None:
