@@ -28,6 +28,7 @@ from cloudbench.analysis.compare import Threshold
 from cloudbench.analysis.diurnal import run_values
 from cloudbench.core.files import utc_stamp
 from cloudbench.core.tables import titled_table
+from cloudbench.core.units import unit_name
 from cloudbench.errors import AnalysisError, UsageError
 from cloudbench.report.confirm import fmt_value
 from cloudbench.report.diurnal import schedule_of, value_times
@@ -44,7 +45,7 @@ def size_text(c: ChangeJSON, sep: str = ", ", unit_sep: str = " ") -> tuple[str,
     cells wrap at spaces); the page keeps them."""
     if c["size"] is not None and (ci := c["size_ci"]) is not None:
         return f"{c['size']:+.1%}", f"[{ci[0]:+.1%}{sep}{ci[1]:+.1%}]"
-    return f"{c['diff']:+.4g}{unit_sep}{c['unit']}", f"[{c['diff_ci'][0]:+.4g}{sep}{c['diff_ci'][1]:+.4g}]"
+    return f"{c['diff']:+.4g}{unit_sep}{unit_name(c['unit'])}", f"[{c['diff_ci'][0]:+.4g}{sep}{c['diff_ci'][1]:+.4g}]"
 
 
 def _pair(ci: tuple[float, float] | None) -> list[float] | None:
@@ -375,7 +376,7 @@ def render_changes(res: ChangesJSON, console: Console) -> None:
         table = titled_table(title, ("metric", "group", "since (UTC)", "before", "after", "size", "95% CI",
                                      "p (Holm)"), left=("metric", "group", "since (UTC)"), key=2)
         for c in res["changes"]:
-            u = c["unit"]  # no space before it: the table wraps cells at spaces
+            u = unit_name(c["unit"])  # no space before it: the table wraps cells at spaces
             size, ci = size_text(c, sep=",", unit_sep="")
             table.add_row(escape(f"{c['workload']}:{c['metric']}" if several else c["metric"]), escape(c["group"]),
                           c["time_utc"], fmt_value(c["level_before"]) + u,

@@ -13,7 +13,7 @@ from rich.markup import escape
 from cloudbench.analysis.compare import ALPHA, MIN_N
 from cloudbench.core.files import write_json_atomic
 from cloudbench.core.tables import titled_table
-from cloudbench.core.units import fmt_quantity
+from cloudbench.core.units import fmt_quantity, unit_name
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
 from cloudbench.report.compare import COMPARE_DIR, HTML_NAME, JSON_NAME, CompareResult, Row, many, to_json
@@ -41,8 +41,8 @@ def _units(res: CompareResult) -> str:
 
 
 def _unit(unit: str) -> str:
-    """`` us`` after a value; nothing for dimensionless (``1``) or no unit."""
-    return "" if unit in ("", "1") else f" {unit}"
+    """`` µs`` after a value (the data's ``us``); nothing for dimensionless (``1``) or no unit."""
+    return "" if unit in ("", "1") else f" {unit_name(unit)}"
 
 
 _STYLE = {"better": "green", "worse": "red", "different": "magenta", "equivalent": "cyan"}

@@ -22,6 +22,7 @@ from cloudbench.report.confirm import (
     write_confirm,
 )
 from cloudbench.report.html import find_confirm
+from cloudbench.report.threshold import parse_threshold, threshold_in
 from cloudbench.store.rundir import RunDir
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
 
@@ -111,7 +112,7 @@ def test_the_html_report_reads_confirm_json_new_and_old_location(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("value", "unit", "text"), [
-    (3980.0, "us", "3.98 ms"), (113.4, "us", "113.4 us"), (2_500_000.0, "us", "2.5 s"),
+    (3980.0, "us", "3.98 ms"), (113.4, "us", "113.4 µs"), (2_500_000.0, "us", "2.5 s"),
     (0.012, "1", "1.2%"), (47.82, "Mbit/s", "47.82 Mbit/s"), (float("nan"), "us", "-"), (None, "us", "-"),
 ])
 def test_numbers_in_their_natural_unit(value: float | None, unit: str, text: str) -> None:
@@ -187,4 +188,15 @@ def test_the_ci_cell_names_its_unit(tmp_path: Path) -> None:
     assert len(rows) == len(METRICS) * len(GROUPS), text
     for r in rows:
         ci_at = next(i for i, w in enumerate(r) if re.fullmatch(r"[\d.,]+–[\d.,]+", w))
-        assert r[ci_at + 1] in {"us", "ms", "s"} and r[ci_at - 1] in {"us", "ms", "s"}, r
+        assert r[ci_at + 1] in {"µs", "ms", "s"} and r[ci_at - 1] in {"µs", "ms", "s"}, r
+
+
+def test_microseconds_print_as_us_sign_and_the_threshold_still_reads_us(tmp_path: Path) -> None:
+    """confirm printed ``113.4 us`` and ``85.2–142.9 us`` where the report prints ``µs``; the data keep
+    their unit ``us`` and ``--threshold 50us`` still parses."""
+    camp = make_campaign(tmp_path, "c", [FakeRun({("rtt_p50_us", "same_subnet"): normal_values(12, 113.4, 0.05, 1)})])
+    text = _printed(camp, 200)
+    words = text.split()
+    assert "µs" in words and "us" not in words, text
+    assert threshold_in(parse_threshold("50us"), "us") == threshold_in(parse_threshold("50µs"), "us") == 50
+    assert confirm(camp, ConfirmParams(subsets=20)).series[0].series.unit == "us"
