@@ -22,10 +22,12 @@ from typing import TypedDict
 import numpy as np
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from cloudbench.analysis.changes import MIN_RUNS, Change, SeriesChanges, find_changes_holm
 from cloudbench.analysis.compare import Threshold
 from cloudbench.analysis.diurnal import run_values
+from cloudbench.core.blocks import print_line
 from cloudbench.core.files import utc_stamp
 from cloudbench.core.tables import titled_table
 from cloudbench.core.units import unit_name
@@ -382,10 +384,10 @@ def render_changes(res: ChangesJSON, console: Console) -> None:
                           c["time_utc"], fmt_value(c["level_before"]) + u,
                           fmt_value(c["level_after"]) + u, size, ci, f"{c['p_holm']:.2g}")
         console.print(table)
-        console.print("since: the first run at the new level (the change happened after the run before it); "
-                      "size: level after / level before - 1 between the neighbouring changes, with its 95% "
-                      "interval; where the runs cover the schedule's day, a time-of-day sinusoid (fitted with the "
-                      "best single step) is removed first, whether or not `diurnal` finds one.",
-                      highlight=False, style="dim")
+        print_line(console, Text("since: the first run at the new level (the change happened after the run "
+                                 "before it); size: level after / level before - 1 between the neighbouring "
+                                 "changes, with its 95% interval; where the runs cover the schedule's day, a "
+                                 "time-of-day sinusoid (fitted with the best single step) is removed first, "
+                                 "whether or not `diurnal` finds one.", style="dim"))
     for n in res["notes"]:
-        console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
+        print_line(console, f"[yellow]note:[/] {escape(n)}", hang=len("note: "))

@@ -195,13 +195,17 @@ def target_note(t: Target) -> str:
             f"{pred.more} more than the {n} measured; not reliable: {unreliable_reason(pred)}")
 
 
+MIXED_WORDS = "pooled despite differing metadata: "
+"""How a warning about pooled metadata differences begins."""
+
+
 def series_warnings(r: SeriesResult, no_fit: bool = True) -> list[str]:
     """Everything a reader of a series should doubt, in words: pooled metadata differences, no
     CI, dropped values, the checks' warnings, rough predictions, bounds neither reached nor
     predicted (unless ``no_fit`` is False: the terminal says those once for all series), a zero
     estimate."""
     s, ci = r.series, r.ci
-    warns = [f"pooled despite differing metadata: {describe_mismatch(m)}" for m in s.mismatches]
+    warns = [f"{MIXED_WORDS}{describe_mismatch(m)}" for m in s.mismatches]
     if not ci.exists:
         warns.append(ci.note)
     if s.dropped:

@@ -45,7 +45,7 @@ def _printed(path: Path, width: int, params: ConfirmParams | None = None) -> str
 @pytest.mark.parametrize("width", [80, 200])
 def test_below_the_ci_minimum_one_line_says_how_many_more(tmp_path: Path, width: int) -> None:
     text = _printed(_campaign(tmp_path, 2), width)
-    assert " ".join(text.split()) == ("! n = 2: no exact 95 % CI of the median before n = 6; run 4 more "
+    assert " ".join(text.split()) == ("warning: n = 2: no exact 95 % CI of the median before n = 6; run 4 more "
                                       "repetitions (6 series)")  # one line, wrapped at the width, no table
 
 
@@ -78,7 +78,7 @@ def test_cells_fit_whole_and_never_wrap(tmp_path: Path, width: int) -> None:
     path = _campaign(tmp_path, 12)
     text = _printed(path, width)
     lines = text.splitlines()
-    messages = ("!", "*", "±rel", "law.", "fit spans", "modes warned", "after which")
+    messages = ("warning:", "note:")
     table = [line for line in lines if line.strip() and not line.lstrip().startswith(messages)
              and not line.rstrip().endswith(":")]
     assert all(len(line) <= width for line in table), text
