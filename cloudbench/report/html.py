@@ -21,12 +21,14 @@ import html
 import json
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
 from matplotlib.figure import Figure
 
 from cloudbench.core.blocks import Block, ReportLine, table_cells
+from cloudbench.core.files import utc_stamp
 from cloudbench.core.tables import rep_number
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
@@ -102,6 +104,8 @@ class Page:
         self.toc: list[tuple[str, str]] = []
         self.written: list[Path] = []
         self.names: set[str] = set()
+        self.shown: set[str] = set()
+        """Lines of the terminal report already on the page (the workers' health, under "Can it be trusted?")."""
 
     def heading(self, text: str, anchor: str) -> None:
         self.toc.append((anchor, text))
@@ -133,6 +137,17 @@ class Page:
             f'<span class="small">(files: {FIGURES_DIR}/{esc(name)}.svg, .png)</span></figcaption></figure>')
 
 
+def to_the_second(stamp: str | None) -> str:
+    """An ISO UTC time as the terminal prints it, to the second (``2026-11-26T09:17:40Z``; the
+    manifest keeps microseconds); ``?`` for none, anything unreadable as it is."""
+    if not stamp:
+        return "?"
+    try:
+        return utc_stamp(datetime.fromisoformat(stamp.replace("Z", "+00:00")))
+    except ValueError:
+        return stamp
+
+
 def _close(fig: Figure) -> None:
     fig.clear()
 
@@ -145,8 +160,9 @@ def _trust(page: Page, report: dict[str, Any], views: ReportViews) -> None:
     status = report.get("status", "?")
     cls = "ok" if status == "complete" else "bad"
     page.add(f'<p>Run status: <span class="status {cls}">{esc(status)}</span>, '
-             f"{esc(report.get('repetitions'))} repetition(s), started {esc(report.get('started_utc') or '?')}, "
-             f"ended {esc(report.get('ended_utc') or '?')} (UTC).</p>")
+             f"{esc(report.get('repetitions'))} repetition(s), "
+             f"started {esc(to_the_second(report.get('started_utc')))}, "
+             f"ended {esc(to_the_second(report.get('ended_utc')))} (UTC).</p>")
     if not report.get("damaged"):
         page.add('<p class="ok">Every file matches the checksum the run recorded.</p>')
     if not report.get("failures"):
@@ -158,7 +174,9 @@ def _trust(page: Page, report: dict[str, Any], views: ReportViews) -> None:
         if health:
             share = health["late_sends"] / health["rounds"] if health.get("rounds") else 0.0
             cls = "warn" if health["cpu_pct_max"] > 50 or share > 0.01 else "ok"
-            page.add(f'<p class="{cls}">{esc(health_text(wname, health))}.</p>')
+            text = health_text(wname, health)
+            page.shown.add(text)  # said here, not again under the workload's tables
+            page.add(f'<p class="{cls}">{esc(text)}.</p>')
     # every warning the terminal prints, each naming its workload
     warnings = views.warnings()
     if warnings:
@@ -196,7 +214,8 @@ def _workloads(page: Page, report: dict[str, Any], views: ReportViews) -> None:
         for plot in section_figures(wname, w):
             page.figure(plot)
         for b in views.workloads.get(wname, []):
-            page.add(block_html(b))
+            if not (isinstance(b, ReportLine) and b.text in page.shown):
+                page.add(block_html(b))
 
 
 def _time_of_day(page: Page, tod: dict[str, Any], views: ReportViews) -> None:
