@@ -381,3 +381,20 @@ def test_the_box_plots_of_swept_values_share_one_y_scale() -> None:
     alone = plot(next(p for p in section_figures("echo", {"kind": "echo", "boxes": boxes("", 1.0)})
                       if p.name.endswith("-box")))
     assert "swept values" not in alone.alt
+
+
+def test_log_rtt_axes_label_plain_numbers() -> None:
+    """The quickstart's box plot was labelled 2×10^1, 6×10^1, 4×10^2 and the heat maps' colour bars
+    3×10^1, 6×10^1: RTT axes read 20, 60, 400, as the tables print them."""
+    pairs = echo_pairs(np.random.default_rng(3))
+    grid = plot(grid_plot("echo", {"kind": "echo", "hosts": HOSTS, "pairs": pairs}))
+    boxes = [{"group": g, "count": 1000, "p5": 13.0 * (i + 1), "p25": 21.0 * (i + 1), "p50": 45.0 * (i + 1),
+              "p75": 70.0 * (i + 1), "p95": 400.0 * (i + 1), "mean": 75.0 * (i + 1)}
+             for i, g in enumerate(("self", "same_subnet"))]
+    box = plot(next(p for p in section_figures("echo", {"kind": "echo", "boxes": boxes}) if p.name.endswith("-box")))
+    for p in (grid, box):
+        p.figure.canvas.draw()
+        labels = [t.get_text() for ax in p.figure.axes for axis in (ax.xaxis, ax.yaxis) if axis.get_scale() == "log"
+                  for t in [*axis.get_majorticklabels(), *axis.get_minorticklabels()] if t.get_text()]
+        assert len(labels) >= 3, (p.name, labels)
+        assert all(re.fullmatch(r"[\d,]+(\.\d+)?", x) for x in labels), (p.name, labels)

@@ -28,6 +28,7 @@ from cloudbench.report.figures.style import (
     group_style,
     new_figure,
     panel_grid,
+    plain_log,
 )
 from cloudbench.workloads.echo.report import rtt_count
 from cloudbench.workloads.echo.sweeps import LEVEL, swept_fields
@@ -120,6 +121,7 @@ def sweep_plots(wname: str, sec: dict[str, Any]) -> list[Drawing]:
             ax.set_xscale("log", base=2)
             if _log_wanted(ys_all):
                 ax.set_yscale("log")
+                plain_log(ax.yaxis)
             ticks = sorted({float(r[field]) for r in rows})
             ax.set_xticks(ticks, [_size(v) if field == "payload" else f"{v:g}" for v in ticks])
             # the swept values only on the x axis; a log RTT axis keeps its minor ticks, which carry
@@ -199,6 +201,7 @@ def box_plot(wname: str, sec: dict[str, Any], span: tuple[float, float] | None =
         box.set_edgecolor("black")
     if _log_wanted([r[P5] for r in rows] + [r[P95] for r in rows] + list(span or ())):
         ax.set_yscale("log")
+        plain_log(ax.yaxis)
     if span is not None:
         ax.set_ylim(*span)
     ax.set_ylabel("round-trip time (µs)")
@@ -242,6 +245,7 @@ def tail_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     floor = max(min(p[0] for pts in by.values() for p in pts), 1e-5)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log(ax.xaxis)  # RTTs as 100, 1,000; the exceedance keeps its powers of ten
     ax.set_ylim(floor / 2.0, 1.3)
     for e, name in ((1e-2, P99), (1e-3, P99_9), (1e-4, P99_99), (1e-5, P99_999)):
         if e < floor * (1 - 1e-9):
@@ -341,6 +345,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="latency group")
     if _log_wanted([r[stat] for r in windows]):
         ax.set_yscale("log")
+        plain_log(ax.yaxis)
     _time_axis(ax, [t for t in starts.values() if t is not None] if use_utc else [])
     ax.set_ylabel(f"{stat} RTT per {sec.get('window_s', '?'):g} s window (µs)"
                   if finite(sec.get("window_s")) else f"{stat} RTT per window (µs)")
@@ -475,7 +480,9 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
                         dark = norm(v) < 0.6
                         ax.text(j, i, grid_cell(v), ha="center", va="center",
                                 fontsize=6.5, color="white" if dark else "black")
-        fig.colorbar(image, ax=ax, shrink=0.8, label=f"{k} RTT (µs; cells ≥ 1000 µs in ms)")
+        bar = fig.colorbar(image, ax=ax, shrink=0.8, label=f"{k} RTT (µs; cells ≥ 1000 µs in ms)")
+        if isinstance(norm, LogNorm):
+            plain_log(bar.ax.yaxis)
         ranges.append(f"{k} from {_fmt_us(float(vals.min()))} to {_fmt_us(float(vals.max()))}")
     missing = int(np.isnan(next(iter(mats.values()))).sum())
     most = max((rtt_count(r) for r in pairs), default=0)
@@ -514,6 +521,7 @@ def quorum_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     ax.set_ylim(-0.7, len(rows) - 0.3)
     if _log_wanted([r.get(P5) for r in rows] + [r.get(P99_9) for r in rows]):
         ax.set_xscale("log")
+        plain_log(ax.xaxis)
     ax.set_xlabel("quorum latency: k-th fastest reply of a round (µs); line p5–p99.9")
     ax.grid(axis="x", alpha=0.3, which="both")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
