@@ -4,12 +4,16 @@ and stay one line each when piped: ``cloudbench validate`` of the quickstart, wh
 
 from __future__ import annotations
 
+import io
 import os
 import pty
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
@@ -51,3 +55,22 @@ def test_validate_wraps_in_a_terminal_and_not_when_piped() -> None:
     assert [w for line in lines for w in line.split()] == [w for m in messages for w in m.split()]
     assert len(lines) > 2 and all(line.startswith("  ") for line in lines if not line.startswith(("repetitions",
                                                                                                    "ok:")))
+
+
+def test_campaign_log_lines_hang_under_their_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`campaign run`'s log lines (a UTC stamp, then the message) ran past 80 columns in a terminal."""
+    from cloudbench.cli import campaign
+
+    msg = ("campaign diurnal-testbed: /tmp/nu-s5/results/diurnal-testbed (pid 8411) slot 0: run "
+           "20261126T115909Z-b921 (started 0.2s after its planned time)")
+    for terminal in (True, False):
+        buf = io.StringIO()
+        monkeypatch.setattr(campaign, "err", Console(file=buf, width=80, force_terminal=terminal, color_system=None))
+        campaign._log(msg)
+        lines = buf.getvalue().splitlines()
+        stamp = lines[0].split()[0]
+        if terminal:
+            assert len(lines) == 3 and all(len(line) <= 80 for line in lines), lines
+            assert all(line.startswith(" " * (len(stamp) + 1)) and line[len(stamp) + 1] != " " for line in lines[1:])
+        else:
+            assert lines == [f"{stamp} {msg}"]
