@@ -200,3 +200,20 @@ def test_microseconds_print_as_us_sign_and_the_threshold_still_reads_us(tmp_path
     assert "µs" in words and "us" not in words, text
     assert threshold_in(parse_threshold("50us"), "us") == threshold_in(parse_threshold("50µs"), "us") == 50
     assert confirm(camp, ConfirmParams(subsets=20)).series[0].series.unit == "us"
+
+
+def test_a_series_rough_guesses_share_one_line(tmp_path: Path) -> None:
+    """The compressed-day confirm printed the same 60-word reason twice per series, once for ±1% and
+    once for ±5% ("ROUGH GUESS ... about 17524 repetitions ... not reliable: the fit spans only ...")."""
+    path = _campaign(tmp_path, 12)
+    result = confirm(path, ConfirmParams(subsets=20))
+    both = [r for r in result.series if sum(t.prediction is not None and not t.prediction.reliable
+                                            for t in r.targets) == 2]
+    assert both  # the data give series with two rough guesses: the test tests something
+    text = " ".join(_printed(path, 200).split())
+    for r in both:
+        name = f"{r.series.key.metric} / {r.series.key.group}: ROUGH GUESS"
+        assert text.count(name) == 1, name
+        (e1, p1), (e2, p2) = ((t.error, t.prediction) for t in r.targets if t.prediction is not None)
+        assert (f"{name} from the 1/√n law: ±{e1 * 100:g}% after about {p1.n} repetitions, ±{e2 * 100:g}% after "
+                f"about {p2.n} ({p1.more} and {p2.more} more than the 12 measured); not reliable:") in text

@@ -398,3 +398,15 @@ def test_log_rtt_axes_label_plain_numbers() -> None:
                   for t in [*axis.get_majorticklabels(), *axis.get_minorticklabels()] if t.get_text()]
         assert len(labels) >= 3, (p.name, labels)
         assert all(re.fullmatch(r"[\d,]+(\.\d+)?", x) for x in labels), (p.name, labels)
+
+
+def test_the_box_plot_legend_covers_no_whisker() -> None:
+    """The compressed-day run's box plot (one group, p95 near the top) had its legend over the upper whisker."""
+    boxes = [{"group": "cross_region", "count": 100, "p5": 9080.0, "p25": 9350.0, "p50": 9580.0, "p75": 9850.0,
+              "p95": 12700.0, "mean": 9980.0}]
+    p = plot(next(p for p in section_figures("echo", {"kind": "echo", "boxes": boxes}) if p.name.endswith("-box")))
+    p.figure.canvas.draw()
+    (ax,) = data_axes(p)
+    legend = ax.get_legend().get_window_extent()
+    drawn = [line.get_window_extent() for line in ax.lines if len(line.get_xdata()) and line.get_visible()]
+    assert drawn and not any(legend.overlaps(b) for b in drawn), (legend, drawn)

@@ -185,7 +185,7 @@ def box_plot(wname: str, sec: dict[str, Any], span: tuple[float, float] | None =
     if not rows:
         return _nothing(f"{slug(wname)}-box", f"{wname}: RTT per latency group", "box plot", listed,
                         "latency group", "the percentiles of a box")
-    fig = new_figure(max(4.5, 1.3 * len(rows) + 2.0), 4.0)
+    fig = new_figure(max(4.5, 1.3 * len(rows) + 2.0) + 1.6, 4.0)  # the legend beside the axes
     ax = fig.add_subplot()
     stats = [{"label": r["group"], "whislo": r[P5], "q1": r[P25], "med": r[P50], "q3": r[P75],
               "whishi": r[P95], "mean": r["mean"], "fliers": []} for r in rows]
@@ -211,7 +211,7 @@ def box_plot(wname: str, sec: dict[str, Any], span: tuple[float, float] | None =
     ax.legend(handles=[Line2D([], [], color="black", linewidth=2, label="median"),
                        Line2D([], [], marker="D", color="none", markerfacecolor="white", markeredgecolor="black",
                               label="mean")],
-              loc="upper left", title="box p25–p75, whiskers p5–p95")
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), title="box p25–p75,\nwhiskers p5–p95")  # off the boxes
     alt = (f"Box plot of {wname} round-trip times per latency group (box p25 to p75, line the median, "
            "whiskers p5 and p95, diamond the mean): "
            + "; ".join(f"{r['group']} median {_fmt_us(r[P50])}, p5 {_fmt_us(r[P5])}, "
