@@ -410,3 +410,20 @@ def test_the_box_plot_legend_covers_no_whisker() -> None:
     legend = ax.get_legend().get_window_extent()
     drawn = [line.get_window_extent() for line in ax.lines if len(line.get_xdata()) and line.get_visible()]
     assert drawn and not any(legend.overlaps(b) for b in drawn), (legend, drawn)
+
+
+def test_the_time_of_day_heat_maps_read_in_natural_units() -> None:
+    """The compressed-day page's heat maps had colour bars of 7500..20000 labelled "median us"."""
+    from cloudbench.report.figures.diurnal import time_of_day_figure
+
+    grid = [[None] * 24 for _ in range(7)]
+    grid[1][3], grid[2][5], grid[1][9] = 7500.0, 20000.0, 11000.0
+    tod = {"runs": 3, "timezone": "UTC", "verdict": "v", "coverage": None,
+           "heatmaps": [{"workload": "echo", "metric": "rtt_p50_us", "group": "g", "unit": "us", "significant": True,
+                         "p_holm": 0.002, "heatmap": grid}]}
+    p = time_of_day_figure(tod)
+    assert p is not None
+    (bar,) = [ax for ax in p.figure.axes if ax.get_label() == "<colorbar>"]
+    assert bar.get_ylabel() == "median (ms)"
+    (ax,) = data_axes(p)
+    assert ax.images[0].norm.vmin == pytest.approx(7.5) and ax.images[0].norm.vmax == pytest.approx(20.0)
