@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from cloudbench.core.blocks import print_line
 from cloudbench.errors import CloudbenchError, ExitCode
 
 app = typer.Typer(
@@ -31,10 +32,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# Soft wrap: a message is one line however narrow the terminal (or 80 columns when piped), so a
-# program can parse it; tables still fit the width.
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+# Piped or redirected, a message is one line whatever the width, so a program can grep it; on a
+# terminal, lines wrap at spaces to its width (COLUMNS, else the terminal's size), never mid-word,
+# and warnings hang under their text (print_line). Tables fit the width either way.
+out = Console()
+out.soft_wrap = not out.is_terminal
+err = Console(stderr=True)
+err.soft_wrap = not err.is_terminal
 F = TypeVar("F", bound=Callable[..., Any])
 
 SpecArg = Annotated[Path, typer.Argument(help="campaign spec (YAML)", show_default=False)]
@@ -48,7 +52,7 @@ def guard(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except CloudbenchError as e:
-            err.print(f"[red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
+            print_line(err, f"[red]error:[/] {escape(str(e))}", hang=len("error: "))
             raise typer.Exit(int(e.exit_status)) from None
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/]: everything created was torn down; "
@@ -61,4 +65,4 @@ def guard(fn: F) -> F:
 def print_warnings(warnings: list[str]) -> None:
     """A spec's warnings (valid but suspicious input), one line each on stderr."""
     for w in warnings:
-        err.print(f"[yellow]{escape(w)}[/]", highlight=False, soft_wrap=True)
+        print_line(err, f"[yellow]{escape(w)}[/]")

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 import cloudbench
 from cloudbench.cli.app import SpecArg, app, err, guard, out, print_warnings
+from cloudbench.core.blocks import print_line
 from cloudbench.core.files import utc_stamp
 from cloudbench.core.units import fmt_bytes, fmt_duration
 
@@ -33,7 +34,7 @@ def _seconds(utc: str) -> str:
 
 def _log(msg: str) -> None:
     stamp = utc_stamp()
-    err.print(f"{stamp} {escape(msg)}", highlight=False, soft_wrap=True)
+    print_line(err, f"{stamp} {escape(msg)}", hang=len(stamp) + 1)  # one line when piped (a log to grep)
 
 
 @campaign_app.command()
@@ -79,14 +80,14 @@ def start(
     out.print(f"{st['total_slots']} slots, {sum(st['trials'].values())} trials; first at {first}{then}",
               highlight=False, soft_wrap=True)
     sp = st["space"]
-    err.print(f"disk (estimate): a run peaks at {fmt_bytes(sp['run_peak_bytes'])} and keeps "
-              f"{fmt_bytes(sp['run_final_bytes'])}; all {sp['slots']} slots keep "
-              f"{fmt_bytes(sp['campaign_final_bytes'])}"
-              f"; {fmt_bytes(sp['free_bytes'])} free in {escape(str(d))}", highlight=False)
+    print_line(err, f"disk (estimate): a run peaks at {fmt_bytes(sp['run_peak_bytes'])} and keeps "
+                    f"{fmt_bytes(sp['run_final_bytes'])}; all {sp['slots']} slots keep "
+                    f"{fmt_bytes(sp['campaign_final_bytes'])}"
+                    f"; {fmt_bytes(sp['free_bytes'])} free in {escape(str(d))}")
     if sp["campaign_peak_bytes"] > sp["free_bytes"]:
-        err.print(f"[yellow]warning: the campaign needs about {fmt_bytes(sp['campaign_peak_bytes'])}, more than "
-                  f"the {fmt_bytes(sp['free_bytes'])} free: slots that find too little free space are recorded "
-                  "missed[/]", highlight=False)
+        print_line(err, f"[yellow]warning: the campaign needs about {fmt_bytes(sp['campaign_peak_bytes'])}, more "
+                        f"than the {fmt_bytes(sp['free_bytes'])} free: slots that find too little free space are "
+                        "recorded missed[/]", hang=len("warning: "))
     out.print(escape(str(d)), highlight=False, soft_wrap=True)
     if run_now:
         run_(d)

@@ -13,6 +13,7 @@ from rich.tree import Tree
 
 import cloudbench
 from cloudbench.cli.app import SpecArg, app, guard, out, print_warnings
+from cloudbench.core.blocks import print_line
 from cloudbench.core.catalog import CLOUDS
 from cloudbench.core.tables import titled_table
 from cloudbench.core.units import fmt_bytes, fmt_duration
@@ -46,8 +47,8 @@ def validate(spec: SpecArg) -> None:
     plan = cloudbench.make_plan(s)
     disk = cloudbench.space_estimate(s)
     print_warnings(_repetitions_warnings(s.repetitions, disk.slots))
-    out.print(f"[green]ok[/]: {escape(str(spec))}: campaign {s.name!r}, {len(s.topology())} hosts, "
-              f"{measurement(plan, disk.slots)}, {space_summary(disk)}")
+    print_line(out, f"[green]ok[/]: {escape(str(spec))}: campaign {s.name!r}, {len(s.topology())} hosts, "
+                    f"{measurement(plan, disk.slots)}, {space_summary(disk)}")
 
 
 def _repetitions_warnings(repetitions: int, slots: int) -> list[str]:

@@ -86,26 +86,32 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-_TIME_UNITS = (("s", 1e6), ("ms", 1e3), ("us", 1.0))
+_TIME_UNITS = (("s", 1e6), ("ms", 1e3), ("µs", 1.0))
 _TIME_SCALE = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 
 
 def natural_unit(value: float, unit: str) -> tuple[float, str]:
     """The factor and unit a value of ``unit`` reads best in: microseconds from 1,000 on as ms,
-    from 1,000,000 on as s; a fraction (unit ``1``) as a percentage; anything else as it is.
+    from 1,000,000 on as s, below as ``µs`` (the data's ``us`` is printed as ``µs``, as every
+    report prints it); a fraction (unit ``1``) as a percentage; anything else as it is.
     Multiply the value (and its interval's bounds) by the factor."""
     if unit in _TIME_SCALE:
         us = abs(value) * _TIME_SCALE[unit]
         for name, scale in _TIME_UNITS:
-            if us >= scale or name == "us":
+            if us >= scale or name == "µs":
                 return _TIME_SCALE[unit] / scale, name
     if unit == "1":
         return 100.0, "%"
     return 1.0, unit
 
 
+def unit_name(unit: str) -> str:
+    """A unit as printed: ``µs`` for the data's ``us``; any other unit as it is."""
+    return "µs" if unit == "us" else unit
+
+
 def fmt_quantity(value: float | None, unit: str, factor: float | None = None, digits: int = 4) -> str:
-    """``3.98 ms`` for 3980 us, ``1.2%`` for a fraction 0.012, ``-`` for none or non-finite;
+    """``3.98 ms`` for 3980 us, ``113.4 µs`` for 113.4 us, ``1.2%`` for a fraction 0.012, ``-`` for none or non-finite;
     ``factor``: the scale of another value (an interval's bounds in their estimate's unit),
     then the number alone."""
     if value is None or value != value or value in (float("inf"), float("-inf")):

@@ -22,12 +22,15 @@ from typing import TypedDict
 import numpy as np
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from cloudbench.analysis.changes import MIN_RUNS, Change, SeriesChanges, find_changes_holm
 from cloudbench.analysis.compare import Threshold
 from cloudbench.analysis.diurnal import run_values
+from cloudbench.core.blocks import print_line
 from cloudbench.core.files import utc_stamp
 from cloudbench.core.tables import titled_table
+from cloudbench.core.units import unit_name
 from cloudbench.errors import AnalysisError, UsageError
 from cloudbench.report.confirm import fmt_value
 from cloudbench.report.diurnal import schedule_of, value_times
@@ -44,7 +47,7 @@ def size_text(c: ChangeJSON, sep: str = ", ", unit_sep: str = " ") -> tuple[str,
     cells wrap at spaces); the page keeps them."""
     if c["size"] is not None and (ci := c["size_ci"]) is not None:
         return f"{c['size']:+.1%}", f"[{ci[0]:+.1%}{sep}{ci[1]:+.1%}]"
-    return f"{c['diff']:+.4g}{unit_sep}{c['unit']}", f"[{c['diff_ci'][0]:+.4g}{sep}{c['diff_ci'][1]:+.4g}]"
+    return f"{c['diff']:+.4g}{unit_sep}{unit_name(c['unit'])}", f"[{c['diff_ci'][0]:+.4g}{sep}{c['diff_ci'][1]:+.4g}]"
 
 
 def _pair(ci: tuple[float, float] | None) -> list[float] | None:
@@ -375,16 +378,16 @@ def render_changes(res: ChangesJSON, console: Console) -> None:
         table = titled_table(title, ("metric", "group", "since (UTC)", "before", "after", "size", "95% CI",
                                      "p (Holm)"), left=("metric", "group", "since (UTC)"), key=2)
         for c in res["changes"]:
-            u = c["unit"]  # no space before it: the table wraps cells at spaces
+            u = unit_name(c["unit"])  # no space before it: the table wraps cells at spaces
             size, ci = size_text(c, sep=",", unit_sep="")
             table.add_row(escape(f"{c['workload']}:{c['metric']}" if several else c["metric"]), escape(c["group"]),
                           c["time_utc"], fmt_value(c["level_before"]) + u,
                           fmt_value(c["level_after"]) + u, size, ci, f"{c['p_holm']:.2g}")
         console.print(table)
-        console.print("since: the first run at the new level (the change happened after the run before it); "
-                      "size: level after / level before - 1 between the neighbouring changes, with its 95% "
-                      "interval; where the runs cover the schedule's day, a time-of-day sinusoid (fitted with the "
-                      "best single step) is removed first, whether or not `diurnal` finds one.",
-                      highlight=False, style="dim")
+        print_line(console, Text("since: the first run at the new level (the change happened after the run "
+                                 "before it); size: level after / level before - 1 between the neighbouring "
+                                 "changes, with its 95% interval; where the runs cover the schedule's day, a "
+                                 "time-of-day sinusoid (fitted with the best single step) is removed first, "
+                                 "whether or not `diurnal` finds one.", style="dim"))
     for n in res["notes"]:
-        console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
+        print_line(console, f"[yellow]note:[/] {escape(n)}", hang=len("note: "))

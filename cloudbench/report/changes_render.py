@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cloudbench.core.files import write_json_atomic
+from cloudbench.core.units import unit_name
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
 from cloudbench.report.changes import ChangeJSON, ChangesJSON, SeriesJSON, size_text
@@ -68,7 +69,7 @@ def series_svg(s: SeriesJSON, changes: list[ChangeJSON]) -> str:
         xa, xb = x(bounds[i + 1]), x(bounds[i + 2])
         parts.append(f'<rect x="{xa:.1f}" y="{y(hi):.1f}" width="{xb - xa:.1f}" height="{max(y(lo) - y(hi), 1):.1f}" '
                      f'fill="#f4cccc"><title>95% interval of the level after: '
-                     f'{html.escape(fmt_value(lo))}..{html.escape(fmt_value(hi))} {html.escape(c["unit"])}'
+                     f'{html.escape(fmt_value(lo))}..{html.escape(fmt_value(hi))} {html.escape(unit_name(c["unit"]))}'
                      '</title></rect>')
     for t, v in pts:
         parts.append(f'<circle cx="{x(t):.1f}" cy="{y(v):.1f}" r="2" fill="#1d4e89"/>')
@@ -93,7 +94,7 @@ def series_svg(s: SeriesJSON, changes: list[ChangeJSON]) -> str:
         v = y0 + (y1 - y0) * k / 4
         parts.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end">{html.escape(fmt_value(v))}</text>')
     parts.append(f'<text x="{left + width / 2}" y="{base + 30}" text-anchor="middle">UTC time (one dot per run; '
-                 f'{html.escape(s["unit"])})</text></svg>')
+                 f'{html.escape(unit_name(s["unit"]))})</text></svg>')
     return "".join(parts)
 
 
@@ -117,10 +118,11 @@ def to_html(res: ChangesJSON) -> str:
     rows = []
     for c in res["changes"]:
         size, ci = size_text(c)
+        u = e(unit_name(c["unit"]))
         rows.append(f"<tr><td class=l>{e(c['workload'])}</td><td class=l>{e(c['metric'])}</td>"
                     f"<td class=l>{e(c['group'])}</td><td class=l>{e(c['time_utc'])}</td>"
-                    f"<td>{e(fmt_value(c['level_before']))} {e(c['unit'])}</td>"
-                    f"<td>{e(fmt_value(c['level_after']))} {e(c['unit'])}</td><td>{e(size)}</td><td>{e(ci)}</td>"
+                    f"<td>{e(fmt_value(c['level_before']))} {u}</td>"
+                    f"<td>{e(fmt_value(c['level_after']))} {u}</td><td>{e(size)}</td><td>{e(ci)}</td>"
                     f"<td>{'-' if (q := c['p_holm']) is None else f'{q:.2g}'}</td></tr>")
     tested = sum(s["p_first"] is not None for s in res["series"])
     table = ("<table><tr><th class=l>workload</th><th class=l>metric</th><th class=l>group</th>"

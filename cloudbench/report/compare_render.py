@@ -9,11 +9,13 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from cloudbench.analysis.compare import ALPHA, MIN_N
+from cloudbench.core.blocks import print_line
 from cloudbench.core.files import write_json_atomic
 from cloudbench.core.tables import titled_table
-from cloudbench.core.units import fmt_quantity
+from cloudbench.core.units import fmt_quantity, unit_name
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
 from cloudbench.report.compare import COMPARE_DIR, HTML_NAME, JSON_NAME, CompareResult, Row, many, to_json
@@ -41,8 +43,8 @@ def _units(res: CompareResult) -> str:
 
 
 def _unit(unit: str) -> str:
-    """`` us`` after a value; nothing for dimensionless (``1``) or no unit."""
-    return "" if unit in ("", "1") else f" {unit}"
+    """`` µs`` after a value (the data's ``us``); nothing for dimensionless (``1``) or no unit."""
+    return "" if unit in ("", "1") else f" {unit_name(unit)}"
 
 
 _STYLE = {"better": "green", "worse": "red", "different": "magenta", "equivalent": "cyan"}
@@ -83,29 +85,29 @@ def render(res: CompareResult | Sequence[CompareResult], console: Console) -> No
                       fmt_quantity(c.median_b.estimate, r.unit), change, ci or "-",
                       "-" if c.p_holm is None else f"{c.p_holm:.3g}", verdict_text(r))
     console.print(table)
-    console.print(
+    print_line(console, Text(
         f"change: {'B/A - 1 (Hodges-Lehmann ratio)' if t.relative else 'B - A (Hodges-Lehmann shift)'}"
         f" with its 95% interval; better/worse: p (Holm) < {ALPHA} and beyond ±{t.text()}; "
         f"equivalent: 90% interval inside ±{t.text()}; n < {MIN_N} per side: no interval; "
         f"~N more: about N more {_units(res)} per side would likely decide (from the spread seen).",
-        highlight=False, style="dim")
+        style="dim"))
     if res.differences:
         console.print("[bold]what differs[/] (key metadata, A vs B):", highlight=False)
         for d in res.differences:
             key, detail = d["key"], d["detail"]
             # the detail names the key or the field under it (wan.links[0].delay_s): not twice
             rest = detail[len(key):] if detail.startswith(key) else f": {detail}"
-            console.print(f"  [yellow]{escape(key)}[/]{escape(rest)}", highlight=False)
+            print_line(console, f"  [yellow]{escape(key)}[/]{escape(rest)}")
     else:
-        console.print("[bold]what differs[/]: nothing in the key metadata (same provider, regions, "
-                      "vm types, workload parameters, worker versions)", highlight=False)
+        print_line(console, "[bold]what differs[/]: nothing in the key metadata (same provider, regions, "
+                            "vm types, workload parameters, worker versions)")
     for name, keys in (("A", res.only_a), ("B", res.only_b)):
         if keys:
             listed = ", ".join(f"{k.metric}/{k.group}" for k in keys[:8])
             more = f" and {len(keys) - 8} more" if len(keys) > 8 else ""
-            console.print(f"[yellow]only in {name}[/] (not compared): {escape(listed)}{more}", highlight=False)
+            print_line(console, f"[yellow]only in {name}[/] (not compared): {escape(listed)}{more}")
     for n in res.notes:
-        console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
+        print_line(console, f"[yellow]note:[/] {escape(n)}", hang=len("note: "))
 
 
 # -------------------------------------------------------------------- HTML

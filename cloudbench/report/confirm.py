@@ -40,11 +40,13 @@ from cloudbench.analysis.confirm import (
 from cloudbench.analysis.prediction import MIN_SPAN, SLOPE_BAND, SLOPE_LEVEL, PredictionJSON
 from cloudbench.analysis.quantiles import quantile_name
 from cloudbench.analysis.stats import level_name
+from cloudbench.core.blocks import Block, fact, note, print_blocks, warning
 from cloudbench.core.files import slug, write_json_atomic
 from cloudbench.core.tables import ReportTable, natural_key, titled_table
 from cloudbench.core.units import fmt_quantity, natural_unit
 from cloudbench.errors import AnalysisError, ResultError
 from cloudbench.report.confirm_text import (
+    MIXED_WORDS,
     check_pooling,
     mismatch_descriptions,
     no_fit_line,
@@ -146,11 +148,17 @@ def _series_order(r: SeriesResult) -> tuple[Any, ...]:
     return (k.workload, k.metric, natural_key(k.group))  # payload=64 before payload=1024
 
 
-def render_confirm(result: ConfirmResult, console: Console) -> None:
-    """The confirm result for a person: one line for all the series too short for a CI, a table
-    row per series with one (its CI and the repetitions each error bound needs; a table per
-    metric when one table is too wide), and under the tables every warning, including why a
-    bound is not reached."""
+def confirm_views(result: ConfirmResult, width: int | None = None,
+                  mixed: Sequence[str] | None = None) -> list[Block]:
+    """The confirm result as tables and lines (:mod:`cloudbench.core.blocks`), what the terminal
+    prints and the page shows, in the same words: a table row per series with a CI (its CI and
+    the repetitions each error bound needs), one line for all the series too short for a CI, one
+    for the bounds neither reached nor predicted, the dataset's notes, every warning (a warning
+    of several series once) and what the table's marks mean.
+
+    ``width``: the terminal's, where one table too wide becomes a table per metric (the page
+    passes none: one table); ``mixed``: the pooled metadata differences in words (default: the
+    dataset's; the page passes ``confirm.json``'s ``mixed_metadata``)."""
     p = result.params
     several = len({r.series.key.workload for r in result.series}) > 1
     ds = result.dataset
@@ -158,69 +166,72 @@ def render_confirm(result: ConfirmResult, console: Console) -> None:
     too_few = _too_few(result)
     shown = sorted((r for r in result.series if r.ci.exists), key=_series_order)
     errors = "/".join(f"±{pct(e)}" for e in p.errors)
+    title = (f"{qn} per repetition, exact {level_name(p.level)} CI - {ds.campaign or ds.path} "
+             f"({len(ds.runs)} run(s))")
+    out: list[Block] = []
     if shown:
-        title = (f"{qn} per repetition, exact {level_name(p.level)} CI - {ds.campaign or ds.path} "
-                 f"({len(ds.runs)} run(s))")
         table = _confirm_table(result, shown, title, True, several)
-        if table.fits(console.width):
-            console.print(table)
+        if width is None or table.fits(width):
+            out.append(table)
         else:  # a table per metric: the metric in its title, the rows narrower by its column
             by_metric: dict[str, list[SeriesResult]] = defaultdict(list)
             for r in shown:
                 by_metric[series_label(r, several)].append(r)
-            console.print(title, style="table.title", highlight=False)
-            for metric, rows in by_metric.items():
-                console.print(_confirm_table(result, rows, metric, False, several))
-        console.print(f"±rel: the CI's half-width relative to the {qn}; n for {errors}: the repetitions "
-                      "after which the CI stays within that bound (- not reached: see below)",
-                      style="dim", highlight=False)
+            out.append(fact(title))
+            out += [_confirm_table(result, rows, metric, False, several) for metric, rows in by_metric.items()]
+        out.append(note(f"±rel: the CI's half-width relative to the {qn}; n for {errors}: the repetitions "
+                        "after which the CI stays within that bound (- not reached: see below)"))
     for (n, need), rs in sorted(too_few.items(), key=lambda kv: kv[0]):
-        console.print(f"[yellow]![/] {too_few_line(n, need, p.level, qn, len(rs))}", highlight=False)
+        out.append(warning(too_few_line(n, need, p.level, qn, len(rs))))
     no_fit: dict[tuple[int, int], dict[float, int]] = defaultdict(lambda: defaultdict(int))
     for r in shown:
         for t in r.targets:
             if t.outcome is Outcome.NO_FIT:
                 no_fit[(t.n, t.n_for_ci)][t.error] += 1
     for (n, need), missed in sorted(no_fit.items()):
-        console.print(f"[yellow]![/] {no_fit_line(n, need, missed)}", highlight=False)
-    for note in ds.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
-    _print_warnings(console, {f"{series_label(r, several)} / {r.series.key.group}": series_warnings(r, no_fit=False)
-                              for r in shown})
+        out.append(warning(no_fit_line(n, need, missed)))
+    out += [note(text) for text in ds.notes]
+    out += [warning(f"{MIXED_WORDS}{text}") for text in (mismatch_descriptions(ds.mismatches) if mixed is None
+                                                           else mixed)]
+    out += _warning_lines({f"{series_label(r, several)} / {r.series.key.group}":
+                           [w for w in series_warnings(r, no_fit=False) if not w.startswith(MIXED_WORDS)]
+                           for r in shown})
     if any(t.prediction is not None for r in shown for t in r.targets):
-        console.print(
+        out.append(note(
             "* PREDICTED: not reached by the measured repetitions; extrapolated from the 1/√n "
             "law. ? = a rough guess: the slope or its "
             f"{SLOPE_LEVEL:.0%} interval leaves [{SLOPE_BAND[0]:g}, {SLOPE_BAND[1]:g}], the fit spans "
             f"less than {MIN_SPAN:g}× in n, or a check of independence, stationarity, trend or "
-            "modes warned or could not run (the reasons are in the warnings).",
-            highlight=False,
-        )
+            "modes warned or could not run (the reasons are in the warnings)."))
+    return out
+
+
+def render_confirm(result: ConfirmResult, console: Console) -> None:
+    """Print the confirm result (:func:`confirm_views` for the console's width)."""
+    print_blocks(confirm_views(result, console.width), console)
 
 
 SHARED = 3
 """A warning of this many series or more is printed once, naming them, not under each."""
 
 
-def _print_warnings(console: Console, by_series: Mapping[str, Sequence[str]]) -> None:
-    """Each series' warnings under its name; a warning word for word the same in several series
-    once, with how many and which (the zero estimate of twelve timeout fractions is one line)."""
+def _warning_lines(by_series: Mapping[str, Sequence[str]]) -> list[Block]:
+    """Each series' warnings, each line naming its series; a warning word for word the same in
+    several series once, with how many and which (the zero estimate of twelve timeout fractions
+    is one line)."""
     holders: dict[str, list[str]] = defaultdict(list)
     for name, ws in by_series.items():
         for w in ws:
             holders[w].append(name)
     shared = {w for w, names in holders.items() if len(names) >= SHARED}
+    out: list[Block] = []
     for w in sorted(shared, key=lambda w: -len(holders[w])):
         names = holders[w]
         some = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        console.print(f"[yellow]![/] {w} ({len(names)} series: {some})", highlight=False, soft_wrap=True)
+        out.append(warning(f"{w} ({len(names)} series: {some})"))
     for name, ws in by_series.items():
-        own = [w for w in ws if w not in shared]
-        if not own:
-            continue
-        console.print(f"[bold]{name}[/]:", highlight=False)
-        for w in own:
-            console.print(f"  [yellow]![/] {w}", highlight=False, soft_wrap=True)
+        out += [warning(f"{name}: {w}") for w in ws if w not in shared]
+    return out
 
 
 class PredictionDoc(PredictionJSON):

@@ -195,22 +195,42 @@ def target_note(t: Target) -> str:
             f"{pred.more} more than the {n} measured; not reliable: {unreliable_reason(pred)}")
 
 
+MIXED_WORDS = "pooled despite differing metadata: "
+"""How a warning about pooled metadata differences begins."""
+
+
+def rough_note(targets: Sequence[Target], reason: str) -> str:
+    """Several bounds' rough guesses with the same reason, in one line: ``ROUGH GUESS from the 1/√n
+    law: ±1% after about 17524 repetitions, ±5% after about 701 (17504 and 681 more than the 20
+    measured); not reliable: …``."""
+    preds = [(t.error, t.prediction) for t in targets if t.prediction is not None]
+    after = ", ".join(f"±{e * 100:.3g}% after about {p.n}{' repetitions' if i == 0 else ''}"
+                      for i, (e, p) in enumerate(preds))
+    more = " and ".join(str(p.more) for _, p in preds)
+    return (f"ROUGH GUESS from the 1/√n law: {after} ({more} more than the {targets[0].n} measured); "
+            f"not reliable: {reason}")
+
+
 def series_warnings(r: SeriesResult, no_fit: bool = True) -> list[str]:
     """Everything a reader of a series should doubt, in words: pooled metadata differences, no
     CI, dropped values, the checks' warnings, rough predictions, bounds neither reached nor
     predicted (unless ``no_fit`` is False: the terminal says those once for all series), a zero
     estimate."""
     s, ci = r.series, r.ci
-    warns = [f"pooled despite differing metadata: {describe_mismatch(m)}" for m in s.mismatches]
+    warns = [f"{MIXED_WORDS}{describe_mismatch(m)}" for m in s.mismatches]
     if not ci.exists:
         warns.append(ci.note)
     if s.dropped:
         warns.append(f"{len(s.dropped)} non-finite value(s) dropped "
                      f"({', '.join(map(str, s.dropped[:5]))})")
     warns += warning_messages(list(r.checks))
-    warns += [target_note(t) for t in r.targets
-              if (t.prediction is not None and not t.prediction.reliable)
-              or (no_fit and t.outcome is Outcome.NO_FIT)]
+    # the rough guesses of one series share their reason: one line for them, not the reason per bound
+    rough: dict[str, list[Target]] = defaultdict(list)
+    for t in r.targets:
+        if t.prediction is not None and not t.prediction.reliable:
+            rough[unreliable_reason(t.prediction)].append(t)
+    warns += [target_note(ts[0]) if len(ts) == 1 else rough_note(ts, reason) for reason, ts in rough.items()]
+    warns += [target_note(t) for t in r.targets if no_fit and t.outcome is Outcome.NO_FIT]
     if ci.exists and ci.estimate == 0:
         if ci.lower == 0 and ci.upper == 0:  # the row shows its bounds reached: say on what terms
             warns.append("the estimate is 0 and so is its CI (0–0): every relative error bound holds trivially, "

@@ -27,8 +27,10 @@ import numpy as np
 from numpy.typing import NDArray
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from cloudbench.analysis.diurnal import DiurnalSeries, DiurnalSeriesJSON, diurnal_series, phase_bins, weekdays
+from cloudbench.core.blocks import print_line
 from cloudbench.core.tables import natural_key, titled_table
 from cloudbench.core.units import fmt_duration, fmt_quantity, natural_unit, parse_duration
 from cloudbench.errors import AnalysisError, UsageError
@@ -431,15 +433,15 @@ def render_diurnal(res: DiurnalJSON, console: Console) -> None:
     console.print(t)
     for line in skipped:
         console.print(escape(line), highlight=False)
-    console.print("; ".join(f"{short}: {what}" for short, what in DIURNAL_COLUMNS.values())
-                  + f" ({res['power']:.0%} power, alpha {res['alpha']:g}).", style="dim", highlight=False)
-    console.print("Units: a run is one value per series (the median of its repetitions); weekday vs weekend "
-                  "compares whole days. Every p-value is Holm-adjusted over the series; the verdict rests on "
-                  "the sinusoid test at P (AR(2) errors between runs) alone, Kruskal-Wallis and weekday/weekend "
-                  "are shown beside it.", highlight=False)
+    print_line(console, Text("; ".join(f"{short}: {what}" for short, what in DIURNAL_COLUMNS.values())
+                             + f" ({res['power']:.0%} power, alpha {res['alpha']:g}).", style="dim"))
+    print_line(console, "Units: a run is one value per series (the median of its repetitions); weekday vs weekend "
+                        "compares whole days. Every p-value is Holm-adjusted over the series; the verdict rests on "
+                        "the sinusoid test at P (AR(2) errors between runs) alone, Kruskal-Wallis and "
+                        "weekday/weekend are shown beside it.")
     for why in sorted(weekday_why):
-        console.print(f"weekday vs weekend {escape(why)}", highlight=False)
-    console.print(escape(res["verdict"]), highlight=False)
+        print_line(console, f"weekday vs weekend {escape(why)}")
+    print_line(console, escape(res["verdict"]))
     for r in [r for r in res["series"] if r.get("significant")][:3]:
         console.print(f"median by weekday × hour: {escape(r['workload'])} {escape(r['metric'])} "
                       f"{escape(r['group'])} ({escape(r['unit'])})", highlight=False)

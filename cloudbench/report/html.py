@@ -21,17 +21,18 @@ import html
 import json
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from matplotlib.figure import Figure
 
 from cloudbench.core.blocks import Block, ReportLine, table_cells
-from cloudbench.core.tables import natural_key, rep_number
-from cloudbench.core.units import fmt_quantity, natural_unit
+from cloudbench.core.files import utc_stamp
+from cloudbench.core.tables import rep_number
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
-from cloudbench.report.confirm import SHARED, ci_cell, pct
+from cloudbench.report.confirm import ConfirmDoc, confirm_from_document, confirm_views
 from cloudbench.report.figures import section_figures
 from cloudbench.report.figures.confirm import convergence_figure
 from cloudbench.report.figures.diurnal import time_of_day_figure
@@ -103,6 +104,8 @@ class Page:
         self.toc: list[tuple[str, str]] = []
         self.written: list[Path] = []
         self.names: set[str] = set()
+        self.shown: set[str] = set()
+        """Lines of the terminal report already on the page (the workers' health, under "Can it be trusted?")."""
 
     def heading(self, text: str, anchor: str) -> None:
         self.toc.append((anchor, text))
@@ -134,6 +137,17 @@ class Page:
             f'<span class="small">(files: {FIGURES_DIR}/{esc(name)}.svg, .png)</span></figcaption></figure>')
 
 
+def to_the_second(stamp: str | None) -> str:
+    """An ISO UTC time as the terminal prints it, to the second (``2026-11-26T09:17:40Z``; the
+    manifest keeps microseconds); ``?`` for none, anything unreadable as it is."""
+    if not stamp:
+        return "?"
+    try:
+        return utc_stamp(datetime.fromisoformat(stamp.replace("Z", "+00:00")))
+    except ValueError:
+        return stamp
+
+
 def _close(fig: Figure) -> None:
     fig.clear()
 
@@ -146,8 +160,9 @@ def _trust(page: Page, report: dict[str, Any], views: ReportViews) -> None:
     status = report.get("status", "?")
     cls = "ok" if status == "complete" else "bad"
     page.add(f'<p>Run status: <span class="status {cls}">{esc(status)}</span>, '
-             f"{esc(report.get('repetitions'))} repetition(s), started {esc(report.get('started_utc') or '?')}, "
-             f"ended {esc(report.get('ended_utc') or '?')} (UTC).</p>")
+             f"{esc(report.get('repetitions'))} repetition(s), "
+             f"started {esc(to_the_second(report.get('started_utc')))}, "
+             f"ended {esc(to_the_second(report.get('ended_utc')))} (UTC).</p>")
     if not report.get("damaged"):
         page.add('<p class="ok">Every file matches the checksum the run recorded.</p>')
     if not report.get("failures"):
@@ -159,7 +174,9 @@ def _trust(page: Page, report: dict[str, Any], views: ReportViews) -> None:
         if health:
             share = health["late_sends"] / health["rounds"] if health.get("rounds") else 0.0
             cls = "warn" if health["cpu_pct_max"] > 50 or share > 0.01 else "ok"
-            page.add(f'<p class="{cls}">{esc(health_text(wname, health))}.</p>')
+            text = health_text(wname, health)
+            page.shown.add(text)  # said here, not again under the workload's tables
+            page.add(f'<p class="{cls}">{esc(text)}.</p>')
     # every warning the terminal prints, each naming its workload
     warnings = views.warnings()
     if warnings:
@@ -197,7 +214,8 @@ def _workloads(page: Page, report: dict[str, Any], views: ReportViews) -> None:
         for plot in section_figures(wname, w):
             page.figure(plot)
         for b in views.workloads.get(wname, []):
-            page.add(block_html(b))
+            if not (isinstance(b, ReportLine) and b.text in page.shown):
+                page.add(block_html(b))
 
 
 def _time_of_day(page: Page, tod: dict[str, Any], views: ReportViews) -> None:
@@ -221,6 +239,8 @@ def find_confirm(run: RunDir) -> Path | None:
 
 
 def _confirm(page: Page, path: Path) -> None:
+    """The repetition analysis as ``cloudbench confirm`` prints it (:func:`confirm_views` of the
+    result read back from ``confirm.json``: the same tables and lines), with its convergence figure."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -228,66 +248,18 @@ def _confirm(page: Page, path: Path) -> None:
     if not isinstance(doc, dict):
         raise ResultError(str(path), "confirm.json is not a JSON object")
     formats.CONFIRM.check(doc.get("schema"), str(path))
+    try:
+        result = confirm_from_document(cast(ConfirmDoc, doc))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ResultError(str(path), f"confirm.json lacks a field or has a wrong value: {e!r}") from e
     page.heading("How many repetitions? (confirm)", "confirm")
-    params = doc.get("params") or {}
-    page.add(f"<p>From <code>{esc(path.name)}</code> of the campaign: {esc(len(doc.get('runs') or []))} run(s), "
-             f"{esc(params.get('quantile_name', '?'))} per repetition with an exact "
-             f"{esc(_level(params.get('level', '?')))} confidence interval.</p>")
-    for text in doc.get("notes") or []:  # printed by the terminal as "note: …" (a time-of-day effect …)
-        page.add(f'<p class="note">note: {esc(text)}</p>')
+    page.add(f'<p class="small">From {esc(path.parent.name)}/{esc(path.name)}, as '
+             "<code>cloudbench confirm</code> prints it.</p>")
     plot = convergence_figure(doc)
     if plot is not None:
         page.figure(plot)
-    rows = []
-    # as the terminal prints them: sorted with swept values by number (payload=64 before payload=1024),
-    # each estimate in its natural unit and its interval in the same one, fractions as percentages
-    series = sorted(doc.get("series") or [], key=lambda s: (str(s.get("workload", "")), str(s.get("metric", "")),
-                                                             natural_key(str(s.get("group", "")))))
-    # a warning word for word the same in several series is listed once above the table, as the
-    # terminal prints it (48 rows of payload-sweep repeated the same two sentences)
-    holders: dict[str, int] = {}
-    for s in series:
-        for w in s.get("warnings") or []:
-            holders[w] = holders.get(w, 0) + 1
-    shared = [w for w, k in sorted(holders.items(), key=lambda kv: -kv[1]) if k >= SHARED]
-    if shared:
-        page.add("<p>Warnings of several series (each row lists only its own):</p><ul>"
-                 + "".join(f"<li>{esc(w)} ({holders[w]} series)</li>" for w in shared) + "</ul>")
-    errors = sorted({t["error"] for s in series for t in s.get("targets") or []})
-    for s in series:
-        ci = s.get("ci") or {}
-        by_error = {t["error"]: t for t in s.get("targets") or []}
-        targets = " / ".join(_target_cell(by_error.get(e)) for e in errors)
-        unit, est = str(s.get("unit") or ""), s.get("estimate")
-        factor, name = natural_unit(est, unit) if isinstance(est, int | float) else (1.0, unit)
-        bounds = [fmt_quantity(ci.get(k), unit, factor) for k in ("lower", "upper")]
-        rel = s.get("relative_half_width")
-        own = [w for w in s.get("warnings") or [] if w not in shared]
-        rows.append({"metric": s.get("metric"), "group": s.get("group"), "n": s.get("n"),
-                     "estimate": fmt_quantity(est, unit),
-                     "ci": ci_cell(bounds[0], bounds[1], name),
-                     "rel": pct(rel) if isinstance(rel, int | float) and math.isfinite(rel) else "-",
-                     "targets": targets,
-                     "warnings": "; ".join(own) or ("those above" if len(own) < len(s.get("warnings") or [])
-                                                    else "none")})
-    page.add(table(rows, [("metric", "metric"), ("group", "group"), ("n", "n"), ("estimate", "estimate"),
-                          ("ci", f"{_level(params.get('level'))} CI"), ("rel", "± relative"),
-                          ("targets", "n for " + " / ".join(f"±{e:.0%}" for e in errors)), ("warnings", "warnings")],
-                   left=("metric", "group", "targets", "warnings")))
-
-
-def _target_cell(t: dict[str, Any] | None) -> str:
-    """The repetitions after which the CI stays within a bound: ``6``, ``~568 (predicted)`` or ``–``."""
-    if t is None:
-        return "–"
-    if t.get("n_needed") is not None:
-        return str(t["n_needed"])
-    return f"~{t['prediction']['n']} (predicted)" if t.get("prediction") else "–"
-
-
-def _level(level: Any) -> str:
-    """``0.95`` -> ``95 %``."""
-    return f"{level * 100:g} %" if isinstance(level, int | float) else str(level)
+    for b in confirm_views(result, mixed=list(doc.get("mixed_metadata") or [])):
+        page.add(block_html(b))
 
 
 def _metadata(page: Page, report: dict[str, Any], manifest: Manifest) -> None:

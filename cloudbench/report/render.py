@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from cloudbench.core.blocks import Block, ReportLine, fact, print_blocks, warning
+from cloudbench.core.blocks import Block, ReportLine, fact, print_blocks, print_line, warning
 from cloudbench.core.tables import titled_table
 from cloudbench.workloads import workload_kind
 
@@ -71,5 +71,5 @@ def report_views(report: dict[str, Any], windows: bool = False, pairs: bool = Fa
 def render_report(report: dict[str, Any], console: Console, windows: bool = False, pairs: bool = False) -> None:
     """Print ``report`` (``windows``/``pairs``: the long echo tables too)."""
     views = report_views(report, windows, pairs)
-    console.print(Text(views.header.text, style="bold"), highlight=False)
+    print_line(console, Text(views.header.text, style="bold"))
     print_blocks(views.blocks()[1:], console)

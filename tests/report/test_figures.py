@@ -247,14 +247,15 @@ def test_the_colocation_figure_is_on_the_page_not_beside_report_json(tmp_path: P
 def test_a_single_heat_map_has_its_whole_title_inside_the_figure() -> None:
     """warm-vs-cold's warm workload (20 echoes a pair: no p99) draws the p50 grid alone, a figure too
     narrow for the one-line title: it was cut at both ends ("varm: RTT per … (hatched: no value")."""
-    pairs = [{**r, "p99": None} for r in echo_pairs(np.random.default_rng(5))]
+    pairs = [{**r, "count": 20, "p99": None} for r in echo_pairs(np.random.default_rng(5))]
     p = plot(grid_plot("warm", {"kind": "echo", "hosts": HOSTS, "pairs": pairs}))
     assert [ax.get_title() for ax in data_axes(p)] == ["p50 RTT"]
     fig = p.figure
     fig.canvas.draw()
     title = fig.get_suptitle()
     assert title.replace("\n", " ") == ("warm: RTT per source × destination, each grid on its own colour scale "
-                                        "(hatched: no value)")
+                                        "(hatched: no value); no p99 grid: a pair has at most 20 RTTs, a p99 "
+                                        "needs 100")
     box = next(t for t in fig.texts if t.get_text() == title).get_window_extent()
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height, (box, fig.bbox)
 
@@ -334,3 +335,95 @@ def test_the_convergence_figure_reads_in_natural_units_and_draws_no_flat_zero_pa
     assert ax.get_ylabel() == "median of timeout_frac (%)" and max(ax.lines[0].get_ydata()) == pytest.approx(1.4)
     only_flat = convergence_figure({"series": [zero], "params": {"quantile_name": "median"}})
     assert isinstance(only_flat, Note) and "one value at every n" in only_flat.text
+
+
+def test_a_heat_map_says_why_a_grid_is_missing() -> None:
+    """warm-vs-cold's warm heat map showed a p50 grid alone without a word on the p99 one."""
+    pairs = [{**r, "count": 20, "p99": None} for r in echo_pairs(np.random.default_rng(5))]
+    p = plot(grid_plot("warm", {"kind": "echo", "hosts": HOSTS, "pairs": pairs}))
+    assert "no p99 grid: a pair has at most 20 RTTs, a p99 needs 100" in p.alt
+    both = plot(grid_plot("hot", {"kind": "echo", "hosts": HOSTS, "pairs": echo_pairs(np.random.default_rng(5))}))
+    assert "no p99" not in both.alt and "no p99" not in both.figure.get_suptitle()
+
+
+def test_the_time_figure_says_why_it_has_no_self_line() -> None:
+    """The quickstart's time figure had no self line and no word why (self-loops have no window
+    median: the level-shift search leaves them out)."""
+    def windows(group: str, median: float | None) -> list[dict[str, Any]]:
+        return [{"repetition": 0, "trial": "r000-t000-echo", "start_s": 2.0 * k, "group": group, "count": 800,
+                 "mean": 90.0, "median": median} for k in range(5)]
+
+    sec = {"kind": "echo", "windows": windows("self", None) + windows("same_subnet", 60.0), "window_s": 2.0,
+           "pair_windows": [], "level_shifts": [], "trial_utc": {"r000-t000-echo": "2026-11-26T09:29:01.400000Z"}}
+    p = plot(time_plot("echo", sec))
+    assert "No self line: a host's echoes to itself cross no network" in p.alt
+    assert next(t.get_text() for t in data_axes(p)[0].get_legend().get_texts()) == "same_subnet"
+    sec["windows"] = windows("same_subnet", 60.0)
+    assert "self" not in plot(time_plot("echo", sec)).alt
+
+
+def test_the_box_plots_of_swept_values_share_one_y_scale() -> None:
+    """payload-sweep's four box plots (one per payload) each had a y axis of its own: 64 B's boxes
+    and 64 KiB's looked the same height at 2× the RTT."""
+    def boxes(sweep: str, scale: float) -> list[dict[str, Any]]:
+        return [{"group": g, "sweep": sweep, "count": 1000, "p5": 20.0 * scale * (i + 1), "p25": 30.0 * scale * (i + 1),
+                 "p50": 40.0 * scale * (i + 1), "p75": 50.0 * scale * (i + 1), "p95": 70.0 * scale * (i + 1),
+                 "mean": 45.0 * scale * (i + 1)} for i, g in enumerate(("self", "same_subnet"))]
+
+    sec = {"kind": "echo", "boxes": boxes("payload=64", 1.0) + boxes("payload=65536", 2.5)}
+    plots = [p for p in section_figures("echo", sec) if isinstance(p, Plot) and p.name.endswith("-box")]
+    assert len(plots) == 2
+    limits = [data_axes(p)[0].get_ylim() for p in plots]
+    assert limits[0] == pytest.approx(limits[1])
+    low, high = limits[0]
+    assert low <= 20.0 and high >= 70.0 * 2.5 * 2  # every whisker of both on the shared axis
+    assert all("same in the 2 box plots of the swept values" in p.alt for p in plots)
+    alone = plot(next(p for p in section_figures("echo", {"kind": "echo", "boxes": boxes("", 1.0)})
+                      if p.name.endswith("-box")))
+    assert "swept values" not in alone.alt
+
+
+def test_log_rtt_axes_label_plain_numbers() -> None:
+    """The quickstart's box plot was labelled 2×10^1, 6×10^1, 4×10^2 and the heat maps' colour bars
+    3×10^1, 6×10^1: RTT axes read 20, 60, 400, as the tables print them."""
+    pairs = echo_pairs(np.random.default_rng(3))
+    grid = plot(grid_plot("echo", {"kind": "echo", "hosts": HOSTS, "pairs": pairs}))
+    boxes = [{"group": g, "count": 1000, "p5": 13.0 * (i + 1), "p25": 21.0 * (i + 1), "p50": 45.0 * (i + 1),
+              "p75": 70.0 * (i + 1), "p95": 400.0 * (i + 1), "mean": 75.0 * (i + 1)}
+             for i, g in enumerate(("self", "same_subnet"))]
+    box = plot(next(p for p in section_figures("echo", {"kind": "echo", "boxes": boxes}) if p.name.endswith("-box")))
+    for p in (grid, box):
+        p.figure.canvas.draw()
+        labels = [t.get_text() for ax in p.figure.axes for axis in (ax.xaxis, ax.yaxis) if axis.get_scale() == "log"
+                  for t in [*axis.get_majorticklabels(), *axis.get_minorticklabels()] if t.get_text()]
+        assert len(labels) >= 3, (p.name, labels)
+        assert all(re.fullmatch(r"[\d,]+(\.\d+)?", x) for x in labels), (p.name, labels)
+
+
+def test_the_box_plot_legend_covers_no_whisker() -> None:
+    """The compressed-day run's box plot (one group, p95 near the top) had its legend over the upper whisker."""
+    boxes = [{"group": "cross_region", "count": 100, "p5": 9080.0, "p25": 9350.0, "p50": 9580.0, "p75": 9850.0,
+              "p95": 12700.0, "mean": 9980.0}]
+    p = plot(next(p for p in section_figures("echo", {"kind": "echo", "boxes": boxes}) if p.name.endswith("-box")))
+    p.figure.canvas.draw()
+    (ax,) = data_axes(p)
+    legend = ax.get_legend().get_window_extent()
+    drawn = [line.get_window_extent() for line in ax.lines if len(line.get_xdata()) and line.get_visible()]
+    assert drawn and not any(legend.overlaps(b) for b in drawn), (legend, drawn)
+
+
+def test_the_time_of_day_heat_maps_read_in_natural_units() -> None:
+    """The compressed-day page's heat maps had colour bars of 7500..20000 labelled "median us"."""
+    from cloudbench.report.figures.diurnal import time_of_day_figure
+
+    grid = [[None] * 24 for _ in range(7)]
+    grid[1][3], grid[2][5], grid[1][9] = 7500.0, 20000.0, 11000.0
+    tod = {"runs": 3, "timezone": "UTC", "verdict": "v", "coverage": None,
+           "heatmaps": [{"workload": "echo", "metric": "rtt_p50_us", "group": "g", "unit": "us", "significant": True,
+                         "p_holm": 0.002, "heatmap": grid}]}
+    p = time_of_day_figure(tod)
+    assert p is not None
+    (bar,) = [ax for ax in p.figure.axes if ax.get_label() == "<colorbar>"]
+    assert bar.get_ylabel() == "median (ms)"
+    (ax,) = data_axes(p)
+    assert ax.images[0].norm.vmin == pytest.approx(7.5) and ax.images[0].norm.vmax == pytest.approx(20.0)

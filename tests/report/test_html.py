@@ -3,6 +3,7 @@ without URLs, a figure per aggregate with a text alternative, figure files, the 
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -20,6 +21,7 @@ from cloudbench.report.confirm import confirm, write_confirm
 from cloudbench.report.html import write_html
 from cloudbench.store.rundir import RunDir
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
+from cloudbench.workloads.echo.report import health_text
 from tests.report.test_tables import drain_section, echo_section, paths_section, tput_section
 
 HOSTS = ["s1-1", "s2-1", "s3-1", "s4-1", "s5-1", "s6-1"]
@@ -159,3 +161,31 @@ def test_a_confirm_json_of_an_unknown_version_is_refused_with_its_path(tmp_path:
     bad.write_text("[]")
     with pytest.raises(ResultError, match="not a JSON object"):
         write_html(run, build_report(run))
+
+
+HEALTH = {"cpu_pct_max": 3.8, "cpu_pct_max_host": "s5-1", "cpu_pct_max_trial": "r001-t000-echo", "rounds": 33600,
+          "late_sends": 552, "max_send_lag_us": 16900, "kernel_stamps": 268796, "user_stamps": 4}
+
+
+def test_the_workers_health_is_on_the_page_once_and_its_times_to_the_second(tmp_path: Path) -> None:
+    """The page said the workers' health twice (under "Can it be trusted?" and under the echo tables)
+    and "started 2026-11-26T09:17:40.825889Z" where the terminal prints seconds."""
+    camp = make_campaign(tmp_path, "c", [FakeRun({("rtt_p50_us", "g"): [1.0, 2.0]})])
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    report = full_report(run)
+    report["workloads"]["echo"]["workers"] = HEALTH
+    report["started_utc"], report["ended_utc"] = "2026-11-26T09:17:40.825889Z", "2026-11-26T09:18:25.928915Z"
+    page = html.unescape(re.sub(r"<[^>]+>", " ", write_html(run, report)[0].read_text()))
+    assert page.count(health_text("echo", HEALTH)) == 1
+    assert "started 2026-11-26T09:17:40Z, ended 2026-11-26T09:18:25Z (UTC)" in " ".join(page.split())
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d+Z", page)
+
+
+@pytest.mark.parametrize(("late", "text"), [
+    (0, "no round of 100 left late (the latest 0.8 ms after its time, within the tolerance"),
+    (3, "3 of 100 rounds (3.00%) left late, by at most 0.8 ms"),
+])
+def test_no_late_round_is_said_in_words(late: int, text: str) -> None:
+    """'0 of 100 rounds (0.00%) left late, by at most 0.8 ms' read as a contradiction."""
+    line = health_text("echo", {**HEALTH, "rounds": 100, "late_sends": late, "max_send_lag_us": 800})
+    assert text in line and ("0 of 100" not in line)

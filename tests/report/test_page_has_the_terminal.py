@@ -11,6 +11,7 @@ damaged file, a host failure and a scheduled campaign's time-of-day verdict in t
 from __future__ import annotations
 
 import copy
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -21,7 +22,7 @@ from rich.console import Console
 
 from cloudbench.analysis.confirm import ConfirmParams
 from cloudbench.analysis.quantiles import P50, P90, P99
-from cloudbench.report.confirm import confirm, write_confirm
+from cloudbench.report.confirm import confirm, confirm_from_document, render_confirm, write_confirm
 from cloudbench.report.files import MIGRATIONS
 from cloudbench.report.html import render_html, write_html
 from cloudbench.report.render import render_report
@@ -304,39 +305,57 @@ def test_report_json_lists_every_warning(rendered: tuple[dict[str, Any], list[st
     assert listed == page.items["trust"]
 
 
-def test_the_confirm_section_prints_its_rows_as_the_terminal_does(tmp_path: Path) -> None:
-    """payload-sweep's page listed payload=1024 before payload=16384 before payload=64 (sorted as text),
-    "116.962 us" with bounds "85.240 142.935" and "± relative 0.271", where the terminal prints the rows
-    in number order, "117 us", "85.24–142.9" and "27.1%"."""
+def confirm_terminal(camp: Path, width: int = WIDE) -> list[str]:
+    """What `cloudbench confirm` prints, from the campaign's confirm.json (as the page reads it)."""
+    doc = json.loads((camp / "confirm" / "confirm.json").read_text())
+    console = Console(width=width, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    render_confirm(confirm_from_document(doc), console)
+    return [line.strip() for line in console.export_text().splitlines()
+            if line.strip() and set(line.strip()) != {"─"}]
+
+
+def test_the_confirm_section_is_what_confirm_prints(tmp_path: Path) -> None:
+    """The page's confirm section had a renderer of its own: "estimate" and "± relative" columns,
+    "n for ±1% / ±5%" cells "– / –", the shared warnings as a list without the series they name, no
+    legend of ±rel, where the terminal prints "median", "±rel", "-/-", "(4 series: rtt_p50_us /
+    cross_zone@payload=64, …)" and its notes. Now both render one list of tables and lines from one
+    confirm.json: every line and table row the terminal prints is on the page, in its words; swept
+    groups in number order, values in their natural unit, fractions as percentages."""
     groups = {("rtt_p50_us", f"cross_zone@payload={p}"): normal_values(6, 2000.0 + p / 100, 0.05, p)
               for p in (64, 1024, 16384, 65536)}
-    page = confirm_page(make_campaign(tmp_path, "c", [FakeRun(groups)]))
+    camp = make_campaign(tmp_path, "c", [FakeRun(groups)])
+    page = confirm_page(camp)
+    lines = confirm_terminal(camp)
+    assert not_on_page(lines, page) == [], "\n".join(not_on_page(lines, page))
+    # the live result prints the same as the one read back from confirm.json
+    live = Console(width=WIDE, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    render_confirm(confirm(camp, ConfirmParams(subsets=20)), live)
+    assert [line.strip() for line in live.export_text().splitlines() if line.strip()
+            and set(line.strip()) != {"─"}] == lines
     head = next(cells for section, cells, is_head in page.rows if section == "confirm" and is_head)
-    assert head == ["metric", "group", "n", "estimate", "95 % CI", "± relative", "n for ±1% / ±5%", "warnings"]
+    assert head == ["metric", "group", "median", "95% CI", "±rel", "n for ±1%/±5%"]
     rows = [cells for section, cells, is_head in page.rows if section == "confirm" and not is_head]
-    # 6 repetitions reach no bound and predict none: the same reason was in every row, twice; now once
-    # above the table (as the terminal says it), the rows keep only their own warnings
-    shared = [w for w in page.items.get("confirm", []) if "not reached by the 6 repetitions" in w]
-    assert len(shared) == 2 and all(w.endswith("(4 series)") for w in shared), page.items.get("confirm")
-    assert not any("not reached" in r[7] for r in rows) and {r[6] for r in rows} == {"– / –"}
-    rtt = [r for r in rows if r[0] == "rtt_p50_us"]
-    assert [r[1] for r in rtt] == [f"cross_zone@payload={p}" for p in (64, 1024, 16384, 65536)]
-    for r in rtt:  # about 2 ms: in ms, the interval in the same unit, the relative width a percentage
-        assert re.fullmatch(r"[12]\.\d+ ms", r[3]), r
-        lo, hi = map(float, r[4].removesuffix(" ms").split("–"))
-        assert 1.5 < lo <= float(r[3].split()[0]) <= hi < 3, r
-        assert re.fullmatch(r"\d+(\.\d+)?%", r[5]), r
-    assert "exact 95 % confidence interval" in page.prose()
-    fractions = confirm_page(make_campaign(tmp_path, "f", [FakeRun({("timeout_frac", "cross_zone"): [0.012] * 8},
-                                                                   unit="1")]))
-    frac = next(cells for section, cells, is_head in fractions.rows if section == "confirm" and not is_head)
-    assert frac[3:5] == ["1.2%", "1.2–1.2%"], frac
+    assert [r[1] for r in rows] == [f"cross_zone@payload={p}" for p in (64, 1024, 16384, 65536)]
+    for r in rows:  # about 2 ms: in ms, the interval in the same unit, the relative width a percentage
+        assert re.fullmatch(r"[12]\.\d+ ms", r[2]), r
+        lo, hi = map(float, r[3].removesuffix(" ms").split("–"))
+        assert 1.5 < lo <= float(r[2].split()[0]) <= hi < 3, r
+        assert re.fullmatch(r"\d+(\.\d+)?%", r[4]) and r[5] == "-/-", r
+    # 6 repetitions reach no bound and predict none: said once, as the terminal says it
+    prose = page.prose()
+    assert prose.count("±1% not reached in 4 series") == 1
+    assert "warning: n = 6: ±1% not reached in 4 series, ±5% in 4 series (-)" in prose
+    fractions = make_campaign(tmp_path, "f", [FakeRun({("timeout_frac", "cross_zone"): [0.012] * 8}, unit="1")])
+    frac = next(cells for section, cells, is_head in confirm_page(fractions).rows
+                if section == "confirm" and not is_head)
+    assert frac[2:4] == ["1.2%", "1.2–1.2%"], frac
+    assert not_on_page(confirm_terminal(fractions), confirm_page(fractions)) == []
 
 
 def confirm_page(camp: Path) -> PageText:
     """The page of the campaign's first run, with the campaign's confirm.json."""
     run = RunDir(next(camp.glob("*/manifest.json")).parent)
-    write_confirm(confirm(camp, ConfirmParams(subsets=20)), camp)
+    write_confirm(confirm(camp, ConfirmParams(subsets=20)), camp / "confirm")
     page = PageText()
     page.feed(write_html(run, full_report(run))[0].read_text())
     return page

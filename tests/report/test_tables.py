@@ -170,7 +170,7 @@ def test_confirm_never_breaks_a_metric_name(width: int, tmp_path: Path) -> None:
     result = confirm(camp, ConfirmParams(subsets=20))
     text = printed(lambda c: render_confirm(result, c), width)
     assert_headers_whole(text, width, ["group", "median", "95% CI", "±rel", "n for ±1%/±5%",
-                                       *metrics, "cross_subnet"], messages=("!",))
+                                       *metrics, "cross_subnet"], messages=("warning:", "note:"))
 
 
 @pytest.mark.parametrize("width", [20, 40, 60, 80, 100, 120, 160, 200])
@@ -190,6 +190,7 @@ def test_a_table_narrows_then_abbreviates_then_stacks(width: int) -> None:
 
 LONG_GROUP = "cross_region_eu_west_1_to_ap_southeast_2@payload=65536,rate=1000"  # 64 characters
 LONG_METRIC = "throughput_reverse_p99_9_mbps"
+COMPARE_PROSE = ("change:", "note:", "only in")  # legend and notes: one line each when not on a terminal
 COMPARE_HEADERS = ["metric", "group", "n A/B", "change", "95% CI", "p (Holm)", "verdict", LONG_GROUP, LONG_METRIC]
 
 
@@ -205,9 +206,9 @@ def test_compare_by_and_changes_keep_long_names_and_headers_whole(width: int, tm
 
     a, b = campaign("a", 100.0, 0), campaign("b", 120.0, 100, provider="aws")
     text = printed(lambda c: render(compare(a, b), c), width)
-    assert_headers_whole(text, width, COMPARE_HEADERS, messages=("what differs", "B vs A"))
+    assert_headers_whole(text, width, COMPARE_HEADERS, messages=("what differs", "B vs A", *COMPARE_PROSE))
     text = printed(lambda c: render(compare_by([a, b], "provider"), c), width)
-    assert_headers_whole(text, width, COMPARE_HEADERS, messages=("what differs", "provider="))
+    assert_headers_whole(text, width, COMPARE_HEADERS, messages=("what differs", "provider=", *COMPARE_PROSE))
     sched = {"every": 3600.0, "count": 48, "timezone": "UTC", "day": 86400.0}
     rng = np.random.default_rng(3)
     week = make_campaign(tmp_path, "week", [
@@ -218,7 +219,7 @@ def test_compare_by_and_changes_keep_long_names_and_headers_whole(width: int, tm
     assert len(res["changes"]) == 2
     text = printed(lambda c: render_changes(res, c), width)
     assert_headers_whole(text, width, ["metric", "group", "since (UTC)", "before", "after", "size", "95% CI",
-                                       "p (Holm)", LONG_GROUP, LONG_METRIC], messages=("changes in",))
+                                       "p (Holm)", LONG_GROUP, LONG_METRIC], messages=("changes in", "since:", "note:"))
 
 
 def assert_rows_whole(text: str, rows: Sequence[Sequence[str]]) -> None:

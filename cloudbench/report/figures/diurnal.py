@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from cloudbench.core.units import natural_unit
 from cloudbench.report.diurnal import WEEKDAYS
 from cloudbench.report.figures.style import Plot, new_figure
 
@@ -22,8 +23,12 @@ def time_of_day_figure(tod: dict[str, Any]) -> Plot | None:
         grid = np.array([[np.nan if v is None else float(v) for v in row] for row in h["heatmap"]], dtype=float)
         mark = "significant" if h.get("significant") else "not significant"
         p = f", p (Holm) {h['p_holm']:.2g}" if h.get("p_holm") is not None else ""
-        panels.append((f"{h['workload']}: {h['metric']} / {h['group']} ({mark}{p})", grid,
-                       f"median {h.get('unit') or ''}".strip(), "viridis"))
+        # the colour scale in the values' natural unit, as the tables print them (ms, not 20000 us)
+        unit = str(h.get("unit") or "")
+        finite = np.abs(grid[np.isfinite(grid)])
+        factor, name = natural_unit(float(finite.max()), unit) if finite.size and unit else (1.0, unit)
+        panels.append((f"{h['workload']}: {h['metric']} / {h['group']} ({mark}{p})", grid * factor,
+                       f"median ({name})" if name else "median", "viridis"))
     if not panels:
         return None
     fig = new_figure(8.0, 2.3 * len(panels) + 0.6)

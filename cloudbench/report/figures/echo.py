@@ -15,6 +15,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullLocator
 
+from cloudbench.analysis.latency import min_n_for_quantile
 from cloudbench.analysis.quantiles import P5, P25, P50, P75, P90, P95, P99, P99_9, P99_99, P99_999
 from cloudbench.core.files import slug
 from cloudbench.report.figures.style import (
@@ -27,7 +28,9 @@ from cloudbench.report.figures.style import (
     group_style,
     new_figure,
     panel_grid,
+    plain_log,
 )
+from cloudbench.workloads.echo.report import rtt_count
 from cloudbench.workloads.echo.sweeps import LEVEL, swept_fields
 
 BOX_KEYS = (P5, P25, P50, P75, P95, "mean")
@@ -50,9 +53,11 @@ def figures(wname: str, sec: dict[str, Any]) -> list[Drawing]:
         (f"{wname} ({lb})", {**sec, **{k: [r for r in sec.get(k) or [] if r.get("sweep") == lb]
                                        for k in DISTRIBUTIONS}}) for lb in labels]
     out: list[Drawing] = sweep_plots(wname, sec)
+    # the box plots of the swept values share one y scale, so that their boxes compare by eye
+    shared = box_span([r for _, part in views for r in part.get("boxes") or []]) if labels else None
     for draw in (box_plot, tail_plot, time_plot, grid_plot, quorum_plot):
         for name, part in ([(wname, sec)] if draw is time_plot else views):
-            p = draw(name, part)
+            p = box_plot(name, part, shared, len(views)) if draw is box_plot else draw(name, part)
             if p is not None:
                 out.append(p)
     if not out:
@@ -116,6 +121,7 @@ def sweep_plots(wname: str, sec: dict[str, Any]) -> list[Drawing]:
             ax.set_xscale("log", base=2)
             if _log_wanted(ys_all):
                 ax.set_yscale("log")
+                plain_log(ax.yaxis)
             ticks = sorted({float(r[field]) for r in rows})
             ax.set_xticks(ticks, [_size(v) if field == "payload" else f"{v:g}" for v in ticks])
             # the swept values only on the x axis; a log RTT axis keeps its minor ticks, which carry
@@ -152,14 +158,34 @@ def _log_wanted(values: list[float]) -> bool:
     return bool(vals) and max(vals) / min(vals) > 20
 
 
-def box_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
-    """Box per group: box p25–p75, median line, whiskers p5 and p95, mean marker."""
+def _box_rows(listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in listed if all(finite(r.get(k)) for k in BOX_KEYS)]
+
+
+def box_span(listed: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """The y range of box plots of ``listed`` rows (whiskers and means), with a margin: a
+    scale several box plots share (None: nothing to draw)."""
+    rows = _box_rows(listed)
+    if not rows:
+        return None
+    lo = min(min(r[P5], r["mean"]) for r in rows)
+    hi = max(max(r[P95], r["mean"]) for r in rows)
+    if _log_wanted([lo, hi]):
+        return lo / 1.25, hi * 1.25
+    pad = 0.06 * (hi - lo or abs(hi) or 1.0)
+    return max(lo - pad, 0.0) if lo >= 0 else lo - pad, hi + pad
+
+
+def box_plot(wname: str, sec: dict[str, Any], span: tuple[float, float] | None = None,
+             sharing: int = 1) -> Drawing | None:
+    """Box per group: box p25–p75, median line, whiskers p5 and p95, mean marker; ``span``: a y
+    range shared by ``sharing`` box plots (one per swept value) instead of its own."""
     listed = sec.get("boxes") or []
-    rows = [r for r in listed if all(finite(r.get(k)) for k in BOX_KEYS)]
+    rows = _box_rows(listed)
     if not rows:
         return _nothing(f"{slug(wname)}-box", f"{wname}: RTT per latency group", "box plot", listed,
                         "latency group", "the percentiles of a box")
-    fig = new_figure(max(4.5, 1.3 * len(rows) + 2.0), 4.0)
+    fig = new_figure(max(4.5, 1.3 * len(rows) + 2.0) + 1.6, 4.0)  # the legend beside the axes
     ax = fig.add_subplot()
     stats = [{"label": r["group"], "whislo": r[P5], "q1": r[P25], "med": r[P50], "q3": r[P75],
               "whishi": r[P95], "mean": r["mean"], "fliers": []} for r in rows]
@@ -173,8 +199,11 @@ def box_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
         box.set_alpha(0.85)
         box.set_hatch(st.hatch)
         box.set_edgecolor("black")
-    if _log_wanted([r[P5] for r in rows] + [r[P95] for r in rows]):
+    if _log_wanted([r[P5] for r in rows] + [r[P95] for r in rows] + list(span or ())):
         ax.set_yscale("log")
+        plain_log(ax.yaxis)
+    if span is not None:
+        ax.set_ylim(*span)
     ax.set_ylabel("round-trip time (µs)")
     ax.set_xlabel("latency group")
     ax.grid(axis="y", alpha=0.3, which="both")
@@ -182,11 +211,13 @@ def box_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     ax.legend(handles=[Line2D([], [], color="black", linewidth=2, label="median"),
                        Line2D([], [], marker="D", color="none", markerfacecolor="white", markeredgecolor="black",
                               label="mean")],
-              loc="upper left", title="box p25–p75, whiskers p5–p95")
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), title="box p25–p75,\nwhiskers p5–p95")  # off the boxes
     alt = (f"Box plot of {wname} round-trip times per latency group (box p25 to p75, line the median, "
            "whiskers p5 and p95, diamond the mean): "
            + "; ".join(f"{r['group']} median {_fmt_us(r[P50])}, p5 {_fmt_us(r[P5])}, "
-                       f"p95 {_fmt_us(r[P95])}, mean {_fmt_us(r['mean'])}" for r in rows) + ".")
+                       f"p95 {_fmt_us(r[P95])}, mean {_fmt_us(r['mean'])}" for r in rows) + "."
+           + (f" The y axis is the same in the {sharing} box plots of the swept values, so their boxes compare "
+              "by eye." if span is not None and sharing > 1 else ""))
     return Plot(f"{slug(wname)}-box", f"{wname}: RTT per latency group", alt, fig)
 
 
@@ -214,6 +245,7 @@ def tail_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     floor = max(min(p[0] for pts in by.values() for p in pts), 1e-5)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log(ax.xaxis)  # RTTs as 100, 1,000; the exceedance keeps its powers of ten
     ax.set_ylim(floor / 2.0, 1.3)
     for e, name in ((1e-2, P99), (1e-3, P99_9), (1e-4, P99_99), (1e-5, P99_999)):
         if e < floor * (1 - 1e-9):
@@ -313,16 +345,22 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="latency group")
     if _log_wanted([r[stat] for r in windows]):
         ax.set_yscale("log")
+        plain_log(ax.yaxis)
     _time_axis(ax, [t for t in starts.values() if t is not None] if use_utc else [])
     ax.set_ylabel(f"{stat} RTT per {sec.get('window_s', '?'):g} s window (µs)"
                   if finite(sec.get("window_s")) else f"{stat} RTT per window (µs)")
     ax.grid(alpha=0.3, which="both")
     ax.set_title(f"{wname}: windowed {stat} RTT over time")
+    left_out = ("self" not in seen and any(r.get("group") == "self"
+                                           for r in [*(sec.get("windows") or []), *(sec.get("pair_windows") or [])]))
     alt = (f"Windowed {stat} round-trip time of {wname} over time, a thick line per latency group and a thin "
            f"line per host pair, {len(windows)} group windows; {n_steps} level shift(s) marked with "
            f"triangles and {n_spikes} spike(s) with stars{pairs_note}"
            + (f"; {unmarked} pair event(s) of the events table not marked (their pair has no line)"
-              if unmarked else "") + ".")
+              if unmarked else "") + "."
+           + (" No self line: a host's echoes to itself cross no network, so the level-shift search (and this "
+              f"figure, which draws its window {stat}s) leaves them out; their RTTs are in the box plot and the "
+              "CCDF." if left_out else ""))
     return Plot(f"{slug(wname)}-time", f"{wname}: windowed {stat}s over time", alt, fig)
 
 
@@ -411,6 +449,7 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
             for k, m in mats.items():
                 if finite(r.get(k)):
                     m[idx[r["src"]], idx[r["dst"]]] = r[k]
+    missing_grids = [k for k, m in mats.items() if not np.isfinite(m).any()]
     mats = {k: m for k, m in mats.items() if np.isfinite(m).any()}
     if not mats:
         return Note(f"{slug(wname)}-grid", f"{wname}: src × dst grid of p50 and p99",
@@ -441,14 +480,20 @@ def grid_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
                         dark = norm(v) < 0.6
                         ax.text(j, i, grid_cell(v), ha="center", va="center",
                                 fontsize=6.5, color="white" if dark else "black")
-        fig.colorbar(image, ax=ax, shrink=0.8, label=f"{k} RTT (µs; cells ≥ 1000 µs in ms)")
+        bar = fig.colorbar(image, ax=ax, shrink=0.8, label=f"{k} RTT (µs; cells ≥ 1000 µs in ms)")
+        if isinstance(norm, LogNorm):
+            plain_log(bar.ax.yaxis)
         ranges.append(f"{k} from {_fmt_us(float(vals.min()))} to {_fmt_us(float(vals.max()))}")
     missing = int(np.isnan(next(iter(mats.values()))).sum())
+    most = max((rtt_count(r) for r in pairs), default=0)
+    why = "".join(f"; no {k} grid: a pair has at most {most:,} RTTs, a {k} needs {need:,}" if most < need
+                  else f"; no {k} grid: no pair has a {k}"
+                  for k, need in ((k, min_n_for_quantile(float(k[1:]))) for k in missing_grids))
     fitted_suptitle(fig, f"{wname}: RTT per source × destination, each grid on its own colour scale "
-                    "(hatched: no value)")
+                    f"(hatched: no value){why}")
     alt = (f"Heat maps of {wname} round-trip time per source host (rows) and destination host (columns), "
            f"{' and '.join(mats)} left to right, each on its own colour scale: {'; '.join(ranges)}; {n} hosts, "
-           f"{missing} of {n * n} cells missing (hatched).")
+           f"{missing} of {n * n} cells missing (hatched){why}.")
     return Plot(f"{slug(wname)}-grid", f"{wname}: src × dst grid of {' and '.join(mats)}", alt, fig)
 
 
@@ -476,6 +521,7 @@ def quorum_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     ax.set_ylim(-0.7, len(rows) - 0.3)
     if _log_wanted([r.get(P5) for r in rows] + [r.get(P99_9) for r in rows]):
         ax.set_xscale("log")
+        plain_log(ax.xaxis)
     ax.set_xlabel("quorum latency: k-th fastest reply of a round (µs); line p5–p99.9")
     ax.grid(axis="x", alpha=0.3, which="both")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))

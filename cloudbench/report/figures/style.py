@@ -15,9 +15,11 @@ from typing import Any
 import matplotlib as mpl
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.ticker import LogFormatterMathtext
 
 from cloudbench.core.topology import GROUP_ORDER
 
@@ -54,6 +56,23 @@ def drawing(**extra: Any) -> contextlib.AbstractContextManager[None]:
     """The rc settings of every figure (fonts, SVG text as text), plus ``extra``."""
     rc: Any = {**FONT, **extra}
     return mpl.rc_context(rc)
+
+
+class PlainLogFormatter(LogFormatterMathtext):
+    """Labels of a logarithmic axis as plain numbers (``60``, ``400``, ``2,000``, ``0.001``): the
+    ticks matplotlib labels, written as a reader writes RTTs, not ``6×10^1``."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        if not super().__call__(x, pos):  # a tick this axis leaves unlabelled
+            return ""
+        return f"{x:,.0f}" if x >= 1 else f"{x:g}"
+
+
+def plain_log(*axes: Axis) -> None:
+    """Plain numbers on the major and minor ticks of logarithmic ``axes`` (call after ``set_*scale``)."""
+    for axis in axes:
+        axis.set_major_formatter(PlainLogFormatter())
+        axis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False))
 
 
 def group_style(group: str) -> GroupStyle:

@@ -183,10 +183,15 @@ def render(wname: str, w: dict[str, Any], console: Console, options: Mapping[str
 def health_text(wname: str, health: Mapping[str, Any]) -> str:
     """The workers' CPU and late rounds as one sentence."""
     share = health["late_sends"] / health["rounds"] if health["rounds"] else 0.0
+    lag = f"{health['max_send_lag_us'] / 1000:.1f} ms"
+    # a round is late past a tolerance (the worker's: half an interval, at most 1 ms), so the
+    # largest lag of rounds none of which was late is within it ("0 of 100 rounds (0.00%) left
+    # late, by at most 0.8 ms" read as a contradiction)
+    late = (f"no round of {health['rounds']:,} left late (the latest {lag} after its time, within the "
+            "tolerance: half a round's interval, at most 1 ms)" if health["late_sends"] == 0 else
+            f"{health['late_sends']:,} of {health['rounds']:,} rounds ({share:.2%}) left late, by at most {lag}")
     return (f"{wname}: workers used at most {health['cpu_pct_max']:.1f} % of a core "
-            f"({health['cpu_pct_max_host']}, {health['cpu_pct_max_trial']}); "
-            f"{health['late_sends']:,} of {health['rounds']:,} rounds ({share:.2%}) left late, "
-            f"by at most {health['max_send_lag_us'] / 1000:.1f} ms{_stamps(health)}")
+            f"({health['cpu_pct_max_host']}, {health['cpu_pct_max_trial']}); {late}{_stamps(health)}")
 
 
 def pairs_table(wname: str, pairs: list[dict[str, Any]], swept: list[str]) -> ReportTable:
