@@ -76,3 +76,6 @@ _.sessions
 _.default_venv_backend
 lint
 typecheck
+
+# rich's Console reads it at every print (cli/app.py sets it after asking is_terminal).
+_.soft_wrap
