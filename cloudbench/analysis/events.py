@@ -105,7 +105,7 @@ from cloudbench.analysis.levelshift import (
     step_windows_needed,
 )
 from cloudbench.analysis.levelshift import STEP_TEST as WINDOW_STEP_TEST
-from cloudbench.analysis.orderstats import window_medians
+from cloudbench.analysis.orderstats import window_stats
 from cloudbench.analysis.stats import quantile_ci, rank_coverage
 
 FloatArray = NDArray[np.float64]
@@ -252,8 +252,10 @@ def _window_medians(t: FloatArray, y: FloatArray, window_s: float) -> tuple[Floa
     """Window starts, medians, and each echo's window (position in the returned arrays);
     ``t`` ascending, ``y`` finite."""
     w = np.floor((t - t[0]) / window_s).astype(np.int64)
-    keys, med = window_medians(y, np.ones(len(y), dtype=bool), w)
-    return t[0] + keys * window_s, med, np.searchsorted(keys, w).astype(np.int64)
+    keys, _, _, med = window_stats(y, w)  # every echo counts: no mask, no copy
+    # the position of each echo's window among those present: a subtraction when none is empty
+    at = w - keys[0] if len(keys) == int(keys[-1] - keys[0]) + 1 else np.searchsorted(keys, w).astype(np.int64)
+    return t[0] + keys * window_s, med, at
 
 
 def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float, window_s: float,
@@ -279,7 +281,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     quiet = ~_dilate(rough, 1)
     base = resid[quiet] if quiet.sum() >= 10 else resid
     sigma = max(MAD_TO_SIGMA * _median(np.abs(base - _median(base))), 1e-12)
-    thr = max(p.spike_k * sigma, p.jitter_k * max(float(np.percentile(np.abs(base), 99)), sigma))
+    thr = max(p.spike_k * sigma, p.jitter_k * max(_percentile(np.abs(base), 99), sigma))
     above = resid > thr  # one-sided: delay is added, never taken away
     events: list[Event] = []
     spike_mask = np.zeros(n, dtype=bool)
@@ -309,7 +311,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
             continue  # decided by bounds that hold for any rest of this size: as below
         rest = ~spike_mask
         rest[a:b] = False
-        if clear is None and size < p.size_k * max(float(np.percentile(np.abs(resid[rest]), 99)), sigma):
+        if clear is None and size < p.size_k * max(_percentile(np.abs(resid[rest]), 99), sigma):
             continue
         pval = markov_run_p(above[a:b], above, rest)
         if pval >= p.alpha:
@@ -330,7 +332,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
                             b - a, pval, SPIKE_TEST, math.nan, _share(late, a, b),
                             size_low=lo, size_high=hi, size_level=cov))
-    p99 = max(float(np.percentile(abs_resid[~spike_mask] if spiked else abs_resid, 99)), sigma)
+    p99 = max(_percentile(abs_resid[~spike_mask] if spiked else abs_resid, 99), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
     clean = np.where(spike_mask, level, y)
     events += _steps(t, clean, window_s, p, p99, late)
@@ -431,15 +433,35 @@ def _dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:
 
 def _median(x: FloatArray) -> float:
     """``np.median`` of finite ``x`` (the same value: the middle order statistic, or the mean
-    of the two middle ones) from one partition, without its NaN check's second pass."""
+    of the two middle ones) from one single-point partition: with an even count the lower
+    middle is the largest value left of the upper one (numpy's own two-point partition
+    costs three times as much on a 6-hour pair's 2.16 M residuals)."""
     n = len(x)
     if n == 0:
         return math.nan
     h = n // 2
+    part = np.partition(x, h)
     if n % 2:
-        return float(np.partition(x, h)[h])
-    part = np.partition(x, (h - 1, h))
-    return float((part[h - 1] + part[h]) / 2)
+        return float(part[h])
+    return float((part[:h].max() + part[h]) / 2)
+
+
+def _percentile(x: FloatArray, q: float) -> float:
+    """``np.percentile(x, q)`` of a non-empty 1-D finite ``x`` (the same value: numpy's
+    linear method, its virtual index ``(n − 1)·q/100`` and its two-sided interpolation),
+    from one single-point partition instead of numpy's partition at four points."""
+    n = len(x)
+    v = (n - 1) * np.true_divide(q, 100)
+    if v >= n - 1:
+        return float(np.max(x))
+    i = math.floor(v)
+    gamma = float(v - i)
+    part = np.partition(x, i)
+    a = part[i]
+    b = part[i + 1:].min()
+    diff = b - a
+    # numpy's _lerp: from the nearer end of the interval
+    return float(b - diff * (1 - gamma)) if gamma >= 0.5 else float(a + diff * gamma)
 
 
 def _share(late: NDArray[np.bool_] | None, a: int, b: int) -> float:

@@ -113,6 +113,22 @@ def test_median_and_dilation_helpers_equal_numpy_and_scipy(seed: int) -> None:
             assert _dilate(mask, k).tolist() == np.asarray(want).tolist()
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_percentile_helper_equals_numpys_to_the_last_bit(seed: int) -> None:
+    """``_percentile`` (one single-point partition) gives ``np.percentile``'s value, bit for bit:
+    its virtual index and its interpolation from the nearer end, on ties, heavy tails, sizes
+    where (n − 1)·q/100 is whole or ends in .5, and the levels the detector and its neighbours use."""
+    from cloudbench.analysis.events import _percentile
+
+    rng = np.random.default_rng(seed)
+    for n in (1, 2, 3, 4, 5, 10, 99, 100, 101, 201, 1000, 4097):
+        for x in (np.round(rng.standard_t(2, n), 1), np.abs(rng.standard_t(1, n)) * 1e3, rng.random(n)):
+            for q in (0, 1, 10, 50, 90, 99, 99.9, 100, 12.5):
+                got, want = _percentile(x.copy(), q), float(np.percentile(x, q))
+                # == for the value (−0.0 and 0.0 tie in any selection), hex for the last bit
+                assert got == want and (got == 0 or got.hex() == want.hex()), (n, q)
+
+
 def test_the_gated_step_p_decides_as_the_full_one() -> None:
     """``step_p(gate=True)`` stops counting once the p-value cannot end under alpha: the same
     decision on flat, wandering (AR(1) 0.9) and stepped series, and the same value when under."""
