@@ -95,11 +95,12 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from cloudbench.analysis.events_median import percentile as _percentile
+from cloudbench.analysis.events_median import running_median
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
     pelt,
     robust_sigma,
-    running_median,
     step_p,
     step_pvalues,
     step_windows_needed,
@@ -444,24 +445,6 @@ def _median(x: FloatArray) -> float:
     if n % 2:
         return float(part[h])
     return float((part[:h].max() + part[h]) / 2)
-
-
-def _percentile(x: FloatArray, q: float) -> float:
-    """``np.percentile(x, q)`` of a non-empty 1-D finite ``x`` (the same value: numpy's
-    linear method, its virtual index ``(n − 1)·q/100`` and its two-sided interpolation),
-    from one single-point partition instead of numpy's partition at four points."""
-    n = len(x)
-    v = (n - 1) * np.true_divide(q, 100)
-    if v >= n - 1:
-        return float(np.max(x))
-    i = math.floor(v)
-    gamma = float(v - i)
-    part = np.partition(x, i)
-    a = part[i]
-    b = part[i + 1:].min()
-    diff = b - a
-    # numpy's _lerp: from the nearer end of the interval
-    return float(b - diff * (1 - gamma)) if gamma >= 0.5 else float(a + diff * gamma)
 
 
 def _share(late: NDArray[np.bool_] | None, a: int, b: int) -> float:

@@ -82,19 +82,59 @@ def test_rest_percentile_bounds_hold_for_any_subset(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_running_median_equals_scipys_median_filter(seed: int) -> None:
-    """bottleneck over the mirrored series gives scipy's mirrored median filter, value for value
-    (ties at the 1 µs quantum, widths from 1 to wider than the series)."""
+    """bottleneck over the mirrored series (levelshift's) and the compiled sorted blocks (the
+    events' level) give scipy's mirrored median filter, value for value (ties at the 1 µs
+    quantum, widths from 1 to wider than the series, series of many blocks)."""
     from scipy import ndimage
 
-    from cloudbench.analysis.levelshift import running_median
+    from cloudbench.analysis import events_median, levelshift
 
     rng = np.random.default_rng(seed)
-    for n in (1, 2, 3, 4, 7, 100, 2001):
+    for n in (1, 2, 3, 4, 7, 100, 2001, 20000):
         y = np.round(rng.lognormal(4.0, 0.6, n))
-        for width in (1, 2, 3, 5, 9, 101, 6001):
+        y[n // 3:] += 40.0  # a step: the cursors move far within a block
+        for width in (1, 2, 3, 5, 9, 101, 1001, 6001):
             half = max(0, min(width // 2, (n - 1) // 2))
-            want = ndimage.median_filter(y, size=2 * half + 1, mode="mirror")
-            assert running_median(y, width).tolist() == want.tolist()
+            want = ndimage.median_filter(y, size=2 * half + 1, mode="mirror").tolist()
+            assert levelshift.running_median(y, width).tolist() == want
+            assert events_median.running_median(y, width).tolist() == want, (n, width)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_sorted_blocks_median_equals_bottlenecks_on_ties_and_block_edges(seed: int) -> None:
+    """Every full window's median, for lengths that end mid-block and on a block's edge, on
+    values with many ties (a tie between the two blocks' lists decides the cursors' moves)."""
+    import bottleneck as bn
+
+    from cloudbench.analysis.events_median import sliding_median
+
+    rng = np.random.default_rng(seed)
+    for k in (1, 3, 5, 11, 63):
+        for n in (k, k + 1, 2 * k - 1, 2 * k, 5 * k + 3, 40 * k):
+            for x in (rng.integers(0, 3, n).astype(float), np.round(rng.standard_t(2, n), 1), np.ones(n)):
+                assert sliding_median(x, k).tolist() == bn.move_median(x, k)[k - 1:].tolist(), (k, n)
+    with pytest.raises(ValueError, match="odd"):
+        sliding_median(np.ones(10), 4)
+
+
+def test_the_compiled_walk_is_what_runs_where_a_compiler_is() -> None:
+    """The comparisons above test the C walk, not bottleneck's fallback, on a machine with cc."""
+    import shutil
+
+    from cloudbench.analysis import events_median
+
+    if not any(shutil.which(c) for c in ("cc", "gcc", "clang")):
+        pytest.skip("no C compiler: bottleneck's move_median runs (the same values)")
+    assert events_median.kernel() is not None
+
+
+def test_without_the_compiled_walk_bottleneck_gives_the_same_medians(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cloudbench.analysis import events_median
+
+    x = np.round(np.random.default_rng(1).lognormal(4.0, 0.6, 5000))
+    compiled = events_median.running_median(x, 101)
+    monkeypatch.setattr(events_median, "_kernel", [None])
+    assert events_median.running_median(x, 101).tolist() == compiled.tolist()
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -118,7 +158,7 @@ def test_the_percentile_helper_equals_numpys_to_the_last_bit(seed: int) -> None:
     """``_percentile`` (one single-point partition) gives ``np.percentile``'s value, bit for bit:
     its virtual index and its interpolation from the nearer end, on ties, heavy tails, sizes
     where (n − 1)·q/100 is whole or ends in .5, and the levels the detector and its neighbours use."""
-    from cloudbench.analysis.events import _percentile
+    from cloudbench.analysis.events_median import percentile as _percentile
 
     rng = np.random.default_rng(seed)
     for n in (1, 2, 3, 4, 5, 10, 99, 100, 101, 201, 1000, 4097):
