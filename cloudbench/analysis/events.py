@@ -403,12 +403,16 @@ def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray
     ``n`` positions where it could start and the ways its below echoes could sit
     inside it (Bonferroni; see the module docstring)."""
     n = len(above)
+    # counts only (no boolean-indexed copies of the series: a candidate's test is a few passes)
     both = rest[:-1] & rest[1:]  # transitions inside the rest
-    prev_up, next_up = above[:-1][both], above[1:][both]
-    n_up, n_rest = float(above[rest].sum()), float(rest.sum())
+    from_up = above[:-1] & both
+    n_from_up, n_both = np.count_nonzero(from_up), np.count_nonzero(both)
+    n_uu = np.count_nonzero(from_up & above[1:])
+    n_du = np.count_nonzero(above[1:] & both) - n_uu
+    n_up, n_rest = float(np.count_nonzero(above & rest)), float(np.count_nonzero(rest))
     q = (n_up + 0.5) / (n_rest + 1.0)
-    q_uu = (float((prev_up & next_up).sum()) + 0.5) / (float(prev_up.sum()) + 1.0)
-    q_du = (float((~prev_up & next_up).sum()) + 0.5) / (float((~prev_up).sum()) + 1.0)
+    q_uu = (float(n_uu) + 0.5) / (float(n_from_up) + 1.0)
+    q_du = (float(n_du) + 0.5) / (float(n_both - n_from_up) + 1.0)
     r = np.asarray(run, dtype=bool)
     prev, nxt = r[:-1], r[1:]
     logp = (math.log(q) + float((prev & nxt).sum()) * math.log(q_uu)

@@ -169,6 +169,36 @@ def test_the_percentile_helper_equals_numpys_to_the_last_bit(seed: int) -> None:
                 assert got == want and (got == 0 or got.hex() == want.hex()), (n, q)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_window_medians_and_each_echos_window_equal_the_plain_bookkeeping(seed: int) -> None:
+    """events._window_medians (window_stats on every echo, each echo's window by subtraction
+    when no window is empty) against the masked window_medians and a binary search, with and
+    without empty windows; and the Markov run test counted in place against its first form."""
+    from cloudbench.analysis.events import _window_medians, markov_run_p
+    from cloudbench.analysis.orderstats import window_medians
+    from tests.analysis.events_reference import markov_run_p as plain_markov
+
+    rng = np.random.default_rng(seed)
+    for gap in (False, True):
+        t = np.sort(rng.uniform(0, 600, 20000))
+        if gap:  # two empty windows
+            t = t[(t < 100) | (t >= 160)]
+        y = np.round(rng.lognormal(4, 0.5, len(t)))
+        starts, med, at = _window_medians(t, y, 30.0)
+        w = np.floor((t - t[0]) / 30.0).astype(np.int64)
+        keys, want = window_medians(y, np.ones(len(y), dtype=bool), w)
+        assert starts.tolist() == (t[0] + keys * 30.0).tolist() and med.tolist() == want.tolist()
+        assert at.tolist() == np.searchsorted(keys, w).tolist()
+    for n in (5, 50, 1000, 50000):
+        for _ in range(10):
+            above = rng.random(n) < rng.choice([0.01, 0.2, 0.6])
+            rest = rng.random(n) < rng.choice([0.5, 0.95, 1.0])
+            a = int(rng.integers(0, n - 3))
+            run = above[a:a + int(rng.integers(3, min(n - a, 60) + 1))].copy()
+            run[0] = run[-1] = True
+            assert markov_run_p(run, above, rest).hex() == plain_markov(run, above, rest).hex()
+
+
 def test_the_gated_step_p_decides_as_the_full_one() -> None:
     """``step_p(gate=True)`` stops counting once the p-value cannot end under alpha: the same
     decision on flat, wandering (AR(1) 0.9) and stepped series, and the same value when under."""
