@@ -42,3 +42,35 @@ def test_the_command_tunes_its_process_before_running(monkeypatch: pytest.Monkey
     monkeypatch.setattr(cli, "app", app)
     cli.main()
     assert calls == ["tuned", "app"]
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The kernel's VmFlags of the mapping that holds ``address`` (/proc/self/smaps)."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0] if line.strip() else ""
+            if "-" in head and all(c in "0123456789abcdef-" for c in head):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and line.startswith("VmFlags:"):
+                return line.split()[1:]
+    return []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and /proc/self/smaps are Linux's")
+def test_small_page_zeros_are_zeros_the_kernel_maps_without_huge_pages() -> None:
+    """The round matrices' memory: writable zeros of the shape and type asked for, in a mapping
+    advised MADV_NOHUGEPAGE (the kernel's 'nh' flag), where numpy's own zeros may take huge
+    pages (see core.allocator.small_page_zeros for what they cost)."""
+    import numpy as np
+
+    from cloudbench.core.allocator import small_page_zeros
+
+    a = small_page_zeros((8, 8, 100_000), np.uint32)
+    assert a.shape == (8, 8, 100_000) and a.dtype == np.uint32 and a.flags.writeable
+    assert not a.any()
+    a[1, 2, 3] = 7
+    assert int(a.sum()) == 7
+    assert "nh" in _vm_flags(a.ctypes.data)
+    assert small_page_zeros((0, 5), np.int64).shape == (0, 5)

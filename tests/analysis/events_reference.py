@@ -5,13 +5,16 @@ Each candidate spike here takes the 99th percentile of the rest of the series af
 (a partition of the whole series per candidate run) and the level's running median is
 scipy's; the spike part is kept as it was, do not optimise it. The step search is the
 detector's own (``events._steps``) with the gate's bootstrap drawn in full
-(``gate=False``): what the fast path changed there is only that early stop, so that is
-what the comparison checks; the steps' own logic is checked against the truth by the
-coverage and adversarial suites.
+(``gate=False``): what the fast path changed there is that early stop, so that is
+what the comparison checks, and the window medians' bookkeeping (no masked copy, each
+echo's window by subtraction), which ``test_events_fast`` compares with the plain one; the
+steps' own logic is checked against the truth by the coverage and adversarial suites. The
+Markov run test is kept here as first written (the detector's counts in place).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -28,12 +31,32 @@ from cloudbench.analysis.events import (
     _share,
     _steps,
     late_rounds,
-    markov_run_p,
     spike_interval,
 )
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
 )
+
+
+def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray[np.bool_]) -> float:
+    """``events.markov_run_p`` as first written: the rest's transitions taken out by boolean
+    indexing, then counted (the detector's counts them in place)."""
+    n = len(above)
+    both = rest[:-1] & rest[1:]
+    prev_up, next_up = above[:-1][both], above[1:][both]
+    n_up, n_rest = float(above[rest].sum()), float(rest.sum())
+    q = (n_up + 0.5) / (n_rest + 1.0)
+    q_uu = (float((prev_up & next_up).sum()) + 0.5) / (float(prev_up.sum()) + 1.0)
+    q_du = (float((~prev_up & next_up).sum()) + 0.5) / (float((~prev_up).sum()) + 1.0)
+    r = np.asarray(run, dtype=bool)
+    prev, nxt = r[:-1], r[1:]
+    logp = (math.log(q) + float((prev & nxt).sum()) * math.log(q_uu)
+            + float((prev & ~nxt).sum()) * math.log1p(-q_uu)
+            + float((~prev & nxt).sum()) * math.log(q_du)
+            + float((~prev & ~nxt).sum()) * math.log1p(-q_du))
+    gaps = int((~r).sum())
+    ways = math.log(math.comb(max(len(r) - 2, 0), gaps)) if gaps else 0.0
+    return min(1.0, math.exp(math.log(n) + ways + logp))
 
 
 def _dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:

@@ -82,19 +82,59 @@ def test_rest_percentile_bounds_hold_for_any_subset(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_running_median_equals_scipys_median_filter(seed: int) -> None:
-    """bottleneck over the mirrored series gives scipy's mirrored median filter, value for value
-    (ties at the 1 µs quantum, widths from 1 to wider than the series)."""
+    """bottleneck over the mirrored series (levelshift's) and the compiled sorted blocks (the
+    events' level) give scipy's mirrored median filter, value for value (ties at the 1 µs
+    quantum, widths from 1 to wider than the series, series of many blocks)."""
     from scipy import ndimage
 
-    from cloudbench.analysis.levelshift import running_median
+    from cloudbench.analysis import events_median, levelshift
 
     rng = np.random.default_rng(seed)
-    for n in (1, 2, 3, 4, 7, 100, 2001):
+    for n in (1, 2, 3, 4, 7, 100, 2001, 20000):
         y = np.round(rng.lognormal(4.0, 0.6, n))
-        for width in (1, 2, 3, 5, 9, 101, 6001):
+        y[n // 3:] += 40.0  # a step: the cursors move far within a block
+        for width in (1, 2, 3, 5, 9, 101, 1001, 6001):
             half = max(0, min(width // 2, (n - 1) // 2))
-            want = ndimage.median_filter(y, size=2 * half + 1, mode="mirror")
-            assert running_median(y, width).tolist() == want.tolist()
+            want = ndimage.median_filter(y, size=2 * half + 1, mode="mirror").tolist()
+            assert levelshift.running_median(y, width).tolist() == want
+            assert events_median.running_median(y, width).tolist() == want, (n, width)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_sorted_blocks_median_equals_bottlenecks_on_ties_and_block_edges(seed: int) -> None:
+    """Every full window's median, for lengths that end mid-block and on a block's edge, on
+    values with many ties (a tie between the two blocks' lists decides the cursors' moves)."""
+    import bottleneck as bn
+
+    from cloudbench.analysis.events_median import sliding_median
+
+    rng = np.random.default_rng(seed)
+    for k in (1, 3, 5, 11, 63):
+        for n in (k, k + 1, 2 * k - 1, 2 * k, 5 * k + 3, 40 * k):
+            for x in (rng.integers(0, 3, n).astype(float), np.round(rng.standard_t(2, n), 1), np.ones(n)):
+                assert sliding_median(x, k).tolist() == bn.move_median(x, k)[k - 1:].tolist(), (k, n)
+    with pytest.raises(ValueError, match="odd"):
+        sliding_median(np.ones(10), 4)
+
+
+def test_the_compiled_walk_is_what_runs_where_a_compiler_is() -> None:
+    """The comparisons above test the C walk, not bottleneck's fallback, on a machine with cc."""
+    import shutil
+
+    from cloudbench.analysis import events_median
+
+    if not any(shutil.which(c) for c in ("cc", "gcc", "clang")):
+        pytest.skip("no C compiler: bottleneck's move_median runs (the same values)")
+    assert events_median.kernel() is not None
+
+
+def test_without_the_compiled_walk_bottleneck_gives_the_same_medians(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cloudbench.analysis import events_median
+
+    x = np.round(np.random.default_rng(1).lognormal(4.0, 0.6, 5000))
+    compiled = events_median.running_median(x, 101)
+    monkeypatch.setattr(events_median, "_kernel", [None])
+    assert events_median.running_median(x, 101).tolist() == compiled.tolist()
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -111,6 +151,52 @@ def test_median_and_dilation_helpers_equal_numpy_and_scipy(seed: int) -> None:
         for k in (1, 2):
             want = ndimage.binary_dilation(mask, iterations=k) if mask.any() else mask
             assert _dilate(mask, k).tolist() == np.asarray(want).tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_percentile_helper_equals_numpys_to_the_last_bit(seed: int) -> None:
+    """``_percentile`` (one single-point partition) gives ``np.percentile``'s value, bit for bit:
+    its virtual index and its interpolation from the nearer end, on ties, heavy tails, sizes
+    where (n − 1)·q/100 is whole or ends in .5, and the levels the detector and its neighbours use."""
+    from cloudbench.analysis.events_median import percentile as _percentile
+
+    rng = np.random.default_rng(seed)
+    for n in (1, 2, 3, 4, 5, 10, 99, 100, 101, 201, 1000, 4097):
+        for x in (np.round(rng.standard_t(2, n), 1), np.abs(rng.standard_t(1, n)) * 1e3, rng.random(n)):
+            for q in (0, 1, 10, 50, 90, 99, 99.9, 100, 12.5):
+                got, want = _percentile(x.copy(), q), float(np.percentile(x, q))
+                # == for the value (−0.0 and 0.0 tie in any selection), hex for the last bit
+                assert got == want and (got == 0 or got.hex() == want.hex()), (n, q)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_window_medians_and_each_echos_window_equal_the_plain_bookkeeping(seed: int) -> None:
+    """events._window_medians (window_stats on every echo, each echo's window by subtraction
+    when no window is empty) against the masked window_medians and a binary search, with and
+    without empty windows; and the Markov run test counted in place against its first form."""
+    from cloudbench.analysis.events import _window_medians, markov_run_p
+    from cloudbench.analysis.orderstats import window_medians
+    from tests.analysis.events_reference import markov_run_p as plain_markov
+
+    rng = np.random.default_rng(seed)
+    for gap in (False, True):
+        t = np.sort(rng.uniform(0, 600, 20000))
+        if gap:  # two empty windows
+            t = t[(t < 100) | (t >= 160)]
+        y = np.round(rng.lognormal(4, 0.5, len(t)))
+        starts, med, at = _window_medians(t, y, 30.0)
+        w = np.floor((t - t[0]) / 30.0).astype(np.int64)
+        keys, want = window_medians(y, np.ones(len(y), dtype=bool), w)
+        assert starts.tolist() == (t[0] + keys * 30.0).tolist() and med.tolist() == want.tolist()
+        assert at.tolist() == np.searchsorted(keys, w).tolist()
+    for n in (5, 50, 1000, 50000):
+        for _ in range(10):
+            above = rng.random(n) < rng.choice([0.01, 0.2, 0.6])
+            rest = rng.random(n) < rng.choice([0.5, 0.95, 1.0])
+            a = int(rng.integers(0, n - 3))
+            run = above[a:a + int(rng.integers(3, min(n - a, 60) + 1))].copy()
+            run[0] = run[-1] = True
+            assert markov_run_p(run, above, rest).hex() == plain_markov(run, above, rest).hex()
 
 
 def test_the_gated_step_p_decides_as_the_full_one() -> None:

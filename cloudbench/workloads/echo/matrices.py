@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from cloudbench.core.allocator import small_page_zeros
 from cloudbench.errors import ResultError
 from cloudbench.workloads.echo.keyspace import KeySpace
 from cloudbench.workloads.echo.schema import CONSTANT_COLUMNS
@@ -82,7 +83,7 @@ class RoundMatrices:
                           for g in range(f.row_groups)), default=-1) + 1
         H = n_hosts
         dtype = np.dtype(np.uint32 if f.max_rtt is not None and f.max_rtt <= U32_LAST else np.uint64)
-        return cls(np.zeros((H, H, rounds), dtype=dtype), np.zeros((H, rounds), dtype=np.int64),
+        return cls(small_page_zeros((H, H, rounds), dtype), small_page_zeros((H, rounds), np.int64),
                    np.zeros(H * H, dtype=np.int64), np.zeros(H * H, dtype=np.int64))
 
     @property
