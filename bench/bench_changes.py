@@ -95,7 +95,7 @@ def main() -> int:
             continue
         rate = flat_rate(kind, n, args.seed + i)
         se = math.sqrt(ALPHA * (1 - ALPHA) / n)
-        found, cov = step_rates(kind, args.steps_per_kind, args.seed + 100 + i)
+        found, cov = step_rates(kind, args.steps_per_kind, args.seed + 100 + i) if args.steps_per_kind else (0.0, 1.0)
         miss = rate > ALPHA + 3 * se
         n_found = max(round(found * args.steps_per_kind), 1)
         short = cov < 0.95 - 3 * math.sqrt(0.95 * 0.05 / n_found)
