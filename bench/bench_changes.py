@@ -102,8 +102,9 @@ def main() -> int:
         limit = kind in LIMIT_KINDS
         ok &= limit or (not miss and not short)
         print(f"{kind:12} {rate:7.1%} ± {math.sqrt(rate * (1 - rate) / n):5.1%}{' !' if miss else '  '}"
-              f" {found:10.1%} {cov:8.1%} ± {math.sqrt(cov * (1 - cov) / n_found):4.1%}{' !' if short else ''}"
-              f"{'  limit' if limit else ''}", flush=True)
+              + (f" {found:10.1%} {cov:8.1%} ± {math.sqrt(cov * (1 - cov) / n_found):4.1%}{' !' if short else ''}"
+                 if args.steps_per_kind else f" {'-':>10} {'-':>15}")
+              + f"{'  limit' if limit else ''}", flush=True)
     if not everything:
         return 0 if ok else 1
     for runs, sd in POWER:

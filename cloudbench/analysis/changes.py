@@ -17,9 +17,10 @@
 2. **Binary segmentation with a CUSUM test** (Page 1954; Csörgő & Horváth 1997, ch. 1): in a
    segment of n runs, ``S_k = Σ_{i<k} (x_i − x̄)``; the candidate change is the ``k`` of the
    largest ``|S_k|`` (at least :data:`MIN_SEGMENT` runs either side) and its statistic
-   ``max|S_k| / sqrt(n·σ²_LR)``. The whole series' split gets its p-value from an **AR(1)
-   sieve bootstrap** of the search (:func:`sieve_p`: AR(1) null series at the φ of the runs
-   around their one mean, the sinusoid projected out as above, split and σ²_LR estimated
+   ``max|S_k| / sqrt(n·σ²_LR)``. The whole series' split gets its p-value from an **AR
+   sieve bootstrap** of the search (:func:`sieve_p`: null series from an autoregression of the
+   runs around their one mean, less its bias as its own null series show it
+   (:func:`debiased_ar`), the sinusoid projected out as above, split and σ²_LR estimated
    again on each); Kolmogorov's law (the supremum of a Brownian bridge,
    ``scipy.stats.kstwobign``), which the further splits keep, called a change in 6.6 % of flat
    AR(1) series at 5 % and 15 % of short ones (see :func:`sieve_p`). ``σ²_LR`` is the **long-run variance** of the runs
