@@ -426,7 +426,16 @@ def _glsar_f(x: FloatArray, y: FloatArray) -> FloatArray:
                         + [np.sum(e[:, :-j] * e[:, j:], axis=1) / (n - j) for j in range(1, order + 1)], axis=1)
         toe = np.stack([np.stack([acov[:, abs(a - c)] for c in range(order)], axis=1) for a in range(order)],
                        axis=1)
-        rho[idx] = np.linalg.solve(toe, acov[:, 1:, None])[..., 0]
+        # A null series drawn from nearly tied runs (95 of 96 equal) can be constant: its
+        # residuals have no variance and no autocorrelation to estimate (rho 0, F nan, which
+        # the bootstrap counts against the effect); any other singular system by least squares.
+        flat = ~(acov[:, 0] > 0)
+        toe[flat] = np.eye(order)
+        acov[flat, 1:] = 0.0
+        try:
+            rho[idx] = np.linalg.solve(toe, acov[:, 1:, None])[..., 0]
+        except np.linalg.LinAlgError:
+            rho[idx] = (np.linalg.pinv(toe) @ acov[:, 1:, None])[..., 0]
     b, xtx, ssr = fit(np.arange(rows))
     s2 = ssr / (n - order - k)
     inv = np.linalg.inv(xtx)[:, 1:, 1:]

@@ -220,6 +220,19 @@ def test_too_few_or_constant_values_say_why() -> None:
     assert r.fit is None and any("same" in n for n in r.notes)
 
 
+def test_nearly_tied_runs_give_a_result_not_a_singular_matrix() -> None:
+    """95 of 96 run medians equal on a coarse grain (a 0.1 ms grid, an independent reviewer's
+    generator): the bootstrap's null series are then mostly constant, and the batched AR solve
+    raised LinAlgError ('Singular matrix') through `diurnal` and `compare --changes`."""
+    t = MONDAY + np.arange(96) * 3600.0
+    y = np.full(96, 1000.0)
+    for at in (12, 37, 80):
+        y[:] = 1000.0
+        y[at] = 900.0
+        r = diurnal_series(t, y, DAY)
+        assert r.p_at_period is not None and 0.05 < r.p_at_period <= 1.0  # one low run is no sine
+
+
 def test_a_short_campaign_s_primary_test_holds_its_level() -> None:
     """Feasible GLS estimates the AR coefficients from the runs themselves; with 20 runs they are
     biased toward 0 and the F distribution is not the statistic's null distribution (the F test
