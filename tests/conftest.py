@@ -1,22 +1,203 @@
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import signal
+import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.paths import QUICKSTART
 
+# The README's test command runs on two pytest-xdist workers (`-n 2` in pyproject's addopts):
+# the testbed tests mostly wait on real time (schedules, trials, sleeps), so one worker's
+# campaign overlaps with the other's CPU-bound unit tests. Three things keep that honest:
+#
+# * a unit of work (what one worker runs, in order) is one test, or all the tests that share a
+#   fixture broader than a function (a testbed, a reference run, a cached simulation): they run
+#   on one worker, so it is built once, as serially (SHARED_MODULES, SHARED_TESTS, checked at
+#   collection by ``_check_units``);
+# * the longest units start first (``_start_order``: the compressed-day campaigns, then the
+#   other testbed tests, then the slow unit tests), so that the run does not end with one long
+#   test on one worker while the other idles;
+# * a test marked ``alone`` runs with nothing beside it (``pytest_runtest_protocol``: a
+#   readers-writer lock over the session's workers), for an assertion that the other worker's
+#   CPU use would change; they run last. Keep the set small: each one costs its whole
+#   duration in wall time. A test that measures a rate or a time asserts what the system
+#   guarantees instead wherever it can.
+LOCK_DIR_ENV = "CLOUDBENCH_TEST_LOCK_DIR"
+_LOCK_DIR_KEY = pytest.StashKey[str]()
+
+# Modules whose tests share a module-scoped fixture or a cached simulation: one unit each.
+SHARED_MODULES = frozenset({
+    "tests/analysis/adversarial/test_adversarial.py",  # rows_of: one simulation per suite (functools.cache)
+    "tests/integration/test_disk_full.py",  # reference: the run without a fault
+    "tests/integration/test_wan.py",  # mda_run: the ECMP testbed
+    "tests/report/test_diurnal_terminal.py",  # result
+    "tests/report/test_page_has_the_terminal.py",  # rendered
+    "tests/test_dataset.py",  # campaign
+    "tests/test_dataset_kinds.py",  # hot_cold
+    "tests/workloads/echo/test_engine.py",  # run
+})
+# Tests of several modules that share a session-scoped fixture: one unit per name.
+SHARED_TESTS = {
+    "compressed-days": frozenset({  # the three compressed-day campaigns (~140 s)
+        "tests/integration/test_campaign.py::"
+        "test_a_compressed_day_anchored_to_utc_is_recovered_and_a_flat_link_shows_no_effect",
+        "tests/integration/test_changes_testbed.py::"
+        "test_a_3ms_step_half_way_is_found_within_one_slot_and_a_flat_campaign_has_none",
+    }),
+}
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: a SHARED_TESTS name, a SHARED_MODULES module or itself."""
+    function = nodeid.split("[", 1)[0]
+    for name, tests in SHARED_TESTS.items():
+        if function in tests:
+            return name
+    module = nodeid.split("::", 1)[0]
+    return module if module in SHARED_MODULES else nodeid
+
+
+# The terminal size the workers find set (80 x 24), where the controller had none: rich's consoles,
+# created when cloudbench.cli is imported, would keep 80 columns and ignore the COLUMNS a test
+# gives CliRunner (tables cut short). Each worker gets the controller's values instead.
+_TERMINAL_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["cloudbench_terminal_env"] = {k: os.environ.get(k) for k in _TERMINAL_ENV}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", {})
+    for key, value in workerinput.get("cloudbench_terminal_env", {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    if not hasattr(config, "workerinput") and LOCK_DIR_ENV not in os.environ:
+        # the controller (or a run without xdist): the workers it starts inherit the variable
+        path = tempfile.mkdtemp(prefix="cloudbench-test-locks-")
+        os.environ[LOCK_DIR_ENV] = path
+        config.stash[_LOCK_DIR_KEY] = path
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    path = config.stash.get(_LOCK_DIR_KEY, None)
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
+        os.environ.pop(LOCK_DIR_ENV, None)
+
+
+@contextmanager
+def _flock(path: Path, mode: int) -> Iterator[None]:
+    with path.open("a") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: pytest-timeout's clock starts inside
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """An ``alone`` test runs (set-up, call, tear-down) with no other test beside it.
+
+    Every test holds ``run.lock`` shared while it runs, an ``alone`` test holds it exclusive.
+    ``gate.lock`` keeps a waiting ``alone`` test from being starved: a test takes it (exclusive,
+    briefly) before ``run.lock``; an ``alone`` test keeps it until it has run, so no new test
+    starts while it waits for the running one to end. Module-scoped fixtures are set up inside
+    the protocol of their first test, so a testbed is never built beside an ``alone`` test."""
+    lock_dir = Path(os.environ.get(LOCK_DIR_ENV, tempfile.gettempdir()))
+    gate, run = lock_dir / "gate.lock", lock_dir / "run.lock"
+    if "alone" in item.keywords:
+        with _flock(gate, fcntl.LOCK_EX), _flock(run, fcntl.LOCK_EX):
+            return (yield)
+    with _flock(gate, fcntl.LOCK_EX):
+        pass
+    with _flock(run, fcntl.LOCK_SH):
+        return (yield)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _check_units(items)
+    items.sort(key=_start_order)  # stable: within a module, collection order
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="integration tests need root (network namespaces, sshd)")
     for item in items:
         if "integration" in item.keywords:
             item.add_marker(skip)
+
+
+def _start_order(item: pytest.Item) -> int:
+    """The compressed-day campaigns first (the longest unit, mostly waiting), then the other
+    testbed tests (slow ones first; they wait on real time while the other worker computes),
+    then the unit tests (slow ones first); ``alone`` tests last, one after the other."""
+    if "alone" in item.keywords:
+        return 5
+    if work_unit(item.nodeid) == "compressed-days":
+        return 0
+    slow, integration = "slow" in item.keywords, "integration" in item.keywords
+    if integration:
+        return 1 if slow else 2
+    return 3 if slow else 4
+
+
+def _check_units(items: list[pytest.Item]) -> None:
+    """The tests that share one instance of a fixture broader than a function (defined under
+    tests/) are one unit of work; else each worker would build it again, and a fixture meant
+    to be built once (a 140 s campaign) would be built twice."""
+    users: dict[tuple[str, str], set[str]] = {}
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        module = item.nodeid.split("::", 1)[0]
+        for name, defs in info.name2fixturedefs.items():
+            d = defs[-1]
+            if d.scope == "function" or not d.baseid.startswith("tests"):
+                continue
+            instance = module if d.scope == "module" else item.nodeid.rsplit("::", 1)[0] \
+                if d.scope == "class" else d.baseid
+            users.setdefault((name, instance), set()).add(item.nodeid)
+    for (name, _), nodeids in sorted(users.items()):
+        units = {work_unit(n) for n in nodeids}
+        if len(nodeids) > 1 and (len(units) > 1 or units <= nodeids):
+            raise pytest.UsageError(
+                f"{sorted(nodeids)[0]} and {len(nodeids) - 1} other test(s) share the fixture {name!r} "
+                "but not a unit of work: add them to SHARED_MODULES or SHARED_TESTS in tests/conftest.py")
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pragma: no cover - pytest-xdist is a dev dependency
+    pass
+else:
+    class _UnitScheduling(LoadScopeScheduling):
+        """xdist's scope scheduling with ``work_unit`` as the scope, in the order of the
+        collection (``_start_order``). (xdist's own `xdist_group` marks would do the grouping,
+        but `--dist loadgroup` renames nodes through ``item._nodeid``, which pytest 9 no
+        longer reads.)"""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "load":  # an explicit --dist other than the default
+            return None
+        config.option.loadscopereorder = False  # keep _start_order, not the largest unit first
+        return _UnitScheduling(config, log)
 
 
 @pytest.fixture

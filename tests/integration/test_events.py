@@ -1,9 +1,12 @@
 """Every per-pair event the echo report prints is real.
 
-* Three regions on flat emulated links, a 400 ms spike of +25 ms one way on the
+* Three regions on flat emulated links, a 300 ms spike of +50 ms one way on the
   link a–c and a step of +2 ms one way on b–c: the spike is found on a>c and
-  c>a only, at its time (± one round), with its duration (± 2 rounds) and size
-  (± 20 %); the step on b>c and c>b within one window, size ± 10 %.
+  c>a only, at its time (± 2 rounds and the run's p99 jitter), with its duration
+  (± 3 rounds and twice the jitter, plus the delay line's tail) and size (± 20 %),
+  labelled the link's (or the host's, only when a stall of that host on the busy
+  cores moved its other pairs at the same moment); the step on b>c and c>b within
+  one window, size ± 10 %.
 * 20 s of flat links (6 pairs, 0.033 series-hours): at most one link event
   (a smoke check: the stated rate, 0.01 link events per series-hour, needs
   300 series-hours to show, which ``bench/bench_events.py`` simulates; a detector
@@ -53,7 +56,7 @@ workloads:
   - {{kind: echo, rate: {rate}, duration: {duration}, warmup: 0.5s, window: {window}s, self_loop: false}}
 """
 
-SPIKE_AT, SPIKE_FOR, SPIKE_EXTRA = 7.0, 0.4, 0.025
+SPIKE_AT, SPIKE_FOR, SPIKE_EXTRA = 7.0, 0.3, 0.050
 STEP_AT, STEP_TO = 11.0, 0.007
 
 
@@ -88,20 +91,45 @@ def test_spike_and_step_are_found_on_their_own_pairs(tmp_path: Path) -> None:
     shown = [(e["series"], e["kind"], e["origin"], round(e["time_s"], 3), round(e["size"]),
               e["p_value"]) for e in events]
     print("\n" + "\n".join(map(str, shown)))
-    spikes = {e["series"]: e for e in events if e["kind"] == "spike" and e["origin"] == "link"}
-    assert set(spikes) == {"sa-1>sc-1", "sc-1>sa-1"}, shown
+    # The spike is found on a>c and c>a, and on no other pair as a link's. The testbed's delay
+    # lines and workers are processes on busy cores: a stall of one (a 60 ms excursion on a>b and
+    # b>a at 5.6 s, 0.5 s before the spike, at load average 9) makes a host's pairs with two hosts
+    # move at once, and the detector then labels the spike its host's, as documented
+    # (label_host_events). So either label, but "host" only with that evidence beside it.
+    ac = {"sa-1>sc-1", "sc-1>sa-1"}
+    assert {e["series"] for e in events if e["kind"] == "spike" and e["origin"] == "link"} <= ac, shown
+    spikes = {e["series"]: e for e in events if e["kind"] == "spike" and e["series"] in ac}
+    assert set(spikes) == ac, shown
     for series, e in spikes.items():
+        if e["origin"] == "host":
+            beside = [o for o in events if o["origin"] == "host" and o["series"] not in ac
+                      and o["time_s"] - WINDOW <= e["time_s"] + e["duration_s"]
+                      and e["time_s"] - WINDOW <= o["time_s"] + o["duration_s"]]
+            assert beside, ("labelled the host's without another pair moving", e, shown)
         expected = series_time(run, rec, series, SPIKE_AT)
         print(f"{series}: spike at {e['time_s']:.3f} s (expected {expected:.3f}), "
               f"{e['duration_s'] * 1000:.0f} ms (expected {SPIKE_FOR * 1000:.0f}), "
               f"{e['size']:.0f} us (expected {2 * SPIKE_EXTRA * 1e6:.0f}), p = {e['p_value']:.1e}, "
               f"p99 jitter {e['jitter_p99']:.0f} us")
+        # the detector reports a spike of at least size_k (4) × the p99 jitter, so the run must
+        # resolve it for the rest to mean anything: the p99 jitter was 1.4-17.9 ms in 17 series at
+        # load average 5-10; a +25 ms spike (50 ms of RTT) went unreported at load 7 and at 9-10,
+        # hence +50 ms (100 ms of RTT, under TCP's 200 ms minimum RTO), for 300 ms, not 400: with
+        # its tail (below) a 400 ms one measured 440 ms, near the one window (0.5 s) a spike may
+        # last, and once one direction was not reported
         assert 5 * e["jitter_p99"] <= 2 * SPIKE_EXTRA * 1e6, "the spike is not 5× the p99 jitter"
         # an echo straddling either edge of the delay line's spike may or may not rise over the
         # threshold: under load (p99 jitter 2.1 ms in one CI run) the start was one round late and
-        # the run two rounds long, at the old bounds; one more round each is the measured spread
-        assert abs(e["time_s"] - expected) <= 2 * ROUND, (series, e, expected)
-        assert abs(e["duration_s"] - SPIKE_FOR) <= 3 * ROUND, (series, e)
+        # the run two rounds long, at the old bounds; one more round each is the measured spread.
+        # Which echoes meet the spike also moves with the path's own delay noise (delay lines and
+        # workers are processes on busy cores): plus the run's p99 jitter at each edge (at load
+        # average 10: p99 jitter 10.9 ms, the run 61 ms longer than the spike). The delay line never
+        # reorders, so the packets behind those it holds when the spike ends wait too: the tail
+        # lasts up to SPIKE_EXTRA longer (300 ms measured as 340-360 ms in 4 runs at load 5-10)
+        jitter_s = e["jitter_p99"] / 1e6
+        assert abs(e["time_s"] - expected) <= 2 * ROUND + jitter_s, (series, e, expected)
+        longer = e["duration_s"] - SPIKE_FOR
+        assert -(3 * ROUND + 2 * jitter_s) <= longer <= SPIKE_EXTRA + 3 * ROUND + 2 * jitter_s, (series, e)
         assert e["size"] == pytest.approx(2 * SPIKE_EXTRA * 1e6, rel=0.20), (series, e)
         assert e["p_value"] < 1e-3 and "run test" in e["test"]
     steps = {e["series"]: e for e in events if e["kind"] == "step" and e["origin"] == "link"
