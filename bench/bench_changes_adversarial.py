@@ -28,7 +28,8 @@ size cover the true step (flagged when more than 3 SEs under 95 %).
 Run: ``PYTHONPATH=$PWD .venv/bin/python bench/bench_changes_adversarial.py [--series 500]
 [--steps 200] [--seed 8] [--kinds regime,coarse]``; exits 1 when any kind's false rate is over
 5 % + 3 SE, any search raised (``errors``: the command would show a traceback), the step in
-per-run effects is found in under 90 % of series (AR(1): power not judged), or a step interval's coverage is > 3 SE under 95 %.
+per-run effects is found in under 90 % of series (AR(1): power not judged), or a step interval's
+coverage is > 3 SE under 95 %.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def flat(kind: str, n: int, seed: int) -> tuple[int, int, int]:
         t, y = campaign(rng, *gen(rng), grain)
         try:
             found = search(t, y)
-        except Exception as exc:  # noqa: BLE001 - the command would print a traceback: count and show it
+        except Exception as exc:  # the command would print a traceback: count it, show the first
             errors += 1
             if errors == 1:
                 path = f"/tmp/changes_adversarial_{kind}_{seed}_{i}.npz"
