@@ -12,7 +12,10 @@ Flat scheduled-campaign series (no lasting change) generated here, apart from
 - ``gaps``: 168 hourly slots, 20 % of runs missing at random plus a 12-hour hole, AR(1) φ 0.3;
 - ``short24`` / ``short48``: 24 hourly runs of per-run effects / 48 runs of AR(1) φ 0.4, t(5) innovations;
 - ``outlier``: per-run effects with a run-level outlier (+6 run SDs) in 2 % of runs, 168 runs;
-- ``outlier48``: the same over 48 runs.
+- ``outlier48``: the same over 48 runs;
+- ``semidiurnal``: a 12-hour sine of 1 run SD (the search removes a 24-hour sinusoid only), 168 runs;
+- ``bizhours``: +1.5 run SDs during 8 busy hours a day (a square wave: its harmonics stay), AR(1) φ 0.3;
+- ``mixed``: a daily sine drifting from 1.5 to 0.5 run SDs, AR(1) φ 0.5 t(3) runs, 15 % of runs missing.
 
 Each run has 3 repetitions (within-run noise on top of the run's effect), reduced to one value per
 run by :func:`cloudbench.analysis.diurnal.run_values`, and searched as the command searches one series:
@@ -21,12 +24,15 @@ run by :func:`cloudbench.analysis.diurnal.run_values`, and searched as the comma
 with a significant change (``false``) with its binomial SE, the share that would also be listed past
 compare's default 5 % threshold (``listed``), and ``OVER`` when ``false`` > 5 % + 3 SE.
 
+Then the family-wise rate: campaigns of 10 flat series (two each of ar1_t3, sine_drift, gaps, outlier,
+coarse_mid) searched together as the command does (Holm over the series), the share with any change.
+
 Then a clear step: 3 run SDs half-way through 168 runs (per-run effects and AR(1) φ 0.5): the share
 found within one run of it, and the share of those whose 95 % intervals of the difference and of the
 size cover the true step (flagged when more than 3 SEs under 95 %).
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python bench/bench_changes_adversarial.py [--series 500]
-[--steps 200] [--seed 8] [--kinds regime,coarse]``; exits 1 when any kind's false rate is over
+[--steps 200] [--campaigns 200] [--seed 8] [--kinds regime,coarse]``; exits 1 when any kind's false rate is over
 5 % + 3 SE, any search raised (``errors``: the command would show a traceback), the step in
 per-run effects is found in under 90 % of series (AR(1): power not judged), or a step interval's
 coverage is > 3 SE under 95 %.
@@ -135,6 +141,30 @@ def outlier48(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return _outliers(rng, 48)
 
 
+def semidiurnal(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = 168
+    h = np.arange(n, dtype=float)
+    return h, RUN_SD * (np.sin(2 * np.pi * h / 12 + rng.uniform(0, 2 * np.pi)) + rng.standard_normal(n))
+
+
+def bizhours(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = 168
+    h = np.arange(n, dtype=float)
+    start = rng.uniform(0, 24)
+    busy = np.mod(h - start, 24) < 8  # 8 busy hours a day: a square wave, not a sinusoid
+    return h, RUN_SD * (1.5 * busy + _ar1(rng, n, 0.3))
+
+
+def mixed(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Everything at once: a drifting daily sine, AR(1) t(3) runs, 15 % of runs missing."""
+    n = 168
+    h = np.arange(n, dtype=float)
+    amp = RUN_SD * np.linspace(1.5, 0.5, n)
+    e = amp * np.sin(2 * np.pi * h / 24 + rng.uniform(0, 2 * np.pi)) + RUN_SD * _ar1(rng, n, 0.5, _t(rng, 3, n))
+    keep = rng.random(n) >= 0.15
+    return h[keep], e[keep]
+
+
 KINDS: dict[str, tuple[Gen, float | None]] = {  # generator, grain of the repetitions (µs; None: none)
     "regime": (regime, None),
     "ar1_t3": (ar1_t3, None),
@@ -147,6 +177,9 @@ KINDS: dict[str, tuple[Gen, float | None]] = {  # generator, grain of the repeti
     "short48": (short48, None),
     "outlier": (outlier, None),
     "outlier48": (outlier48, None),
+    "semidiurnal": (semidiurnal, None),
+    "bizhours": (bizhours, None),
+    "mixed": (mixed, None),
 }
 
 
@@ -191,6 +224,24 @@ def flat(kind: str, n: int, seed: int) -> tuple[int, int, int]:
     return hits, listed, errors
 
 
+def family(n: int, seed: int, kinds: tuple[str, ...] = ("ar1_t3", "sine_drift", "gaps", "outlier", "coarse_mid")
+           ) -> tuple[int, int]:
+    """(campaigns with any change, campaigns whose search raised) of ``n`` flat campaigns of two series
+    of each of ``kinds``, searched together as the command does (Holm over the series)."""
+    rng = np.random.default_rng([seed, 7])
+    hits = errors = 0
+    for _ in range(n):
+        series = [campaign(rng, *KINDS[k][0](rng), KINDS[k][1]) for k in kinds for _ in range(2)]
+        span = max(float(t.max() - t.min()) for t, _ in series)
+        try:
+            found = find_changes_holm(series, period=DAY if span >= DAY else None, alpha=ALPHA)
+        except Exception:  # the command would print a traceback
+            errors += 1
+            continue
+        hits += any(s.changes for s in found)
+    return hits, errors
+
+
 def steps(phi: float, n: int, seed: int, runs: int = 168, sds: float = 3.0) -> tuple[int, int, int]:
     """(found within one run, diff interval covers, size interval covers) over ``n`` stepped series."""
     rng = np.random.default_rng([seed, 99, int(phi * 10)])
@@ -214,6 +265,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--series", type=int, default=500, help="flat series per kind")
     ap.add_argument("--steps", type=int, default=200, help="stepped series per noise (0: none)")
+    ap.add_argument("--campaigns", type=int, default=200, help="flat campaigns of 10 series (0: none)")
     ap.add_argument("--seed", type=int, default=8)
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of: " + ",".join(KINDS))
     a = ap.parse_args()
@@ -233,6 +285,14 @@ def main() -> int:
         runs = KINDS[kind][0](np.random.default_rng(0))[0].size
         print(f"{kind:<11} {runs:>5} {100 * rate:>6.1f}% {100 * se:>5.1f}% {100 * listed / a.series:>6.1f}% "
               f"{errors:>7} {time.process_time() - c0:>6.0f}{'  OVER' if over else ''}", flush=True)
+    if a.campaigns:
+        hits, errors = family(a.campaigns, a.seed)
+        rate = hits / a.campaigns
+        se = math.sqrt(max(rate * (1 - rate), ALPHA * (1 - ALPHA)) / a.campaigns)
+        over = rate > ALPHA + 3 * se
+        bad |= over or errors > 0
+        print(f"\ncampaigns of 10 flat series searched together (Holm), {a.campaigns} campaigns: any change in "
+              f"{100 * rate:.1f}% (SE {100 * se:.1f}%), errors {errors}{'  OVER' if over else ''}", flush=True)
     if a.steps:
         print(f"\nstep of 3 run SDs half-way through 168 runs, {a.steps} series each")
         print(f"{'noise':<11} {'found':>7} {'diff cov':>9} {'size cov':>9} {'SE':>6}")
