@@ -48,8 +48,9 @@ import zlib
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
-from cloudbench.analysis.changes import find_changes_holm
+from cloudbench.analysis.changes import Change, find_changes_holm
 from cloudbench.analysis.diurnal import run_values
 
 ALPHA = 0.05
@@ -60,10 +61,12 @@ RUN_SD = 20.0  # µs: the run-to-run SD (the unit that varies)
 REP_SD = 15.0  # µs: within a run, between its repetitions
 REPS = 3
 
-Gen = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]  # (slot hours, run effects)
+Arr = NDArray[np.float64]
+
+Gen = Callable[[np.random.Generator], tuple[Arr, Arr]]  # (slot hours, run effects)
 
 
-def _ar1(rng: np.random.Generator, n: int, phi: float, innov: np.ndarray | None = None) -> np.ndarray:
+def _ar1(rng: np.random.Generator, n: int, phi: float, innov: Arr | None = None) -> Arr:
     """AR(1) of unit marginal SD (for Gaussian innovations), from its stationary start."""
     u = rng.standard_normal(n) if innov is None else innov
     x = np.empty(n)
@@ -73,12 +76,12 @@ def _ar1(rng: np.random.Generator, n: int, phi: float, innov: np.ndarray | None 
     return x * math.sqrt(1 - phi * phi)
 
 
-def _t(rng: np.random.Generator, df: float, n: int) -> np.ndarray:
+def _t(rng: np.random.Generator, df: float, n: int) -> Arr:
     """Student-t innovations scaled to unit SD."""
     return rng.standard_t(df, n) / math.sqrt(df / (df - 2))
 
 
-def regime(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def regime(rng: np.random.Generator) -> tuple[Arr, Arr]:
     n, stay = 168, 1 - 1 / 12
     s = np.empty(n, dtype=int)
     s[0] = rng.integers(2)
@@ -87,29 +90,29 @@ def regime(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(n, dtype=float), RUN_SD * (0.5 * s + rng.standard_normal(n))
 
 
-def ar1_t3(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def ar1_t3(rng: np.random.Generator) -> tuple[Arr, Arr]:
     n = 168
     return np.arange(n, dtype=float), RUN_SD * _ar1(rng, n, 0.5, _t(rng, 3, n))
 
 
-def coarse(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def coarse(rng: np.random.Generator) -> tuple[Arr, Arr]:
     n = 168
     return np.arange(n, dtype=float), RUN_SD * rng.standard_normal(n)
 
 
-def coarse_ar(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def coarse_ar(rng: np.random.Generator) -> tuple[Arr, Arr]:
     n = 96
     return np.arange(n, dtype=float), RUN_SD * _ar1(rng, n, 0.4)
 
 
-def sine_drift(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def sine_drift(rng: np.random.Generator) -> tuple[Arr, Arr]:
     n = 168
     h = np.arange(n, dtype=float)
     amp = RUN_SD * np.linspace(0.3, 2.0, n)
     return h, amp * np.sin(2 * np.pi * h / 24 + rng.uniform(0, 2 * np.pi)) + RUN_SD * rng.standard_normal(n)
 
 
-def gaps(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def gaps(rng: np.random.Generator) -> tuple[Arr, Arr]:
     n = 168
     h = np.arange(n, dtype=float)
     e = RUN_SD * _ar1(rng, n, 0.3)
@@ -119,35 +122,35 @@ def gaps(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return h[keep], e[keep]
 
 
-def short24(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def short24(rng: np.random.Generator) -> tuple[Arr, Arr]:
     return np.arange(24, dtype=float), RUN_SD * rng.standard_normal(24)
 
 
-def short48(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def short48(rng: np.random.Generator) -> tuple[Arr, Arr]:
     return np.arange(48, dtype=float), RUN_SD * _ar1(rng, 48, 0.4, _t(rng, 5, 48))
 
 
-def _outliers(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _outliers(rng: np.random.Generator, n: int) -> tuple[Arr, Arr]:
     e = RUN_SD * rng.standard_normal(n)
     e[rng.random(n) < 0.02] += 6 * RUN_SD
     return np.arange(n, dtype=float), e
 
 
-def outlier(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def outlier(rng: np.random.Generator) -> tuple[Arr, Arr]:
     return _outliers(rng, 168)
 
 
-def outlier48(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def outlier48(rng: np.random.Generator) -> tuple[Arr, Arr]:
     return _outliers(rng, 48)
 
 
-def semidiurnal(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def semidiurnal(rng: np.random.Generator) -> tuple[Arr, Arr]:
     n = 168
     h = np.arange(n, dtype=float)
     return h, RUN_SD * (np.sin(2 * np.pi * h / 12 + rng.uniform(0, 2 * np.pi)) + rng.standard_normal(n))
 
 
-def bizhours(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def bizhours(rng: np.random.Generator) -> tuple[Arr, Arr]:
     n = 168
     h = np.arange(n, dtype=float)
     start = rng.uniform(0, 24)
@@ -155,7 +158,7 @@ def bizhours(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return h, RUN_SD * (1.5 * busy + _ar1(rng, n, 0.3))
 
 
-def mixed(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def mixed(rng: np.random.Generator) -> tuple[Arr, Arr]:
     """Everything at once: a drifting daily sine, AR(1) t(3) runs, 15 % of runs missing."""
     n = 168
     h = np.arange(n, dtype=float)
@@ -183,8 +186,8 @@ KINDS: dict[str, tuple[Gen, float | None]] = {  # generator, grain of the repeti
 }
 
 
-def campaign(rng: np.random.Generator, hours: np.ndarray, effects: np.ndarray,
-             grain: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def campaign(rng: np.random.Generator, hours: Arr, effects: Arr,
+             grain: float | None = None) -> tuple[Arr, Arr]:
     """Run values as the command sees them: each run's repetitions (a few seconds apart, within-run
     noise, rounded to ``grain``) reduced by run_values to their median at their mean time."""
     start = 1_790_000_000.0 + float(rng.integers(0, 86400))  # a random UTC time of day
@@ -197,7 +200,7 @@ def campaign(rng: np.random.Generator, hours: np.ndarray, effects: np.ndarray,
     return tr, yr
 
 
-def search(t: np.ndarray, y: np.ndarray) -> list:  # type: ignore[type-arg]
+def search(t: Arr, y: Arr) -> list[Change]:
     """One series through the command's search (the daily period when the runs span a day)."""
     period = DAY if float(t.max() - t.min()) >= DAY else None
     return find_changes_holm([(t, y)], period=period, alpha=ALPHA)[0].changes
