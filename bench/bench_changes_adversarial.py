@@ -1,4 +1,4 @@
-"""An independent adversarial check of ``compare DIR --changes``' false-change rate (issue 26, point 8).
+"""An independent adversarial check of ``compare DIR --changes``' false-change rate: flat series must give a change in at most 5 %.
 
 Flat scheduled-campaign series (no lasting change) generated here, apart from
 :mod:`cloudbench.testing` and ``bench/bench_changes.py``, in ways the search was not tuned on:
