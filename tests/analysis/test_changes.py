@@ -22,7 +22,10 @@ from cloudbench.analysis.changes import (
     find_changes_holm,
     joint_fit,
     long_run_variance,
+    _levels,
+    _sized,
     null_ar,
+    prepare,
     sieve_null,
 )
 from cloudbench.testing.adversarial import ar1
@@ -157,6 +160,30 @@ def test_a_step_is_found_at_its_run_and_its_size_covered_with_a_false_change_bes
         beside, beside_covered = beside + b, beside_covered + bc
     assert beside >= 10, beside  # the case is there to be tested
     assert _at_least_95(beside_covered, beside), (beside_covered, beside)
+
+
+def test_a_change_s_interval_holds_its_intervals_one_run_earlier_and_later() -> None:
+    """The run of a change is an estimate: its interval is the hull of the fits with the change at
+    its run and one run either side. Without it, steps found one run off in AR(1) runs (φ 0.5) were
+    covered in 91 % and all found steps in 92.7 % (an independent reviewer's
+    bench/bench_changes_adversarial.py; 96 % with the hull)."""
+    rng = np.random.default_rng(21)
+    checked = 0
+    for _ in range(12):
+        t, y, _k = stepped(rng, FLAT_KINDS[1], 3 * SD)
+        res = find_changes(t, y)
+        cuts = sorted(c.index for c in res.changes)
+        prep = prepare(t, y)
+        for c in res.changes:
+            for k in (c.index - 1, c.index + 1):
+                moved = sorted(k if x == c.index else x for x in cuts)
+                if len(set(moved)) < len(moved):
+                    continue
+                levels, cov, crit = _levels(prep, moved)
+                alt = _sized(prep.t, k, levels, cov, moved.index(k), [0, *moved, y.size], c.p, c.p, crit)
+                assert c.diff_ci[0] <= alt.diff_ci[0] and alt.diff_ci[1] <= c.diff_ci[1], (c, alt)
+                checked += 1
+    assert checked >= 12
 
 
 def test_a_step_under_a_daily_cycle_is_found_and_covered() -> None:
