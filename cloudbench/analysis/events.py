@@ -95,8 +95,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from cloudbench.analysis.events_median import level_and_residuals
 from cloudbench.analysis.events_median import percentile as _percentile
-from cloudbench.analysis.events_median import running_median
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
     pelt,
@@ -273,10 +273,8 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     max_spike_s = p.max_spike_s if p.max_spike_s is not None else window_s
     # the level's filter spans at most half the series: wider, it is one median of everything
     max_spike = min(max(p.min_samples, round(max_spike_s / round_interval_s)), (n - 1) // 4)
-    level = running_median(y, 2 * max_spike + 1)
-    resid = y - level
+    level, resid, abs_resid = level_and_residuals(y, 2 * max_spike + 1)
     # first pass: leave out gross departures before measuring the jitter
-    abs_resid = np.abs(resid)
     sigma0 = MAD_TO_SIGMA * _median(abs_resid)
     rough = abs_resid > max(p.spike_k * sigma0, 1e-12)
     quiet = ~_dilate(rough, 1)

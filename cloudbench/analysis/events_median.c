@@ -94,3 +94,159 @@ done:
     free(va); free(vb); free(ra); free(rb); free(na); free(pa); free(nb); free(pb);
     return rc;
 }
+
+/* ---- The level by counting, for RTTs on a grid (whole µs in ms: the echo scan's) ----------
+ *
+ * cb_level(y, n, half, scale, level, resid, absr): when every y[i] is an integer multiple of
+ * 1 / scale (k = rint(y[i]·scale) with k / scale == y[i], so k / scale gives y[i] back and the
+ * keys order the values as the values do), `half` < 32,768 and no median lies CB_RANGE keys or
+ * more above the smallest value,
+ * level[i] = the median of y over the window of i and `half` values either side, the ends
+ * mirrored (scipy's mode "mirror": y[-j] = y[j], y[n-1+j] = y[n-1-j]); resid[i] = y[i] -
+ * level[i]; absr[i] = |resid[i]|. The window's values are counted per key (one counter a key,
+ * calloc'd: only the pages of keys that occur are ever mapped), with a bit a key that holds any
+ * and a bit a 64 keys that hold any; a cursor on the median's key moves as one value leaves
+ * and one arrives, to the next key with a value found by a bit scan: O(1) a step. Returns 0; 1 when a
+ * value is off the grid, 2 when a median lies too far above the smallest value, 3 when `half`
+ * is out of range,
+ * -1 without memory.
+ */
+#define CB_RANGE ((int64_t)1 << 20) /* keys counted one by one from the smallest; those above share one */
+#define CB_MAGIC 6755399441055744.0 /* 1.5·2^52: x + it − it rounds |x| < 2^51 to the even integer */
+
+typedef struct {
+    uint16_t *n;            /* values a key holds */
+    uint64_t *bits, *words; /* a bit a key that holds any; a bit a 64-bit word of those that is not 0 */
+    int64_t nwords;         /* words of `words` */
+} cb_counts;
+
+static inline void cb_add(cb_counts *c, int64_t key)
+{
+    if (c->n[key]++ == 0) {
+        if (c->bits[key >> 6] == 0)
+            c->words[key >> 12] |= (uint64_t)1 << ((key >> 6) & 63);
+        c->bits[key >> 6] |= (uint64_t)1 << (key & 63);
+    }
+}
+
+static inline void cb_remove(cb_counts *c, int64_t key)
+{
+    if (--c->n[key] == 0) {
+        c->bits[key >> 6] &= ~((uint64_t)1 << (key & 63));
+        if (c->bits[key >> 6] == 0)
+            c->words[key >> 12] &= ~((uint64_t)1 << ((key >> 6) & 63));
+    }
+}
+
+/* the smallest key > m with a value (one exists) */
+static int64_t cb_next(const cb_counts *c, int64_t m)
+{
+    int64_t k = m + 1, w = k >> 6;
+    uint64_t rest = (k & 63) ? c->bits[w] & (~(uint64_t)0 << (k & 63)) : c->bits[w];
+    if (rest)
+        return (w << 6) + __builtin_ctzll(rest);
+    int64_t s = (w + 1) >> 6; /* the next word with a bit, from the summary */
+    uint64_t sw = ((w + 1) & 63) ? c->words[s] & (~(uint64_t)0 << ((w + 1) & 63)) : c->words[s];
+    while (!sw)
+        sw = c->words[++s];
+    w = (s << 6) + __builtin_ctzll(sw);
+    return (w << 6) + __builtin_ctzll(c->bits[w]);
+}
+
+/* the largest key < m with a value (one exists) */
+static int64_t cb_prev(const cb_counts *c, int64_t m)
+{
+    int64_t k = m - 1, w = k >> 6;
+    uint64_t rest = c->bits[w] & (~(uint64_t)0 >> (63 - (k & 63)));
+    if (rest)
+        return (w << 6) + 63 - __builtin_clzll(rest);
+    int64_t s = (w - 1) >> 6; /* the previous word with a bit (w ≥ 1: a value lies below) */
+    uint64_t sw = c->words[s] & (~(uint64_t)0 >> (63 - ((w - 1) & 63)));
+    while (!sw)
+        sw = c->words[--s];
+    w = (s << 6) + 63 - __builtin_clzll(sw);
+    return (w << 6) + 63 - __builtin_clzll(c->bits[w]);
+}
+
+static inline int64_t cb_mirror(int64_t i, int64_t n)
+{
+    return i < 0 ? -i : (i >= n ? 2 * (n - 1) - i : i);
+}
+
+int cb_level(const double *y, int64_t n, int64_t half, double scale, double *level,
+             double *resid, double *absr)
+{
+    if (half < 1 || half > (n - 1) / 2 || half > 32767)
+        return 3;
+    int64_t *key = malloc(sizeof(int64_t) * (size_t)n);
+    if (!key)
+        return -1;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int64_t i = 0; i < n; i++) {
+        double x = y[i] * scale;
+        if (!(fabs(x) < 1e15)) {
+            free(key);
+            return 1;
+        }
+        double k = (x + CB_MAGIC) - CB_MAGIC;
+        if (k / scale != y[i]) {
+            free(key);
+            return 1;
+        }
+        int64_t ik = (int64_t)k;
+        key[i] = ik;
+        lo = ik < lo ? ik : lo;
+        hi = ik > hi ? ik : hi;
+    }
+    const int64_t range = (hi - lo < CB_RANGE ? hi - lo : CB_RANGE) + 1;
+    cb_counts c;
+    c.n = calloc((size_t)range, sizeof(uint16_t));
+    c.bits = calloc((size_t)(range >> 6) + 1, sizeof(uint64_t));
+    c.words = calloc((size_t)(range >> 12) + 1, sizeof(uint64_t));
+    int rc = 0;
+    if (!c.n || !c.bits || !c.words) {
+        rc = -1;
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) /* the keys from CB_RANGE on: one, never a median's */
+        key[i] = key[i] - lo < CB_RANGE ? key[i] - lo : CB_RANGE;
+    for (int64_t j = -half; j <= half; j++)
+        cb_add(&c, key[cb_mirror(j, n)]);
+    int64_t m = cb_next(&c, -1), below = 0; /* below: the window's values under key m */
+    double v = 0.0;
+    int64_t v_key = -1;
+    for (int64_t i = 0;; i++) {
+        for (;;) { /* the median: `half` values under its key, its key's values reach past */
+            if (below > half) {
+                m = cb_prev(&c, m);
+                below -= c.n[m];
+            } else if (below + c.n[m] <= half) {
+                below += c.n[m];
+                m = cb_next(&c, m);
+            } else {
+                break;
+            }
+        }
+        if (m != v_key) {
+            if (m == CB_RANGE) { /* the median among the values too far above the smallest */
+                rc = 2;
+                goto done;
+            }
+            v = (double)(m + lo) / scale;
+            v_key = m;
+        }
+        const double r = y[i] - v;
+        level[i] = v;
+        resid[i] = r;
+        absr[i] = fabs(r);
+        if (i == n - 1)
+            break;
+        const int64_t out = key[cb_mirror(i - half, n)], in = key[cb_mirror(i + half + 1, n)];
+        cb_remove(&c, out);
+        cb_add(&c, in);
+        below += (in < m) - (out < m);
+    }
+done:
+    free(key); free(c.n); free(c.bits); free(c.words);
+    return rc;
+}

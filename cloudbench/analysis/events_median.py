@@ -1,24 +1,35 @@
-"""The per-pair level's running median, compiled: sorted blocks instead of a double heap;
-and numpy's percentile from one partition (:func:`percentile`).
+"""The per-pair level's running median, compiled: by counting for RTTs on a grid, by sorted
+blocks for any other series; and numpy's percentile from one partition (:func:`percentile`).
 
 :func:`cloudbench.analysis.events.detect_pair_events` takes the level of a pair's raw RTTs
 as the running median of ``2·max_spike + 1`` echoes (6,001 at 100 rounds/s and a 30 s
-window) over the whole series, its ends mirrored. bottleneck's ``move_median`` (a double
-heap, O(log w) a step with scattered memory accesses) took 140–150 ms of CPU for a 6-hour
-pair (2.16 M echoes), 44 % of the detector's time. Here the series is cut into blocks of
+window) over the whole series, its ends mirrored, and the residuals from it.
+
+RTTs on a grid (the echo scan hands in whole µs as ms) are counted: each value's key is
+``rint(y·scale)`` (checked: ``key / scale == y``, so keys order the values as the values do
+and give them back), the window's values are counted per key, with a bit a key that holds
+any (and a bit a word of those), and a cursor on the median's key moves to the next key
+with a value by a bit scan as one value leaves and one arrives (``cb_level``, which also
+writes the residuals and their absolute values in the same pass). 35-40 ms of CPU for a
+6-hour pair (2.16 M echoes; the residuals included) against 75-85 ms for the sorted blocks
+and the two passes of numpy after them. A median among values far above the series'
+smallest (2^20 keys: 1 s at µs) ends the count and the sorted blocks run instead.
+
+Any other series: it is cut into blocks of
 the window's width, each block is sorted once (numpy's ``argsort``), and the window slides
 over two neighbouring blocks as two sorted doubly linked lists (Suomela, "Median filtering
 is equivalent to sorting", 2014): the value leaving is unlinked from the first block's
 list, the value arriving relinked into the second's (dancing links: the second list is
 emptied in reverse order first, so every relink finds its neighbours in place), and two
 cursors, one per list, keep the window's ``w // 2`` smallest values before them; each step
-moves them by O(1) on average, inside two blocks' memory. 70–75 ms for the same pair
-(argsort 25, the walk 45–50).
+moves them by O(1) on average, inside two blocks' memory. bottleneck's ``move_median`` (a
+double heap) took 140–150 ms for the same pair, the sorted blocks 70–75 ms (argsort 25, the
+walk 45–50).
 
-The walk is C (``events_median.c``), built with the machine's ``cc``/``gcc`` on first use,
-cached by the hash of its source in the user's cache directory and called through ctypes,
-which releases the GIL (the report's sender threads run their pairs at once). A numba
-version of the same walk was measured too: its import and cached dispatch cost 1.0 s per
+The kernels are C (``events_median.c``), built with the machine's ``cc``/``gcc`` on first use,
+cached by the hash of their source and flags in the user's cache directory and called through
+ctypes, which releases the GIL (the report's sender threads run their pairs at once). A numba
+version of the walk was measured too: its import and cached dispatch cost 1.0 s per
 process, a quarter of what it saved on a 56-pair run. Without a compiler (or when the
 build fails) bottleneck's ``move_median`` runs instead. The median of an odd window is one
 of its values, so every path gives the same numbers (the tests compare them with each
@@ -35,6 +46,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import bottleneck as bn
@@ -42,8 +54,7 @@ import numpy as np
 
 C_SOURCE = Path(__file__).resolve().with_suffix(".c")
 _lock = threading.Lock()
-Kernel = Callable[..., int]
-_kernel: list[Kernel | None] = []  # [the loaded function, or None: not available]
+_kernel: list[Kernels | None] = []  # [the loaded kernels, or None: not available]
 
 
 def cache_dir() -> Path:
@@ -52,11 +63,24 @@ def cache_dir() -> Path:
     return Path(root) / "cloudbench"
 
 
-def _build() -> Kernel | None:
-    """Compile (once per source version) and load the kernel; None without a compiler or when
+# compile flags (part of the cached library's name): no contraction of a·b + c into one rounding,
+# so the kernels' arithmetic is numpy's, operation for operation
+CFLAGS = ("-O2", "-shared", "-fPIC", "-ffp-contract=off")
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The compiled functions (``events_median.c``)."""
+
+    slide: Callable[..., int]  # cb_slide: the sorted-blocks walk
+    level: Callable[..., int]  # cb_level: the level by counting, for RTTs on a grid
+
+
+def _build() -> Kernels | None:
+    """Compile (once per source version) and load the kernels; None without a compiler or when
     the build or the load fails."""
     src = C_SOURCE.read_bytes()
-    lib = cache_dir() / f"events_median-{hashlib.sha256(src).hexdigest()[:12]}.so"
+    lib = cache_dir() / f"events_median-{hashlib.sha256(src + ' '.join(CFLAGS).encode()).hexdigest()[:12]}.so"
     try:
         if not lib.exists():
             cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
@@ -64,23 +88,25 @@ def _build() -> Kernel | None:
                 return None
             lib.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = lib.with_name(f"{lib.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            p = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(C_SOURCE)],
+            p = subprocess.run([cc, *CFLAGS, "-o", str(tmp), str(C_SOURCE), "-lm"],
                                capture_output=True, check=False)
             if p.returncode != 0:
                 tmp.unlink(missing_ok=True)
                 return None
             tmp.replace(lib)  # atomic: processes building at once each replace it whole
-        fn = ctypes.CDLL(str(lib)).cb_slide
+        dll = ctypes.CDLL(str(lib))
+        slide, level = dll.cb_slide, dll.cb_level
     except OSError:
         return None
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
-    out: Kernel = fn
-    return out
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    slide.restype = level.restype = ctypes.c_int
+    slide.argtypes = [ptr, ptr, i64, i64, ptr]
+    level.argtypes = [ptr, i64, i64, ctypes.c_double, ptr, ptr, ptr]
+    return Kernels(slide, level)
 
 
-def kernel() -> Kernel | None:
-    """The compiled walk, built and loaded on the first call; None when it is not available."""
+def kernel() -> Kernels | None:
+    """The compiled kernels, built and loaded on the first call; None when they are not available."""
     with _lock:
         if not _kernel:
             _kernel.append(_build())
@@ -94,17 +120,48 @@ def sliding_median(x: np.ndarray, width: int) -> np.ndarray:
     n, k = len(x), int(width)
     if k % 2 == 0 or not 1 <= k <= n:
         raise ValueError(f"the width must be odd and at most the series' length ({k}, {n})")
-    fn = kernel()
-    if fn is None:
+    lib = kernel()
+    if lib is None:
         return np.asarray(bn.move_median(x, k)[k - 1:])
     blocks = -(-n // k) + 1  # a padding block at the end: every block has a successor
     padded = np.full(blocks * k, np.inf)
     padded[:n] = x
     order = np.ascontiguousarray(np.argsort(padded.reshape(blocks, k), axis=1), dtype=np.int64)
     out = np.empty(n - k + 1)
-    if fn(padded.ctypes.data, order.ctypes.data, n, k, out.ctypes.data) != 0:
+    if lib.slide(padded.ctypes.data, order.ctypes.data, n, k, out.ctypes.data) != 0:
         raise MemoryError("the running median's lists")
     return out
+
+
+# the grids cb_level tries, as 1 / the step: whole units, thousandths (µs in ms), millionths
+GRIDS = (1.0, 1e3, 1e6)
+
+
+def level_and_residuals(y: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(level, y − level, |y − level|)`` with ``level`` = :func:`running_median` of a finite ``y``.
+
+    RTTs on a grid (whole µs in ms, as the echo scan hands them in; whole units; millionths)
+    are counted per value by the kernel ``cb_level``, which writes all three in one pass;
+    any other series takes the sorted-blocks walk (or bottleneck's). The median of an odd
+    window is one of its values, so the paths give the same numbers."""
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    n = len(y)
+    half = max(0, min(width // 2, (n - 1) // 2))
+    lib = kernel() if half else None
+    if lib is not None:
+        level, resid, absr = np.empty(n), np.empty(n), np.empty(n)
+        for scale in GRIDS:
+            rc = lib.level(y.ctypes.data, n, half, scale, level.ctypes.data, resid.ctypes.data,
+                           absr.ctypes.data)
+            if rc == 0:
+                return level, resid, absr
+            if rc < 0:
+                raise MemoryError("the running median's counts")
+            if rc != 1:
+                break  # the grid fits, its range does not: no finer grid will
+    level = running_median(y, width)
+    resid = y - level
+    return level, resid, np.abs(resid)
 
 
 def running_median(y: np.ndarray, width: int) -> np.ndarray:

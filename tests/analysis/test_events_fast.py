@@ -117,6 +117,75 @@ def test_the_sorted_blocks_median_equals_bottlenecks_on_ties_and_block_edges(see
         sliding_median(np.ones(10), 4)
 
 
+def _counted_level(y: np.ndarray, half: int, scale: float) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel ``cb_level`` called directly: (its return code, level, residuals, |residuals|)."""
+    from cloudbench.analysis import events_median
+
+    lib = events_median.kernel()
+    if lib is None:
+        pytest.skip("no C compiler: no counting kernel")
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    out = [np.full(len(y), np.nan) for _ in range(3)]
+    rc = lib.level(y.ctypes.data, len(y), half, scale, *(o.ctypes.data for o in out))
+    return rc, out[0], out[1], out[2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_counted_level_equals_scipys_median_filter_on_grids(seed: int) -> None:
+    """``cb_level`` (the level by counting, for RTTs on a grid) gives scipy's mirrored median
+    filter and numpy's residuals, value for value: whole units, µs in ms and µs in s, ties
+    (three values only), negative values, outliers a million keys above the rest (past the keys
+    counted one by one), steps, odd and even lengths, and windows up to the whole series."""
+    from scipy import ndimage
+
+    rng = np.random.default_rng(seed)
+    for n in (3, 4, 5, 8, 13, 100, 2001, 20000):
+        for scale, k in ((1.0, np.round(rng.lognormal(4.0, 0.6, n))),
+                         (1e3, np.round(rng.lognormal(4.0, 0.6, n) * 1e3)),
+                         (1e6, np.round(rng.lognormal(-3.0, 0.6, n) * 1e6)),
+                         (1.0, rng.integers(0, 3, n).astype(float)),
+                         (1e3, np.round(rng.normal(0.0, 2.0, n) * 1e3))):
+            k[n // 3:] += 40.0 if scale == 1 else 4e4  # a step (40 ms at µs): the cursor moves far at once
+            far = np.arange(3, n - 3, 7)  # isolated (never a median): beyond the keys counted one by one
+            k[far[rng.random(len(far)) < 0.3]] += 2e6
+            y = k / scale  # as the scan hands RTTs in: whole µs / 1000
+            for half in sorted({1, 2, 4, 50, 500, 3000, (n - 1) // 2} - {0}):
+                if half > (n - 1) // 2:
+                    continue
+                rc, level, resid, absr = _counted_level(y, half, scale)
+                assert rc == 0, (n, scale, half)
+                want = ndimage.median_filter(y, size=2 * half + 1, mode="mirror")
+                assert level.tolist() == want.tolist(), (n, scale, half)
+                assert resid.tolist() == (y - want).tolist() and absr.tolist() == np.abs(y - want).tolist()
+
+
+def test_the_counted_level_declines_what_it_cannot_count_and_the_level_is_the_same() -> None:
+    """Off the grid (1), a median among values counted together, far above the smallest (2),
+    and a window too wide or too long for the series (3): the kernel declines, and
+    ``level_and_residuals`` then gives the sorted-blocks walk's level, the same numbers."""
+    from scipy import ndimage
+
+    from cloudbench.analysis.events_median import level_and_residuals
+
+    rng = np.random.default_rng(3)
+    keys = np.round(rng.lognormal(4.0, 0.6, 5000) * 1e3)
+    y = keys / 1e3
+    assert _counted_level(y, 100, 1.0)[0] == 1  # thousandths are not whole
+    off = y + 1e-4
+    assert _counted_level(off, 100, 1e3)[0] == 1
+    far = (keys + np.where(np.arange(5000) >= 2000, 5e6, 0.0)) / 1e3  # 5 s later, at the µs grid
+    assert _counted_level(far, 100, 1e3)[0] == 2
+    assert _counted_level(y, 2500, 1e3)[0] == 3  # wider than the series allows
+    assert _counted_level(np.round(rng.lognormal(4.0, 0.6, 70000)), 33000, 1.0)[0] == 3  # counts of 16 bits
+    for x in (y, off, far):
+        level, resid, absr = level_and_residuals(x, 201)
+        want = ndimage.median_filter(x, size=201, mode="mirror")
+        assert level.tolist() == want.tolist()
+        assert resid.tolist() == (x - want).tolist() and absr.tolist() == np.abs(x - want).tolist()
+    for n in (1, 2):  # no window wider than one value fits: the series itself
+        assert level_and_residuals(y[:n], 6001)[0].tolist() == y[:n].tolist()
+
+
 def test_the_compiled_walk_is_what_runs_where_a_compiler_is() -> None:
     """The comparisons above test the C walk, not bottleneck's fallback, on a machine with cc."""
     import shutil
