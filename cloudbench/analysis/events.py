@@ -95,8 +95,12 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from cloudbench.analysis.events_jitter import Late, LateRounds, median, percentile
+from cloudbench.analysis.events_jitter import RestPercentile as _RestPercentile
+from cloudbench.analysis.events_jitter import dilate as _dilate
+from cloudbench.analysis.events_jitter import late_rounds as late_rounds  # the events' own names, as before
+from cloudbench.analysis.events_jitter import markov_run_p as markov_run_p
 from cloudbench.analysis.events_median import level_and_residuals
-from cloudbench.analysis.events_median import percentile as _percentile
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
     pelt,
@@ -227,17 +231,6 @@ def step_size_interval(before: FloatArray, after: FloatArray, q: float = STEP_Q,
     return a.lower - b.upper, a.upper - b.lower
 
 
-def late_rounds(t_s: FloatArray, round_index: NDArray[np.integer], round_interval_s: float) -> NDArray[np.bool_]:
-    """Echoes sent late: more than min(1 ms, half a round) after their round's schedule.
-
-    The schedule is ``round · interval`` plus the offset of the earliest send
-    (the worker's own rule, from its send times)."""
-    lag = np.asarray(t_s, dtype=np.float64) - np.asarray(round_index, dtype=np.float64) * round_interval_s
-    if len(lag) == 0:
-        return np.zeros(0, dtype=bool)
-    return np.asarray(lag - float(np.min(lag)) > min(1e-3, round_interval_s / 2.0))
-
-
 def _runs(flag: NDArray[np.bool_], gap: int = 1) -> list[tuple[int, int]]:
     """[start, end) of runs of True, bridging up to ``gap`` False values inside a run."""
     idx = np.flatnonzero(flag)
@@ -275,12 +268,13 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     max_spike = min(max(p.min_samples, round(max_spike_s / round_interval_s)), (n - 1) // 4)
     level, resid, abs_resid = level_and_residuals(y, 2 * max_spike + 1)
     # first pass: leave out gross departures before measuring the jitter
-    sigma0 = MAD_TO_SIGMA * _median(abs_resid)
-    rough = abs_resid > max(p.spike_k * sigma0, 1e-12)
-    quiet = ~_dilate(rough, 1)
-    base = resid[quiet] if quiet.sum() >= 10 else resid
-    sigma = max(MAD_TO_SIGMA * _median(np.abs(base - _median(base))), 1e-12)
-    thr = max(p.spike_k * sigma, p.jitter_k * max(_percentile(np.abs(base), 99), sigma))
+    halved = abs_resid.copy()  # partitioned at its middle; its top half later gives the p99s
+    sigma0 = MAD_TO_SIGMA * median(halved, inplace=True)
+    quiet = ~_dilate(abs_resid > max(p.spike_k * sigma0, 1e-12), 1)
+    base = resid[quiet] if quiet.sum() >= 10 else resid.copy()  # a copy: partitioned in place
+    dev = base - median(base, inplace=True)
+    sigma = max(MAD_TO_SIGMA * median(np.abs(dev, out=dev), inplace=True), 1e-12)
+    thr = max(p.spike_k * sigma, p.jitter_k * max(percentile(np.abs(base, out=base), 99, inplace=True), sigma))
     above = resid > thr  # one-sided: delay is added, never taken away
     events: list[Event] = []
     spike_mask = np.zeros(n, dtype=bool)
@@ -300,17 +294,16 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     # largest first; each is measured against the jitter of everything but itself and
     # the spikes already accepted (bursts of host noise are jitter, not events)
     # (runs are disjoint: the rest leaves out the spikes accepted and the run, no more)
-    bounds = _RestPercentile(abs_resid, 99.0, n - sum(b - a for a, b, *_ in runs)) if runs else None
+    bounds = _RestPercentile(halved, 99.0, n - sum(b - a for a, b, *_ in runs), halved=True)
     spiked = 0
     for a, b, size, lvl, around in sorted(runs, key=lambda r: -r[2]):
-        assert bounds is not None
         m = n - spiked - (b - a)
         clear = bounds.exceeds(size / p.size_k, m, sigma) if p.size_k > 0 else None
         if clear is False:
             continue  # decided by bounds that hold for any rest of this size: as below
         rest = ~spike_mask
         rest[a:b] = False
-        if clear is None and size < p.size_k * max(_percentile(np.abs(resid[rest]), 99), sigma):
+        if clear is None and size < p.size_k * max(percentile(abs_resid[rest], 99, inplace=True), sigma):
             continue
         pval = markov_run_p(above[a:b], above, rest)
         if pval >= p.alpha:
@@ -331,21 +324,26 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
                             b - a, pval, SPIKE_TEST, math.nan, _share(late, a, b),
                             size_low=lo, size_high=hi, size_level=cov))
-    p99 = max(_percentile(abs_resid[~spike_mask] if spiked else abs_resid, 99), sigma)
+    p99 = max(percentile(abs_resid[~spike_mask], 99, inplace=True) if spiked else bounds.whole(), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
-    clean = np.where(spike_mask, level, y)
+    clean = np.where(spike_mask, level, y) if spiked else y
     events += _steps(t, clean, window_s, p, p99, late)
     return sorted(events, key=lambda e: (e.time_s, e.kind))
 
 
 def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: NDArray[np.integer] | None,
-                   round_interval_s: float) -> tuple[FloatArray, FloatArray, NDArray[np.bool_] | None]:
+                   round_interval_s: float) -> tuple[FloatArray, FloatArray, Late | None]:
     """The finite echoes in send order (a stable sort; none when already so, as a scan's
     rounds are), and which left in late rounds (None without ``round_index``)."""
     t_all = np.asarray(t_s, dtype=np.float64)
     y_all = np.asarray(rtt, dtype=np.float64)
     if t_all.shape != y_all.shape:
         raise ValueError(f"times and RTTs differ in length ({len(t_all)}, {len(y_all)})")
+    ri = None if round_index is None else np.asarray(round_index)
+    # finite and in order, as a scan's pairs are (three passes, no copy): the late rounds when asked
+    if (t_all.ndim == 1 and (ri is None or ri.shape == t_all.shape) and np.isfinite(t_all).all()
+            and np.isfinite(y_all).all() and not (t_all[1:] < t_all[:-1]).any()):
+        return t_all, y_all, None if ri is None else LateRounds(t_all, ri, round_interval_s)
     ok = np.isfinite(y_all) & np.isfinite(t_all)
     late = late_rounds(t_all, np.asarray(round_index), round_interval_s) if round_index is not None else None
     if not ok.all() or (t_all[1:] < t_all[:-1]).any():
@@ -355,106 +353,12 @@ def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: NDArray[np.int
     return t_all, y_all, late
 
 
-class _RestPercentile:
-    """Bounds of ``np.percentile(x[rest], q)`` for any ``rest`` of ``m ≥ m_min`` values, from
-    the top of ``x`` sorted once: the ``i``-th smallest of a subset missing ``n − m`` values
-    lies between the ``i``-th and the ``(i + n − m)``-th smallest of ``x``, and numpy's
-    linear interpolation stays between its two order statistics. A spike's size far from
-    the bounds is decided without the percentile of the rest (a partition of the whole
-    series per candidate run: most of the detector's time on a 6-hour pair); near them
-    the exact percentile decides, so the result is the same."""
-
-    # slack for the interpolation's rounding (a few ulps) on either side
-    MARGIN = 1e-9
-
-    def __init__(self, x: FloatArray, q: float, m_min: int = 0) -> None:
-        n = len(x)
-        # only ranks from the smallest rest's index on are ever read: sort those alone
-        self.start = min(max(math.floor(q / 100.0 * (max(m_min, 1) - 1)) - 2, 0), max(n - 1, 0))
-        self.top = np.sort(np.partition(x, self.start)[self.start:]) if n else np.empty(0)
-        self.n = n
-        self.q = q
-
-    def exceeds(self, value: float, m: int, floor: float) -> bool | None:
-        """False: ``value < max(percentile, floor)`` for certain; True: ``value ≥`` it for
-        certain; None: too close to tell."""
-        n = self.n
-        if m < 1 or m > n:
-            return None
-        # numpy's virtual index q·(m − 1), rounded its own way: one order statistic either side
-        i = math.floor(self.q / 100.0 * (m - 1))
-        if i - 1 < self.start:
-            return None  # a rest smaller than the one the top was sorted for
-        low = max(float(self.top[i - 1 - self.start]), floor)
-        high = max(float(self.top[min(i + 2 + n - m, n - 1) - self.start]), floor)
-        if value < low * (1.0 - self.MARGIN):
-            return False
-        if value >= high * (1.0 + self.MARGIN):
-            return True
-        return None
-
-
-def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray[np.bool_]) -> float:
-    """P-value of a run of echoes above the threshold (``run``: its above/below pattern,
-    first and last above) under a two-state Markov chain of the exceedances
-    (``above``) of the ``rest`` of the series: the pattern's probability times the
-    ``n`` positions where it could start and the ways its below echoes could sit
-    inside it (Bonferroni; see the module docstring)."""
-    n = len(above)
-    # counts only (no boolean-indexed copies of the series: a candidate's test is a few passes)
-    both = rest[:-1] & rest[1:]  # transitions inside the rest
-    from_up = above[:-1] & both
-    n_from_up, n_both = np.count_nonzero(from_up), np.count_nonzero(both)
-    n_uu = np.count_nonzero(from_up & above[1:])
-    n_du = np.count_nonzero(above[1:] & both) - n_uu
-    n_up, n_rest = float(np.count_nonzero(above & rest)), float(np.count_nonzero(rest))
-    q = (n_up + 0.5) / (n_rest + 1.0)
-    q_uu = (float(n_uu) + 0.5) / (float(n_from_up) + 1.0)
-    q_du = (float(n_du) + 0.5) / (float(n_both - n_from_up) + 1.0)
-    r = np.asarray(run, dtype=bool)
-    prev, nxt = r[:-1], r[1:]
-    logp = (math.log(q) + float((prev & nxt).sum()) * math.log(q_uu)
-            + float((prev & ~nxt).sum()) * math.log1p(-q_uu)
-            + float((~prev & nxt).sum()) * math.log(q_du)
-            + float((~prev & ~nxt).sum()) * math.log1p(-q_du))
-    gaps = int((~r).sum())
-    ways = math.log(math.comb(max(len(r) - 2, 0), gaps)) if gaps else 0.0
-    return min(1.0, math.exp(math.log(n) + ways + logp))
-
-
-def _dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:
-    """Each True widened by ``k`` values either side (scipy's binary dilation with its 1-D
-    structure, ``k`` iterations; in numpy, which lets other threads run)."""
-    out = mask
-    for _ in range(k if mask.any() else 0):
-        grown = out.copy()
-        grown[1:] |= out[:-1]
-        grown[:-1] |= out[1:]
-        out = grown
-    return out
-
-
-def _median(x: FloatArray) -> float:
-    """``np.median`` of finite ``x`` (the same value: the middle order statistic, or the mean
-    of the two middle ones) from one single-point partition: with an even count the lower
-    middle is the largest value left of the upper one (numpy's own two-point partition
-    costs three times as much on a 6-hour pair's 2.16 M residuals)."""
-    n = len(x)
-    if n == 0:
-        return math.nan
-    h = n // 2
-    part = np.partition(x, h)
-    if n % 2:
-        return float(part[h])
-    return float((part[:h].max() + part[h]) / 2)
-
-
-def _share(late: NDArray[np.bool_] | None, a: int, b: int) -> float:
+def _share(late: Late | None, a: int, b: int) -> float:
     return float(np.mean(late[a:b])) if late is not None and b > a else math.nan
 
 
 def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: float,
-           late: NDArray[np.bool_] | None, gate: bool = True) -> list[Event]:
+           late: Late | None, gate: bool = True) -> list[Event]:
     """The per-pair steps. ``gate``: the whole series' bootstrap stops once its p-value cannot
     come under alpha (its value is used only when it does); False draws it in full (the
     oracle's way, tests/analysis/events_reference.py, which checks the two agree)."""

@@ -1,5 +1,5 @@
 """The per-pair level's running median, compiled: by counting for RTTs on a grid, by sorted
-blocks for any other series; and numpy's percentile from one partition (:func:`percentile`).
+blocks for any other series.
 
 :func:`cloudbench.analysis.events.detect_pair_events` takes the level of a pair's raw RTTs
 as the running median of ``2·max_spike + 1`` echoes (6,001 at 100 rounds/s and a 30 s
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import math
 import os
 import shutil
 import subprocess
@@ -174,21 +173,3 @@ def running_median(y: np.ndarray, width: int) -> np.ndarray:
         return y.copy()
     mirrored = np.concatenate([y[half:0:-1], y, y[-2:-half - 2:-1]])
     return sliding_median(mirrored, 2 * half + 1)
-
-
-def percentile(x: np.ndarray, q: float) -> float:
-    """``np.percentile(x, q)`` of a non-empty 1-D finite ``x`` (the same value: numpy's
-    linear method, its virtual index ``(n − 1)·q/100`` and its two-sided interpolation),
-    from one single-point partition instead of numpy's partition at four points."""
-    n = len(x)
-    v = (n - 1) * np.true_divide(q, 100)
-    if v >= n - 1:
-        return float(np.max(x))
-    i = math.floor(v)
-    gamma = float(v - i)
-    part = np.partition(x, i)
-    a = part[i]
-    b = part[i + 1:].min()
-    diff = b - a
-    # numpy's _lerp: from the nearer end of the interval
-    return float(b - diff * (1 - gamma)) if gamma >= 0.5 else float(a + diff * gamma)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cloudbench.analysis.events import _RestPercentile, detect_pair_events
+from cloudbench.analysis.events import detect_pair_events
+from cloudbench.analysis.events_jitter import RestPercentile as _RestPercentile
 from tests.analysis.events_reference import detect_pair_events as reference
 
 DT = 0.01
@@ -63,6 +64,17 @@ def test_rest_percentile_bounds_hold_for_any_subset(seed: int) -> None:
     rng = np.random.default_rng(seed)
     x = np.round(np.abs(rng.standard_t(2, int(rng.integers(20, 3000)))) * 10) / 10  # ties, heavy tail
     bounds = _RestPercentile(x, 99.0, len(x) - max(2, len(x) // 5))  # the top alone sorted
+    # the same top from the half a median's partition left (the detector's way), and the
+    # whole series' percentile from it
+    from cloudbench.analysis.events_jitter import median
+
+    halved = x.copy()
+    median(halved, inplace=True)
+    for m_min in (len(x) - max(2, len(x) // 5), len(x), len(x) // 2, 3):
+        top = _RestPercentile(halved.copy(), 99.0, m_min, halved=True)
+        assert top.top.tolist() == _RestPercentile(x, 99.0, m_min).top.tolist()
+        for q in (99.0, 50.0, 99.9):
+            assert _RestPercentile(halved.copy(), q, m_min, halved=True).whole().hex() == np.percentile(x, q).hex()
     floor = float(rng.choice([0.0, 1.0, 30.0]))
     n_decided = 0
     for _ in range(30):
@@ -186,6 +198,47 @@ def test_the_counted_level_declines_what_it_cannot_count_and_the_level_is_the_sa
         assert level_and_residuals(y[:n], 6001)[0].tolist() == y[:n].tolist()
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_echoes_in_order_and_their_late_rounds_equal_the_plain_sort(seed: int) -> None:
+    """``_in_time_order`` (a series already finite and in order as it is, its late rounds worked
+    out on the first slice asked for) against the oracle's way (the finite echoes, a stable
+    sort, ``late_rounds`` of everything): in order or not (a swap, equal times), NaN and inf in
+    either array, round numbers of 32 and 64 bits or none, short and empty series."""
+    from cloudbench.analysis.events import _in_time_order, late_rounds
+
+    rng = np.random.default_rng(seed)
+    cases: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
+    for n in (0, 1, 2, 5, 1000):
+        rounds = np.arange(n)
+        t = rounds * 0.01 + rng.uniform(0, 2e-4, n)
+        t[rng.random(n) < 0.1] += rng.choice([0.0005, 0.003, 0.02])  # late (and past the next round)
+        t = np.maximum.accumulate(t)  # in order, with equal times
+        y = np.round(rng.lognormal(4, 0.5, n), 3)
+        cases += [(t, y, rounds), (t, y, rounds.astype(np.int32)), (t, y, None)]
+        if n >= 2:
+            swapped = t.copy()
+            swapped[[0, 1]] = swapped[[1, 0]] + [0.0, 1.0]
+            cases.append((swapped, y, rounds))
+            for bad in (np.nan, np.inf):
+                for which in (0, 1):
+                    arrs = [t.copy(), y.copy()]
+                    arrs[which][n // 2] = bad
+                    cases.append((arrs[0], arrs[1], rounds))
+    for t, y, r in cases:
+        got_t, got_y, got_late = _in_time_order(t, y, r, 0.01)
+        ok = np.isfinite(y) & np.isfinite(t)
+        order = np.argsort(t[ok], kind="stable")
+        assert got_t.tolist() == t[ok][order].tolist() and got_y.tolist() == y[ok][order].tolist()
+        if r is None:
+            assert got_late is None
+            continue
+        assert got_late is not None
+        want = late_rounds(t, r, 0.01)[ok][order]
+        assert got_late[0:len(got_t)].tolist() == want.tolist()
+        if len(t) == 1000 and ok.all():  # late rounds to find
+            assert 0 < want.sum() < len(t)
+
+
 def test_the_compiled_walk_is_what_runs_where_a_compiler_is() -> None:
     """The comparisons above test the C walk, not bottleneck's fallback, on a machine with cc."""
     import shutil
@@ -210,12 +263,15 @@ def test_without_the_compiled_walk_bottleneck_gives_the_same_medians(monkeypatch
 def test_median_and_dilation_helpers_equal_numpy_and_scipy(seed: int) -> None:
     from scipy import ndimage
 
-    from cloudbench.analysis.events import _dilate, _median
+    from cloudbench.analysis.events_jitter import dilate as _dilate
+    from cloudbench.analysis.events_jitter import median
 
     rng = np.random.default_rng(seed)
     for n in (1, 2, 3, 4, 5, 10, 101, 1000):
         x = np.round(rng.standard_t(2, n), 1)  # ties, heavy tails, negative values
-        assert _median(x) == float(np.median(x))
+        assert median(x) == float(np.median(x))
+        mine = x.copy()
+        assert median(mine, inplace=True) == float(np.median(x)) and sorted(mine) == sorted(x)
         mask = rng.random(n) < rng.choice([0.0, 0.05, 0.5])
         for k in (1, 2):
             want = ndimage.binary_dilation(mask, iterations=k) if mask.any() else mask
@@ -227,7 +283,7 @@ def test_the_percentile_helper_equals_numpys_to_the_last_bit(seed: int) -> None:
     """``_percentile`` (one single-point partition) gives ``np.percentile``'s value, bit for bit:
     its virtual index and its interpolation from the nearer end, on ties, heavy tails, sizes
     where (n − 1)·q/100 is whole or ends in .5, and the levels the detector and its neighbours use."""
-    from cloudbench.analysis.events_median import percentile as _percentile
+    from cloudbench.analysis.events_jitter import percentile as _percentile
 
     rng = np.random.default_rng(seed)
     for n in (1, 2, 3, 4, 5, 10, 99, 100, 101, 201, 1000, 4097):
@@ -236,6 +292,8 @@ def test_the_percentile_helper_equals_numpys_to_the_last_bit(seed: int) -> None:
                 got, want = _percentile(x.copy(), q), float(np.percentile(x, q))
                 # == for the value (−0.0 and 0.0 tie in any selection), hex for the last bit
                 assert got == want and (got == 0 or got.hex() == want.hex()), (n, q)
+                mine = x.copy()
+                assert _percentile(mine, q, inplace=True) == want and sorted(mine) == sorted(x)
 
 
 @pytest.mark.parametrize("seed", range(4))

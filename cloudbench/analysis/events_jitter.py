@@ -1,0 +1,183 @@
+"""The per-pair event detector's jitter statistics (:mod:`cloudbench.analysis.events`).
+
+The noise scale and thresholds of a pair's residuals from its level: medians and 99th
+percentiles, each a single-point partition (in place where the caller owns the array), the
+median of ``|residual|`` and the 99th percentiles of the rest of the series from one
+partition (:class:`RestPercentile` on the half :func:`median` left); the Markov run test of a
+candidate spike; which echoes left in late rounds, worked out only when an event asks.
+Every value is numpy's (``np.median``, ``np.percentile``), as the tests check.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+
+
+def lerp(a: float, b: float, gamma: float) -> float:
+    """numpy's percentile interpolation between neighbouring order statistics ``a ≤ b``
+    (``_lerp``: from the nearer end of the interval), bit for bit."""
+    diff = b - a
+    return float(b - diff * (1 - gamma)) if gamma >= 0.5 else float(a + diff * gamma)
+
+
+def percentile(x: FloatArray, q: float, inplace: bool = False) -> float:
+    """``np.percentile(x, q)`` of a non-empty 1-D finite ``x`` (the same value: numpy's linear
+    method, its virtual index ``(n − 1)·q/100``), from one single-point partition instead of
+    numpy's partition at four points; ``inplace``: of ``x`` itself (a copy the caller owns)."""
+    n = len(x)
+    v = (n - 1) * np.true_divide(q, 100)
+    if v >= n - 1:
+        return float(np.max(x))
+    i = math.floor(v)
+    if inplace:
+        x.partition(i)
+        part = x
+    else:
+        part = np.partition(x, i)
+    return lerp(part[i], part[i + 1:].min(), float(v - i))
+
+
+def late_rounds(t_s: FloatArray, round_index: NDArray[np.integer], round_interval_s: float) -> NDArray[np.bool_]:
+    """Echoes sent late: more than min(1 ms, half a round) after their round's schedule.
+
+    The schedule is ``round · interval`` plus the offset of the earliest send
+    (the worker's own rule, from its send times)."""
+    lag = np.asarray(t_s, dtype=np.float64) - np.asarray(round_index, dtype=np.float64) * round_interval_s
+    if len(lag) == 0:
+        return np.zeros(0, dtype=bool)
+    return np.asarray(lag - float(np.min(lag)) > min(1e-3, round_interval_s / 2.0))
+
+
+class LateRounds:
+    """:func:`late_rounds` of a whole series, worked out on the first slice asked for: a pair
+    without events never needs it."""
+
+    def __init__(self, t_s: FloatArray, round_index: NDArray[np.integer], round_interval_s: float) -> None:
+        self._args = (t_s, round_index, round_interval_s)
+        self._late: NDArray[np.bool_] | None = None
+
+    def __getitem__(self, at: slice) -> NDArray[np.bool_]:
+        if self._late is None:
+            self._late = late_rounds(*self._args)
+        return self._late[at]
+
+
+Late = NDArray[np.bool_] | LateRounds
+
+
+def median(x: FloatArray, inplace: bool = False) -> float:
+    """``np.median`` of finite ``x`` (the same value: the middle order statistic, or the mean
+    of the two middle ones) from one single-point partition: with an even count the lower
+    middle is the largest value left of the upper one (numpy's own two-point partition
+    costs three times as much on a 6-hour pair's 2.16 M residuals). ``inplace``: ``x`` itself is
+    partitioned (a copy the caller owns), else a copy is."""
+    n = len(x)
+    if n == 0:
+        return math.nan
+    h = n // 2
+    part = x if inplace else np.partition(x, h)
+    if inplace:
+        part.partition(h)
+    if n % 2:
+        return float(part[h])
+    return float((part[:h].max() + part[h]) / 2)
+
+
+class RestPercentile:
+    """Bounds of ``np.percentile(x[rest], q)`` for any ``rest`` of ``m ≥ m_min`` values, from
+    the top of ``x`` sorted once: the ``i``-th smallest of a subset missing ``n − m`` values
+    lies between the ``i``-th and the ``(i + n − m)``-th smallest of ``x``, and numpy's
+    linear interpolation stays between its two order statistics. A spike's size far from
+    the bounds is decided without the percentile of the rest (a partition of the whole
+    series per candidate run: most of the detector's time on a 6-hour pair); near them
+    the exact percentile decides, so the result is the same."""
+
+    # slack for the interpolation's rounding (a few ulps) on either side
+    MARGIN = 1e-9
+
+    def __init__(self, x: FloatArray, q: float, m_min: int = 0, halved: bool = False) -> None:
+        n = len(x)
+        # only ranks from the smallest rest's index on are ever read: sort those alone
+        self.start = min(max(math.floor(q / 100.0 * (max(m_min, 1) - 1)) - 2, 0), max(n - 1, 0))
+        h = n // 2
+        if halved and self.start > h:
+            # x partitioned at its middle already (by ``median``): the top lies in its upper half
+            upper = x[h + 1:]
+            upper.partition(self.start - h - 1)
+            self.top = np.sort(upper[self.start - h - 1:])
+        else:
+            self.top = np.sort(np.partition(x, self.start)[self.start:]) if n else np.empty(0)
+        self.n = n
+        self.q = q
+
+    def whole(self) -> float:
+        """``np.percentile(x, q)`` of the whole ``x`` (the same value), from the sorted top."""
+        n = self.n
+        v = (n - 1) * np.true_divide(self.q, 100)
+        if v >= n - 1:
+            return float(self.top[-1])
+        i = math.floor(v)
+        return lerp(self.top[i - self.start], self.top[i + 1 - self.start], float(v - i))
+
+    def exceeds(self, value: float, m: int, floor: float) -> bool | None:
+        """False: ``value < max(percentile, floor)`` for certain; True: ``value ≥`` it for
+        certain; None: too close to tell."""
+        n = self.n
+        if m < 1 or m > n:
+            return None
+        # numpy's virtual index q·(m − 1), rounded its own way: one order statistic either side
+        i = math.floor(self.q / 100.0 * (m - 1))
+        if i - 1 < self.start:
+            return None  # a rest smaller than the one the top was sorted for
+        low = max(float(self.top[i - 1 - self.start]), floor)
+        high = max(float(self.top[min(i + 2 + n - m, n - 1) - self.start]), floor)
+        if value < low * (1.0 - self.MARGIN):
+            return False
+        if value >= high * (1.0 + self.MARGIN):
+            return True
+        return None
+
+
+def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray[np.bool_]) -> float:
+    """P-value of a run of echoes above the threshold (``run``: its above/below pattern,
+    first and last above) under a two-state Markov chain of the exceedances
+    (``above``) of the ``rest`` of the series: the pattern's probability times the
+    ``n`` positions where it could start and the ways its below echoes could sit
+    inside it (Bonferroni; see the module docstring)."""
+    n = len(above)
+    # counts only (no boolean-indexed copies of the series: a candidate's test is a few passes)
+    both = rest[:-1] & rest[1:]  # transitions inside the rest
+    from_up = above[:-1] & both
+    n_from_up, n_both = np.count_nonzero(from_up), np.count_nonzero(both)
+    n_uu = np.count_nonzero(from_up & above[1:])
+    n_du = np.count_nonzero(above[1:] & both) - n_uu
+    n_up, n_rest = float(np.count_nonzero(above & rest)), float(np.count_nonzero(rest))
+    q = (n_up + 0.5) / (n_rest + 1.0)
+    q_uu = (float(n_uu) + 0.5) / (float(n_from_up) + 1.0)
+    q_du = (float(n_du) + 0.5) / (float(n_both - n_from_up) + 1.0)
+    r = np.asarray(run, dtype=bool)
+    prev, nxt = r[:-1], r[1:]
+    logp = (math.log(q) + float((prev & nxt).sum()) * math.log(q_uu)
+            + float((prev & ~nxt).sum()) * math.log1p(-q_uu)
+            + float((~prev & nxt).sum()) * math.log(q_du)
+            + float((~prev & ~nxt).sum()) * math.log1p(-q_du))
+    gaps = int((~r).sum())
+    ways = math.log(math.comb(max(len(r) - 2, 0), gaps)) if gaps else 0.0
+    return min(1.0, math.exp(math.log(n) + ways + logp))
+
+
+def dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:
+    """Each True widened by ``k`` values either side (scipy's binary dilation with its 1-D
+    structure, ``k`` iterations; in numpy, which lets other threads run)."""
+    out = mask
+    for _ in range(k if mask.any() else 0):
+        grown = out.copy()
+        grown[1:] |= out[:-1]
+        grown[:-1] |= out[1:]
+        out = grown
+    return out
