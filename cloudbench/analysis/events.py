@@ -100,7 +100,7 @@ from cloudbench.analysis.events_jitter import RestPercentile as _RestPercentile
 from cloudbench.analysis.events_jitter import dilate as _dilate
 from cloudbench.analysis.events_jitter import late_rounds as late_rounds  # the events' own names, as before
 from cloudbench.analysis.events_jitter import markov_run_p as markov_run_p
-from cloudbench.analysis.events_median import level_and_residuals
+from cloudbench.analysis.events_median import level_and_residuals, window_medians
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
     pelt,
@@ -243,13 +243,15 @@ def _runs(flag: NDArray[np.bool_], gap: int = 1) -> list[tuple[int, int]]:
 
 
 def _window_medians(t: FloatArray, y: FloatArray, window_s: float) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
-    """Window starts, medians, and each echo's window (position in the returned arrays);
-    ``t`` ascending, ``y`` finite."""
+    """Window starts, medians, and each window's first echo (``bounds``, one more: ``len(t)``
+    last); ``t`` ascending, ``y`` finite."""
+    found = window_medians(t, y, window_s)
+    if found is not None:
+        keys, bounds, med = found
+        return t[0] + keys * window_s, med, bounds
     w = np.floor((t - t[0]) / window_s).astype(np.int64)
-    keys, _, _, med = window_stats(y, w)  # every echo counts: no mask, no copy
-    # the position of each echo's window among those present: a subtraction when none is empty
-    at = w - keys[0] if len(keys) == int(keys[-1] - keys[0]) + 1 else np.searchsorted(keys, w).astype(np.int64)
-    return t[0] + keys * window_s, med, at
+    keys, counts, _, med = window_stats(y, w)  # every echo counts: no mask, no copy
+    return t[0] + keys * window_s, med, np.concatenate([[0], np.cumsum(counts)])
 
 
 def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float, window_s: float,
@@ -362,7 +364,7 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
     """The per-pair steps. ``gate``: the whole series' bootstrap stops once its p-value cannot
     come under alpha (its value is used only when it does); False draws it in full (the
     oracle's way, tests/analysis/events_reference.py, which checks the two agree)."""
-    starts, med, win = _window_medians(t, y, window_s)
+    starts, med, win_bounds = _window_medians(t, y, window_s)
     nw = len(med)
     if nw < max(4, step_windows_needed(p.alpha)):  # no split could reach alpha
         return []
@@ -406,7 +408,7 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
     for k, (c, (_, pv, _)) in enumerate(zip(cps, stats, strict=True)):
         lo_t, hi_t = bounds_t[k], bounds_t[k + 2]
         # place the change on the raw echoes: window before the change point and the one at it
-        near = np.flatnonzero((win >= c - 1) & (win <= c))
+        near = np.arange(win_bounds[max(c - 1, 0)], win_bounds[c + 1])
         before_all = y[(t >= lo_t) & (t < starts[c])]
         after_all = y[(t >= starts[c]) & (t < hi_t)]
         mid = (float(np.median(before_all)) + float(np.median(after_all))) / 2.0

@@ -73,6 +73,7 @@ class Kernels:
 
     slide: Callable[..., int]  # cb_slide: the sorted-blocks walk
     level: Callable[..., int]  # cb_level: the level by counting, for RTTs on a grid
+    windows: Callable[..., int]  # cb_windows: the step search's windows
 
 
 def _build() -> Kernels | None:
@@ -94,14 +95,16 @@ def _build() -> Kernels | None:
                 return None
             tmp.replace(lib)  # atomic: processes building at once each replace it whole
         dll = ctypes.CDLL(str(lib))
-        slide, level = dll.cb_slide, dll.cb_level
+        slide, level, windows = dll.cb_slide, dll.cb_level, dll.cb_windows
     except OSError:
         return None
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     slide.restype = level.restype = ctypes.c_int
     slide.argtypes = [ptr, ptr, i64, i64, ptr]
     level.argtypes = [ptr, i64, i64, ctypes.c_double, ptr, ptr, ptr]
-    return Kernels(slide, level)
+    windows.restype = i64
+    windows.argtypes = [ptr, i64, ctypes.c_double, ptr, ptr]
+    return Kernels(slide, level, windows)
 
 
 def kernel() -> Kernels | None:
@@ -173,3 +176,27 @@ def running_median(y: np.ndarray, width: int) -> np.ndarray:
         return y.copy()
     mirrored = np.concatenate([y[half:0:-1], y, y[-2:-half - 2:-1]])
     return sliding_median(mirrored, 2 * half + 1)
+
+
+def window_medians(t: np.ndarray, y: np.ndarray, window_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(keys, bounds, medians)`` of the windows ``floor((t − t[0]) / window_s)`` present (``t``
+    ascending and non-empty, ``y`` finite, both float64): ``bounds[k]`` the first echo of the
+    k-th (``bounds[-1] = len(t)``), its median ``np.median``'s value. The kernel ``cb_windows``
+    finds the windows' edges by bisection (instead of dividing every echo's time), each
+    median is one partition of the window's slice in place of a gathered matrix. None
+    without the kernel."""
+    lib = kernel()
+    if lib is None:
+        return None
+    t = np.ascontiguousarray(t, dtype=np.float64)
+    most = min(len(t), int(np.floor((t[-1] - t[0]) / window_s)) + 1)
+    keys, bounds = np.empty(most, dtype=np.int64), np.empty(most + 1, dtype=np.int64)
+    nw = lib.windows(t.ctypes.data, len(t), window_s, keys.ctypes.data, bounds.ctypes.data)
+    med = np.empty(nw)
+    edges = bounds[:nw + 1].tolist()
+    for k in range(nw):
+        part = np.partition(y[edges[k]:edges[k + 1]], (m := edges[k + 1] - edges[k]) // 2)
+        upper = part[m // 2]
+        # m even: the lower middle is the largest value left of the upper one (no second selection)
+        med[k] = (float(part[:m // 2].max()) + upper) / 2.0 if m % 2 == 0 else (upper + upper) / 2.0
+    return keys[:nw], bounds[:nw + 1], med

@@ -297,25 +297,42 @@ def test_the_percentile_helper_equals_numpys_to_the_last_bit(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_window_medians_and_each_echos_window_equal_the_plain_bookkeeping(seed: int) -> None:
-    """events._window_medians (window_stats on every echo, each echo's window by subtraction
-    when no window is empty) against the masked window_medians and a binary search, with and
-    without empty windows; and the Markov run test counted in place against its first form."""
+def test_the_window_medians_and_each_echos_window_equal_the_plain_bookkeeping(seed: int,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """events._window_medians (the kernel ``cb_windows``: windows' edges by bisection, each
+    median selected in a scratch copy; and its numpy fallback) against the masked
+    window_medians, np.median per window and each echo's window by division: with and without
+    empty windows, windows of one or two echoes, odd and even counts, ties, equal send times,
+    echoes exactly on a window's edge, a window width that is no binary fraction, one echo;
+    and the Markov run test counted in place against its first form."""
+    from cloudbench.analysis import events_median
     from cloudbench.analysis.events import _window_medians, markov_run_p
     from cloudbench.analysis.orderstats import window_medians
     from tests.analysis.events_reference import markov_run_p as plain_markov
 
     rng = np.random.default_rng(seed)
+    cases = []
     for gap in (False, True):
         t = np.sort(rng.uniform(0, 600, 20000))
         if gap:  # two empty windows
             t = t[(t < 100) | (t >= 160)]
-        y = np.round(rng.lognormal(4, 0.5, len(t)))
-        starts, med, at = _window_medians(t, y, 30.0)
-        w = np.floor((t - t[0]) / 30.0).astype(np.int64)
-        keys, want = window_medians(y, np.ones(len(y), dtype=bool), w)
-        assert starts.tolist() == (t[0] + keys * 30.0).tolist() and med.tolist() == want.tolist()
-        assert at.tolist() == np.searchsorted(keys, w).tolist()
+        cases.append((t, np.round(rng.lognormal(4, 0.5, len(t))), 30.0))
+    sparse = np.sort(np.concatenate([rng.uniform(0, 50, 40), np.arange(0, 50, 5.0), [7.0, 7.0, 7.0]]))
+    cases += [(sparse, rng.integers(0, 3, len(sparse)).astype(float), 5.0),  # edges on echoes, ties
+              (sparse, np.round(rng.normal(0, 1, len(sparse)), 1), 0.1),  # many windows of 0-2 echoes
+              (np.arange(0, 30, 0.01), np.round(rng.lognormal(4, 0.5, 3000), 3), 0.3),
+              (np.array([5.0]), np.array([2.5]), 30.0)]
+    for kernel_too in (True, False):
+        if not kernel_too:
+            monkeypatch.setattr(events_median, "_kernel", [None])
+        for t, y, width in cases:
+            starts, med, bounds = _window_medians(t, y, width)
+            w = np.floor((t - t[0]) / width).astype(np.int64)
+            keys, want = window_medians(y, np.ones(len(y), dtype=bool), w)
+            assert starts.tolist() == (t[0] + keys * width).tolist() and med.tolist() == want.tolist()
+            assert med.tolist() == [float(np.median(y[w == k])) for k in keys]
+            at = np.repeat(np.arange(len(keys)), np.diff(bounds))
+            assert bounds[-1] == len(t) and at.tolist() == np.searchsorted(keys, w).tolist()
     for n in (5, 50, 1000, 50000):
         for _ in range(10):
             above = rng.random(n) < rng.choice([0.01, 0.2, 0.6])
