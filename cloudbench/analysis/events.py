@@ -95,7 +95,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from cloudbench.analysis.events_jitter import Late, LateRounds, median, percentile
+from cloudbench.analysis.events_jitter import Late, LateRounds, MarkovChain, median, percentile
 from cloudbench.analysis.events_jitter import RestPercentile as _RestPercentile
 from cloudbench.analysis.events_jitter import dilate as _dilate
 from cloudbench.analysis.events_jitter import late_rounds as late_rounds  # the events' own names, as before
@@ -298,20 +298,23 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     # (runs are disjoint: the rest leaves out the spikes accepted and the run, no more)
     bounds = _RestPercentile(halved, 99.0, n - sum(b - a for a, b, *_ in runs), halved=True)
     spiked = 0
+    chain, accepted = MarkovChain(above), list[tuple[int, int]]()
     for a, b, size, lvl, around in sorted(runs, key=lambda r: -r[2]):
         m = n - spiked - (b - a)
         clear = bounds.exceeds(size / p.size_k, m, sigma) if p.size_k > 0 else None
         if clear is False:
             continue  # decided by bounds that hold for any rest of this size: as below
-        rest = ~spike_mask
-        rest[a:b] = False
-        if clear is None and size < p.size_k * max(percentile(abs_resid[rest], 99, inplace=True), sigma):
-            continue
-        pval = markov_run_p(above[a:b], above, rest)
+        if clear is None:
+            rest = ~spike_mask
+            rest[a:b] = False
+            if size < p.size_k * max(percentile(abs_resid[rest], 99, inplace=True), sigma):
+                continue
+        pval = chain.p(above[a:b], [*accepted, (a, b)])
         if pval >= p.alpha:
             continue
         spike_mask[a:b] = True
         spiked += b - a
+        accepted.append((a, b))
         if len(around):
             lo, hi, cov = spike_interval(y[a:b], around)
         else:

@@ -143,20 +143,9 @@ class RestPercentile:
         return None
 
 
-def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray[np.bool_]) -> float:
-    """P-value of a run of echoes above the threshold (``run``: its above/below pattern,
-    first and last above) under a two-state Markov chain of the exceedances
-    (``above``) of the ``rest`` of the series: the pattern's probability times the
-    ``n`` positions where it could start and the ways its below echoes could sit
-    inside it (Bonferroni; see the module docstring)."""
-    n = len(above)
-    # counts only (no boolean-indexed copies of the series: a candidate's test is a few passes)
-    both = rest[:-1] & rest[1:]  # transitions inside the rest
-    from_up = above[:-1] & both
-    n_from_up, n_both = np.count_nonzero(from_up), np.count_nonzero(both)
-    n_uu = np.count_nonzero(from_up & above[1:])
-    n_du = np.count_nonzero(above[1:] & both) - n_uu
-    n_up, n_rest = float(np.count_nonzero(above & rest)), float(np.count_nonzero(rest))
+def _run_p(run: NDArray[np.bool_], n: int, n_up: float, n_rest: float, n_uu: int, n_du: int,
+           n_from_up: int, n_both: int) -> float:
+    """The run test's p-value from the rest's counts (see :func:`markov_run_p`)."""
     q = (n_up + 0.5) / (n_rest + 1.0)
     q_uu = (float(n_uu) + 0.5) / (float(n_from_up) + 1.0)
     q_du = (float(n_du) + 0.5) / (float(n_both - n_from_up) + 1.0)
@@ -169,6 +158,63 @@ def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray
     gaps = int((~r).sum())
     ways = math.log(math.comb(max(len(r) - 2, 0), gaps)) if gaps else 0.0
     return min(1.0, math.exp(math.log(n) + ways + logp))
+
+
+def markov_run_p(run: NDArray[np.bool_], above: NDArray[np.bool_], rest: NDArray[np.bool_]) -> float:
+    """P-value of a run of echoes above the threshold (``run``: its above/below pattern,
+    first and last above) under a two-state Markov chain of the exceedances
+    (``above``) of the ``rest`` of the series: the pattern's probability times the
+    ``n`` positions where it could start and the ways its below echoes could sit
+    inside it (Bonferroni; see the module docstring)."""
+    # counts only (no boolean-indexed copies of the series: a candidate's test is a few passes)
+    both = rest[:-1] & rest[1:]  # transitions inside the rest
+    from_up = above[:-1] & both
+    n_from_up, n_both = np.count_nonzero(from_up), np.count_nonzero(both)
+    n_uu = np.count_nonzero(from_up & above[1:])
+    n_du = np.count_nonzero(above[1:] & both) - n_uu
+    return _run_p(run, len(above), float(np.count_nonzero(above & rest)), float(np.count_nonzero(rest)),
+                  int(n_uu), int(n_du), int(n_from_up), int(n_both))
+
+
+class MarkovChain:
+    """:func:`markov_run_p` for a rest that is the whole series but a few ranges of echoes (the
+    spikes accepted and the run tested): the whole series' counts once (four passes), then
+    per test only the echoes and transitions that touch the ranges left out, subtracted. The
+    counts are integers, so the p-value is the same to the last bit."""
+
+    def __init__(self, above: NDArray[np.bool_]) -> None:
+        self.above = above
+        self.n = len(above)
+        self._whole: tuple[int, int, int, int] | None = None  # counted on the first test
+
+    def p(self, run: NDArray[np.bool_], out: list[tuple[int, int]]) -> float:
+        """The p-value of ``run`` with the rest = every echo outside the disjoint ranges
+        ``out`` (``[start, end)``)."""
+        n, above = self.n, self.above
+        if self._whole is None:
+            self._whole = (int(np.count_nonzero(above)), int(np.count_nonzero(above[:-1])),
+                           int(np.count_nonzero(above[1:])), int(np.count_nonzero(above[:-1] & above[1:])))
+        all_up, all_from_up, all_to_up, all_uu = self._whole
+        spans = sorted((max(a, 0), min(b, n)) for a, b in out if min(b, n) > max(a, 0))
+        n_out = sum(b - a for a, b in spans)
+        up_out = sum(int(np.count_nonzero(above[a:b])) for a, b in spans)
+        # transitions i -> i + 1 with an end left out: i from a − 1 to b − 1 for each range, merged
+        pairs: list[list[int]] = []
+        for a, b in spans:
+            lo, hi = max(a - 1, 0), min(b - 1, n - 2)  # inclusive
+            if lo > hi:
+                continue
+            if pairs and lo <= pairs[-1][1] + 1:
+                pairs[-1][1] = max(pairs[-1][1], hi)
+            else:
+                pairs.append([lo, hi])
+        n_pairs = sum(hi - lo + 1 for lo, hi in pairs)
+        from_up = sum(int(np.count_nonzero(above[lo:hi + 1])) for lo, hi in pairs)
+        to_up = sum(int(np.count_nonzero(above[lo + 1:hi + 2])) for lo, hi in pairs)
+        uu = sum(int(np.count_nonzero(above[lo:hi + 1] & above[lo + 1:hi + 2])) for lo, hi in pairs)
+        n_uu = all_uu - uu
+        return _run_p(run, n, float(all_up - up_out), float(n - n_out), n_uu, all_to_up - to_up - n_uu,
+                      all_from_up - from_up, max(n - 1, 0) - n_pairs)
 
 
 def dilate(mask: NDArray[np.bool_], k: int) -> NDArray[np.bool_]:

@@ -260,6 +260,37 @@ def test_without_the_compiled_walk_bottleneck_gives_the_same_medians(monkeypatch
 
 
 @pytest.mark.parametrize("seed", range(6))
+def test_the_markov_chain_from_whole_counts_equals_the_run_test_on_its_rest(seed: int) -> None:
+    """``MarkovChain.p`` (the whole series' counts less what touches the ranges left out) gives
+    ``markov_run_p`` on the rest as a mask, bit for bit: ranges at either end, next to each other,
+    one echo long, overlapping transitions, none; sparse and dense exceedances; short series."""
+    from cloudbench.analysis.events_jitter import MarkovChain, markov_run_p
+
+    rng = np.random.default_rng(seed)
+    for n in (4, 5, 12, 100, 5000):
+        for share in (0.01, 0.2, 0.6):
+            above = rng.random(n) < share
+            chain = MarkovChain(above)
+            for _ in range(15):
+                k = min(2 * int(rng.integers(1, 4)), (n + 1) // 2 * 2)  # an even count of cut points
+                cuts = np.sort(rng.choice(np.arange(n + 1), size=k, replace=False))
+                out = [(int(a), int(b)) for a, b in zip(cuts[::2], cuts[1::2], strict=True)]
+                if rng.random() < 0.3 and len(out) > 1:  # two ranges touching
+                    out[1] = (out[0][1], max(out[1][1], out[0][1] + 1))
+                if rng.random() < 0.2:
+                    out.append((n - 1, n) if out[-1][1] < n - 1 else (0, 0))
+                a, b = out[0]
+                run = above[a:b].copy() if b - a >= 3 else np.array([True, False, True])
+                run[0] = run[-1] = True
+                rest = np.ones(n, dtype=bool)
+                for lo, hi in out:
+                    rest[lo:hi] = False
+                if not rest.any():
+                    continue
+                assert chain.p(run, out).hex() == markov_run_p(run, above, rest).hex(), (n, out)
+
+
+@pytest.mark.parametrize("seed", range(6))
 def test_median_and_dilation_helpers_equal_numpy_and_scipy(seed: int) -> None:
     from scipy import ndimage
 
