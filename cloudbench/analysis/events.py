@@ -73,11 +73,15 @@ Method
    two or more other hosts at once, or when most of its echoes were sent in
    late rounds (the worker was short of CPU).
 
-Speed: the candidates' size tests use bounds of the rest's p99 from one partial sort
-(the exact percentile only near them), the level bottleneck's running median, the step
-gate a bootstrap that stops once it cannot end under ``alpha``; the event list is the
-same as the plain implementation's (``tests/analysis/events_reference.py``, the tests'
-oracle; ARCHITECTURE.md, "Observations out of core").
+Speed: the level is counted per value for RTTs on a grid (``events_median``: whole µs),
+the candidates' size tests use bounds of the rest's p99 from one partial sort (the exact
+percentile only near them), the jitter's medians and p99s share partitions
+(``events_jitter``), the run test subtracts the ranges left out from the whole series'
+counts, late rounds are worked out only for an event, the step search's windows are found
+by bisection and its gate is a bootstrap that stops once it cannot end under ``alpha``;
+the event list is the same as the plain implementation's
+(``tests/analysis/events_reference.py``, the tests' oracle; ARCHITECTURE.md, "Observations
+out of core").
 
 False alarms: with the defaults, at most 0.01 link events per series-hour
 (the 95 % upper bound measured by ``bench/bench_events.py`` on simulated quiet
