@@ -104,7 +104,7 @@ from cloudbench.analysis.events_jitter import RestPercentile as _RestPercentile
 from cloudbench.analysis.events_jitter import dilate as _dilate
 from cloudbench.analysis.events_jitter import late_rounds as late_rounds  # the events' own names, as before
 from cloudbench.analysis.events_jitter import markov_run_p as markov_run_p
-from cloudbench.analysis.events_median import level_and_residuals, window_medians
+from cloudbench.analysis.events_median import level_and_residuals, quiet_residuals, window_medians
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
     pelt,
@@ -276,11 +276,10 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     # first pass: leave out gross departures before measuring the jitter
     halved = abs_resid.copy()  # partitioned at its middle; its top half later gives the p99s
     sigma0 = MAD_TO_SIGMA * median(halved, inplace=True)
-    quiet = ~_dilate(abs_resid > max(p.spike_k * sigma0, 1e-12), 1)
-    base = resid[quiet] if quiet.sum() >= 10 else resid.copy()  # a copy: partitioned in place
-    dev = base - median(base, inplace=True)
+    base, abs_base = _quiet(resid, abs_resid, max(p.spike_k * sigma0, 1e-12))  # copies: partitioned in place
+    dev = np.subtract(base, median(base, inplace=True), out=base)
     sigma = max(MAD_TO_SIGMA * median(np.abs(dev, out=dev), inplace=True), 1e-12)
-    thr = max(p.spike_k * sigma, p.jitter_k * max(percentile(np.abs(base, out=base), 99, inplace=True), sigma))
+    thr = max(p.spike_k * sigma, p.jitter_k * max(percentile(abs_base, 99, inplace=True), sigma))
     above = resid > thr  # one-sided: delay is added, never taken away
     events: list[Event] = []
     spike_mask = np.zeros(n, dtype=bool)
@@ -338,6 +337,16 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     clean = np.where(spike_mask, level, y) if spiked else y
     events += _steps(t, clean, window_s, p, p99, late)
     return sorted(events, key=lambda e: (e.time_s, e.kind))
+
+
+def _quiet(resid: FloatArray, abs_resid: FloatArray, cut: float) -> tuple[FloatArray, FloatArray]:
+    """The residuals, and their absolute values, of the echoes with no ``|residual| > cut`` at
+    themselves or either neighbour (all of them when fewer than 10 are), as new arrays."""
+    found = quiet_residuals(resid, abs_resid, cut)
+    if found is None:  # no kernel
+        quiet = ~_dilate(abs_resid > cut, 1)
+        found = resid[quiet], abs_resid[quiet]
+    return found if len(found[0]) >= 10 else (resid.copy(), abs_resid.copy())
 
 
 def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: NDArray[np.integer] | None,

@@ -296,3 +296,22 @@ int64_t cb_windows(const double *t, int64_t n, double ws, int64_t *keys, int64_t
     bounds[nw] = n;
     return nw;
 }
+
+/* ---- The jitter's quiet residuals ----------------------------------------------------------------
+ *
+ * cb_quiet(resid, absr, n, cut, base, absbase): the echoes with no |residual| over `cut` at
+ * themselves or either neighbour (numpy: ~dilate(absr > cut, 1)), their residuals into base and
+ * their |residuals| into absbase, in order, in one pass; returns how many.
+ */
+int64_t cb_quiet(const double *resid, const double *absr, int64_t n, double cut, double *base,
+                 double *absbase)
+{
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int rough = absr[i] > cut || (i > 0 && absr[i - 1] > cut) || (i + 1 < n && absr[i + 1] > cut);
+        base[m] = resid[i];
+        absbase[m] = absr[i];
+        m += !rough;
+    }
+    return m;
+}

@@ -239,6 +239,39 @@ def test_the_echoes_in_order_and_their_late_rounds_equal_the_plain_sort(seed: in
             assert 0 < want.sum() < len(t)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_quiet_residuals_equal_numpys_dilated_mask(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_quiet`` (the kernel ``cb_quiet``: one pass) against scipy's binary dilation of the rough
+    echoes and boolean indexing, and its numpy fallback: rough echoes at either end, next to each
+    other, none, all; values equal to the cut (not over it); fewer than 10 quiet (then all);
+    series of 1 to 5,000."""
+    from scipy import ndimage
+
+    from cloudbench.analysis import events_median
+    from cloudbench.analysis.events import _quiet
+
+    rng = np.random.default_rng(seed)
+    cases = []
+    for n in (1, 2, 3, 11, 12, 100, 5000):
+        r = np.round(rng.standard_t(2, n), 1)
+        for cut in (0.0, 1.0, 3.0, 100.0, float(np.abs(r).max())):
+            cases.append((r, cut))
+        ends = r.copy()
+        ends[[0, -1]] = 50.0
+        cases.append((ends, 10.0))
+    for kernel_too in (True, False):
+        if not kernel_too:
+            monkeypatch.setattr(events_median, "_kernel", [None])
+        for r, cut in cases:
+            a = np.abs(r)
+            rough = a > cut
+            quiet = ~np.asarray(ndimage.binary_dilation(rough)) if rough.any() else ~rough
+            want = (r[quiet], a[quiet]) if quiet.sum() >= 10 else (r, a)
+            got = _quiet(r, a, cut)
+            assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist(), (len(r), cut)
+            assert got[0] is not r and got[1] is not a  # copies: the detector partitions them in place
+
+
 def test_the_compiled_walk_is_what_runs_where_a_compiler_is() -> None:
     """The comparisons above test the C walk, not bottleneck's fallback, on a machine with cc."""
     import shutil
