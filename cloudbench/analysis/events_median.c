@@ -120,22 +120,27 @@ typedef struct {
     int64_t nwords;         /* words of `words` */
 } cb_counts;
 
+/* a key's bit and its word's summary bit set from its count, without branches (whether a count
+ * crosses zero is a coin toss where values are sparse: a mispredicted branch each time) */
+static inline void cb_mark(cb_counts *c, int64_t key)
+{
+    const int64_t w = key >> 6;
+    const uint64_t bit = (uint64_t)1 << (key & 63), any = (uint64_t)(c->n[key] != 0);
+    c->bits[w] = (c->bits[w] & ~bit) | (bit & (uint64_t)-any);
+    const uint64_t sbit = (uint64_t)1 << (w & 63), sany = (uint64_t)(c->bits[w] != 0);
+    c->words[w >> 6] = (c->words[w >> 6] & ~sbit) | (sbit & (uint64_t)-sany);
+}
+
 static inline void cb_add(cb_counts *c, int64_t key)
 {
-    if (c->n[key]++ == 0) {
-        if (c->bits[key >> 6] == 0)
-            c->words[key >> 12] |= (uint64_t)1 << ((key >> 6) & 63);
-        c->bits[key >> 6] |= (uint64_t)1 << (key & 63);
-    }
+    c->n[key]++;
+    cb_mark(c, key);
 }
 
 static inline void cb_remove(cb_counts *c, int64_t key)
 {
-    if (--c->n[key] == 0) {
-        c->bits[key >> 6] &= ~((uint64_t)1 << (key & 63));
-        if (c->bits[key >> 6] == 0)
-            c->words[key >> 12] &= ~((uint64_t)1 << ((key >> 6) & 63));
-    }
+    c->n[key]--;
+    cb_mark(c, key);
 }
 
 /* the smallest key > m with a value (one exists) */
@@ -208,10 +213,9 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
         rc = -1;
         goto done;
     }
-    for (int64_t i = 0; i < n; i++) /* the keys from CB_RANGE on: one, never a median's */
-        key[i] = key[i] - lo < CB_RANGE ? key[i] - lo : CB_RANGE;
+#define CB_KEY(i) (key[i] - lo < CB_RANGE ? key[i] - lo : CB_RANGE) /* from CB_RANGE on: one key */
     for (int64_t j = -half; j <= half; j++)
-        cb_add(&c, key[cb_mirror(j, n)]);
+        cb_add(&c, CB_KEY(cb_mirror(j, n)));
     int64_t m = cb_next(&c, -1), below = 0; /* below: the window's values under key m */
     double v = 0.0;
     int64_t v_key = -1;
@@ -241,11 +245,12 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
         absr[i] = fabs(r);
         if (i == n - 1)
             break;
-        const int64_t out = key[cb_mirror(i - half, n)], in = key[cb_mirror(i + half + 1, n)];
+        const int64_t out = CB_KEY(cb_mirror(i - half, n)), in = CB_KEY(cb_mirror(i + half + 1, n));
         cb_remove(&c, out);
         cb_add(&c, in);
         below += (in < m) - (out < m);
     }
+#undef CB_KEY
 done:
     free(key); free(c.n); free(c.bits); free(c.words);
     return rc;
