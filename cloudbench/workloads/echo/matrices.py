@@ -138,10 +138,6 @@ def fill_row_group(f: TrialFile, row_group: int, m: RoundMatrices, keys: KeySpac
     if len(rows.rnd) and (int(rows.rnd.min()) < 0 or int(rows.rnd.max()) >= rounds):
         raise ResultError(str(f.path), f"holds a round outside 0..{rounds - 1}, the rounds its footer's "
                           "statistics give")
-    val = rows.rtt.astype(m.rtts.dtype)
-    val += 2  # see decoded
-    val[rows.no_rtt] = 1
-    first = SEND_BASE - rows.send
     runs = peer_runs(rows.dst, rows.rnd) if isinstance(rows.src, int) else None
     if runs is not None:  # a few runs of one peer and consecutive rounds (the ingest's order): slices
         src = rows.src
@@ -149,10 +145,15 @@ def fill_row_group(f: TrialFile, row_group: int, m: RoundMatrices, keys: KeySpac
         peers = rows.host_of_code[rows.dst[runs[:-1]]]
         spans = [(d, int(rows.rnd[a]), a, b) for a, b, d in zip(runs[:-1].tolist(), runs[1:].tolist(),
                                                                  peers.tolist(), strict=True)]
-        for d, r0, a, b in spans:
-            m.rtts[src, d, r0:r0 + b - a] = val[a:b]
+        for d, r0, a, b in spans:  # RTT + 2 (see decoded) straight into the cells: no copy of the column
+            np.add(rows.rtt[a:b], 2, out=m.rtts[src, d, r0:r0 + b - a], casting="unsafe")
+        if len(rows.no_rtt):
+            m.rtts[src, rows.host_of_code[rows.dst[rows.no_rtt]], rows.rnd[rows.no_rtt]] = 1
         measured = np.bincount(keys.cell(src, peers), weights=np.diff(runs), minlength=keys.n_cells).astype(np.int64)
     else:
+        val = rows.rtt.astype(m.rtts.dtype)
+        val += 2  # see decoded
+        val[rows.no_rtt] = 1
         cell = rows.cells(keys, slice(None))
         m.rtts.reshape(-1)[cell * rounds + rows.rnd] = val  # distinct cells: row groups write in parallel
         measured = np.bincount(cell, minlength=keys.n_cells)
@@ -161,9 +162,9 @@ def fill_row_group(f: TrialFile, row_group: int, m: RoundMatrices, keys: KeySpac
         if runs is not None:
             for _, r0, a, b in spans:
                 sends = m.first_sends[src, r0:r0 + b - a]
-                np.maximum(sends, first[a:b], out=sends)
+                np.maximum(sends, SEND_BASE - rows.send[a:b], out=sends)
         else:
-            np.maximum.at(m.first_sends.reshape(-1), rows.src * rounds + rows.rnd, first)
+            np.maximum.at(m.first_sends.reshape(-1), rows.src * rounds + rows.rnd, SEND_BASE - rows.send)
         m.measured += measured
         if timeouts is not None:
             m.timeouts += timeouts
@@ -188,7 +189,9 @@ def _measured_rows(f: TrialFile, row_group: int, keys: KeySpace, n: int) -> _Mea
     dst, lut = host_codes(t.column("dst"), keys.host_position)  # host position = lut[dst]
     if (lut < 0).any():  # a name the manifest does not list: an error if any row (warm-up too) has it
         known_hosts(lut[dst], f.path)
-    rnd = to_numpy(t.column("round"), np.int64)
+    rnd = t.column("round").to_numpy()  # int32 as written (half the bytes to compare); int64 otherwise
+    if rnd.dtype != np.int32:
+        rnd = rnd.astype(np.int64)
     send = to_numpy(t.column("send_us"), np.int64)
     rtt, no_rtt = ints_and_nulls(t.column("rtt_ns"))  # no_rtt and timeout: positions (few)
     timeout = true_at(t.column("timeout"))

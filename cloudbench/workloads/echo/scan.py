@@ -236,21 +236,23 @@ class EchoScan:
         keys = self.keys
         rp = keys.rep_position[rep]
         out = _SenderPart()
-        missing, _ = sentinels(m.rtts.dtype)
         stored = m.first_sends[s]
         snd = SEND_BASE - stored
         wins = np.where(stored != 0, snd // self.window_us, -1)
+        if len(wins) and int(wins.max()) < np.iinfo(np.int32).max:
+            wins = wins.astype(np.int32)  # half the bytes to gather per peer
+        two = m.rtts.dtype.type(2)
         for d in range(keys.n_hosts):
             rows = int(m.measured[keys.cell(s, d)])
             if not rows:
                 continue
-            col = decoded(m.rtts[s, d])
-            cells = int(np.count_nonzero(col != missing))
-            if cells != rows:
-                raise ResultError(str(f.path), f"holds {rows - cells} row(s) of {keys.hosts[s]}→{keys.hosts[d]} "
+            cells = m.rtts[s, d]  # as stored (see decoded): 0 no row, 1 no reply, else RTT + 2
+            if (n_cells := int(np.count_nonzero(cells))) != rows:
+                raise ResultError(str(f.path), f"holds {rows - n_cells} row(s) of {keys.hosts[s]}→{keys.hosts[d]} "
                                   "for a round that already has one (one row per round and peer)")
-            valid = col < missing
-            v = col[valid]
+            valid = cells >= two
+            v = cells[valid]
+            v -= two  # decoded, on the RTTs only
             if not len(v):
                 continue
             leaf = int(keys.leaf(rp, s, d))
@@ -358,8 +360,10 @@ class EchoScan:
     def _values_in_matrix(self, rp: int, rtts: np.ndarray, s: int, d: int,
                           need_leaf: np.ndarray) -> tuple[np.ndarray, ...]:
         """Second pass from a kept matrix: (leaf, bin, RTT ns) of one (sender, peer)'s RTTs in needed bins."""
-        col = decoded(rtts[s, d])
-        v = col[col < sentinels(rtts.dtype)[0]]
+        two = rtts.dtype.type(2)
+        cells = rtts[s, d]
+        v = cells[cells >= two]  # see decoded: RTT + 2 in the cells that hold one
+        v -= two
         leaf = int(self.keys.leaf(rp, s, d))
         bins = ost.value_bins(v)
         keep = need_leaf[leaf, bins]
