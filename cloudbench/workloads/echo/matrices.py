@@ -92,6 +92,81 @@ class RoundMatrices:
         return int(self.rtts.shape[2])
 
 
+@dataclass
+class WindowLayout:
+    """One sender's windows as equal spans of its rounds (how a steady sender's rounds fall):
+    window ``ids[i]`` holds rounds ``first + i·length`` to ``first + (i+1)·length - 1``, so a
+    peer's windows are the rows of a reshaped slice of its matrix and its window medians
+    need no gather of its RTTs into windows (:meth:`stats`)."""
+
+    ids: np.ndarray
+    """Consecutive window ids, one per span (int64)."""
+    first: int
+    """The first round of the first span (negative when the first window began before round 0)."""
+    length: int
+    """Rounds per span."""
+
+    @classmethod
+    def of(cls, wins: np.ndarray, rounds: int) -> WindowLayout | None:
+        """The layout ``wins`` follows (each round's window id; -1: the sender sent nothing that
+        round), or None when its windows are not equal spans of rounds in order (then
+        :func:`~cloudbench.analysis.orderstats.window_stats` is the way)."""
+        silent = wins < 0
+        at = np.flatnonzero(~silent) if silent.any() else None  # None: every round
+        w = wins if at is None else wins[at]
+        if not len(w) or (w[1:] < w[:-1]).any():
+            return None
+        head = np.r_[0, np.flatnonzero(w[1:] != w[:-1]) + 1]
+        tail = np.r_[head[1:] - 1, len(w) - 1]
+        first_r, last_r = (head, tail) if at is None else (at[head], at[tail])
+        length = int((last_r - first_r).max()) + 1  # the longest span seen
+        row = (w[head] - w[0]).astype(np.int64)
+        # each window's rounds must lie in its span: the first and the last of each tell
+        lo, hi = int((first_r - row * length).min()), int((last_r - row * length).max())
+        k = int(row[-1]) + 1
+        if hi - lo >= length or k * length > rounds + 2 * length:
+            return None
+        return cls(np.arange(int(w[0]), int(w[0]) + k, dtype=np.int64), lo, length)
+
+    def _rows(self, a: np.ndarray, fill: Any) -> np.ndarray:
+        """The spans' rounds of one matrix row as (spans × length); rounds outside it ``fill``."""
+        k, n = len(self.ids), len(self.ids) * self.length
+        lo, hi = self.first, self.first + n
+        part = a[max(lo, 0):min(hi, len(a))]
+        if lo >= 0 and hi <= len(a):
+            return part.reshape(k, self.length)
+        out = np.full(n, fill, dtype=a.dtype)
+        out[max(lo, 0) - lo:max(lo, 0) - lo + len(part)] = part
+        return out.reshape(k, self.length)
+
+    def stats(self, cells: np.ndarray, valid: np.ndarray,
+              v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """What :func:`~cloudbench.analysis.orderstats.window_stats` gives for one peer's RTTs
+        (ids, counts, sums, medians of the windows with an RTT): ``cells`` its matrix row as
+        stored, ``valid`` the cells with an RTT, ``v`` their RTTs in round order. None when
+        some RTT lies outside the spans."""
+        counts = np.count_nonzero(self._rows(valid, False), axis=1)
+        has = counts > 0
+        c = counts[has].astype(np.int64)
+        if int(c.sum()) != len(v) or not len(v):
+            return None
+        sums = np.add.reduceat(v, np.r_[0, np.cumsum(c)[:-1]], dtype=np.int64 if v.dtype.kind in "iu" else np.float64)
+        # decoded (see decoded): no row and no reply wrap to the top, above every RTT, so each
+        # row's c smallest cells are its RTTs and its order statistics below c are theirs
+        block = self._rows(cells, 0)[has]
+        block -= cells.dtype.type(2)
+        med = np.empty(len(c))
+        for n in np.unique(c).tolist():
+            rows = np.flatnonzero(c == n)
+            sub = block if len(rows) == len(c) else block[rows]
+            hi = n // 2
+            sub.partition(hi, axis=1)
+            upper = sub[:, hi]
+            lower = sub[:, :hi].max(axis=1) if n % 2 == 0 else upper
+            med[rows] = (lower.astype(np.float64) + upper) / 2.0
+        return self.ids[has], c, sums, med
+
+
 def peer_runs(dst: np.ndarray, rnd: np.ndarray) -> np.ndarray | None:
     """Bounds (first row of each run, then the row count) of the runs of one peer and consecutive
     rounds; None beyond :data:`MAX_RUNS` runs."""

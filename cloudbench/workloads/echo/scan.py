@@ -45,7 +45,14 @@ from cloudbench.errors import ResultError
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo.keyspace import N_GROUPS, KeySpace
-from cloudbench.workloads.echo.matrices import SEND_BASE, RoundMatrices, decoded, fill_row_group, sentinels
+from cloudbench.workloads.echo.matrices import (
+    SEND_BASE,
+    RoundMatrices,
+    WindowLayout,
+    decoded,
+    fill_row_group,
+    sentinels,
+)
 from cloudbench.workloads.echo.params import Quorum
 from cloudbench.workloads.echo.trial_files import (
     TrialFile,
@@ -239,7 +246,8 @@ class EchoScan:
         stored = m.first_sends[s]
         snd = SEND_BASE - stored
         wins = np.where(stored != 0, snd // self.window_us, -1)
-        if len(wins) and int(wins.max()) < np.iinfo(np.int32).max:
+        layout = WindowLayout.of(wins, m.rounds)  # windows as equal spans of rounds: no gather per peer
+        if layout is None and len(wins) and int(wins.max()) < np.iinfo(np.int32).max:
             wins = wins.astype(np.int32)  # half the bytes to gather per peer
         two = m.rtts.dtype.type(2)
         for d in range(keys.n_hosts):
@@ -257,7 +265,8 @@ class EchoScan:
                 continue
             leaf = int(keys.leaf(rp, s, d))
             out.hist[leaf] = np.bincount(ost.value_bins(v), minlength=ost.NBINS)
-            ids, counts, sums, med = ost.window_stats(v, wins[valid])
+            by_span = layout.stats(cells, valid, v) if layout is not None else None
+            ids, counts, sums, med = by_span if by_span is not None else ost.window_stats(v, wins[valid])
             out.sums[leaf] = int(sums.sum()) / 1000.0
             out.windows.append((keys.window_key(fi, leaf, ids), sums / 1000.0, counts))
             if d == s:
