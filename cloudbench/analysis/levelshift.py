@@ -198,13 +198,24 @@ def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: 
     return (1 + hits) / (1 + done)
 
 
+STEP_WINDOWS_NEEDED = {1e-3: 15}
+""":func:`step_windows_needed` at the α the report uses, as :func:`search_step_windows` finds it
+(a test repeats the search): the search costs ~0.3 s of CPU in every report otherwise."""
+
+
 @lru_cache(maxsize=16)
 def step_windows_needed(alpha: float = 1e-3) -> int:
     """Fewest windows with which the step test reaches ``alpha`` on a step clear to the
-    eye: the shortest series for which two halves 20 noise SDs apart (three seeded
-    normal draws) all get a :func:`step_p` under ``alpha``. With fewer windows the
-    null's series, drawn with the largest autocorrelation the data allow (near 1),
-    wander as far as such a step."""
+    eye (:func:`search_step_windows`; :data:`STEP_WINDOWS_NEEDED` where it holds ``alpha``)."""
+    known = STEP_WINDOWS_NEEDED.get(alpha)
+    return known if known is not None else search_step_windows(alpha)
+
+
+def search_step_windows(alpha: float) -> int:
+    """The shortest series for which two halves 20 noise SDs apart (three seeded normal
+    draws) all get a :func:`step_p` under ``alpha``. With fewer windows the null's series,
+    drawn with the largest autocorrelation the data allow (near 1), wander as far as such
+    a step."""
     for n in range(5, 200):
         ok = True
         for seed in range(3):
@@ -381,19 +392,27 @@ def group_series(pair_series: Sequence[PairWindows]) -> list[PairWindows]:
     RTT) lifts a 1 s window's mean of 100 echoes 20-fold and reads as a level
     shift; the median does not move. The median over pairs keeps one
     pair's own event (reported per pair, on raw RTTs) from moving the group."""
-    by: dict[tuple[int, str, str], dict[float, list[float]]] = {}
+    by: dict[tuple[int, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     for r, trial, _name, group, ts, vs in pair_series:
         if group in ("self", ""):
             continue
-        windows = by.setdefault((r, trial, group), {})
-        for t, v in zip(np.asarray(ts, dtype=float).tolist(), np.asarray(vs, dtype=float).tolist(), strict=True):
-            if np.isfinite(v):
-                windows.setdefault(t, []).append(v)
+        t, v = np.asarray(ts, dtype=float), np.asarray(vs, dtype=float)
+        if len(t) != len(v):
+            raise ValueError(f"{_name}: {len(t)} window starts but {len(v)} values")
+        by.setdefault((r, trial, group), []).append((t, v))
     out: list[PairWindows] = []
-    for (r, trial, group), windows in sorted(by.items()):
-        starts = np.array(sorted(windows))
-        out.append((r, trial, f"group:{group}", group, starts,
-                    np.array([float(np.median(windows[t])) for t in starts.tolist()])))
+    for (r, trial, group), parts in sorted(by.items(), key=lambda kv: kv[0]):
+        t = np.concatenate([p[0] for p in parts])
+        v = np.concatenate([p[1] for p in parts])
+        finite = np.isfinite(v)
+        t, v = t[finite], v[finite]
+        order = np.lexsort((v, t))  # by window, then value: each window's values sorted
+        t, v = t[order], v[order]
+        first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]]) if len(t) else np.empty(0, dtype=np.int64)
+        n = np.diff(np.r_[first, len(t)])
+        # np.median's value: the middle one (odd n; (x + x) / 2 is x), or the mean of the two
+        med = (v[first + (n - 1) // 2] + v[first + n // 2]) / 2.0
+        out.append((r, trial, f"group:{group}", group, t[first], med))
     return out
 
 

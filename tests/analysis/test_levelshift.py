@@ -121,6 +121,16 @@ def test_a_step_needs_the_windows_its_test_was_measured_on() -> None:
     assert steps[0].p_value < 1e-3 and steps[0].to_row()["p_value"] == steps[0].p_value
 
 
+def test_the_known_step_windows_are_what_the_search_finds() -> None:
+    """STEP_WINDOWS_NEEDED spares the report the search: each entry must be the search's result
+    (a change to step_p that moves it fails here), and other levels are searched."""
+    from cloudbench.analysis.levelshift import STEP_WINDOWS_NEEDED, search_step_windows, step_windows_needed
+
+    for alpha, n in STEP_WINDOWS_NEEDED.items():
+        assert search_step_windows(alpha) == n, alpha
+    assert step_windows_needed(0.05) == search_step_windows(0.05) < STEP_WINDOWS_NEEDED[1e-3]
+
+
 @pytest.mark.parametrize("phi", [0.0, 0.5, 0.8])
 def test_step_p_holds_alpha_on_flat_ar1_windows(phi: float) -> None:
     """The old Mann–Whitney p between PELT's segments rejected on 239 of

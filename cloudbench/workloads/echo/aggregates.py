@@ -198,11 +198,15 @@ def _window_tables(scan: EchoScan, first: FirstPass) -> tuple[list[Row], list[Ro
     def start_utc(a: int, wi: int) -> str | None:  # a window's start, formatted once for all its pairs
         return utc_of(t0[a], wi * scan.window_s)
 
-    pair_rows = [{"repetition": int(rep_of[a]), "trial": scan.files[a].trial, "window": int(wi),
-                  "start_s": float(wi * scan.window_s), "start_utc": start_utc(int(a), int(wi)),
-                  "src": keys.hosts[s], "dst": keys.hosts[d], "group": GROUP_ORDER[g].value,
-                  "count": int(c), "mean": float(sm / c)}
-                 for a, wi, s, d, g, sm, c in zip(fi, w, src, dst, grp, sums, counts, strict=True)]
+    reps, trials = rep_of.tolist(), [f.trial for f in scan.files]
+    groups = [g.value for g in GROUP_ORDER]
+    # Python ints and floats (tolist) for ~46 K rows: the same values, without a numpy scalar per cell
+    pair_rows = [{"repetition": reps[a], "trial": trials[a], "window": wi,
+                  "start_s": wi * scan.window_s, "start_utc": start_utc(a, wi),
+                  "src": keys.hosts[s], "dst": keys.hosts[d], "group": groups[g],
+                  "count": c, "mean": sm / c}
+                 for a, wi, s, d, g, sm, c in zip(fi.tolist(), w.tolist(), src.tolist(), dst.tolist(),
+                                                  grp.tolist(), sums.tolist(), counts.tolist(), strict=True)]
     ug, ginv = np.unique(keys.group_window_key(fi, w, grp), return_inverse=True)
     gsum = np.bincount(ginv, weights=sums)
     gcnt = np.bincount(ginv, weights=counts).astype(np.int64)

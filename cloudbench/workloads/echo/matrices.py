@@ -92,6 +92,81 @@ class RoundMatrices:
         return int(self.rtts.shape[2])
 
 
+@dataclass
+class WindowLayout:
+    """One sender's windows as equal spans of its rounds (how a steady sender's rounds fall):
+    window ``ids[i]`` holds rounds ``first + i·length`` to ``first + (i+1)·length - 1``, so a
+    peer's windows are the rows of a reshaped slice of its matrix and its window medians
+    need no gather of its RTTs into windows (:meth:`stats`)."""
+
+    ids: np.ndarray
+    """Consecutive window ids, one per span (int64)."""
+    first: int
+    """The first round of the first span (negative when the first window began before round 0)."""
+    length: int
+    """Rounds per span."""
+
+    @classmethod
+    def of(cls, wins: np.ndarray, rounds: int) -> WindowLayout | None:
+        """The layout ``wins`` follows (each round's window id; -1: the sender sent nothing that
+        round), or None when its windows are not equal spans of rounds in order (then
+        :func:`~cloudbench.analysis.orderstats.window_stats` is the way)."""
+        silent = wins < 0
+        at = np.flatnonzero(~silent) if silent.any() else None  # None: every round
+        w = wins if at is None else wins[at]
+        if not len(w) or (w[1:] < w[:-1]).any():
+            return None
+        head = np.r_[0, np.flatnonzero(w[1:] != w[:-1]) + 1]
+        tail = np.r_[head[1:] - 1, len(w) - 1]
+        first_r, last_r = (head, tail) if at is None else (at[head], at[tail])
+        length = int((last_r - first_r).max()) + 1  # the longest span seen
+        row = (w[head] - w[0]).astype(np.int64)
+        # each window's rounds must lie in its span: the first and the last of each tell
+        lo, hi = int((first_r - row * length).min()), int((last_r - row * length).max())
+        k = int(row[-1]) + 1
+        if hi - lo >= length or k * length > rounds + 2 * length:
+            return None
+        return cls(np.arange(int(w[0]), int(w[0]) + k, dtype=np.int64), lo, length)
+
+    def _rows(self, a: np.ndarray, fill: Any) -> np.ndarray:
+        """The spans' rounds of one matrix row as (spans × length); rounds outside it ``fill``."""
+        k, n = len(self.ids), len(self.ids) * self.length
+        lo, hi = self.first, self.first + n
+        part = a[max(lo, 0):min(hi, len(a))]
+        if lo >= 0 and hi <= len(a):
+            return part.reshape(k, self.length)
+        out = np.full(n, fill, dtype=a.dtype)
+        out[max(lo, 0) - lo:max(lo, 0) - lo + len(part)] = part
+        return out.reshape(k, self.length)
+
+    def stats(self, cells: np.ndarray, valid: np.ndarray,
+              v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """What :func:`~cloudbench.analysis.orderstats.window_stats` gives for one peer's RTTs
+        (ids, counts, sums, medians of the windows with an RTT): ``cells`` its matrix row as
+        stored, ``valid`` the cells with an RTT, ``v`` their RTTs in round order. None when
+        some RTT lies outside the spans."""
+        counts = np.count_nonzero(self._rows(valid, False), axis=1)
+        has = counts > 0
+        c = counts[has].astype(np.int64)
+        if int(c.sum()) != len(v) or not len(v):
+            return None
+        sums = np.add.reduceat(v, np.r_[0, np.cumsum(c)[:-1]], dtype=np.int64 if v.dtype.kind in "iu" else np.float64)
+        # decoded (see decoded): no row and no reply wrap to the top, above every RTT, so each
+        # row's c smallest cells are its RTTs and its order statistics below c are theirs
+        block = self._rows(cells, 0)[has]
+        block -= cells.dtype.type(2)
+        med = np.empty(len(c))
+        for n in np.unique(c).tolist():
+            rows = np.flatnonzero(c == n)
+            sub = block if len(rows) == len(c) else block[rows]
+            hi = n // 2
+            sub.partition(hi, axis=1)
+            upper = sub[:, hi]
+            lower = sub[:, :hi].max(axis=1) if n % 2 == 0 else upper
+            med[rows] = (lower.astype(np.float64) + upper) / 2.0
+        return self.ids[has], c, sums, med
+
+
 def peer_runs(dst: np.ndarray, rnd: np.ndarray) -> np.ndarray | None:
     """Bounds (first row of each run, then the row count) of the runs of one peer and consecutive
     rounds; None beyond :data:`MAX_RUNS` runs."""
@@ -138,10 +213,6 @@ def fill_row_group(f: TrialFile, row_group: int, m: RoundMatrices, keys: KeySpac
     if len(rows.rnd) and (int(rows.rnd.min()) < 0 or int(rows.rnd.max()) >= rounds):
         raise ResultError(str(f.path), f"holds a round outside 0..{rounds - 1}, the rounds its footer's "
                           "statistics give")
-    val = rows.rtt.astype(m.rtts.dtype)
-    val += 2  # see decoded
-    val[rows.no_rtt] = 1
-    first = SEND_BASE - rows.send
     runs = peer_runs(rows.dst, rows.rnd) if isinstance(rows.src, int) else None
     if runs is not None:  # a few runs of one peer and consecutive rounds (the ingest's order): slices
         src = rows.src
@@ -149,10 +220,15 @@ def fill_row_group(f: TrialFile, row_group: int, m: RoundMatrices, keys: KeySpac
         peers = rows.host_of_code[rows.dst[runs[:-1]]]
         spans = [(d, int(rows.rnd[a]), a, b) for a, b, d in zip(runs[:-1].tolist(), runs[1:].tolist(),
                                                                  peers.tolist(), strict=True)]
-        for d, r0, a, b in spans:
-            m.rtts[src, d, r0:r0 + b - a] = val[a:b]
+        for d, r0, a, b in spans:  # RTT + 2 (see decoded) straight into the cells: no copy of the column
+            np.add(rows.rtt[a:b], 2, out=m.rtts[src, d, r0:r0 + b - a], casting="unsafe")
+        if len(rows.no_rtt):
+            m.rtts[src, rows.host_of_code[rows.dst[rows.no_rtt]], rows.rnd[rows.no_rtt]] = 1
         measured = np.bincount(keys.cell(src, peers), weights=np.diff(runs), minlength=keys.n_cells).astype(np.int64)
     else:
+        val = rows.rtt.astype(m.rtts.dtype)
+        val += 2  # see decoded
+        val[rows.no_rtt] = 1
         cell = rows.cells(keys, slice(None))
         m.rtts.reshape(-1)[cell * rounds + rows.rnd] = val  # distinct cells: row groups write in parallel
         measured = np.bincount(cell, minlength=keys.n_cells)
@@ -161,9 +237,9 @@ def fill_row_group(f: TrialFile, row_group: int, m: RoundMatrices, keys: KeySpac
         if runs is not None:
             for _, r0, a, b in spans:
                 sends = m.first_sends[src, r0:r0 + b - a]
-                np.maximum(sends, first[a:b], out=sends)
+                np.maximum(sends, SEND_BASE - rows.send[a:b], out=sends)
         else:
-            np.maximum.at(m.first_sends.reshape(-1), rows.src * rounds + rows.rnd, first)
+            np.maximum.at(m.first_sends.reshape(-1), rows.src * rounds + rows.rnd, SEND_BASE - rows.send)
         m.measured += measured
         if timeouts is not None:
             m.timeouts += timeouts
@@ -188,7 +264,9 @@ def _measured_rows(f: TrialFile, row_group: int, keys: KeySpace, n: int) -> _Mea
     dst, lut = host_codes(t.column("dst"), keys.host_position)  # host position = lut[dst]
     if (lut < 0).any():  # a name the manifest does not list: an error if any row (warm-up too) has it
         known_hosts(lut[dst], f.path)
-    rnd = to_numpy(t.column("round"), np.int64)
+    rnd = t.column("round").to_numpy()  # int32 as written (half the bytes to compare); int64 otherwise
+    if rnd.dtype != np.int32:
+        rnd = rnd.astype(np.int64)
     send = to_numpy(t.column("send_us"), np.int64)
     rtt, no_rtt = ints_and_nulls(t.column("rtt_ns"))  # no_rtt and timeout: positions (few)
     timeout = true_at(t.column("timeout"))

@@ -45,7 +45,14 @@ from cloudbench.errors import ResultError
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo.keyspace import N_GROUPS, KeySpace
-from cloudbench.workloads.echo.matrices import SEND_BASE, RoundMatrices, decoded, fill_row_group, sentinels
+from cloudbench.workloads.echo.matrices import (
+    SEND_BASE,
+    RoundMatrices,
+    WindowLayout,
+    decoded,
+    fill_row_group,
+    sentinels,
+)
 from cloudbench.workloads.echo.params import Quorum
 from cloudbench.workloads.echo.trial_files import (
     TrialFile,
@@ -236,26 +243,30 @@ class EchoScan:
         keys = self.keys
         rp = keys.rep_position[rep]
         out = _SenderPart()
-        missing, _ = sentinels(m.rtts.dtype)
         stored = m.first_sends[s]
         snd = SEND_BASE - stored
         wins = np.where(stored != 0, snd // self.window_us, -1)
+        layout = WindowLayout.of(wins, m.rounds)  # windows as equal spans of rounds: no gather per peer
+        if layout is None and len(wins) and int(wins.max()) < np.iinfo(np.int32).max:
+            wins = wins.astype(np.int32)  # half the bytes to gather per peer
+        two = m.rtts.dtype.type(2)
         for d in range(keys.n_hosts):
             rows = int(m.measured[keys.cell(s, d)])
             if not rows:
                 continue
-            col = decoded(m.rtts[s, d])
-            cells = int(np.count_nonzero(col != missing))
-            if cells != rows:
-                raise ResultError(str(f.path), f"holds {rows - cells} row(s) of {keys.hosts[s]}→{keys.hosts[d]} "
+            cells = m.rtts[s, d]  # as stored (see decoded): 0 no row, 1 no reply, else RTT + 2
+            if (n_cells := int(np.count_nonzero(cells))) != rows:
+                raise ResultError(str(f.path), f"holds {rows - n_cells} row(s) of {keys.hosts[s]}→{keys.hosts[d]} "
                                   "for a round that already has one (one row per round and peer)")
-            valid = col < missing
-            v = col[valid]
+            valid = cells >= two
+            v = cells[valid]
+            v -= two  # decoded, on the RTTs only
             if not len(v):
                 continue
             leaf = int(keys.leaf(rp, s, d))
             out.hist[leaf] = np.bincount(ost.value_bins(v), minlength=ost.NBINS)
-            ids, counts, sums, med = ost.window_stats(v, wins[valid])
+            by_span = layout.stats(cells, valid, v) if layout is not None else None
+            ids, counts, sums, med = by_span if by_span is not None else ost.window_stats(v, wins[valid])
             out.sums[leaf] = int(sums.sum()) / 1000.0
             out.windows.append((keys.window_key(fi, leaf, ids), sums / 1000.0, counts))
             if d == s:
@@ -340,10 +351,14 @@ class EchoScan:
                 H = keys.n_hosts
                 cells = [(rp, m, s, d) for rp, m in first.kept for s in range(H) for d in range(H)
                          if need_leaf[keys.leaf(rp, s, d)].any()]
-                kept = list(pool.map(lambda c: self._values_in_matrix(c[0], c[1], c[2], c[3], need_leaf), cells))
-            else:
-                jobs = [(f, g) for f in self.files for g in range(f.row_groups)]
-                kept = list(pool.map(lambda j: self._values_in_row_group(j[0], j[1], need_leaf), jobs))
+                per_cell = list(pool.map(lambda c: self._values_in_matrix(c[0], c[1], c[2], c[3], need_leaf,
+                                                                          targets.need), cells))
+                # family by family, cells in order: what the loop below gives from the files
+                by_fam = [[cell[fi] for cell in per_cell] for fi in range(len(keys.leaf_keys))]
+                return SelectedRtts(first.totals, ost.select(
+                    targets, *(concat([part[i] for fam in by_fam for part in fam]) for i in range(3))))
+            jobs = [(f, g) for f in self.files for g in range(f.row_groups)]
+            kept = list(pool.map(lambda j: self._values_in_row_group(j[0], j[1], need_leaf), jobs))
         leaf, bins, vals = concat([k[0] for k in kept]), concat([k[1] for k in kept]), concat([k[2] for k in kept])
         sel_keys, sel_bins, sel_vals = [], [], []
         for fam in keys.leaf_keys:
@@ -355,15 +370,25 @@ class EchoScan:
             sel_vals.append(vals[ok])
         return SelectedRtts(first.totals, ost.select(targets, concat(sel_keys), concat(sel_bins), concat(sel_vals)))
 
-    def _values_in_matrix(self, rp: int, rtts: np.ndarray, s: int, d: int,
-                          need_leaf: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Second pass from a kept matrix: (leaf, bin, RTT ns) of one (sender, peer)'s RTTs in needed bins."""
-        col = decoded(rtts[s, d])
-        v = col[col < sentinels(rtts.dtype)[0]]
+    def _values_in_matrix(self, rp: int, rtts: np.ndarray, s: int, d: int, need_leaf: np.ndarray,
+                          need: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Second pass from a kept matrix: per family of keys, (key, bin, RTT ns) of one
+        (sender, peer)'s RTTs in the bins its key there needs (``need[key, bin]``)."""
+        two = rtts.dtype.type(2)
+        cells = rtts[s, d]
+        v = cells[cells >= two]  # see decoded: RTT + 2 in the cells that hold one
+        v -= two
         leaf = int(self.keys.leaf(rp, s, d))
         bins = ost.value_bins(v)
-        keep = need_leaf[leaf, bins]
-        return np.full(int(keep.sum()), leaf, dtype=np.int64), bins[keep], v[keep].astype(np.int64)
+        keep = need_leaf[leaf].take(bins)  # one leaf: a 1-D lookup
+        bins, vals = bins[keep], v[keep].astype(np.int64)
+        out = []
+        for fam in self.keys.leaf_keys:
+            key = int(fam[leaf])
+            sel = need[key].take(bins) if key >= 0 else np.zeros(0, dtype=bool)
+            n = int(np.count_nonzero(sel))
+            out.append((np.full(n, key, dtype=fam.dtype), bins[sel] if n else bins[:0], vals[sel] if n else vals[:0]))
+        return out
 
     def _values_in_row_group(self, f: TrialFile, row_group: int, need_leaf: np.ndarray) -> tuple[np.ndarray, ...]:
         """Second pass from the file: (leaf, bin, RTT ns) of one row group's RTTs in needed bins."""
