@@ -47,3 +47,13 @@ page, *_ = write_html(run, build_report(run))
 assert page.is_file()
 """
     assert loaded(code, str(tmp_path)) == ["matplotlib"]  # the page's figures, nothing else of HEAVY
+
+
+def test_confirm_and_diurnal_import_no_workload_kind() -> None:
+    """`confirm` imported report.files for the name of its directory, and with it every workload kind's
+    controller (scipy.stats, asyncssh, the spec models): 0.4 s of a week's `confirm`."""
+    code = "import sys, cloudbench.cli, cloudbench.report.confirm, cloudbench.report.diurnal"
+    probe = f"{code}\nprint([m for m in ('cloudbench.workloads', 'asyncssh') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=180,
+                         check=True)
+    assert out.stdout.strip() == "[]"
