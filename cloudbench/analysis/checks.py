@@ -20,9 +20,9 @@ import diptest
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
-from statsmodels.stats.diagnostic import acorr_ljungbox
-from statsmodels.tools.sm_exceptions import InterpolationWarning
-from statsmodels.tsa.stattools import acf, adfuller, kpss
+
+# statsmodels (0.4 s to import, pandas with it) is imported by the checks that use it, so that
+# what imports this module (the report's page, `cloudbench compare`) does not pay for it
 
 Status = Literal["ok", "warning", "skipped"]
 T = TypeVar("T")
@@ -65,6 +65,8 @@ def _quiet(fn: Callable[[], T]) -> tuple[T, list[str]]:
     is then a bound) and statsmodels announces API changes with FutureWarning;
     neither must reach the user's terminal as a Python warning.
     """
+    from statsmodels.tools.sm_exceptions import InterpolationWarning  # noqa: PLC0415 - see the imports
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = fn()
@@ -107,6 +109,9 @@ def check_independence(x: NDArray[np.float64], alpha: float = 0.05) -> CheckResu
     n = len(x)
     if n < MIN_N_INDEPENDENCE:
         return _skip(name, method, f"needs n >= {MIN_N_INDEPENDENCE}")
+    from statsmodels.stats.diagnostic import acorr_ljungbox  # noqa: PLC0415 - see the imports
+    from statsmodels.tsa.stattools import acf  # noqa: PLC0415
+
     lags = max(1, min(10, n // 5))
     r, _ = _quiet(lambda: acf(x, nlags=lags, fft=False))
     band = 1.96 / math.sqrt(n)
@@ -141,6 +146,8 @@ def check_stationarity(x: NDArray[np.float64], alpha: float = 0.05) -> CheckResu
     n = len(x)
     if n < MIN_N_STATIONARITY:
         return _skip(name, method, f"needs n >= {MIN_N_STATIONARITY}")
+    from statsmodels.tsa.stattools import adfuller, kpss  # noqa: PLC0415 - see the imports
+
     adf_res, _ = _quiet(lambda: adfuller(x, autolag="AIC"))
     adf_stat, adf_p = _stat_p(adf_res)
     kpss_res, kpss_notes = _quiet(lambda: kpss(x, regression="c", nlags="auto"))

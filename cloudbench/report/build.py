@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from cloudbench.errors import AnalysisError, ResultError, UsageError
-from cloudbench.report.diurnal import MIN_VALUES, diurnal, schedule_of, weekday_hour
 from cloudbench.report.render import report_views
 from cloudbench.store import formats
 from cloudbench.store.rundir import RunDir, find_runs
@@ -60,6 +59,11 @@ def build_report(run: RunDir) -> dict[str, Any]:
 def time_of_day_section(run: RunDir) -> dict[str, Any] | None:
     """For a run of a scheduled campaign: the campaign's time-of-day verdict so far (its
     runs beside this one, `cloudbench diurnal` over the schedule's day); None otherwise."""
+    if not run.manifest().spec.get("schedule"):  # a one-shot run (schedule_of's test, without importing it)
+        return None
+    # the time-of-day analysis (scipy's fits) loads only for a scheduled campaign's run
+    from cloudbench.report.diurnal import MIN_VALUES, diurnal, schedule_of  # noqa: PLC0415
+
     sched = schedule_of(run.manifest())
     if sched is None or sum(1 for _ in run.path.parent.glob("*/manifest.json")) < MIN_VALUES:
         return None
@@ -88,6 +92,8 @@ HEATMAPS_SHOWN = 4
 def run_coverage(campaign: Path, timezone: str, day: float = 86400.0) -> list[list[int]]:
     """Runs of a campaign started in each weekday (Mon..Sun) × hour cell of ``timezone``
     (days of ``day`` seconds: the cells of the heat maps, a compressed day's included)."""
+    from cloudbench.report.diurnal import weekday_hour  # noqa: PLC0415 - see time_of_day_section
+
     starts = [m.started_utc for m in (r.manifest() for r in find_runs(campaign)) if m.started_utc]
     grid = np.zeros((7, 24), dtype=np.int64)
     np.add.at(grid, weekday_hour([datetime.fromisoformat(s).timestamp() for s in starts], timezone, day), 1)

@@ -11,10 +11,8 @@ from typing import Any
 from cloudbench.core.files import write_json_atomic
 from cloudbench.core.tables import write_csv
 from cloudbench.errors import ResultError
-from cloudbench.report.render import report_views
 from cloudbench.store import formats
 from cloudbench.store.rundir import RunDir
-from cloudbench.workloads import workload_kind
 
 REPORT_DIR = "report"
 CONFIRM_DIR = "confirm"
@@ -27,6 +25,10 @@ def write_report(run: RunDir, report: dict[str, Any], out: Path | None = None) -
 
     ``report.json`` is stamped with the current version and replaced atomically.
     """
+    # the workload kinds (every kind's controller, scipy and asyncssh with them) load with a report to
+    # write, not with the names above, which `cloudbench confirm` imports
+    from cloudbench.workloads import workload_kind  # noqa: PLC0415
+
     current = formats.REPORT.current
     if report.get("schema", current) != current:
         raise ValueError(f"write_report writes report.json version {current}, not {report['schema']!r}")
@@ -82,6 +84,8 @@ def migrate_report_2(data: dict[str, Any]) -> dict[str, Any]:
     """Version 2 as version 3: the report's warnings, computed from its sections as the terminal
     prints them (:func:`~cloudbench.report.render.report_views`), under ``warnings``. ``data`` is not
     changed."""
+    from cloudbench.report.render import report_views  # noqa: PLC0415 - see write_report
+
     return {**data, "schema": 3, "warnings": report_views(data).warnings()}
 
 

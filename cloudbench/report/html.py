@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from matplotlib.figure import Figure
 
@@ -32,10 +32,7 @@ from cloudbench.core.files import utc_stamp
 from cloudbench.core.tables import rep_number
 from cloudbench.core.version import __version__
 from cloudbench.errors import ResultError
-from cloudbench.report.confirm import ConfirmDoc, confirm_from_document, confirm_views
 from cloudbench.report.figures import section_figures
-from cloudbench.report.figures.confirm import convergence_figure
-from cloudbench.report.figures.diurnal import time_of_day_figure
 from cloudbench.report.figures.style import Note, Plot, inline_svg, save
 from cloudbench.report.files import CONFIRM_DIR, REPORT_DIR
 from cloudbench.report.render import ReportViews, report_views
@@ -43,6 +40,9 @@ from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.workloads.echo.report import health_text
+
+if TYPE_CHECKING:
+    from cloudbench.report.confirm import ConfirmDoc
 
 HTML_NAME = "index.html"
 FIGURES_DIR = "figures"
@@ -220,6 +220,8 @@ def _workloads(page: Page, report: dict[str, Any], views: ReportViews) -> None:
 
 def _time_of_day(page: Page, tod: dict[str, Any], views: ReportViews) -> None:
     """A scheduled campaign's verdict, the hour × weekday heat maps and the coverage grid."""
+    from cloudbench.report.figures.diurnal import time_of_day_figure  # noqa: PLC0415 - scheduled campaigns only
+
     page.heading("Time of day (the campaign so far)", "time-of-day")
     for b in views.time_of_day:
         page.add(block_html(b))
@@ -241,6 +243,10 @@ def find_confirm(run: RunDir) -> Path | None:
 def _confirm(page: Page, path: Path) -> None:
     """The repetition analysis as ``cloudbench confirm`` prints it (:func:`confirm_views` of the
     result read back from ``confirm.json``: the same tables and lines), with its convergence figure."""
+    # the repetition analysis (statsmodels with its checks) loads only for a page that shows it
+    from cloudbench.report.confirm import confirm_from_document, confirm_views  # noqa: PLC0415
+    from cloudbench.report.figures.confirm import convergence_figure  # noqa: PLC0415
+
     try:
         doc = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -249,7 +255,7 @@ def _confirm(page: Page, path: Path) -> None:
         raise ResultError(str(path), "confirm.json is not a JSON object")
     formats.CONFIRM.check(doc.get("schema"), str(path))
     try:
-        result = confirm_from_document(cast(ConfirmDoc, doc))
+        result = confirm_from_document(cast("ConfirmDoc", doc))
     except (KeyError, TypeError, ValueError) as e:
         raise ResultError(str(path), f"confirm.json lacks a field or has a wrong value: {e!r}") from e
     page.heading("How many repetitions? (confirm)", "confirm")
