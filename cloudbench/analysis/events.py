@@ -385,9 +385,11 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
     if nw < max(4, step_windows_needed(p.alpha)):  # no split could reach alpha
         return []
     sigma_w = max(robust_sigma(med), 1e-12)
-    # the gate: the whole series' step test (selection and dependence in its null)
-    p_all = step_p(med, p.alpha, 2, seed=nw, gate=gate)
-    cps = pelt(med, p.penalty_k * sigma_w**2 * math.log(nw), 2) if p_all < p.alpha else []
+    # PELT, then the gate (the series' step test): no change point, no step; the gate costs more
+    cps = pelt(med, p.penalty_k * sigma_w**2 * math.log(nw), 2)
+    p_all = step_p(med, p.alpha, 2, seed=nw, gate=gate) if cps else 1.0
+    if not cps or p_all >= p.alpha:
+        return []
     cache: dict[tuple[int, int], float] = {}
 
     def seg_sizes(cps: list[int]) -> list[tuple[float, float, float]]:

@@ -50,6 +50,25 @@ def test_the_fast_path_gives_the_full_detectors_events(seed: int, n: int) -> Non
         assert repr(fast) == repr(full)  # repr: every float to the last bit, NaNs equal
 
 
+def test_pelt_before_the_gate_gives_the_gate_first_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_steps runs PELT first and the gate's bootstrap only when PELT found a change point; the
+    gate first (as before, and as the oracle's own _steps did) gives the same steps: here PELT
+    only sees what the gate lets through, as it did then, on pairs with and without steps."""
+    from cloudbench.analysis import events
+    from cloudbench.analysis.levelshift import step_p
+
+    real_pelt = events.pelt
+    pairs = [generated(s, n) for s, n in CASES if n >= 6000]
+    new = [repr(detect_pair_events(t, y, DT, 1.0, round_index=r)) for t, y, r in pairs]
+
+    def gated_pelt(med: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
+        return real_pelt(med, penalty, min_segment) if step_p(med, 1e-3, 2, seed=len(med), gate=True) < 1e-3 else []
+
+    monkeypatch.setattr(events, "pelt", gated_pelt)
+    assert [repr(detect_pair_events(t, y, DT, 1.0, round_index=r)) for t, y, r in pairs] == new
+    assert sum("'step'" in e for e in new) >= 2 and sum("'step'" not in e for e in new) >= 2
+
+
 def test_the_generated_pairs_have_events_of_both_kinds() -> None:
     """The comparison above is not vacuous: the generator makes spikes and steps that are found."""
     kinds = [e.kind for s, n in CASES if n >= 3000
