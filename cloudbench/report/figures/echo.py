@@ -317,16 +317,7 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
     half = float(sec.get("window_s") or 0.0) / 2.0
     use_utc = all(starts.get(r["trial"]) is not None for r in windows)
 
-    # matplotlib's dates are days: a trial's start converted once, then its seconds added (date2num
-    # on every one of a 6-hour run's 46,080 pair windows was a third of the figure's drawing)
-    day0 = {trial: float(mdates.date2num(t0)) for trial, t0 in starts.items()  # type: ignore[no-untyped-call]
-            if t0 is not None}
-
-    def x_of(trial: str, t: float) -> Any:
-        if not use_utc or trial not in day0:
-            return t
-        return day0[trial] + t / 86400.0
-
+    x_of = _x_of(starts, use_utc)
     fig = new_figure(8.0, 4.4)
     ax = fig.add_subplot()
     lines: dict[tuple[Any, ...], list[tuple[Any, float]]] = {}
@@ -390,6 +381,21 @@ def time_plot(wname: str, sec: dict[str, Any]) -> Drawing | None:
               f"figure, which draws its window {stat}s) leaves them out; their RTTs are in the box plot and the "
               "CCDF." if left_out else ""))
     return Plot(f"{slug(wname)}-time", f"{wname}: windowed {stat}s over time", alt, fig)
+
+
+def _x_of(starts: dict[str, datetime | None], use_utc: bool) -> Callable[[str, float], Any]:
+    """Where :func:`time_plot` draws ``t`` seconds into a trial: matplotlib's date (days) when
+    ``use_utc``, else ``t``. A trial's start is converted once and its seconds added (date2num on
+    each of a 6-hour run's 46,080 pair windows was a third of the figure's drawing)."""
+    day0 = {trial: float(mdates.date2num(t0)) for trial, t0 in starts.items()  # type: ignore[no-untyped-call]
+            if t0 is not None}
+
+    def x_of(trial: str, t: float) -> Any:
+        if not use_utc or trial not in day0:
+            return t
+        return day0[trial] + t / 86400.0
+
+    return x_of
 
 
 def _time_axis(ax: Any, starts: list[datetime]) -> None:
