@@ -37,7 +37,6 @@ from cloudbench.report.sides import Side, SideJSON, SideRead, check_names, load_
 from cloudbench.report.threshold import parse_threshold, threshold_in
 from cloudbench.store import formats
 from cloudbench.store.manifest import POOLING_METADATA
-from cloudbench.workloads import KINDS
 
 COMPARE_DIR = "compare"
 HTML_NAME = "index.html"
@@ -236,6 +235,10 @@ def metadata_differences(a: dict[str, str], b: dict[str, str]) -> list[Differenc
 
 
 def _direction(side_a: Side, side_b: Side, workload: str, metric: str) -> Direction | None:
+    # the workload kinds (every kind's controller: scipy.stats, asyncssh) load with a comparison, not
+    # with this module's names, which `compare --changes` imports (COMPARE_DIR)
+    from cloudbench.workloads import KINDS
+
     kind = side_a.kinds.get(workload) or side_b.kinds.get(workload)
     wk = KINDS.get(kind or workload)
     d = None if wk is None else wk.direction(metric)

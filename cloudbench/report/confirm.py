@@ -13,12 +13,9 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 from rich.console import Console
 
 from cloudbench.analysis.confirm import (
@@ -61,6 +58,9 @@ from cloudbench.store import formats
 from cloudbench.store.manifest import RESOLVED_POOLING_METADATA, Manifest, pooling_key
 from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.store.summaries import SUMMARY_SCHEMA, read_summaries
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 INCLUDE_RUNNING_FLAG = "--include-running"
 """The CLI flag that pools the repetitions of runs still running."""
@@ -358,6 +358,11 @@ def convergence_plot(r: SeriesResult, params: ConfirmParams) -> Figure:
     """CONFIRM-style figure (Uta et al. Fig. 13/19): mean estimate and mean CI
     band vs n, with the ±e bounds around the estimate and the n needed; the values in
     the estimate's natural unit (ms from 1,000 us on, a fraction in %), as the tables."""
+    # matplotlib loads with the first figure: `compare --changes` imports this module for fmt_value
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
     conv = r.convergence
     if conv is None:
         raise ValueError("no convergence curve to draw")

@@ -427,3 +427,21 @@ def test_the_time_of_day_heat_maps_read_in_natural_units() -> None:
     assert bar.get_ylabel() == "median (ms)"
     (ax,) = data_axes(p)
     assert ax.images[0].norm.vmin == pytest.approx(7.5) and ax.images[0].norm.vmax == pytest.approx(20.0)
+
+
+def test_a_long_pair_line_drawn_with_fewer_points_keeps_a_one_window_spike_and_dip() -> None:
+    """A 12-hour repetition has 1 440 windows a pair; its thin line was cut to every third window, which
+    drops a spike one window wide (and leaves the spike's star above the line)."""
+    trial = "r000-t000-echo"
+    values = [100.0] * 1440
+    values[334], values[1001] = 5000.0, 10.0  # neither is a multiple of 3
+    sec = {"kind": "echo", "window_s": 30.0, "trial_utc": {trial: "2026-11-22T10:15:00.000000Z"},
+           "windows": [{"group": "cross_zone", "repetition": 0, "trial": trial, "start_s": 30.0 * k, "median": v}
+                       for k, v in enumerate(values)],
+           "pair_windows": [{"group": "cross_zone", "src": "a", "dst": "b", "repetition": 0, "trial": trial,
+                             "window": k, "start_s": 30.0 * k, "median": v} for k, v in enumerate(values)]}
+    (ax,) = data_axes(plot(time_plot("echo", sec)))
+    thin = [ln for ln in ax.get_lines() if ln.get_linewidth() == pytest.approx(0.6)]
+    assert len(thin) == 1
+    y = np.asarray(thin[0].get_ydata(), float)
+    assert len(y) <= 400 and y.max() == 5000.0 and y.min() == 10.0

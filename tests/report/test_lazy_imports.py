@@ -49,11 +49,21 @@ assert page.is_file()
     assert loaded(code, str(tmp_path)) == ["matplotlib"]  # the page's figures, nothing else of HEAVY
 
 
-def test_confirm_and_diurnal_import_no_workload_kind() -> None:
+def test_confirm_diurnal_and_changes_import_no_workload_kind_and_changes_no_matplotlib() -> None:
     """`confirm` imported report.files for the name of its directory, and with it every workload kind's
-    controller (scipy.stats, asyncssh, the spec models): 0.4 s of a week's `confirm`."""
-    code = "import sys, cloudbench.cli, cloudbench.report.confirm, cloudbench.report.diurnal"
+    controller (scipy.stats, asyncssh, the spec models): 0.4 s of a week's `confirm`; `compare --changes`
+    imported them with report.compare's COMPARE_DIR, and matplotlib with report.confirm's fmt_value."""
+    code = ("import sys, cloudbench.cli, cloudbench.report.confirm, cloudbench.report.diurnal, "
+            "cloudbench.report.changes, cloudbench.report.changes_render")
     probe = f"{code}\nprint([m for m in ('cloudbench.workloads', 'asyncssh') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=180,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_compare_changes_imports_no_matplotlib() -> None:
+    code = "import sys, cloudbench.cli, cloudbench.report.changes, cloudbench.report.changes_render"
+    probe = f"{code}\nprint('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=180,
+                         check=True)
+    assert out.stdout.strip() == "False"
