@@ -5,7 +5,9 @@ shows an RTT above 4.29 s or says nothing of them) and each round's first send t
 Cells hold the RTT + 2, 1 for a round without reply and 0 for no row, so a new matrix
 is zero pages that only the cells rows land in ever touch (:func:`decoded` reads
 them back). Row groups are scattered in threads: they write distinct cells, and the
-counts and send times they share are updated under the matrices' lock.
+counts and send times they share are updated under the matrices' lock. A steady
+sender's windows are equal spans of its rounds (:class:`WindowLayout`): its peers'
+window statistics then come from their rows reshaped to windows × rounds.
 """
 
 from __future__ import annotations
