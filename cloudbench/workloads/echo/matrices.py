@@ -3,7 +3,7 @@
 Per sender, a peers × rounds matrix of RTTs (ns, 4 bytes a cell; 8 when the footer
 shows an RTT above 4.29 s or says nothing of them) and each round's first send time.
 Cells hold the RTT + 2, 1 for a round without reply and 0 for no row, so a new matrix
-is zero pages that only the cells rows land in ever touch (:func:`decoded` reads
+is zero pages that only the cells rows land in ever touch (:func:`sentinels` reads
 them back). Row groups are scattered in threads: they write distinct cells, and the
 counts and send times they share are updated under the matrices' lock. A steady
 sender's windows are equal spans of its rounds (:class:`WindowLayout`): its peers'
@@ -44,16 +44,10 @@ MAX_RUNS = 256
 """A row group in at most this many runs of one peer and consecutive rounds is written by slices."""
 
 
-def decoded(cells: np.ndarray) -> np.ndarray:
-    """Matrix cells as stored (0: no row, 1: no reply, else RTT + 2) as RTTs in ns, no row and
-    no reply wrapping round to the two largest values of the type (:func:`sentinels`), above
-    every RTT."""
-    out: np.ndarray = cells - cells.dtype.type(2)
-    return out
-
-
 def sentinels(dtype: np.dtype[Any]) -> tuple[int, int]:
-    """(no row, no reply) in :func:`decoded` cells: the two largest values of the type."""
+    """(no row, no reply) in decoded cells: the two largest values of the type. Cells are stored
+    as 0 (no row), 1 (no reply) or RTT + 2; subtracting 2 decodes them to RTTs in ns with no row
+    and no reply wrapping round to these two values, above every RTT."""
     top = int(np.iinfo(dtype).max)
     return top - 1, top
 
@@ -63,7 +57,7 @@ class RoundMatrices:
     """One trial file's round matrices, filled row group by row group (:func:`fill_row_group`)."""
 
     rtts: np.ndarray
-    """(senders, peers, rounds): cells as :func:`decoded` reads them."""
+    """(senders, peers, rounds): cells as :func:`sentinels` describes them."""
     first_sends: np.ndarray
     """(senders, rounds): SEND_BASE - each round's first send (µs); 0 where none."""
     measured: np.ndarray
@@ -153,7 +147,7 @@ class WindowLayout:
         if int(c.sum()) != len(v) or not len(v):
             return None
         sums = np.add.reduceat(v, np.r_[0, np.cumsum(c)[:-1]], dtype=np.int64 if v.dtype.kind in "iu" else np.float64)
-        # decoded (see decoded): no row and no reply wrap to the top, above every RTT, so each
+        # decoded (see sentinels): no row and no reply wrap to the top, above every RTT, so each
         # row's c smallest cells are its RTTs and its order statistics below c are theirs
         block = self._rows(cells, 0)[has]
         block -= cells.dtype.type(2)
@@ -222,14 +216,14 @@ def fill_row_group(f: TrialFile, row_group: int, m: RoundMatrices, keys: KeySpac
         peers = rows.host_of_code[rows.dst[runs[:-1]]]
         spans = [(d, int(rows.rnd[a]), a, b) for a, b, d in zip(runs[:-1].tolist(), runs[1:].tolist(),
                                                                  peers.tolist(), strict=True)]
-        for d, r0, a, b in spans:  # RTT + 2 (see decoded) straight into the cells: no copy of the column
+        for d, r0, a, b in spans:  # RTT + 2 (see sentinels) straight into the cells: no copy of the column
             np.add(rows.rtt[a:b], 2, out=m.rtts[src, d, r0:r0 + b - a], casting="unsafe")
         if len(rows.no_rtt):
             m.rtts[src, rows.host_of_code[rows.dst[rows.no_rtt]], rows.rnd[rows.no_rtt]] = 1
         measured = np.bincount(keys.cell(src, peers), weights=np.diff(runs), minlength=keys.n_cells).astype(np.int64)
     else:
         val = rows.rtt.astype(m.rtts.dtype)
-        val += 2  # see decoded
+        val += 2  # see sentinels
         val[rows.no_rtt] = 1
         cell = rows.cells(keys, slice(None))
         m.rtts.reshape(-1)[cell * rounds + rows.rnd] = val  # distinct cells: row groups write in parallel

@@ -253,7 +253,7 @@ class EchoScan:
             rows = int(m.measured[keys.cell(s, d)])
             if not rows:
                 continue
-            cells = m.rtts[s, d]  # as stored (see decoded): 0 no row, 1 no reply, else RTT + 2
+            cells = m.rtts[s, d]  # as stored (see sentinels): 0 no row, 1 no reply, else RTT + 2
             if (n_cells := int(np.count_nonzero(cells))) != rows:
                 raise ResultError(str(f.path), f"holds {rows - n_cells} row(s) of {keys.hosts[s]}→{keys.hosts[d]} "
                                   "for a round that already has one (one row per round and peer)")
@@ -289,7 +289,7 @@ class EchoScan:
             if max(q.ks) > len(q.members):
                 raise ResultError(str(f.path), f"quorum k={max(q.ks)} exceeds its {len(q.members)} members")
             sub = m.rtts[s][np.array(q.members, dtype=np.int64)]  # members × rounds: a copy, decoded in place
-            sub -= sub.dtype.type(2)  # see decoded
+            sub -= sub.dtype.type(2)  # see sentinels
             kths = ost.column_order_stats(sub, sorted({1, *q.ks, len(q.members)}))
             # sorted: a value other than no row
             present = (kths[1] != missing) | (kths[len(q.members)] != missing)
@@ -376,7 +376,7 @@ class EchoScan:
         (sender, peer)'s RTTs in the bins its key there needs (``need[key, bin]``)."""
         two = rtts.dtype.type(2)
         cells = rtts[s, d]
-        v = cells[cells >= two]  # see decoded: RTT + 2 in the cells that hold one
+        v = cells[cells >= two]  # see sentinels: RTT + 2 in the cells that hold one
         v -= two
         leaf = int(self.keys.leaf(rp, s, d))
         bins = ost.value_bins(v)
