@@ -6,6 +6,7 @@ this module adds the frame: status, repetitions, damaged files, failures.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import numpy as np
 from cloudbench.errors import AnalysisError, ResultError, UsageError
 from cloudbench.report.render import report_views
 from cloudbench.store import formats
+from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.workloads import workload_kind
 
@@ -22,6 +24,18 @@ from cloudbench.workloads import workload_kind
 def build_report(run: RunDir) -> dict[str, Any]:
     """The report of ``run`` as plain JSON values (what ``report.json`` holds)."""
     manifest = run.manifest()
+    with ThreadPoolExecutor(1) as pool:
+        # the files' checksums (hashlib lets other threads run) beside the workloads' scans
+        damaged = pool.submit(run.verify)
+        rep = _report_of(run, manifest)
+    rep["damaged"] = damaged.result()
+    # every warning the terminal and the page print, for programs that read report.json
+    rep["warnings"] = report_views(rep).warnings()
+    return rep
+
+
+def _report_of(run: RunDir, manifest: Manifest) -> dict[str, Any]:
+    """The report but its checksums and warnings."""
     rep: dict[str, Any] = {
         "schema": formats.REPORT.current,
         "campaign": manifest.campaign,
@@ -32,7 +46,7 @@ def build_report(run: RunDir) -> dict[str, Any]:
         "seed": manifest.seed,
         "repetitions": len(manifest.repetitions),
         # files changed or lost since the run wrote them (checksums in the manifest)
-        "damaged": run.verify(),
+        "damaged": None,  # filled in by build_report when the checksums are done
         # hosts that failed a trial, and hosts a repetition could not deploy to (no trial ran)
         "failures": [
             *({"trial": f"r{r.index:03d}-deploy", **f.model_dump()} for r in manifest.repetitions
@@ -51,8 +65,6 @@ def build_report(run: RunDir) -> dict[str, Any]:
     tod = time_of_day_section(run)
     if tod is not None:
         rep["time_of_day"] = tod
-    # every warning the terminal and the page print, for programs that read report.json
-    rep["warnings"] = report_views(rep).warnings()
     return rep
 
 
