@@ -23,9 +23,13 @@ from tests.paths import QUICKSTART
 #   fixture broader than a function (a testbed, a reference run, a cached simulation): they run
 #   on one worker, so it is built once, as serially (SHARED_MODULES, SHARED_TESTS, checked at
 #   collection by ``_check_units``);
-# * the longest units start first (``_start_order``: the compressed-day campaigns, then the
-#   other testbed tests, then the slow unit tests), so that the run does not end with one long
-#   test on one worker while the other idles;
+# * two lanes (``lane``): the first worker takes the testbed units, which mostly wait on real
+#   time, while the other takes the units that compute (simulations, reports), so the two
+#   overlap instead of both workers starting on testbeds and then competing for the CPU; a
+#   worker whose lane is empty helps with the other (``_UnitScheduling._assign_work_unit``);
+# * in each lane the longest units start first (``_start_order``: the compressed-day campaigns,
+#   then the other slow testbed tests; the slow unit tests), so that the run does not end with
+#   one long test on one worker while the other idles;
 # * a test marked ``alone`` runs with nothing beside it (``pytest_runtest_protocol``: a
 #   readers-writer lock over the session's workers), for an assertion that the other worker's
 #   CPU use would change; they run last. Keep the set small: each one costs its whole
@@ -65,6 +69,20 @@ def work_unit(nodeid: str) -> str:
             return name
     module = nodeid.split("::", 1)[0]
     return module if module in SHARED_MODULES else nodeid
+
+
+# Tests outside tests/integration that mostly wait on real time rather than compute.
+WAITING = frozenset({
+    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial",  # a 30 s trial
+})
+
+
+def lane(unit: str) -> str:
+    """``testbed`` for a unit that mostly waits on real time (the testbed tests, sleeps),
+    ``compute`` for one that keeps a core busy (simulations, reports, unit tests)."""
+    if unit == "compressed-days" or unit.startswith("tests/integration/") or unit in WAITING:
+        return "testbed"
+    return "compute"
 
 
 # The terminal size the workers find set (80 x 24), where the controller had none: rich's consoles,
@@ -146,10 +164,11 @@ def _start_order(item: pytest.Item) -> int:
     then the unit tests (slow ones first); ``alone`` tests last, one after the other."""
     if "alone" in item.keywords:
         return 5
-    if work_unit(item.nodeid) == "compressed-days":
+    unit = work_unit(item.nodeid)
+    if unit == "compressed-days":
         return 0
-    slow, integration = "slow" in item.keywords, "integration" in item.keywords
-    if integration:
+    slow = "slow" in item.keywords
+    if lane(unit) == "testbed":
         return 1 if slow else 2
     return 3 if slow else 4
 
@@ -202,6 +221,18 @@ else:
 
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            """The first worker takes the next testbed unit, the others the next computing one;
+            a worker whose lane is empty takes the other lane's next unit."""
+            assert self.workqueue
+            first = node is self.nodes[0]
+            lanes = [s for s in self.workqueue if (lane(s) == "testbed") == first]
+            scope = lanes[0] if lanes else next(iter(self.workqueue))
+            work = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = work
+            collection = self.registered_collections[node]
+            node.send_runtest_some([collection.index(n) for n, done in work.items() if not done])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
