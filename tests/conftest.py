@@ -23,8 +23,12 @@ from tests.paths import QUICKSTART
 #   fixture broader than a function (a testbed, a reference run, a cached simulation): they run
 #   on one worker, so it is built once, as serially (SHARED_MODULES, SHARED_TESTS, checked at
 #   collection by ``_check_units``);
-# * the longest units start first (``_start_order``: the compressed-day campaigns, then the
-#   other testbed tests, then the slow unit tests), so that the run does not end with one long
+# * two lanes (``lane``): the first worker takes the testbed units, which mostly wait on real
+#   time, while the other takes the units that compute (simulations, reports), so the two
+#   overlap instead of both workers starting on testbeds and then competing for the CPU; a
+#   worker whose lane is empty helps with the other (``_UnitScheduling._assign_work_unit``);
+# * in each lane the longest units start first (``_start_order``, by the durations measured in
+#   MEASURED_S: the compressed-day campaigns lead), so that the run does not end with one long
 #   test on one worker while the other idles;
 # * a test marked ``alone`` runs with nothing beside it (``pytest_runtest_protocol``: a
 #   readers-writer lock over the session's workers), for an assertion that the other worker's
@@ -65,6 +69,55 @@ def work_unit(nodeid: str) -> str:
             return name
     module = nodeid.split("::", 1)[0]
     return module if module in SHARED_MODULES else nodeid
+
+
+# What the long units took (s, set-up and call, from `--durations` on two workers, rounded):
+# each lane starts with its longest units, so that neither ends with one long test while the
+# other worker idles. Keys: a SHARED_TESTS name, a SHARED_MODULES module, or a test (without
+# its parameters: each parametrised case). A unit not listed counts 5 s if marked ``slow``, else
+# 1 s; a test that takes more than ~8 s belongs here.
+MEASURED_S = {
+    "compressed-days": 175,
+    "tests/integration/test_wan.py": 50,
+    "tests/integration/test_compare_testbed.py::test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not": 50,
+    "tests/integration/test_disk_full.py": 48,
+    "tests/integration/test_colocation.py::test_colocation_audit_finds_the_truth": 43,
+    "tests/integration/test_drain_coverage.py::test_drain_intervals_cover_the_configured_bucket": 37,
+    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial": 31,
+    "tests/integration/test_campaign.py::test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes": 28,
+    "tests/integration/test_campaign.py::test_kill_9_at_random_moments_then_restart_runs_every_trial_exactly_once": 28,
+    "tests/integration/test_html_browser.py::test_the_report_of_a_real_run_renders_in_chromium": 25,
+    "tests/integration/test_throughput.py::test_token_bucket_ground_truth": 22,
+    "tests/integration/test_throughput.py::test_plain_cap_no_drain_and_udp_loss": 24,
+    "tests/integration/test_events.py::test_flat_links_have_at_most_one_link_event": 22,
+    "tests/integration/test_campaign.py::test_run_resume_finishes_a_one_shot_run_killed_mid_trial": 20,
+    "tests/integration/test_events.py::test_spike_and_step_are_found_on_their_own_pairs": 17,
+    "tests/integration/test_echo_modes.py::test_connection_modes_and_a_payload_sweep_on_the_testbed": 13,
+    "tests/integration/test_run.py::test_every_round_and_peer_is_a_row": 10,
+    "tests/integration/test_physical_hosts.py::test_hosts_on_one_physical_host_share_its_nic": 9,
+    "tests/analysis/adversarial/test_adversarial.py": 60,
+    "tests/report/test_page_has_the_terminal.py": 45,
+    "tests/analysis/coverage/test_coverage.py::test_interval_covers_at_its_nominal_level": 12,
+    "tests/analysis/test_changes.py::"
+    "test_a_step_is_found_at_its_run_and_its_size_covered_with_a_false_change_beside_it_or_not": 16,
+    "tests/analysis/test_diurnal.py::"
+    "test_on_campaigns_without_a_time_of_day_effect_every_printed_test_holds_its_level": 12,
+    "tests/analysis/test_changes.py::test_flat_series_give_a_change_in_at_most_alpha_of_them": 9,
+    "tests/report/test_html.py::test_a_large_runs_figures_stay_small": 10,
+}
+
+# Tests outside tests/integration that mostly wait on real time rather than compute.
+WAITING = frozenset({
+    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial",  # a 30 s trial
+})
+
+
+def lane(unit: str) -> str:
+    """``testbed`` for a unit that mostly waits on real time (the testbed tests, sleeps),
+    ``compute`` for one that keeps a core busy (simulations, reports, unit tests)."""
+    if unit == "compressed-days" or unit.startswith("tests/integration/") or unit in WAITING:
+        return "testbed"
+    return "compute"
 
 
 # The terminal size the workers find set (80 x 24), where the controller had none: rich's consoles,
@@ -140,18 +193,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def _start_order(item: pytest.Item) -> int:
-    """The compressed-day campaigns first (the longest unit, mostly waiting), then the other
-    testbed tests (slow ones first; they wait on real time while the other worker computes),
-    then the unit tests (slow ones first); ``alone`` tests last, one after the other."""
-    if "alone" in item.keywords:
-        return 5
-    if work_unit(item.nodeid) == "compressed-days":
-        return 0
-    slow, integration = "slow" in item.keywords, "integration" in item.keywords
-    if integration:
-        return 1 if slow else 2
-    return 3 if slow else 4
+def _start_order(item: pytest.Item) -> tuple[bool, float]:
+    """The longest units first (MEASURED_S; the compressed-day campaigns, mostly waiting, lead);
+    ``alone`` tests last, one after the other. The scheduler splits the order into its lanes."""
+    unit = work_unit(item.nodeid)
+    seconds = MEASURED_S.get(unit.split("[", 1)[0], 5.0 if "slow" in item.keywords else 1.0)
+    return "alone" in item.keywords, -seconds
 
 
 def _check_units(items: list[pytest.Item]) -> None:
@@ -202,6 +249,18 @@ else:
 
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            """The first worker takes the next testbed unit, the others the next computing one;
+            a worker whose lane is empty takes the other lane's next unit."""
+            assert self.workqueue
+            first = node is self.nodes[0]
+            lanes = [s for s in self.workqueue if (lane(s) == "testbed") == first]
+            scope = lanes[0] if lanes else next(iter(self.workqueue))
+            work = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = work
+            collection = self.registered_collections[node]
+            node.send_runtest_some([collection.index(n) for n, done in work.items() if not done])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

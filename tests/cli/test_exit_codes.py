@@ -168,14 +168,24 @@ def test_usage_2_bad_spec_names_file_line_and_field(tmp_path: Path, command: str
     (["--trials", "many"], "Invalid value for '--subsets'"),  # the old spelling of --subsets
 ])
 def test_usage_2_bad_option_value_writes_nothing(tmp_path: Path, bad: list[str], message: str) -> None:
-    campaign = make_campaign(tmp_path, "demo", [FakeRun({("rtt_p50_us", "same_zone"): normal_values(20, 100, 0.05)})])
+    campaign = confirm_campaign(tmp_path)
     before = tree(tmp_path)
     r = python_m("cloudbench", "confirm", str(campaign), *bad, cwd=tmp_path)
     assert r.returncode == ExitCode.USAGE, r.stderr
     assert message in r.stderr
     assert "Traceback" not in r.stderr
     assert tree(tmp_path) == before
-    # the same command with good values writes confirm.json: "nothing written" above means something
+
+
+def confirm_campaign(where: Path) -> Path:
+    """The campaign of the bad-option tests (the same for each)."""
+    return make_campaign(where, "demo", [FakeRun({("rtt_p50_us", "same_zone"): normal_values(20, 100, 0.05)})])
+
+
+def test_the_same_confirm_with_good_values_writes_confirm_json(tmp_path: Path) -> None:
+    """"Nothing written" above means something: on the same campaign, the same command with good
+    values writes confirm.json. (Once, not once per bad value: the campaign is the same.)"""
+    campaign = confirm_campaign(tmp_path)
     good = python_m("cloudbench", "confirm", str(campaign), "--error", "5%", "--subsets", "20", cwd=tmp_path)
     assert good.returncode == ExitCode.OK, good.stderr
     assert (campaign / "confirm" / "confirm.json").exists()

@@ -3,7 +3,8 @@ shape, 6 repetitions each; the second identical to the first, the third with the
 delay 1 ms longer (+2 ms RTT). Compared through the command: the cross-region rows are ``worse`` with
 the difference interval covering +2,000 µs (7 % allowed for the emulated delay line), the identical
 campaigns give no cross-region ``better``/``worse`` row and say that one run per side counts the
-runs' conditions as part of the difference, and ``--fail-on worse`` exits 6."""
+runs' conditions as part of the difference, and ``--fail-on worse`` exits 6 (on the identical
+campaigns only for a same-host or same-subnet row, which moves with the machine's load)."""
 
 from __future__ import annotations
 
@@ -68,8 +69,11 @@ def test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not(tmp_path: Pa
     assert (tmp_path / "compare" / "index.html").exists()
     r = cli.invoke(app, ["compare", str(a), str(again), "--json", "--out", str(tmp_path / "null"),
                          "--fail-on", "worse"])
-    assert r.exit_code == ExitCode.OK, r.output
     null = json.loads(r.stdout)
+    # --fail-on worse exits 6 exactly when a row is worse: under load that can be a same-subnet row
+    # (below), never a cross-region one
+    worse = [x for x in null["rows"] if x["verdict"] == "worse"]
+    assert r.exit_code == (ExitCode.WORSE if worse else ExitCode.OK), r.output
     assert SINGLE_RUN_NOTE in null["notes"]
     # The two runs ran a minute apart on a shared 2-core machine: the tens-of-µs same-host and
     # same-subnet RTTs move with its load between runs (CI once saw the second run's same-subnet
