@@ -108,10 +108,12 @@ def confirm(
         "time zone; repeatable): a stratum of a scheduled campaign", show_default=False)] = None,
 ) -> None:
     """How many repetitions are enough? Exact quantile CIs, convergence, assumption checks."""
-    params = cloudbench.ConfirmParams(  # (the analysis, statsmodels with it, loads on use)
-        quantile=parse_quantile(quantile),
-        level=parse_fraction(level, "--level"),
-        errors=parse_errors(error),
+    # the options checked before the analysis (statsmodels with it) loads: a bad value is refused at once
+    q, lvl, errors = parse_quantile(quantile), parse_fraction(level, "--level"), parse_errors(error)
+    params = cloudbench.ConfirmParams(
+        quantile=q,
+        level=lvl,
+        errors=errors,
         subsets=subsets,
         seed=seed,
         max_sizes=max_sizes,

@@ -67,3 +67,15 @@ def test_compare_changes_imports_no_matplotlib() -> None:
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=180,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_confirm_refuses_a_bad_option_value_before_loading_its_analysis() -> None:
+    """`confirm --error 5` took ~9 s under load to say the value was wrong: ``cloudbench.ConfirmParams``
+    (the analysis, statsmodels with it) loaded before its arguments were checked."""
+    code = """
+from typer.testing import CliRunner
+from cloudbench.cli import app
+r = CliRunner().invoke(app, ["confirm", "nowhere", "--error", "5"])
+assert r.exit_code == 2 and "--error '5'" in r.output, r.output
+"""
+    assert loaded(code) == []
