@@ -56,3 +56,7 @@ class TestbedPlan:
     root_batch: list[str] = field(default_factory=list)
     ns_batches: dict[str, list[str]] = field(default_factory=dict)
     wan: WanPlan | None = None  # when the spec has a `wan:` section
+    # Per router, the key of its per-flow multipath hash (net.ipv4.fib_multipath_hash_seed),
+    # drawn afresh for every testbed: with the kernel's default (0) every namespace of one boot
+    # hashes a flow alike, so two testbeds would split the same probes the same way.
+    hash_seeds: dict[str, int] = field(default_factory=dict)

@@ -58,6 +58,10 @@ ROUTER_SYSCTLS = (
     "net.ipv4.icmp_ratelimit=0",
     "net.ipv4.fib_multipath_hash_policy=1",
 )
+# The key of the per-flow multipath hash (Linux >= 6.11). Left at 0, every namespace of one
+# boot uses the same random key, so every testbed splits a given flow onto the same branch;
+# each router gets its own nonzero key instead, drawn per testbed (:func:`plan_testbed`).
+HASH_SEED_SYSCTL = "net.ipv4.fib_multipath_hash_seed"
 
 
 def plan_testbed(topology: Topology, stack: str) -> TestbedPlan:
@@ -131,7 +135,19 @@ def plan_testbed(topology: Topology, stack: str) -> TestbedPlan:
                                   f"route add default via {gw}"]
     if wan:
         p.wan = plan_wan(p, topology, region_ns)
+    p.hash_seeds = {ns: secrets.randbelow(2**32 - 1) + 1 for ns in p.routers}
     return p
+
+
+def hash_seed_supported() -> bool:
+    """Whether this kernel keys the multipath hash per namespace (``HASH_SEED_SYSCTL``)."""
+    return Path("/proc/sys", *HASH_SEED_SYSCTL.split(".")).exists()
+
+
+def router_sysctls(p: TestbedPlan, ns: str, seeded: bool) -> list[str]:
+    """The ``sysctl -w`` settings of router ``ns``: forwarding, no rp_filter, no ICMP rate limit,
+    the L4 multipath hash and (``seeded``: the kernel has the knob) its own hash key."""
+    return [*ROUTER_SYSCTLS, *([f"{HASH_SEED_SYSCTL}={p.hash_seeds[ns]}"] if seeded else [])]
 
 
 def zone_side_of(p: TestbedPlan, zns: str) -> str:
@@ -240,8 +256,9 @@ class NetnsProvider:
         ip_batch(plan.root_batch, stack=stack)
         for ns, lines in plan.ns_batches.items():
             ip_batch(lines, ns=ns, stack=stack)
+        seeded = hash_seed_supported()
         for ns in plan.routers:
-            run(["ip", "netns", "exec", ns, "sysctl", "-qw", *ROUTER_SYSCTLS], stack)
+            run(["ip", "netns", "exec", ns, "sysctl", "-qw", *router_sysctls(plan, ns, seeded)], stack)
         wan_facts = None
         if plan.wan is not None:
             from cloudbench.providers.netns.wan import start_wan
@@ -300,7 +317,9 @@ class NetnsProvider:
         # physical_host -> one shared NIC cap per physical host; facts["physical_host"]
         nics = apply_physical_hosts(cluster, topology, plan.host_peer)
         cluster.facts = {"kernel": kernel, "state_file": str(self._state_path(stack)),
-                         "routers": plan.routers}
+                         "routers": plan.routers,
+                         # None: an older kernel, whose one key per boot all testbeds share
+                         "multipath_hash_seeds": dict(plan.hash_seeds) if seeded else None}
         if nics:
             cluster.facts["physical_hosts"] = nics
         if wan_facts is not None:

@@ -8,7 +8,7 @@ import pytest
 from geographiclib.geodesic import Geodesic
 
 from cloudbench.errors import SpecError
-from cloudbench.providers.netns.provider import plan_testbed
+from cloudbench.providers.netns.provider import HASH_SEED_SYSCTL, ROUTER_SYSCTLS, plan_testbed, router_sysctls
 from cloudbench.providers.netns.wan import TRANSIT_ASN, WAN_BASE
 from cloudbench.spec.wan import WanLink, delay_at, resolve_links
 from cloudbench.workloads import parse_spec
@@ -116,6 +116,23 @@ def test_netns_plan_replaces_core_with_wan_links() -> None:
     rows = p.wan.asn_rows
     assert (str(WAN_BASE), TRANSIT_ASN, "cb-transit") in rows
     assert {name for _, _, name in rows} == {"cb-transit", "cb-fra", "cb-par", "cb-lon"}
+
+
+def test_every_testbed_draws_its_own_multipath_hash_keys() -> None:
+    """With the kernel's default key (0) every namespace of a boot hashes a flow alike, so two
+    testbeds send the same probes down the same ECMP branches (bench/bench_mda.py measured it:
+    60 of 60 flows on the same branch). Each router of each plan gets its own nonzero key."""
+    topo = parse_spec(SPEC).topology()
+    a, b = plan_testbed(topo, "abc123"), plan_testbed(topo, "abc123")
+    for p in (a, b):
+        assert set(p.hash_seeds) == set(p.routers)
+        assert all(0 < s < 2**32 for s in p.hash_seeds.values())
+        assert len(set(p.hash_seeds.values())) == len(p.routers)  # 13 draws of 32 bits
+    assert a.routers == b.routers and all(a.hash_seeds[r] != b.hash_seeds[r] for r in a.routers)
+    w = next(r for r in a.routers if r.endswith("_w0"))  # a router that splits flows
+    assert router_sysctls(a, w, seeded=True) == [*ROUTER_SYSCTLS, f"{HASH_SEED_SYSCTL}={a.hash_seeds[w]}"]
+    assert "net.ipv4.fib_multipath_hash_policy=1" in ROUTER_SYSCTLS  # L4: ports pick the branch
+    assert router_sysctls(a, w, seeded=False) == list(ROUTER_SYSCTLS)  # a kernel before 6.11
 
 
 def test_no_wan_keeps_the_core_router() -> None:
