@@ -22,7 +22,7 @@ testbeds:
 provisioning, i.e. how testbeds were built before each router drew its own key.
 
 Usage: .venv/bin/python bench/bench_mda.py [--testbeds 3] [--rounds 2] [--concurrency 10]
-       [--sports 400] [--unseeded] [--keep DIR]
+       [--sports 400] [--unseeded] [--keep DIR (default: /tmp/cloudbench-mda-misses)]
 Prints a table and one JSON line; exits 1 when a per-trace miss rate's 95 % interval lies
 above MDA's 1 % or when two testbeds split all 60 fixed flows alike (keys not independent).
 """
@@ -153,7 +153,9 @@ def judge(c: Cluster, obj: dict[str, Any]) -> dict[str, Any]:
              for hop in links} | {node.get("addr") for node in obj.get("nodes", [])}
     anon = sum(1 for node in obj.get("nodes", []) for links in node.get("links", [])
                for hop in links if hop.get("addr", "*") == "*")
-    return {"dst": dst_name, "width": width, "found": len(branches & found), "anon": anon,
+    anon_w = sum(1 for node in obj.get("nodes", []) if node.get("addr") == lf["w_addr"]
+                 for links in node.get("links", []) for hop in links if hop.get("addr", "*") == "*")
+    return {"dst": dst_name, "width": width, "found": len(branches & found), "anon": anon, "anon_w": anon_w,
             "sport": obj.get("sport"), "probes": obj.get("probec")}
 
 
@@ -183,7 +185,8 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=10, help="scamper processes per round")
     ap.add_argument("--sports", type=int, default=400, help="source ports of 15 probed flows each")
     ap.add_argument("--unseeded", action="store_true", help="write the default hash key (0) back")
-    ap.add_argument("--keep", type=Path, default=Path("mda-misses"), help="raw output of misses")
+    ap.add_argument("--keep", type=Path, default=Path(tempfile.gettempdir()) / "cloudbench-mda-misses",
+                    help="where the raw output of each trace that missed a branch is kept")
     args = ap.parse_args()
     if not 2 <= args.testbeds <= 10 or not 1 <= args.rounds <= 20 or not 1 <= args.concurrency <= 20:
         ap.error("--testbeds 2..10, --rounds 1..20, --concurrency 1..20")
@@ -205,22 +208,22 @@ def main() -> int:
                     for ns in c.facts["routers"]:
                         subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", f"{HASH_SEED_SYSCTL}=0"],
                                        check=True)
-                views.append(hash_view(c, sports))
-                before = icmp_limited(c)
-                for k, v in before.items():
-                    limited["probing"][k] += v
-                for _ in range(args.rounds):
+                # scamper first: the first round meets a cold testbed, as a campaign's trial does
+                for rnd in range(args.rounds):
                     for tr in scamper_round(c, args.concurrency, Path(tmp)):
                         r = judge(c, tr["obj"])
-                        r["testbed"] = t
+                        r["testbed"], r["cold"] = t, rnd == 0
                         if r["found"] < r["width"]:
                             args.keep.mkdir(parents=True, exist_ok=True)
                             kept = args.keep / f"miss-{c.stack}-{r['dst']}-{r['sport']}.json"
                             kept.write_text(tr["raw"] + "\n")
                             r["kept"] = str(kept)
                         results.append(r)
+                after_scamper = icmp_limited(c)
+                views.append(hash_view(c, sports))
                 for k, v in icmp_limited(c).items():
-                    limited["scamper"][k] += v - before[k]
+                    limited["scamper"][k] += after_scamper[k]
+                    limited["probing"][k] += v - after_scamper[k]
             finally:
                 provider.destroy(c)
     elapsed = time.monotonic() - t0
@@ -246,25 +249,32 @@ def main() -> int:
         traces = [r for r in results if r["dst"] == dst]
         k = sum(r["found"] < width for r in traces)
         lo, hi = clopper_pearson(k, len(traces))
-        chi = stats.chisquare(shares)
+        chi_p = [float(stats.chisquare([sum(s.count(j) for s in v[dst]["per_sport"]) for j in range(width)]).pvalue)
+                 for v in views]
         row = {"width": width, "fixed_flows": len(FIXED), "fixed_alike": agree,
-               "branch_shares": shares, "shares_chi2_p": float(chi.pvalue), "unanswered_probes": unanswered,
+               "branch_shares": shares, "shares_chi2_p": chi_p, "unanswered_probes": unanswered,
                "sets_missing": per_bed, "sets_missing_in_all_testbeds": joint,
                "set_miss_rate": p_sets, "set_miss_ci95": [lo_s, hi_s], "uniform_miss": uniform_miss(width),
                "traces": len(traces), "trace_misses": k, "trace_miss_ci95": [lo, hi],
                "anonymous_hops": sum(r["anon"] for r in traces),
+               "anonymous_after_w": sum(r["anon_w"] for r in traces),
+               "cold_traces": sum(r["cold"] for r in traces),
+               "cold_misses": sum(r["cold"] and r["found"] < width for r in traces),
                "kept": [r["kept"] for r in traces if "kept" in r]}
         out["diamonds"][dst] = row
         print(f"\n{width}-way diamond (sa-1 → {dst})")
         print(f"  {len(FIXED)} fixed flows on the same branch in two testbeds: {agree} "
               f"(one key per boot: {len(FIXED)}; independent keys: ~{len(FIXED) / width:.0f})")
-        print(f"  branch shares of {sum(shares)} probes: {shares} (χ² p = {chi.pvalue:.2f}); "
+        print(f"  branch shares of {sum(shares)} probes: {shares} (χ² p per testbed: "
+              f"{', '.join(f'{p:.2f}' for p in chi_p)}); "
               f"unanswered: {unanswered}")
         print(f"  scamper's first flows of {len(sports)} source ports: MDA would miss a branch for "
               f"{per_bed} per testbed, {joint} in every testbed; rate {p_sets:.2%} "
               f"[{lo_s:.2%}, {hi_s:.2%}] (uniform hashing: {uniform_miss(width):.2%})")
         print(f"  scamper tracelb at 99 %: {k} of {len(traces)} traces missed a branch, "
-              f"{k / max(len(traces), 1):.1%} [{lo:.1%}, {hi:.1%}]; anonymous hops {row['anonymous_hops']}"
+              f"{k / max(len(traces), 1):.1%} [{lo:.1%}, {hi:.1%}] ({row['cold_misses']} of the "
+              f"{row['cold_traces']} on cold testbeds); anonymous hops {row['anonymous_hops']}, "
+              f"{row['anonymous_after_w']} of them in the diamond"
               + (f"; raw output kept: {row['kept']}" if row["kept"] else ""))
         if lo > 0.01 or lo_s > 0.01:
             failed = True
