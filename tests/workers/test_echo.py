@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import socket
@@ -49,6 +50,24 @@ def free_port(addr: str) -> int:
     with socket.socket() as s:
         s.bind((addr, 0))
         return int(s.getsockname()[1])
+
+
+def wait_received(addr: str, port: int, rounds: int, sender: str | None = None, seconds: float = 60) -> None:
+    """Until the echo server at ``addr:port`` has received ``rounds`` rounds' frames (at least
+    the payload each; from ``sender``'s address only, if given), as the kernel counts them
+    (`ss`: bytes_received). A test that acts mid-run waits for the rounds it needs this way,
+    not for a fixed time: beside a busy core a worker took 0.8-4 s to start its rounds."""
+    want = rounds * 256  # the payload of host_config
+    dst = ["dst", sender] if sender else []
+    deadline = time.monotonic() + seconds
+    while True:
+        out = subprocess.run(["ss", "-tinH", "state", "established", "src", f"{addr}:{port}", *dst],
+                             capture_output=True, text=True, check=True).stdout
+        got = sum(int(n) for n in re.findall(r"bytes_received:(\d+)", out))
+        if got >= want:
+            return
+        assert time.monotonic() < deadline, f"{got} of {want} bytes reached {addr}:{port} in {seconds:g} s"
+        time.sleep(0.01)
 
 
 def host_config(name: str, host_id: int, addr: str, port: int, peers: list[dict[str, Any]],
@@ -353,7 +372,7 @@ def test_broken_connection_gives_conn_lost_rows_for_the_remaining_rounds(tmp_pat
         out = tmp_path / "h0.bin"
         run = [sys.executable, str(WORKER), "run", str(sender_path), str(out)]
         with started([run], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as [sender]:
-            time.sleep(0.8)
+            wait_received(server_cfg["listen"], server_cfg["port"], 12)
             server.kill()  # the peer host dies mid-run
             stdout, _ = sender.communicate(timeout=10)
     assert sender.returncode == 0
@@ -383,7 +402,7 @@ def test_sender_reconnects_to_a_restarted_peer(tmp_path: Path) -> None:
             started([run], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as [sender]:
         assert first.stdout is not None
         assert first.stdout.readline() == "READY\n"
-        time.sleep(0.7)
+        wait_received(server_cfg["listen"], server_cfg["port"], 12)
         first.kill()  # the peer host restarts ...
         first.wait()
         with started([serve], **pipes) as [second]:  # ... and listens again
@@ -500,7 +519,8 @@ def test_interrupted_run_keeps_its_rows_and_says_so(tmp_path: Path) -> None:
     cmds = [[sys.executable, str(WORKER), "run", str(path), str(tmp_path / f"h{i}.bin")]
             for i, path in enumerate(paths)]
     with started(cmds, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as procs:
-        time.sleep(1.5)
+        h0, h1 = configs
+        wait_received(h1["listen"], h1["port"], 25, sender=h0["listen"])
         procs[0].terminate()
         stdout, _ = procs[0].communicate(timeout=10)
         procs[1].terminate()
@@ -532,7 +552,7 @@ def test_a_stop_with_echoes_in_flight_gives_every_round_sent_its_rows(tmp_path: 
         path.write_text(json.dumps(cfg))
         cmd = [sys.executable, str(WORKER), "run", str(path), str(tmp_path / "h0.bin")]
         with started([cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as [proc]:
-            time.sleep(1.5)
+            wait_received(addr, port, 12)  # its own server (the self-loop): the rounds are under way
             proc.terminate()
             t_term = time.monotonic()
             stdout, _ = proc.communicate(timeout=20)
