@@ -163,7 +163,8 @@ def icmp_limited(c: Cluster) -> dict[str, int]:
     """ICMP messages not sent because of a rate limit (the global one or the one per
     destination), by the routers (time exceeded) and by the hosts (port unreachable)."""
     total = {"routers": 0, "hosts": 0}
-    for kind, names in (("routers", c.facts["routers"]), ("hosts", [h.netns for h in c.hosts])):
+    hosts = [str(h.netns) for h in c.hosts]
+    for kind, names in (("routers", list(c.facts["routers"])), ("hosts", hosts)):
         for ns in names:
             snmp = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"],
                                   capture_output=True, text=True, check=True).stdout.splitlines()

@@ -79,5 +79,7 @@ def test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not(tmp_path: Pa
     # same-subnet RTTs move with its load between runs (CI once saw the second run's same-subnet
     # mean 5+ % lower), a run-level difference one run per side cannot tell from a change, which
     # is what the note says. The cross-region rows (4 ms of emulated delay) are where the null holds.
+    for x in null["rows"]:
+        print(x["metric"], x["group"], "ratio", x["ratio"], x["ratio_ci"], "p_holm", x["p_holm"], x["verdict"])
     cross = [x["verdict"] for x in null["rows"] if x["group"] == "cross_region"]
     assert len(cross) == 4 and not {"better", "worse"} & set(cross), null["rows"]

@@ -230,7 +230,7 @@ def test_plain_cap_no_drain_and_udp_loss(capped: tuple[Spec, Cluster], tmp_path:
     # burst overflows the queue the shaper had left idle, and a receiver that waits drops from
     # its socket buffer (one run beside other work lost 82.2 %, not 67.6 ± 6.8 %; its figures
     # were not kept; 9 runs beside one or two busy loops: loss 67.2-67.3 %, received and
-    # capacity bound 97.3-97.5, offered 297-298). The loss is checked as accounting instead: what it
+    # capacity bound 97.2-97.5, offered 297-298). The loss is checked as accounting instead: what it
     # implies was offered is the sender's 300 Mbit/s (-20 %, +5 %); a loss counted against the
     # wrong total, or none, fails that.
     assert udp["mean_mbps"] <= 1.05 * goodput, udp
