@@ -104,10 +104,9 @@ from cloudbench.analysis.events_jitter import RestPercentile as _RestPercentile
 from cloudbench.analysis.events_jitter import dilate as _dilate
 from cloudbench.analysis.events_jitter import late_rounds as late_rounds  # the events' own names, as before
 from cloudbench.analysis.events_jitter import markov_run_p as markov_run_p
-from cloudbench.analysis.events_median import level_and_residuals, quiet_residuals, window_medians
+from cloudbench.analysis.events_median import level_and_residuals, pelt, quiet_residuals, window_medians
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
-    pelt,
     robust_sigma,
     step_p,
     step_pvalues,

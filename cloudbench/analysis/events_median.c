@@ -320,3 +320,57 @@ int64_t cb_quiet(const double *resid, const double *absr, int64_t n, double cut,
     }
     return m;
 }
+
+/* ---- PELT on the step search's window medians --------------------------------------------------
+ *
+ * cb_pelt(cs, cs2, n, penalty, min_segment, f, last, work): levelshift.pelt's recursion, operation for
+ * operation (cs, cs2: numpy's cumulative sums of y and y·y with a 0 in front, n + 1 values each):
+ * f[t] = min over the candidate starts s ≤ t − min_segment of f[s] + (cs2[t] − cs2[s]) −
+ * (cs[t] − cs[s])² / (t − s), plus the penalty; the first minimum wins (numpy's argmin, a NaN
+ * first of all); the starts with a cost above f[t] are pruned, t itself joins once a segment can
+ * start there. f and last have n + 1 values; work 2·(n + 1) int64 and n + 1 doubles (the
+ * candidates and their costs). Python walks `last` back from n.
+ */
+void cb_pelt(const double *cs, const double *cs2, int64_t n, double penalty, int64_t min_segment,
+             double *f, int64_t *last, int64_t *cands, double *fc)
+{
+    int64_t nc = 1;
+    f[0] = -penalty;
+    last[0] = 0;
+    cands[0] = 0;
+    for (int64_t t = 1; t <= n; t++) {
+        f[t] = INFINITY;
+        last[t] = 0;
+        int64_t k = 0; /* the candidates s ≤ t − min_segment: a prefix (ascending) */
+        while (k < nc && cands[k] <= t - min_segment)
+            k++;
+        if (k) {
+            int64_t j = 0;
+            int nan = 0;
+            for (int64_t i = 0; i < k; i++) {
+                const int64_t s = cands[i];
+                const double seg = cs[t] - cs[s];
+                fc[i] = f[s] + ((cs2[t] - cs2[s]) - seg * seg / (double)(t - s));
+                if (nan)
+                    continue;
+                if (isnan(fc[i])) {
+                    j = i;
+                    nan = 1;
+                } else if (fc[i] < fc[j]) {
+                    j = i;
+                }
+            }
+            f[t] = fc[j] + penalty;
+            last[t] = cands[j];
+            int64_t m = 0;
+            for (int64_t i = 0; i < k; i++) /* in place: m ≤ i */
+                if (fc[i] <= f[t])
+                    cands[m++] = cands[i];
+            for (int64_t i = k; i < nc; i++)
+                cands[m++] = cands[i];
+            nc = m;
+        }
+        if (t <= n - min_segment)
+            cands[nc++] = t;
+    }
+}
