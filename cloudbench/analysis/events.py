@@ -13,9 +13,9 @@ all pairs of one source, e.g. seconds after the worker's start), ``rtt`` its rou
 any unit (NaN for a timeout; sizes come back in the same unit),
 ``round_interval_s`` the time between the worker's rounds (1 / rate), and
 ``window_s`` the report's window. ``round_index`` (the worker's round number of
-each echo) lets the detector see rounds that left late: the worker's
-late-round counter, per echo. Then :func:`label_host_events` takes every pair's
-events and labels those the measuring host caused.
+each echo; or a function that returns them, called only when an event asks) lets the
+detector see rounds that left late: the worker's late-round counter, per echo. Then
+:func:`label_host_events` takes every pair's events and labels those the measuring host caused.
 
 Method
 ------
@@ -99,12 +99,18 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from cloudbench.analysis.events_jitter import Late, LateRounds, MarkovChain, median, percentile
+from cloudbench.analysis.events_jitter import Late, LateRounds, MarkovChain, RoundIndex, median, percentile
 from cloudbench.analysis.events_jitter import RestPercentile as _RestPercentile
 from cloudbench.analysis.events_jitter import dilate as _dilate
 from cloudbench.analysis.events_jitter import late_rounds as late_rounds  # the events' own names, as before
 from cloudbench.analysis.events_jitter import markov_run_p as markov_run_p
-from cloudbench.analysis.events_median import level_and_residuals, pelt, quiet_residuals, window_medians
+from cloudbench.analysis.events_median import (
+    finite_and_ordered,
+    level_and_residuals,
+    pelt,
+    quiet_residuals,
+    window_medians,
+)
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
     robust_sigma,
@@ -258,7 +264,7 @@ def _window_medians(t: FloatArray, y: FloatArray, window_s: float) -> tuple[Floa
 
 
 def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float, window_s: float,
-                       round_index: NDArray[np.integer] | None = None,
+                       round_index: RoundIndex | None = None,
                        params: EventParams | None = None) -> list[Event]:
     """Spikes and steps of one pair's raw RTTs (see the module docstring)."""
     p = params or EventParams()
@@ -348,7 +354,7 @@ def _quiet(resid: FloatArray, abs_resid: FloatArray, cut: float) -> tuple[FloatA
     return found if len(found[0]) >= 10 else (resid.copy(), abs_resid.copy())
 
 
-def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: NDArray[np.integer] | None,
+def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: RoundIndex | None,
                    round_interval_s: float) -> tuple[FloatArray, FloatArray, Late | None]:
     """The finite echoes in send order (a stable sort; none when already so, as a scan's
     rounds are), and which left in late rounds (None without ``round_index``)."""
@@ -356,13 +362,15 @@ def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: NDArray[np.int
     y_all = np.asarray(rtt, dtype=np.float64)
     if t_all.shape != y_all.shape:
         raise ValueError(f"times and RTTs differ in length ({len(t_all)}, {len(y_all)})")
-    ri = None if round_index is None else np.asarray(round_index)
-    # finite and in order, as a scan's pairs are (three passes, no copy): the late rounds when asked
-    if (t_all.ndim == 1 and (ri is None or ri.shape == t_all.shape) and np.isfinite(t_all).all()
-            and np.isfinite(y_all).all() and not (t_all[1:] < t_all[:-1]).any()):
-        return t_all, y_all, None if ri is None else LateRounds(t_all, ri, round_interval_s)
+    # finite and in order, as a scan's pairs are (one pass, no copy): the late rounds when asked
+    if t_all.ndim == 1 and finite_and_ordered(t_all, y_all):
+        if round_index is None:
+            return t_all, y_all, None
+        if callable(round_index) or np.shape(round_index) == t_all.shape:
+            return t_all, y_all, LateRounds(t_all, round_index, round_interval_s)
+    ri = round_index() if callable(round_index) else round_index
     ok = np.isfinite(y_all) & np.isfinite(t_all)
-    late = late_rounds(t_all, np.asarray(round_index), round_interval_s) if round_index is not None else None
+    late = late_rounds(t_all, np.asarray(ri), round_interval_s) if ri is not None else None
     if not ok.all() or (t_all[1:] < t_all[:-1]).any():
         order = np.argsort(t_all[ok], kind="stable")
         t_all, y_all = t_all[ok][order], y_all[ok][order]

@@ -10,6 +10,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 int cb_slide(const double *x, const int64_t *order, int64_t n, int64_t k, double *out)
 {
@@ -373,4 +376,30 @@ void cb_pelt(const double *cs, const double *cs2, int64_t n, double penalty, int
         if (t <= n - min_segment)
             cands[nc++] = t;
     }
+}
+
+/* ---- A pair's echoes as the scan hands them in ------------------------------------------------
+ *
+ * cb_ordered(t, y, n): 1 when every t and y is finite and t never decreases (numpy: isfinite(t).all()
+ * and isfinite(y).all() and not (t[1:] < t[:-1]).any(), three passes and two masks), else 0.
+ */
+int cb_ordered(const double *t, const double *y, int64_t n)
+{
+    if (n == 0)
+        return 1;
+    int ok = (fabs(t[0]) < INFINITY) & (fabs(y[0]) < INFINITY); /* 0 or 1 each; NaN: 0 */
+    int64_t i = 1;
+#ifdef __SSE2__ /* two at a time (x86-64 has it always): 1.8 ms a 6-hour pair, scalar 6 */
+    __m128d acc = _mm_castsi128_pd(_mm_set1_epi32(-1)), zero = _mm_setzero_pd();
+    for (; i + 2 <= n; i += 2) {
+        const __m128d a = _mm_loadu_pd(t + i), b = _mm_loadu_pd(y + i), p = _mm_loadu_pd(t + i - 1);
+        acc = _mm_and_pd(acc, _mm_cmpeq_pd(_mm_sub_pd(a, a), zero)); /* x - x is 0 unless x is NaN or inf */
+        acc = _mm_and_pd(acc, _mm_cmpeq_pd(_mm_sub_pd(b, b), zero));
+        acc = _mm_and_pd(acc, _mm_cmpge_pd(a, p)); /* false with a NaN */
+    }
+    ok &= _mm_movemask_pd(acc) == 3;
+#endif
+    for (; i < n; i++)
+        ok &= (fabs(t[i]) < INFINITY) & (fabs(y[i]) < INFINITY) & (t[i] >= t[i - 1]);
+    return ok;
 }

@@ -78,6 +78,7 @@ class Kernels:
     windows: Callable[..., int]  # cb_windows: the step search's windows
     quiet: Callable[..., int]  # cb_quiet: the jitter's quiet residuals
     pelt: Callable[..., None]  # cb_pelt: PELT's recursion on the window medians
+    ordered: Callable[..., int]  # cb_ordered: a pair's echoes finite and in send order
 
 
 def _build() -> Kernels | None:
@@ -100,7 +101,7 @@ def _build() -> Kernels | None:
             tmp.replace(lib)  # atomic: processes building at once each replace it whole
         dll = ctypes.CDLL(str(lib))
         slide, level, windows, quiet = dll.cb_slide, dll.cb_level, dll.cb_windows, dll.cb_quiet
-        pelt = dll.cb_pelt
+        pelt, ordered = dll.cb_pelt, dll.cb_ordered
     except OSError:
         return None
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
@@ -113,7 +114,9 @@ def _build() -> Kernels | None:
     quiet.argtypes = [ptr, ptr, i64, ctypes.c_double, ptr, ptr]
     pelt.restype = None
     pelt.argtypes = [ptr, ptr, i64, ctypes.c_double, i64, ptr, ptr, ptr, ptr]
-    return Kernels(slide, level, windows, quiet, pelt)
+    ordered.restype = ctypes.c_int
+    ordered.argtypes = [ptr, ptr, i64]
+    return Kernels(slide, level, windows, quiet, pelt, ordered)
 
 
 def kernel() -> Kernels | None:
@@ -251,3 +254,13 @@ def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
             cps.append(s)
         t = s
     return sorted(cps)
+
+
+def finite_and_ordered(t: np.ndarray, y: np.ndarray) -> bool:
+    """Every ``t`` and ``y`` finite and ``t`` never decreasing (1-D float64 arrays of one
+    length), in one compiled pass (``cb_ordered``; numpy's three passes and two masks took
+    5-6 ms on a 6-hour pair)."""
+    lib = kernel()
+    if lib is None or not (t.flags.c_contiguous and y.flags.c_contiguous):
+        return bool(np.isfinite(t).all() and np.isfinite(y).all() and not (t[1:] < t[:-1]).any())
+    return bool(lib.ordered(t.ctypes.data, y.ctypes.data, len(t)))

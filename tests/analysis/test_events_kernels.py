@@ -46,3 +46,55 @@ def test_the_compiled_pelt_finds_steps_on_short_and_tiny_series() -> None:
         for m in (1, 2, 3):
             z = np.arange(n, dtype=float) ** 2
             assert events_median.pelt(z, 0.5, m) == plain_pelt(z, 0.5, m)
+
+
+def test_finite_and_ordered_equals_numpys_three_passes() -> None:
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 2, 3, 17, 1000):
+        t = np.sort(rng.uniform(0, 10, n))
+        t[n // 3:n // 3 + 2] = t[n // 3] if n else 0.0  # equal times: in order
+        y = rng.lognormal(3, 1, n)
+        cases = [(t, y)]
+        for at in {0, n // 2, n - 1} if n else set():
+            for bad in (np.nan, np.inf, -np.inf):
+                for which in (0, 1):
+                    arrs = [t.copy(), y.copy()]
+                    arrs[which][at] = bad
+                    cases.append((arrs[0], arrs[1]))
+            if at:
+                back = t.copy()
+                back[at] = np.nextafter(back[at - 1], -np.inf)  # one ulp back in time
+                cases.append((back, y))
+        for a, b in cases:
+            want = bool(np.isfinite(a).all() and np.isfinite(b).all() and not (a[1:] < a[:-1]).any())
+            assert events_median.finite_and_ordered(a, b) is want, (n, a, b)
+    assert not all(events_median.finite_and_ordered(a, b) for a, b in cases)
+
+
+def test_round_numbers_as_a_function_are_asked_for_only_by_an_event() -> None:
+    from cloudbench.analysis.events import detect_pair_events
+
+    rng = np.random.default_rng(5)
+    n = 6000
+    t = np.arange(n) * 0.01 + rng.uniform(0, 2e-4, n)
+    t[3000:3040] += 0.004  # late rounds under the spike
+    flat = np.round(50 + rng.exponential(1.0, n), 3)
+    spiky = flat.copy()
+    spiky[3000:3040] += 40.0
+    calls: list[int] = []
+
+    def rounds() -> np.ndarray:
+        calls.append(1)
+        return np.arange(n)
+
+    assert detect_pair_events(t, flat, 0.01, 5.0, round_index=rounds) == []
+    assert calls == []
+    lazy = detect_pair_events(t, spiky, 0.01, 5.0, round_index=rounds)
+    assert calls and lazy == detect_pair_events(t, spiky, 0.01, 5.0, round_index=np.arange(n))
+    assert lazy and lazy[0].late_share > 0.5
+    unordered = t.copy()
+    unordered[[10, 11]] = unordered[[11, 10]]  # the sorting path asks at once, with the same result
+    assert (detect_pair_events(unordered, spiky, 0.01, 5.0, round_index=rounds)
+            == detect_pair_events(unordered, spiky, 0.01, 5.0, round_index=np.arange(n)))
+    with pytest.raises(ValueError, match="differ in length"):
+        detect_pair_events(t, spiky, 0.01, 5.0, round_index=lambda: np.arange(n - 1))
