@@ -109,6 +109,7 @@ from cloudbench.analysis.events_median import (
     level_and_residuals,
     pelt,
     quiet_residuals,
+    scratch_array,
     window_medians,
 )
 from cloudbench.analysis.levelshift import (
@@ -277,9 +278,11 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     max_spike_s = p.max_spike_s if p.max_spike_s is not None else window_s
     # the level's filter spans at most half the series: wider, it is one median of everything
     max_spike = min(max(p.min_samples, round(max_spike_s / round_interval_s)), (n - 1) // 4)
-    level, resid, abs_resid = level_and_residuals(y, 2 * max_spike + 1)
+    # the 17 MB arrays of a 6-hour pair are the thread's, kept for its next pair (page faults)
+    level, resid, abs_resid = level_and_residuals(y, 2 * max_spike + 1, scratch=True)
     # first pass: leave out gross departures before measuring the jitter
-    halved = abs_resid.copy()  # partitioned at its middle; its top half later gives the p99s
+    halved = scratch_array("halved", n)
+    np.copyto(halved, abs_resid)  # partitioned at its middle; its top half later gives the p99s
     sigma0 = MAD_TO_SIGMA * median(halved, inplace=True)
     base, abs_base = _quiet(resid, abs_resid, max(p.spike_k * sigma0, 1e-12))  # copies: partitioned in place
     dev = np.subtract(base, median(base, inplace=True), out=base)
@@ -347,7 +350,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
 def _quiet(resid: FloatArray, abs_resid: FloatArray, cut: float) -> tuple[FloatArray, FloatArray]:
     """The residuals, and their absolute values, of the echoes with no ``|residual| > cut`` at
     themselves or either neighbour (all of them when fewer than 10 are), as new arrays."""
-    found = quiet_residuals(resid, abs_resid, cut)
+    found = quiet_residuals(resid, abs_resid, cut, scratch=True)
     if found is None:  # no kernel
         quiet = ~_dilate(abs_resid > cut, 1)
         found = resid[quiet], abs_resid[quiet]

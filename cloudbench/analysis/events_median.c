@@ -100,7 +100,7 @@ done:
 
 /* ---- The level by counting, for RTTs on a grid (whole µs in ms: the echo scan's) ----------
  *
- * cb_level(y, n, half, scale, level, resid, absr): when every y[i] is an integer multiple of
+ * cb_level(y, n, half, scale, level, resid, absr, key): when every y[i] is an integer multiple of
  * 1 / scale (k = rint(y[i]·scale) with k / scale == y[i], so k / scale gives y[i] back and the
  * keys order the values as the values do), `half` < 32,768 and no median lies CB_RANGE keys or
  * more above the smallest value,
@@ -112,7 +112,7 @@ done:
  * and one arrives, to the next key with a value found by a bit scan: O(1) a step. Returns 0; 1 when a
  * value is off the grid, 2 when a median lies too far above the smallest value, 3 when `half`
  * is out of range,
- * -1 without memory.
+ * -1 without memory. key: n int64 of the caller's, overwritten (the values' keys).
  */
 #define CB_RANGE ((int64_t)1 << 20) /* keys counted one by one from the smallest; those above share one */
 #define CB_MAGIC 6755399441055744.0 /* 1.5·2^52: x + it − it rounds |x| < 2^51 to the even integer */
@@ -182,25 +182,18 @@ static inline int64_t cb_mirror(int64_t i, int64_t n)
 }
 
 int cb_level(const double *y, int64_t n, int64_t half, double scale, double *level,
-             double *resid, double *absr)
+             double *resid, double *absr, int64_t *key)
 {
     if (half < 1 || half > (n - 1) / 2 || half > 32767)
         return 3;
-    int64_t *key = malloc(sizeof(int64_t) * (size_t)n);
-    if (!key)
-        return -1;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (int64_t i = 0; i < n; i++) {
         double x = y[i] * scale;
-        if (!(fabs(x) < 1e15)) {
-            free(key);
+        if (!(fabs(x) < 1e15))
             return 1;
-        }
         double k = (x + CB_MAGIC) - CB_MAGIC;
-        if (k / scale != y[i]) {
-            free(key);
+        if (k / scale != y[i])
             return 1;
-        }
         int64_t ik = (int64_t)k;
         key[i] = ik;
         lo = ik < lo ? ik : lo;
@@ -255,7 +248,7 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
     }
 #undef CB_KEY
 done:
-    free(key); free(c.n); free(c.bits); free(c.words);
+    free(c.n); free(c.bits); free(c.words);
     return rc;
 }
 

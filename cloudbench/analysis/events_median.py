@@ -107,7 +107,7 @@ def _build() -> Kernels | None:
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     slide.restype = level.restype = ctypes.c_int
     slide.argtypes = [ptr, ptr, i64, i64, ptr]
-    level.argtypes = [ptr, i64, i64, ctypes.c_double, ptr, ptr, ptr]
+    level.argtypes = [ptr, i64, i64, ctypes.c_double, ptr, ptr, ptr, ptr]
     windows.restype = i64
     windows.argtypes = [ptr, i64, ctypes.c_double, ptr, ptr]
     quiet.restype = i64
@@ -151,22 +151,25 @@ def sliding_median(x: np.ndarray, width: int) -> np.ndarray:
 GRIDS = (1.0, 1e3, 1e6)
 
 
-def level_and_residuals(y: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def level_and_residuals(y: np.ndarray, width: int, scratch: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(level, y − level, |y − level|)`` with ``level`` = :func:`running_median` of a finite ``y``.
 
     RTTs on a grid (whole µs in ms, as the echo scan hands them in; whole units; millionths)
     are counted per value by the kernel ``cb_level``, which writes all three in one pass;
     any other series takes the sorted-blocks walk (or bottleneck's). The median of an odd
-    window is one of its values, so the paths give the same numbers."""
+    window is one of its values, so the paths give the same numbers. ``scratch``: the three
+    are the thread's :func:`scratch` arrays (valid until its next call), not new ones."""
     y = np.ascontiguousarray(y, dtype=np.float64)
     n = len(y)
     half = max(0, min(width // 2, (n - 1) // 2))
     lib = kernel() if half else None
     if lib is not None:
-        level, resid, absr = np.empty(n), np.empty(n), np.empty(n)
+        level, resid, absr = ((scratch_array("level", n), scratch_array("resid", n), scratch_array("absr", n))
+                              if scratch else (np.empty(n), np.empty(n), np.empty(n)))
+        key = scratch_array("keys", n, np.int64)  # the kernel's own, never returned
         for scale in GRIDS:
             rc = lib.level(y.ctypes.data, n, half, scale, level.ctypes.data, resid.ctypes.data,
-                           absr.ctypes.data)
+                           absr.ctypes.data, key.ctypes.data)
             if rc == 0:
                 return level, resid, absr
             if rc < 0:
@@ -176,6 +179,23 @@ def level_and_residuals(y: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarr
     level = running_median(y, width)
     resid = y - level
     return level, resid, np.abs(resid)
+
+
+_scratch = threading.local()
+
+
+def scratch_array(name: str, n: int, dtype: type = np.float64) -> np.ndarray:
+    """``n`` values of this thread's array ``name``, kept for its next pair (the values left
+    over): a 6-hour pair's 17 MB arrays, each allocated fresh, were mapped and zeroed page by
+    page (~10 ms of kernel time a pair). For the detector's own scratch only: nothing that
+    outlives its call may be one."""
+    bufs: dict[str, np.ndarray] | None = getattr(_scratch, "bufs", None)
+    if bufs is None:
+        bufs = _scratch.bufs = {}
+    buf = bufs.get(name)
+    if buf is None or len(buf) < n or buf.dtype != dtype:
+        buf = bufs[name] = np.empty(n, dtype=dtype)
+    return buf[:n]
 
 
 def running_median(y: np.ndarray, width: int) -> np.ndarray:
@@ -214,17 +234,20 @@ def window_medians(t: np.ndarray, y: np.ndarray, window_s: float) -> tuple[np.nd
     return keys[:nw], bounds[:nw + 1], med
 
 
-def quiet_residuals(resid: np.ndarray, absr: np.ndarray, cut: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(resid[quiet], absr[quiet])``, new arrays, for ``quiet`` = no ``absr`` over ``cut`` at an
-    echo or either neighbour (a binary dilation by one), in one compiled pass
-    (``cb_quiet``) instead of six; None without the kernel."""
+def quiet_residuals(resid: np.ndarray, absr: np.ndarray, cut: float,
+                    scratch: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(resid[quiet], absr[quiet])``, new arrays (``scratch``: this thread's
+    :func:`scratch_array`), for ``quiet`` = no ``absr`` over ``cut`` at an echo or either
+    neighbour (a binary dilation by one), in one compiled pass (``cb_quiet``) instead of six;
+    None without the kernel."""
     lib = kernel()
     if lib is None:
         return None
     resid = np.ascontiguousarray(resid, dtype=np.float64)
     absr = np.ascontiguousarray(absr, dtype=np.float64)
-    base, absbase = np.empty(len(resid)), np.empty(len(resid))
-    m = lib.quiet(resid.ctypes.data, absr.ctypes.data, len(resid), cut, base.ctypes.data, absbase.ctypes.data)
+    n = len(resid)
+    base, absbase = (scratch_array("base", n), scratch_array("absbase", n)) if scratch else (np.empty(n), np.empty(n))
+    m = lib.quiet(resid.ctypes.data, absr.ctypes.data, n, cut, base.ctypes.data, absbase.ctypes.data)
     return base[:m], absbase[:m]
 
 

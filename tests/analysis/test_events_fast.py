@@ -157,7 +157,8 @@ def _counted_level(y: np.ndarray, half: int, scale: float) -> tuple[int, np.ndar
         pytest.skip("no C compiler: no counting kernel")
     y = np.ascontiguousarray(y, dtype=np.float64)
     out = [np.full(len(y), np.nan) for _ in range(3)]
-    rc = lib.level(y.ctypes.data, len(y), half, scale, *(o.ctypes.data for o in out))
+    key = np.empty(len(y), dtype=np.int64)
+    rc = lib.level(y.ctypes.data, len(y), half, scale, *(o.ctypes.data for o in out), key.ctypes.data)
     return rc, out[0], out[1], out[2]
 
 

@@ -98,3 +98,23 @@ def test_round_numbers_as_a_function_are_asked_for_only_by_an_event() -> None:
             == detect_pair_events(unordered, spiky, 0.01, 5.0, round_index=np.arange(n)))
     with pytest.raises(ValueError, match="differ in length"):
         detect_pair_events(t, spiky, 0.01, 5.0, round_index=lambda: np.arange(n - 1))
+
+
+def test_pairs_in_threads_at_once_give_each_pairs_own_events() -> None:
+    """The detector's scratch arrays are per thread and reused pair after pair (left-over values
+    from a longer pair included): pairs run in threads at once, in another order, give the
+    events each gives alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cloudbench.analysis.events import detect_pair_events
+    from tests.analysis.test_events_fast import DT, generated
+
+    pairs = [generated(s, n) for s, n in ((1, 120000), (2, 6000), (3, 120000), (4, 60000), (5, 3000))]
+    alone = [repr(detect_pair_events(t, y, DT, 1.0, round_index=r)) for t, y, r in pairs]
+    with ThreadPoolExecutor(3) as pool:
+        for _ in range(2):
+            order = list(np.random.default_rng(_).permutation(len(pairs)))
+            got = list(pool.map(lambda i: repr(detect_pair_events(pairs[i][0], pairs[i][1], DT, 1.0,
+                                                                  round_index=pairs[i][2])), order))
+            assert got == [alone[i] for i in order]
+    assert sum("spike" in a for a in alone) >= 2
