@@ -107,9 +107,9 @@ from cloudbench.analysis.events_jitter import markov_run_p as markov_run_p
 from cloudbench.analysis.events_median import (
     finite_and_ordered,
     level_and_residuals,
+    level_between,
     pelt,
     quiet_residuals,
-    scratch_array,
     window_medians,
 )
 from cloudbench.analysis.levelshift import (
@@ -278,13 +278,17 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     max_spike_s = p.max_spike_s if p.max_spike_s is not None else window_s
     # the level's filter spans at most half the series: wider, it is one median of everything
     max_spike = min(max(p.min_samples, round(max_spike_s / round_interval_s)), (n - 1) // 4)
-    # the 17 MB arrays of a 6-hour pair are the thread's, kept for its next pair (page faults)
-    level, resid, abs_resid = level_and_residuals(y, 2 * max_spike + 1, scratch=True)
+    # the 17 MB arrays of a 6-hour pair are the thread's, kept for its next pair (page faults);
+    # the level is written only off the grid (else level_at works out the ranges asked for)
+    level, resid, halved = level_and_residuals(y, 2 * max_spike + 1, scratch=True)
+
+    def level_at(a: int, b: int) -> FloatArray:
+        return level[a:b] if level is not None else level_between(y, 2 * max_spike + 1, a, b)
+
     # first pass: leave out gross departures before measuring the jitter
-    halved = scratch_array("halved", n)
-    np.copyto(halved, abs_resid)  # partitioned at its middle; its top half later gives the p99s
+    # |resid| partitioned at its middle, in place; its top half later gives the p99s
     sigma0 = MAD_TO_SIGMA * median(halved, inplace=True)
-    base, abs_base = _quiet(resid, abs_resid, max(p.spike_k * sigma0, 1e-12))  # copies: partitioned in place
+    base, abs_base = _quiet(resid, max(p.spike_k * sigma0, 1e-12))  # copies: partitioned in place
     dev = np.subtract(base, median(base, inplace=True), out=base)
     sigma = max(MAD_TO_SIGMA * median(np.abs(dev, out=dev), inplace=True), 1e-12)
     thr = max(p.spike_k * sigma, p.jitter_k * max(percentile(abs_base, 99, inplace=True), sigma))
@@ -300,7 +304,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
             if len(around) >= p.min_samples:
                 lvl = float(np.median(around))
             else:
-                lvl, around = float(np.median(level[a:b])), np.empty(0)
+                lvl, around = float(np.median(level_at(a, b))), np.empty(0)
             # the size against the level around the run (the running median inside it
             # is pulled up by the spike's own echoes): the size reported and tested
             runs.append((a, b, float(np.median(y[a:b])) - lvl, lvl, around))
@@ -318,7 +322,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         if clear is None:
             rest = ~spike_mask
             rest[a:b] = False
-            if size < p.size_k * max(percentile(abs_resid[rest], 99, inplace=True), sigma):
+            if size < p.size_k * max(percentile(np.abs(resid[rest]), 99, inplace=True), sigma):
                 continue
         pval = chain.p(above[a:b], [*accepted, (a, b)])
         if pval >= p.alpha:
@@ -340,21 +344,26 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
                             b - a, pval, SPIKE_TEST, math.nan, _share(late, a, b),
                             size_low=lo, size_high=hi, size_level=cov))
-    p99 = max(percentile(abs_resid[~spike_mask], 99, inplace=True) if spiked else bounds.whole(), sigma)
+    p99 = max(percentile(np.abs(resid[~spike_mask]), 99, inplace=True) if spiked else bounds.whole(), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
-    clean = np.where(spike_mask, level, y) if spiked else y
+    clean = y
+    if spiked:  # the spikes replaced by the level
+        clean = y.copy()
+        for a, b in accepted:
+            clean[a:b] = level_at(a, b)
     events += _steps(t, clean, window_s, p, p99, late)
     return sorted(events, key=lambda e: (e.time_s, e.kind))
 
 
-def _quiet(resid: FloatArray, abs_resid: FloatArray, cut: float) -> tuple[FloatArray, FloatArray]:
+def _quiet(resid: FloatArray, cut: float) -> tuple[FloatArray, FloatArray]:
     """The residuals, and their absolute values, of the echoes with no ``|residual| > cut`` at
     themselves or either neighbour (all of them when fewer than 10 are), as new arrays."""
-    found = quiet_residuals(resid, abs_resid, cut, scratch=True)
+    found = quiet_residuals(resid, cut, scratch=True)
     if found is None:  # no kernel
+        abs_resid = np.abs(resid)
         quiet = ~_dilate(abs_resid > cut, 1)
         found = resid[quiet], abs_resid[quiet]
-    return found if len(found[0]) >= 10 else (resid.copy(), abs_resid.copy())
+    return found if len(found[0]) >= 10 else (resid.copy(), np.abs(resid))
 
 
 def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: RoundIndex | None,

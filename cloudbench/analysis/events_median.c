@@ -102,7 +102,7 @@ done:
  *
  * cb_level(y, n, half, scale, level, resid, absr, key): when every y[i] is an integer multiple of
  * 1 / scale (k = rint(y[i]·scale) with k / scale == y[i], so k / scale gives y[i] back and the
- * keys order the values as the values do), `half` < 32,768 and no median lies CB_RANGE keys or
+ * keys order the values as the values do) with |k| < 2^31 - 1, `half` < 32,768 and no median lies CB_RANGE keys or
  * more above the smallest value,
  * level[i] = the median of y over the window of i and `half` values either side, the ends
  * mirrored (scipy's mode "mirror": y[-j] = y[j], y[n-1+j] = y[n-1-j]); resid[i] = y[i] -
@@ -112,7 +112,9 @@ done:
  * and one arrives, to the next key with a value found by a bit scan: O(1) a step. Returns 0; 1 when a
  * value is off the grid, 2 when a median lies too far above the smallest value, 3 when `half`
  * is out of range,
- * -1 without memory. key: n int64 of the caller's, overwritten (the values' keys).
+ * -1 without memory. key: n int32 of the caller's, overwritten (the values' keys: 32 bits halve
+ * the memory traffic of their write and two reads); level may be NULL (not written: the
+ * caller works out the level of a few ranges when it needs them).
  */
 #define CB_RANGE ((int64_t)1 << 20) /* keys counted one by one from the smallest; those above share one */
 #define CB_MAGIC 6755399441055744.0 /* 1.5·2^52: x + it − it rounds |x| < 2^51 to the even integer */
@@ -182,19 +184,19 @@ static inline int64_t cb_mirror(int64_t i, int64_t n)
 }
 
 int cb_level(const double *y, int64_t n, int64_t half, double scale, double *level,
-             double *resid, double *absr, int64_t *key)
+             double *resid, double *absr, int32_t *key)
 {
     if (half < 1 || half > (n - 1) / 2 || half > 32767)
         return 3;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (int64_t i = 0; i < n; i++) {
         double x = y[i] * scale;
-        if (!(fabs(x) < 1e15))
+        if (!(fabs(x) < 2147483647.0)) /* keys of 32 bits (NaN: off the grid too) */
             return 1;
         double k = (x + CB_MAGIC) - CB_MAGIC;
         if (k / scale != y[i])
             return 1;
-        int64_t ik = (int64_t)k;
+        int32_t ik = (int32_t)k;
         key[i] = ik;
         lo = ik < lo ? ik : lo;
         hi = ik > hi ? ik : hi;
@@ -209,7 +211,7 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
         rc = -1;
         goto done;
     }
-#define CB_KEY(i) (key[i] - lo < CB_RANGE ? key[i] - lo : CB_RANGE) /* from CB_RANGE on: one key */
+#define CB_KEY(i) ((int64_t)key[i] - lo < CB_RANGE ? (int64_t)key[i] - lo : CB_RANGE) /* from CB_RANGE on: one key */
     for (int64_t j = -half; j <= half; j++)
         cb_add(&c, CB_KEY(cb_mirror(j, n)));
     int64_t m = cb_next(&c, -1), below = 0; /* below: the window's values under key m */
@@ -236,7 +238,8 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
             v_key = m;
         }
         const double r = y[i] - v;
-        level[i] = v;
+        if (level)
+            level[i] = v;
         resid[i] = r;
         absr[i] = fabs(r);
         if (i == n - 1)
@@ -300,18 +303,18 @@ int64_t cb_windows(const double *t, int64_t n, double ws, int64_t *keys, int64_t
 
 /* ---- The jitter's quiet residuals ----------------------------------------------------------------
  *
- * cb_quiet(resid, absr, n, cut, base, absbase): the echoes with no |residual| over `cut` at
+ * cb_quiet(resid, n, cut, base, absbase): the echoes with no |residual| over `cut` at
  * themselves or either neighbour (numpy: ~dilate(absr > cut, 1)), their residuals into base and
  * their |residuals| into absbase, in order, in one pass; returns how many.
  */
-int64_t cb_quiet(const double *resid, const double *absr, int64_t n, double cut, double *base,
-                 double *absbase)
+int64_t cb_quiet(const double *resid, int64_t n, double cut, double *base, double *absbase)
 {
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++) {
-        const int rough = absr[i] > cut || (i > 0 && absr[i - 1] > cut) || (i + 1 < n && absr[i + 1] > cut);
+        const int rough = fabs(resid[i]) > cut || (i > 0 && fabs(resid[i - 1]) > cut)
+                          || (i + 1 < n && fabs(resid[i + 1]) > cut);
         base[m] = resid[i];
-        absbase[m] = absr[i];
+        absbase[m] = fabs(resid[i]);
         m += !rough;
     }
     return m;

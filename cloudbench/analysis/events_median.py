@@ -111,7 +111,7 @@ def _build() -> Kernels | None:
     windows.restype = i64
     windows.argtypes = [ptr, i64, ctypes.c_double, ptr, ptr]
     quiet.restype = i64
-    quiet.argtypes = [ptr, ptr, i64, ctypes.c_double, ptr, ptr]
+    quiet.argtypes = [ptr, i64, ctypes.c_double, ptr, ptr]
     pelt.restype = None
     pelt.argtypes = [ptr, ptr, i64, ctypes.c_double, i64, ptr, ptr, ptr, ptr]
     ordered.restype = ctypes.c_int
@@ -151,25 +151,27 @@ def sliding_median(x: np.ndarray, width: int) -> np.ndarray:
 GRIDS = (1.0, 1e3, 1e6)
 
 
-def level_and_residuals(y: np.ndarray, width: int, scratch: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def level_and_residuals(y: np.ndarray, width: int,
+                        scratch: bool = False) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
     """``(level, y − level, |y − level|)`` with ``level`` = :func:`running_median` of a finite ``y``.
 
     RTTs on a grid (whole µs in ms, as the echo scan hands them in; whole units; millionths)
     are counted per value by the kernel ``cb_level``, which writes all three in one pass;
     any other series takes the sorted-blocks walk (or bottleneck's). The median of an odd
-    window is one of its values, so the paths give the same numbers. ``scratch``: the three
-    are the thread's :func:`scratch` arrays (valid until its next call), not new ones."""
+    window is one of its values, so the paths give the same numbers. ``scratch``: the
+    residuals are the thread's :func:`scratch_array` arrays (valid until its next call), and
+    the counted level is not written (None; :func:`level_between` gives its ranges)."""
     y = np.ascontiguousarray(y, dtype=np.float64)
     n = len(y)
     half = max(0, min(width // 2, (n - 1) // 2))
     lib = kernel() if half else None
     if lib is not None:
-        level, resid, absr = ((scratch_array("level", n), scratch_array("resid", n), scratch_array("absr", n))
-                              if scratch else (np.empty(n), np.empty(n), np.empty(n)))
-        key = scratch_array("keys", n, np.int64)  # the kernel's own, never returned
+        level = None if scratch else np.empty(n)
+        resid, absr = (scratch_array("resid", n), scratch_array("absr", n)) if scratch else (np.empty(n), np.empty(n))
+        key = scratch_array("keys", n, np.int32)  # the kernel's own, never returned
         for scale in GRIDS:
-            rc = lib.level(y.ctypes.data, n, half, scale, level.ctypes.data, resid.ctypes.data,
-                           absr.ctypes.data, key.ctypes.data)
+            rc = lib.level(y.ctypes.data, n, half, scale, None if level is None else level.ctypes.data,
+                           resid.ctypes.data, absr.ctypes.data, key.ctypes.data)
             if rc == 0:
                 return level, resid, absr
             if rc < 0:
@@ -179,6 +181,20 @@ def level_and_residuals(y: np.ndarray, width: int, scratch: bool = False) -> tup
     level = running_median(y, width)
     resid = y - level
     return level, resid, np.abs(resid)
+
+
+def level_between(y: np.ndarray, width: int, a: int, b: int) -> np.ndarray:
+    """``running_median(y, width)[a:b]`` (``0 ≤ a ≤ b ≤ len(y)``), from the values its windows
+    see alone (the mirrored indices ``a − half … b − 1 + half``): a spike's level, where the
+    whole series' was never written."""
+    y = np.asarray(y, dtype=np.float64)
+    n = len(y)
+    half = max(0, min(width // 2, (n - 1) // 2))
+    if half == 0 or b <= a:
+        return y[a:b].copy()
+    idx = np.abs(np.arange(a - half, b + half))
+    idx = np.where(idx >= n, 2 * (n - 1) - idx, idx)
+    return sliding_median(y[idx], 2 * half + 1)
 
 
 _scratch = threading.local()
@@ -234,20 +250,18 @@ def window_medians(t: np.ndarray, y: np.ndarray, window_s: float) -> tuple[np.nd
     return keys[:nw], bounds[:nw + 1], med
 
 
-def quiet_residuals(resid: np.ndarray, absr: np.ndarray, cut: float,
-                    scratch: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(resid[quiet], absr[quiet])``, new arrays (``scratch``: this thread's
-    :func:`scratch_array`), for ``quiet`` = no ``absr`` over ``cut`` at an echo or either
+def quiet_residuals(resid: np.ndarray, cut: float, scratch: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(resid[quiet], |resid[quiet]|)``, new arrays (``scratch``: this thread's
+    :func:`scratch_array`), for ``quiet`` = no ``|resid|`` over ``cut`` at an echo or either
     neighbour (a binary dilation by one), in one compiled pass (``cb_quiet``) instead of six;
     None without the kernel."""
     lib = kernel()
     if lib is None:
         return None
     resid = np.ascontiguousarray(resid, dtype=np.float64)
-    absr = np.ascontiguousarray(absr, dtype=np.float64)
     n = len(resid)
     base, absbase = (scratch_array("base", n), scratch_array("absbase", n)) if scratch else (np.empty(n), np.empty(n))
-    m = lib.quiet(resid.ctypes.data, absr.ctypes.data, n, cut, base.ctypes.data, absbase.ctypes.data)
+    m = lib.quiet(resid.ctypes.data, n, cut, base.ctypes.data, absbase.ctypes.data)
     return base[:m], absbase[:m]
 
 

@@ -118,3 +118,28 @@ def test_pairs_in_threads_at_once_give_each_pairs_own_events() -> None:
                                                                   round_index=pairs[i][2])), order))
             assert got == [alone[i] for i in order]
     assert sum("spike" in a for a in alone) >= 2
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_level_of_a_range_equals_the_whole_series_level_there(seed: int) -> None:
+    """``level_between`` (a spike's level, the whole series' never written on the grid) against
+    the whole running median, sliced, and the residuals the counting kernel wrote without the
+    level against numpy's: ranges at either end (mirrored windows), inside, empty, the whole
+    series; windows wider than the series allows; ties; odd and even lengths; off the grid."""
+    from scipy import ndimage
+
+    rng = np.random.default_rng(seed)
+    for n in (1, 2, 3, 4, 9, 10, 101, 2000):
+        for y in (np.round(rng.lognormal(4, 0.5, n), 3), rng.integers(0, 3, n).astype(float),
+                  rng.lognormal(4, 0.5, n)):
+            for width in (1, 3, 11, 201, 6001):
+                half = max(0, min(width // 2, (n - 1) // 2))
+                whole = events_median.running_median(y, width)
+                if half:
+                    assert whole.tolist() == ndimage.median_filter(y, 2 * half + 1, mode="mirror").tolist()
+                for a, b in {(0, n), (0, min(3, n)), (max(n - 3, 0), n), (n // 3, n // 2), (n // 2, n // 2)}:
+                    got = events_median.level_between(y, width, a, b)
+                    assert got.tolist() == whole[a:b].tolist(), (n, width, a, b)
+                level, resid, absr = events_median.level_and_residuals(y, width, scratch=True)
+                if level is None:  # counted: the residuals are still numpy's
+                    assert resid.tolist() == (y - whole).tolist() and absr.tolist() == np.abs(y - whole).tolist()
