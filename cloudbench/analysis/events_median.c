@@ -188,8 +188,33 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
 {
     if (half < 1 || half > (n - 1) / 2 || half > 32767)
         return 3;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN, i = 0;
+#ifdef __SSE2__ /* two at a time, the same operations: the scalar pass was ~1/4 of the kernel */
+    {
+        const __m128d sc = _mm_set1_pd(scale), magic = _mm_set1_pd(CB_MAGIC),
+                      lim = _mm_set1_pd(2147483647.0), sign = _mm_set1_pd(-0.0);
+        __m128d ok = _mm_cmpeq_pd(sc, sc), kmin = _mm_set1_pd(INFINITY), kmax = _mm_set1_pd(-INFINITY);
+        for (; i + 2 <= n; i += 2) {
+            const __m128d yy = _mm_loadu_pd(y + i), x = _mm_mul_pd(yy, sc);
+            const __m128d k = _mm_sub_pd(_mm_add_pd(x, magic), magic);
+            ok = _mm_and_pd(ok, _mm_cmplt_pd(_mm_andnot_pd(sign, x), lim)); /* false for NaN */
+            ok = _mm_and_pd(ok, _mm_cmpeq_pd(_mm_div_pd(k, sc), yy));
+            kmin = _mm_min_pd(kmin, k);
+            kmax = _mm_max_pd(kmax, k);
+            _mm_storel_epi64((__m128i *)(key + i), _mm_cvttpd_epi32(k));
+        }
+        if (_mm_movemask_pd(ok) != 3)
+            return 1;
+        if (i > 0) { /* keys of 32 bits, whole: exact as int64 */
+            double two[2];
+            _mm_storeu_pd(two, kmin);
+            lo = (int64_t)(two[0] < two[1] ? two[0] : two[1]);
+            _mm_storeu_pd(two, kmax);
+            hi = (int64_t)(two[0] > two[1] ? two[0] : two[1]);
+        }
+    }
+#endif
+    for (; i < n; i++) {
         double x = y[i] * scale;
         if (!(fabs(x) < 2147483647.0)) /* keys of 32 bits (NaN: off the grid too) */
             return 1;

@@ -143,3 +143,23 @@ def test_the_level_of_a_range_equals_the_whole_series_level_there(seed: int) -> 
                 level, resid, absr = events_median.level_and_residuals(y, width, scratch=True)
                 if level is None:  # counted: the residuals are still numpy's
                     assert resid.tolist() == (y - whole).tolist() and absr.tolist() == np.abs(y - whole).tolist()
+
+
+def test_the_counted_level_declines_one_value_off_the_grid_wherever_it_lies() -> None:
+    """cb_level's key pass runs two values at a time and the last one alone: one value off the
+    grid, NaN, or past 32-bit keys, at the first, second, middle or last place of odd and even
+    series, makes it decline (1); on the grid, negative values and zeros included, it counts."""
+    from tests.analysis.test_events_fast import _counted_level
+
+    rng = np.random.default_rng(2)
+    for n in (3, 4, 7, 8, 101):
+        y = np.round(rng.normal(0, 5, n), 3)
+        y[n // 2] = -0.0
+        rc, level, resid, _ = _counted_level(y, 1, 1e3)
+        assert rc == 0 and resid.tolist() == (y - events_median.running_median(y, 3)).tolist()
+        for at in sorted({0, 1, n // 2, n - 1}):
+            for bad in (y[at] + 1e-4, np.nan, 2.2e6, -2.2e6):  # 2.2e6 ms: 2.2e9 µs, past 2^31 - 1
+                z = y.copy()
+                z[at] = bad
+                assert _counted_level(z, 1, 1e3)[0] == 1, (n, at, bad)
+    assert _counted_level(np.round(rng.normal(0, 5, 9)) + 2.1e9, 1, 1.0)[0] == 0  # under 2^31 - 1
