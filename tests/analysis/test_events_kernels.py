@@ -155,7 +155,7 @@ def test_the_counted_level_declines_one_value_off_the_grid_wherever_it_lies() ->
     for n in (3, 4, 7, 8, 101):
         y = np.round(rng.normal(0, 5, n), 3)
         y[n // 2] = -0.0
-        rc, level, resid, _ = _counted_level(y, 1, 1e3)
+        rc, _level, resid, _ = _counted_level(y, 1, 1e3)
         assert rc == 0 and resid.tolist() == (y - events_median.running_median(y, 3)).tolist()
         for at in sorted({0, 1, n // 2, n - 1}):
             for bad in (y[at] + 1e-4, np.nan, 2.2e6, -2.2e6):  # 2.2e6 ms: 2.2e9 µs, past 2^31 - 1
@@ -163,3 +163,13 @@ def test_the_counted_level_declines_one_value_off_the_grid_wherever_it_lies() ->
                 z[at] = bad
                 assert _counted_level(z, 1, 1e3)[0] == 1, (n, at, bad)
     assert _counted_level(np.round(rng.normal(0, 5, 9)) + 2.1e9, 1, 1.0)[0] == 0  # under 2^31 - 1
+
+
+def test_the_oracle_takes_round_numbers_as_a_function_too() -> None:
+    """bench_scale --oracle swaps the full detector in for the scan's call, which hands round
+    numbers in as a function: the oracle gives the same events either way."""
+    from tests.analysis.events_reference import detect_pair_events as reference
+    from tests.analysis.test_events_fast import DT, generated
+
+    t, y, r = generated(7, 6000)
+    assert repr(reference(t, y, DT, 1.0, round_index=lambda: r)) == repr(reference(t, y, DT, 1.0, round_index=r))
