@@ -278,20 +278,12 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     max_spike_s = p.max_spike_s if p.max_spike_s is not None else window_s
     # the level's filter spans at most half the series: wider, it is one median of everything
     max_spike = min(max(p.min_samples, round(max_spike_s / round_interval_s)), (n - 1) // 4)
-    # the 17 MB arrays of a 6-hour pair are the thread's, kept for its next pair (page faults);
-    # the level is written only off the grid (else level_at works out the ranges asked for)
-    level, resid, halved = level_and_residuals(y, 2 * max_spike + 1, scratch=True)
+    level, resid, halved, sigma, p99_quiet = _jitter(y, 2 * max_spike + 1, p.spike_k)
 
-    def level_at(a: int, b: int) -> FloatArray:
+    def level_at(a: int, b: int) -> FloatArray:  # off the grid: written; on it: worked out
         return level[a:b] if level is not None else level_between(y, 2 * max_spike + 1, a, b)
 
-    # first pass: leave out gross departures before measuring the jitter
-    # |resid| partitioned at its middle, in place; its top half later gives the p99s
-    sigma0 = MAD_TO_SIGMA * median(halved, inplace=True)
-    base, abs_base = _quiet(resid, max(p.spike_k * sigma0, 1e-12))  # copies: partitioned in place
-    dev = np.subtract(base, median(base, inplace=True), out=base)
-    sigma = max(MAD_TO_SIGMA * median(np.abs(dev, out=dev), inplace=True), 1e-12)
-    thr = max(p.spike_k * sigma, p.jitter_k * max(percentile(abs_base, 99, inplace=True), sigma))
+    thr = max(p.spike_k * sigma, p.jitter_k * max(p99_quiet, sigma))
     above = resid > thr  # one-sided: delay is added, never taken away
     events: list[Event] = []
     spike_mask = np.zeros(n, dtype=bool)
@@ -346,13 +338,27 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
                             size_low=lo, size_high=hi, size_level=cov))
     p99 = max(percentile(np.abs(resid[~spike_mask]), 99, inplace=True) if spiked else bounds.whole(), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
-    clean = y
-    if spiked:  # the spikes replaced by the level
-        clean = y.copy()
-        for a, b in accepted:
-            clean[a:b] = level_at(a, b)
+    clean = y.copy() if spiked else y  # the spikes replaced by the level
+    for a, b in accepted:
+        clean[a:b] = level_at(a, b)
     events += _steps(t, clean, window_s, p, p99, late)
     return sorted(events, key=lambda e: (e.time_s, e.kind))
+
+
+def _jitter(y: FloatArray, width: int,
+            spike_k: float) -> tuple[FloatArray | None, FloatArray, FloatArray, float, float]:
+    """``(level, residuals, |residuals| half-partitioned, σ, p99 of the quiet |residuals|)``.
+
+    The 17 MB arrays of a 6-hour pair are the thread's, kept for its next pair (page faults);
+    the level is written only off the grid (None: ``level_between`` gives the ranges asked for)."""
+    level, resid, halved = level_and_residuals(y, width, scratch=True)
+    # first pass: leave out gross departures before measuring the jitter
+    # |resid| partitioned at its middle, in place; its top half later gives the p99s
+    sigma0 = MAD_TO_SIGMA * median(halved, inplace=True)
+    base, abs_base = _quiet(resid, max(spike_k * sigma0, 1e-12))  # copies: partitioned in place
+    dev = np.subtract(base, median(base, inplace=True), out=base)
+    sigma = max(MAD_TO_SIGMA * median(np.abs(dev, out=dev), inplace=True), 1e-12)
+    return level, resid, halved, sigma, percentile(abs_base, 99, inplace=True)
 
 
 def _quiet(resid: FloatArray, cut: float) -> tuple[FloatArray, FloatArray]:
