@@ -13,9 +13,9 @@ all pairs of one source, e.g. seconds after the worker's start), ``rtt`` its rou
 any unit (NaN for a timeout; sizes come back in the same unit),
 ``round_interval_s`` the time between the worker's rounds (1 / rate), and
 ``window_s`` the report's window. ``round_index`` (the worker's round number of
-each echo) lets the detector see rounds that left late: the worker's
-late-round counter, per echo. Then :func:`label_host_events` takes every pair's
-events and labels those the measuring host caused.
+each echo; or a function that returns them, called only when an event asks) lets the
+detector see rounds that left late: the worker's late-round counter, per echo. Then
+:func:`label_host_events` takes every pair's events and labels those the measuring host caused.
 
 Method
 ------
@@ -99,15 +99,21 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from cloudbench.analysis.events_jitter import Late, LateRounds, MarkovChain, median, percentile
+from cloudbench.analysis.events_jitter import Late, LateRounds, MarkovChain, RoundIndex, median, percentile
 from cloudbench.analysis.events_jitter import RestPercentile as _RestPercentile
 from cloudbench.analysis.events_jitter import dilate as _dilate
 from cloudbench.analysis.events_jitter import late_rounds as late_rounds  # the events' own names, as before
 from cloudbench.analysis.events_jitter import markov_run_p as markov_run_p
-from cloudbench.analysis.events_median import level_and_residuals, quiet_residuals, window_medians
+from cloudbench.analysis.events_median import (
+    finite_and_ordered,
+    level_and_residuals,
+    level_between,
+    pelt,
+    quiet_residuals,
+    window_medians,
+)
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
-    pelt,
     robust_sigma,
     step_p,
     step_pvalues,
@@ -259,7 +265,7 @@ def _window_medians(t: FloatArray, y: FloatArray, window_s: float) -> tuple[Floa
 
 
 def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float, window_s: float,
-                       round_index: NDArray[np.integer] | None = None,
+                       round_index: RoundIndex | None = None,
                        params: EventParams | None = None) -> list[Event]:
     """Spikes and steps of one pair's raw RTTs (see the module docstring)."""
     p = params or EventParams()
@@ -272,14 +278,12 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     max_spike_s = p.max_spike_s if p.max_spike_s is not None else window_s
     # the level's filter spans at most half the series: wider, it is one median of everything
     max_spike = min(max(p.min_samples, round(max_spike_s / round_interval_s)), (n - 1) // 4)
-    level, resid, abs_resid = level_and_residuals(y, 2 * max_spike + 1)
-    # first pass: leave out gross departures before measuring the jitter
-    halved = abs_resid.copy()  # partitioned at its middle; its top half later gives the p99s
-    sigma0 = MAD_TO_SIGMA * median(halved, inplace=True)
-    base, abs_base = _quiet(resid, abs_resid, max(p.spike_k * sigma0, 1e-12))  # copies: partitioned in place
-    dev = np.subtract(base, median(base, inplace=True), out=base)
-    sigma = max(MAD_TO_SIGMA * median(np.abs(dev, out=dev), inplace=True), 1e-12)
-    thr = max(p.spike_k * sigma, p.jitter_k * max(percentile(abs_base, 99, inplace=True), sigma))
+    level, resid, halved, sigma, p99_quiet = _jitter(y, 2 * max_spike + 1, p.spike_k)
+
+    def level_at(a: int, b: int) -> FloatArray:  # off the grid: written; on it: worked out
+        return level[a:b] if level is not None else level_between(y, 2 * max_spike + 1, a, b)
+
+    thr = max(p.spike_k * sigma, p.jitter_k * max(p99_quiet, sigma))
     above = resid > thr  # one-sided: delay is added, never taken away
     events: list[Event] = []
     spike_mask = np.zeros(n, dtype=bool)
@@ -292,7 +296,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
             if len(around) >= p.min_samples:
                 lvl = float(np.median(around))
             else:
-                lvl, around = float(np.median(level[a:b])), np.empty(0)
+                lvl, around = float(np.median(level_at(a, b))), np.empty(0)
             # the size against the level around the run (the running median inside it
             # is pulled up by the spike's own echoes): the size reported and tested
             runs.append((a, b, float(np.median(y[a:b])) - lvl, lvl, around))
@@ -310,7 +314,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         if clear is None:
             rest = ~spike_mask
             rest[a:b] = False
-            if size < p.size_k * max(percentile(abs_resid[rest], 99, inplace=True), sigma):
+            if size < p.size_k * max(percentile(np.abs(resid[rest]), 99, inplace=True), sigma):
                 continue
         pval = chain.p(above[a:b], [*accepted, (a, b)])
         if pval >= p.alpha:
@@ -332,24 +336,43 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
                             b - a, pval, SPIKE_TEST, math.nan, _share(late, a, b),
                             size_low=lo, size_high=hi, size_level=cov))
-    p99 = max(percentile(abs_resid[~spike_mask], 99, inplace=True) if spiked else bounds.whole(), sigma)
+    p99 = max(percentile(np.abs(resid[~spike_mask]), 99, inplace=True) if spiked else bounds.whole(), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
-    clean = np.where(spike_mask, level, y) if spiked else y
+    clean = y.copy() if spiked else y  # the spikes replaced by the level
+    for a, b in accepted:
+        clean[a:b] = level_at(a, b)
     events += _steps(t, clean, window_s, p, p99, late)
     return sorted(events, key=lambda e: (e.time_s, e.kind))
 
 
-def _quiet(resid: FloatArray, abs_resid: FloatArray, cut: float) -> tuple[FloatArray, FloatArray]:
+def _jitter(y: FloatArray, width: int,
+            spike_k: float) -> tuple[FloatArray | None, FloatArray, FloatArray, float, float]:
+    """``(level, residuals, |residuals| half-partitioned, σ, p99 of the quiet |residuals|)``.
+
+    The 17 MB arrays of a 6-hour pair are the thread's, kept for its next pair (page faults);
+    the level is written only off the grid (None: ``level_between`` gives the ranges asked for)."""
+    level, resid, halved = level_and_residuals(y, width, scratch=True)
+    # first pass: leave out gross departures before measuring the jitter
+    # |resid| partitioned at its middle, in place; its top half later gives the p99s
+    sigma0 = MAD_TO_SIGMA * median(halved, inplace=True)
+    base, abs_base = _quiet(resid, max(spike_k * sigma0, 1e-12))  # copies: partitioned in place
+    dev = np.subtract(base, median(base, inplace=True), out=base)
+    sigma = max(MAD_TO_SIGMA * median(np.abs(dev, out=dev), inplace=True), 1e-12)
+    return level, resid, halved, sigma, percentile(abs_base, 99, inplace=True)
+
+
+def _quiet(resid: FloatArray, cut: float) -> tuple[FloatArray, FloatArray]:
     """The residuals, and their absolute values, of the echoes with no ``|residual| > cut`` at
     themselves or either neighbour (all of them when fewer than 10 are), as new arrays."""
-    found = quiet_residuals(resid, abs_resid, cut)
+    found = quiet_residuals(resid, cut, scratch=True)
     if found is None:  # no kernel
+        abs_resid = np.abs(resid)
         quiet = ~_dilate(abs_resid > cut, 1)
         found = resid[quiet], abs_resid[quiet]
-    return found if len(found[0]) >= 10 else (resid.copy(), abs_resid.copy())
+    return found if len(found[0]) >= 10 else (resid.copy(), np.abs(resid))
 
 
-def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: NDArray[np.integer] | None,
+def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: RoundIndex | None,
                    round_interval_s: float) -> tuple[FloatArray, FloatArray, Late | None]:
     """The finite echoes in send order (a stable sort; none when already so, as a scan's
     rounds are), and which left in late rounds (None without ``round_index``)."""
@@ -357,13 +380,15 @@ def _in_time_order(t_s: FloatArray, rtt: FloatArray, round_index: NDArray[np.int
     y_all = np.asarray(rtt, dtype=np.float64)
     if t_all.shape != y_all.shape:
         raise ValueError(f"times and RTTs differ in length ({len(t_all)}, {len(y_all)})")
-    ri = None if round_index is None else np.asarray(round_index)
-    # finite and in order, as a scan's pairs are (three passes, no copy): the late rounds when asked
-    if (t_all.ndim == 1 and (ri is None or ri.shape == t_all.shape) and np.isfinite(t_all).all()
-            and np.isfinite(y_all).all() and not (t_all[1:] < t_all[:-1]).any()):
-        return t_all, y_all, None if ri is None else LateRounds(t_all, ri, round_interval_s)
+    # finite and in order, as a scan's pairs are (one pass, no copy): the late rounds when asked
+    if t_all.ndim == 1 and finite_and_ordered(t_all, y_all):
+        if round_index is None:
+            return t_all, y_all, None
+        if callable(round_index) or np.shape(round_index) == t_all.shape:
+            return t_all, y_all, LateRounds(t_all, round_index, round_interval_s)
+    ri = round_index() if callable(round_index) else round_index
     ok = np.isfinite(y_all) & np.isfinite(t_all)
-    late = late_rounds(t_all, np.asarray(round_index), round_interval_s) if round_index is not None else None
+    late = late_rounds(t_all, np.asarray(ri), round_interval_s) if ri is not None else None
     if not ok.all() or (t_all[1:] < t_all[:-1]).any():
         order = np.argsort(t_all[ok], kind="stable")
         t_all, y_all = t_all[ok][order], y_all[ok][order]

@@ -11,6 +11,7 @@ Every value is numpy's (``np.median``, ``np.percentile``), as the tests check.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,17 +54,24 @@ def late_rounds(t_s: FloatArray, round_index: NDArray[np.integer], round_interva
     return np.asarray(lag - float(np.min(lag)) > min(1e-3, round_interval_s / 2.0))
 
 
+RoundIndex = NDArray[np.integer] | Callable[[], NDArray[np.integer]]
+
+
 class LateRounds:
     """:func:`late_rounds` of a whole series, worked out on the first slice asked for: a pair
-    without events never needs it."""
+    without events never needs it (nor its round numbers, when they come as a function)."""
 
-    def __init__(self, t_s: FloatArray, round_index: NDArray[np.integer], round_interval_s: float) -> None:
+    def __init__(self, t_s: FloatArray, round_index: RoundIndex, round_interval_s: float) -> None:
         self._args = (t_s, round_index, round_interval_s)
         self._late: NDArray[np.bool_] | None = None
 
     def __getitem__(self, at: slice) -> NDArray[np.bool_]:
         if self._late is None:
-            self._late = late_rounds(*self._args)
+            t_s, round_index, interval = self._args
+            rounds = round_index() if callable(round_index) else round_index
+            if np.shape(rounds) != np.shape(t_s):
+                raise ValueError(f"round numbers and send times differ in length ({len(rounds)}, {len(t_s)})")
+            self._late = late_rounds(t_s, rounds, interval)
         return self._late[at]
 
 

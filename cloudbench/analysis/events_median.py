@@ -51,6 +51,8 @@ from pathlib import Path
 import bottleneck as bn
 import numpy as np
 
+from cloudbench.analysis.levelshift import pelt as plain_pelt
+
 C_SOURCE = Path(__file__).resolve().with_suffix(".c")
 _lock = threading.Lock()
 _kernel: list[Kernels | None] = []  # [the loaded kernels, or None: not available]
@@ -75,6 +77,8 @@ class Kernels:
     level: Callable[..., int]  # cb_level: the level by counting, for RTTs on a grid
     windows: Callable[..., int]  # cb_windows: the step search's windows
     quiet: Callable[..., int]  # cb_quiet: the jitter's quiet residuals
+    pelt: Callable[..., None]  # cb_pelt: PELT's recursion on the window medians
+    ordered: Callable[..., int]  # cb_ordered: a pair's echoes finite and in send order
 
 
 def _build() -> Kernels | None:
@@ -97,17 +101,22 @@ def _build() -> Kernels | None:
             tmp.replace(lib)  # atomic: processes building at once each replace it whole
         dll = ctypes.CDLL(str(lib))
         slide, level, windows, quiet = dll.cb_slide, dll.cb_level, dll.cb_windows, dll.cb_quiet
+        pelt, ordered = dll.cb_pelt, dll.cb_ordered
     except OSError:
         return None
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     slide.restype = level.restype = ctypes.c_int
     slide.argtypes = [ptr, ptr, i64, i64, ptr]
-    level.argtypes = [ptr, i64, i64, ctypes.c_double, ptr, ptr, ptr]
+    level.argtypes = [ptr, i64, i64, ctypes.c_double, ptr, ptr, ptr, ptr]
     windows.restype = i64
     windows.argtypes = [ptr, i64, ctypes.c_double, ptr, ptr]
     quiet.restype = i64
-    quiet.argtypes = [ptr, ptr, i64, ctypes.c_double, ptr, ptr]
-    return Kernels(slide, level, windows, quiet)
+    quiet.argtypes = [ptr, i64, ctypes.c_double, ptr, ptr]
+    pelt.restype = None
+    pelt.argtypes = [ptr, ptr, i64, ctypes.c_double, i64, ptr, ptr, ptr, ptr]
+    ordered.restype = ctypes.c_int
+    ordered.argtypes = [ptr, ptr, i64]
+    return Kernels(slide, level, windows, quiet, pelt, ordered)
 
 
 def kernel() -> Kernels | None:
@@ -142,22 +151,27 @@ def sliding_median(x: np.ndarray, width: int) -> np.ndarray:
 GRIDS = (1.0, 1e3, 1e6)
 
 
-def level_and_residuals(y: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def level_and_residuals(y: np.ndarray, width: int,
+                        scratch: bool = False) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
     """``(level, y − level, |y − level|)`` with ``level`` = :func:`running_median` of a finite ``y``.
 
     RTTs on a grid (whole µs in ms, as the echo scan hands them in; whole units; millionths)
     are counted per value by the kernel ``cb_level``, which writes all three in one pass;
     any other series takes the sorted-blocks walk (or bottleneck's). The median of an odd
-    window is one of its values, so the paths give the same numbers."""
+    window is one of its values, so the paths give the same numbers. ``scratch``: the
+    residuals are the thread's :func:`scratch_array` arrays (valid until its next call), and
+    the counted level is not written (None; :func:`level_between` gives its ranges)."""
     y = np.ascontiguousarray(y, dtype=np.float64)
     n = len(y)
     half = max(0, min(width // 2, (n - 1) // 2))
     lib = kernel() if half else None
     if lib is not None:
-        level, resid, absr = np.empty(n), np.empty(n), np.empty(n)
+        level = None if scratch else np.empty(n)
+        resid, absr = (scratch_array("resid", n), scratch_array("absr", n)) if scratch else (np.empty(n), np.empty(n))
+        key = scratch_array("keys", n, np.int32)  # the kernel's own, never returned
         for scale in GRIDS:
-            rc = lib.level(y.ctypes.data, n, half, scale, level.ctypes.data, resid.ctypes.data,
-                           absr.ctypes.data)
+            rc = lib.level(y.ctypes.data, n, half, scale, None if level is None else level.ctypes.data,
+                           resid.ctypes.data, absr.ctypes.data, key.ctypes.data)
             if rc == 0:
                 return level, resid, absr
             if rc < 0:
@@ -167,6 +181,37 @@ def level_and_residuals(y: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarr
     level = running_median(y, width)
     resid = y - level
     return level, resid, np.abs(resid)
+
+
+def level_between(y: np.ndarray, width: int, a: int, b: int) -> np.ndarray:
+    """``running_median(y, width)[a:b]`` (``0 ≤ a ≤ b ≤ len(y)``), from the values its windows
+    see alone (the mirrored indices ``a − half … b − 1 + half``): a spike's level, where the
+    whole series' was never written."""
+    y = np.asarray(y, dtype=np.float64)
+    n = len(y)
+    half = max(0, min(width // 2, (n - 1) // 2))
+    if half == 0 or b <= a:
+        return y[a:b].copy()
+    idx = np.abs(np.arange(a - half, b + half))
+    idx = np.where(idx >= n, 2 * (n - 1) - idx, idx)
+    return sliding_median(y[idx], 2 * half + 1)
+
+
+_scratch = threading.local()
+
+
+def scratch_array(name: str, n: int, dtype: type = np.float64) -> np.ndarray:
+    """``n`` values of this thread's array ``name``, kept for its next pair (the values left
+    over): a 6-hour pair's 17 MB arrays, each allocated fresh, were mapped and zeroed page by
+    page (~10 ms of kernel time a pair). For the detector's own scratch only: nothing that
+    outlives its call may be one."""
+    bufs: dict[str, np.ndarray] | None = getattr(_scratch, "bufs", None)
+    if bufs is None:
+        bufs = _scratch.bufs = {}
+    buf = bufs.get(name)
+    if buf is None or len(buf) < n or buf.dtype != dtype:
+        buf = bufs[name] = np.empty(n, dtype=dtype)
+    return buf[:n]
 
 
 def running_median(y: np.ndarray, width: int) -> np.ndarray:
@@ -205,15 +250,54 @@ def window_medians(t: np.ndarray, y: np.ndarray, window_s: float) -> tuple[np.nd
     return keys[:nw], bounds[:nw + 1], med
 
 
-def quiet_residuals(resid: np.ndarray, absr: np.ndarray, cut: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(resid[quiet], absr[quiet])``, new arrays, for ``quiet`` = no ``absr`` over ``cut`` at an
-    echo or either neighbour (a binary dilation by one), in one compiled pass
-    (``cb_quiet``) instead of six; None without the kernel."""
+def quiet_residuals(resid: np.ndarray, cut: float, scratch: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(resid[quiet], |resid[quiet]|)``, new arrays (``scratch``: this thread's
+    :func:`scratch_array`), for ``quiet`` = no ``|resid|`` over ``cut`` at an echo or either
+    neighbour (a binary dilation by one), in one compiled pass (``cb_quiet``) instead of six;
+    None without the kernel."""
     lib = kernel()
     if lib is None:
         return None
     resid = np.ascontiguousarray(resid, dtype=np.float64)
-    absr = np.ascontiguousarray(absr, dtype=np.float64)
-    base, absbase = np.empty(len(resid)), np.empty(len(resid))
-    m = lib.quiet(resid.ctypes.data, absr.ctypes.data, len(resid), cut, base.ctypes.data, absbase.ctypes.data)
+    n = len(resid)
+    base, absbase = (scratch_array("base", n), scratch_array("absbase", n)) if scratch else (np.empty(n), np.empty(n))
+    m = lib.quiet(resid.ctypes.data, n, cut, base.ctypes.data, absbase.ctypes.data)
     return base[:m], absbase[:m]
+
+
+def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
+    """:func:`cloudbench.analysis.levelshift.pelt` (the change points of a piecewise-constant
+    mean) by the kernel ``cb_pelt``: the same cumulative sums (numpy's), the same recursion
+    operation for operation, the same change points; its loop over the window medians in
+    Python took 9-12 ms on a 6-hour pair's 720 windows. levelshift's without the kernel."""
+    lib = kernel()
+    if lib is None:
+        return plain_pelt(y, penalty, min_segment)
+    y = np.asarray(y, dtype=float)
+    n = len(y)
+    if n < 2 * min_segment:
+        return []
+    cs = np.concatenate([[0.0], np.cumsum(y)])
+    cs2 = np.concatenate([[0.0], np.cumsum(y * y)])
+    f, last = np.empty(n + 1), np.empty(n + 1, dtype=np.int64)
+    cands, fc = np.empty(n + 1, dtype=np.int64), np.empty(n + 1)
+    lib.pelt(cs.ctypes.data, cs2.ctypes.data, n, float(penalty), int(min_segment), f.ctypes.data,
+             last.ctypes.data, cands.ctypes.data, fc.ctypes.data)
+    cps: list[int] = []
+    t = n
+    while t > 0 and np.isfinite(f[t]):
+        s = int(last[t])
+        if s > 0:
+            cps.append(s)
+        t = s
+    return sorted(cps)
+
+
+def finite_and_ordered(t: np.ndarray, y: np.ndarray) -> bool:
+    """Every ``t`` and ``y`` finite and ``t`` never decreasing (1-D float64 arrays of one
+    length), in one compiled pass (``cb_ordered``; numpy's three passes and two masks took
+    5-6 ms on a 6-hour pair)."""
+    lib = kernel()
+    if lib is None or not (t.flags.c_contiguous and y.flags.c_contiguous):
+        return bool(np.isfinite(t).all() and np.isfinite(y).all() and not (t[1:] < t[:-1]).any())
+    return bool(lib.ordered(t.ctypes.data, y.ctypes.data, len(t)))

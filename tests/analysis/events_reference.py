@@ -33,6 +33,7 @@ from cloudbench.analysis.events import (
     late_rounds,
     spike_interval,
 )
+from cloudbench.analysis.events_jitter import RoundIndex
 from cloudbench.analysis.levelshift import (
     MAD_TO_SIGMA,
 )
@@ -71,10 +72,12 @@ def running_median(y: np.ndarray, width: int) -> np.ndarray:
 
 
 def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float, window_s: float,
-                       round_index: NDArray[np.integer] | None = None,
+                       round_index: RoundIndex | None = None,
                        params: EventParams | None = None) -> list[Event]:
     """Spikes and steps of one pair's raw RTTs (see the module docstring)."""
     p = params or EventParams()
+    if callable(round_index):  # the detector's interface: round numbers from a function
+        round_index = round_index()
     t_all = np.asarray(t_s, dtype=np.float64)
     y_all = np.asarray(rtt, dtype=np.float64)
     if t_all.shape != y_all.shape:

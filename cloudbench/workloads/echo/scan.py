@@ -276,7 +276,7 @@ class EchoScan:
             if self.round_interval_s:
                 out.events[(keys.hosts[s], keys.hosts[d])] = detect_pair_events(
                     snd[valid] / 1e6, v / 1000.0, self.round_interval_s, self.window_s,
-                    round_index=np.flatnonzero(valid))
+                    round_index=lambda valid=valid: np.flatnonzero(valid))  # worked out only for an event
         self._sender_quorums(f, m, s, out)
         return out
 
