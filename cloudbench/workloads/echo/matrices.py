@@ -260,7 +260,7 @@ def _measured_rows(f: TrialFile, row_group: int, keys: KeySpace, n: int) -> _Mea
     dst, lut = host_codes(t.column("dst"), keys.host_position)  # host position = lut[dst]
     if (lut < 0).any():  # a name the manifest does not list: an error if any row (warm-up too) has it
         known_hosts(lut[dst], f.path)
-    rnd = t.column("round").to_numpy()  # int32 as written (half the bytes to compare); int64 otherwise
+    rnd = to_numpy(t.column("round"))  # int32 as written (half the bytes to compare); int64 otherwise
     if rnd.dtype != np.int32:
         rnd = rnd.astype(np.int64)
     send = to_numpy(t.column("send_us"), np.int64)
