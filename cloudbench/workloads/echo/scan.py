@@ -263,7 +263,7 @@ class EchoScan:
             if not len(v):
                 continue
             leaf = int(keys.leaf(rp, s, d))
-            out.hist[leaf] = np.bincount(ost.value_bins(v), minlength=ost.NBINS)
+            out.hist[leaf] = ost.histogram(v)
             by_span = layout.stats(cells, valid, v) if layout is not None else None
             ids, counts, sums, med = by_span if by_span is not None else ost.window_stats(v, wins[valid])
             out.sums[leaf] = int(sums.sum()) / 1000.0
@@ -352,7 +352,7 @@ class EchoScan:
                 cells = [(rp, m, s, d) for rp, m in first.kept for s in range(H) for d in range(H)
                          if need_leaf[keys.leaf(rp, s, d)].any()]
                 parts = list(pool.map(lambda c: self._values_in_matrix(c[0], c[1], c[2], c[3], need_leaf,
-                                                                       targets.need), cells))
+                                                                       targets.need, first.leaves.hist), cells))
             else:
                 jobs = [(f, g) for f in self.files for g in range(f.row_groups)]
                 parts = list(pool.map(lambda j: self._values_in_row_group(j[0], j[1], need_leaf, targets.need),
@@ -382,17 +382,14 @@ class EchoScan:
         return out
 
     def _values_in_matrix(self, rp: int, rtts: np.ndarray, s: int, d: int, need_leaf: np.ndarray,
-                          need: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+                          need: np.ndarray, leaf_hist: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Second pass from a kept matrix: per family of keys, (key, bin, RTT ns) of one
-        (sender, peer)'s RTTs in the bins its key there needs (:meth:`_by_family`)."""
-        two = rtts.dtype.type(2)
-        cells = rtts[s, d]
-        v = cells[cells >= two]  # see sentinels: RTT + 2 in the cells that hold one
-        v -= two
+        (sender, peer)'s RTTs in the bins its key there needs (:meth:`_by_family`); the leaf's
+        first-pass histogram bounds how many its needed bins hold."""
         leaf = int(self.keys.leaf(rp, s, d))
-        bins = ost.value_bins(v)
-        keep = need_leaf[leaf].take(bins)  # one leaf: a 1-D lookup
-        return self._by_family(leaf, bins[keep], v[keep].astype(np.int64), need)
+        room = int(leaf_hist[leaf][need_leaf[leaf]].sum())
+        bins, vals = ost.needed_values(rtts[s, d], need_leaf[leaf], room)  # see sentinels: cells hold RTT + 2
+        return self._by_family(leaf, bins, vals, need)
 
     def _values_in_row_group(self, f: TrialFile, row_group: int, need_leaf: np.ndarray,
                              need: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
