@@ -4,12 +4,15 @@ on both cell types, at the sentinels and the bins' edges, and without a compiler
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from cloudbench.analysis import orderstats as ost
+from cloudbench.core import ckernels
 
 
 def _values(dtype: Any, seed: int) -> np.ndarray:
@@ -64,3 +67,24 @@ def test_needed_values_are_the_cells_rtts_in_the_needed_bins_in_order(compiled: 
     # too little room (a wrong count): the numpy pass answers, never a short list
     got_bins, _ = ost.needed_values(cells, need, max(room - 1, 0))
     assert got_bins.tolist() == bins[keep].tolist()
+
+
+def test_kernels_build_once_into_the_cache_and_are_none_without_a_compiler(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(ckernels, "_loaded", {})
+    source = Path(ost.__file__).with_name("orderstats_bins.c")
+    if shutil.which("cc") or shutil.which("gcc") or shutil.which("clang"):
+        assert ckernels.load(source) is not None
+        assert [p.name.split("-")[0] for p in (tmp_path / "cloudbench").iterdir()] == ["orderstats_bins"]
+    monkeypatch.setattr(ckernels, "_loaded", {})
+    for p in (tmp_path / "cloudbench").glob("*"):
+        p.unlink()
+    monkeypatch.setattr(ckernels.shutil, "which", lambda name: None)
+    assert ckernels.load(source) is None
+    broken = tmp_path / "broken.c"
+    broken.write_text("this is not C\n")
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(ckernels, "_loaded", {})
+    assert ckernels.load(broken) is None  # the build fails: the numpy path

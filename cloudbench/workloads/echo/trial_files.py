@@ -119,12 +119,13 @@ def read_row_group(f: TrialFile, row_group: int, columns: Sequence[str]) -> pa.T
     error naming it.
 
     Each thread keeps its reader of the file it read last (opening one per row group cost
-    ~1 ms of the ~22 ms a row group's five columns take), and the reader fetches a row
-    group's column chunks at once (``pre_buffer``: ~1 ms less a row group)."""
+    ~1 ms of the ~22 ms a row group's five columns take). Not ``pre_buffer``: it hands the
+    reads to Arrow's I/O threads, whose CPU the calling thread's clock does not show, and
+    waits for them (no less CPU in all, and more wall time on a busy machine)."""
     try:
         held = getattr(_readers, "file", None)
         if held is None or held[0] != f.path or held[1] is not f.footer:
-            pf = pq.ParquetFile(f.path, read_dictionary=["src", "dst"], metadata=f.footer, pre_buffer=True)
+            pf = pq.ParquetFile(f.path, read_dictionary=["src", "dst"], metadata=f.footer)
             held = _readers.file = (f.path, f.footer, pf)
         return held[2].read_row_group(row_group, columns=list(columns), use_threads=False)
     except (pa.ArrowInvalid, OSError) as e:
