@@ -229,13 +229,14 @@ def fill_row_group(f: TrialFile, row_group: int, m: RoundMatrices, keys: KeySpac
         m.rtts.reshape(-1)[cell * rounds + rows.rnd] = val  # distinct cells: row groups write in parallel
         measured = np.bincount(cell, minlength=keys.n_cells)
     timeouts = np.bincount(rows.cells(keys, rows.timeout), minlength=keys.n_cells) if len(rows.timeout) else None
+    stored = SEND_BASE - rows.send  # outside the lock: only the maxima are shared
     with m.lock:  # the first send of each round
         if runs is not None:
             for _, r0, a, b in spans:
                 sends = m.first_sends[src, r0:r0 + b - a]
-                np.maximum(sends, SEND_BASE - rows.send[a:b], out=sends)
+                np.maximum(sends, stored[a:b], out=sends)
         else:
-            np.maximum.at(m.first_sends.reshape(-1), rows.src * rounds + rows.rnd, SEND_BASE - rows.send)
+            np.maximum.at(m.first_sends.reshape(-1), rows.src * rounds + rows.rnd, stored)
         m.measured += measured
         if timeouts is not None:
             m.timeouts += timeouts
@@ -260,7 +261,7 @@ def _measured_rows(f: TrialFile, row_group: int, keys: KeySpace, n: int) -> _Mea
     dst, lut = host_codes(t.column("dst"), keys.host_position)  # host position = lut[dst]
     if (lut < 0).any():  # a name the manifest does not list: an error if any row (warm-up too) has it
         known_hosts(lut[dst], f.path)
-    rnd = t.column("round").to_numpy()  # int32 as written (half the bytes to compare); int64 otherwise
+    rnd = to_numpy(t.column("round"))  # int32 as written (half the bytes to compare); int64 otherwise
     if rnd.dtype != np.int32:
         rnd = rnd.astype(np.int64)
     send = to_numpy(t.column("send_us"), np.int64)

@@ -263,7 +263,7 @@ class EchoScan:
             if not len(v):
                 continue
             leaf = int(keys.leaf(rp, s, d))
-            out.hist[leaf] = np.bincount(ost.value_bins(v), minlength=ost.NBINS)
+            out.hist[leaf] = ost.histogram(v)
             by_span = layout.stats(cells, valid, v) if layout is not None else None
             ids, counts, sums, med = by_span if by_span is not None else ost.window_stats(v, wins[valid])
             out.sums[leaf] = int(sums.sum()) / 1000.0
@@ -351,50 +351,54 @@ class EchoScan:
                 H = keys.n_hosts
                 cells = [(rp, m, s, d) for rp, m in first.kept for s in range(H) for d in range(H)
                          if need_leaf[keys.leaf(rp, s, d)].any()]
-                per_cell = list(pool.map(lambda c: self._values_in_matrix(c[0], c[1], c[2], c[3], need_leaf,
-                                                                          targets.need), cells))
-                # family by family, cells in order: what the loop below gives from the files
-                by_fam = [[cell[fi] for cell in per_cell] for fi in range(len(keys.leaf_keys))]
-                return SelectedRtts(first.totals, ost.select(
-                    targets, *(concat([part[i] for fam in by_fam for part in fam]) for i in range(3))))
-            jobs = [(f, g) for f in self.files for g in range(f.row_groups)]
-            kept = list(pool.map(lambda j: self._values_in_row_group(j[0], j[1], need_leaf), jobs))
-        leaf, bins, vals = concat([k[0] for k in kept]), concat([k[1] for k in kept]), concat([k[2] for k in kept])
-        sel_keys, sel_bins, sel_vals = [], [], []
-        for fam in keys.leaf_keys:
-            fk = fam[leaf]
-            ok = fk >= 0
-            ok[ok] = targets.need[fk[ok], bins[ok]]
-            sel_keys.append(fk[ok])
-            sel_bins.append(bins[ok])
-            sel_vals.append(vals[ok])
-        return SelectedRtts(first.totals, ost.select(targets, concat(sel_keys), concat(sel_bins), concat(sel_vals)))
+                parts = list(pool.map(lambda c: self._values_in_matrix(c[0], c[1], c[2], c[3], need_leaf,
+                                                                       targets.need, first.leaves.hist), cells))
+            else:
+                jobs = [(f, g) for f in self.files for g in range(f.row_groups)]
+                parts = list(pool.map(lambda j: self._values_in_row_group(j[0], j[1], need_leaf, targets.need),
+                                      jobs))
+        # family by family, parts (cells, or row groups) in order
+        fams = range(len(keys.leaf_keys))
+        return SelectedRtts(first.totals, ost.select(
+            targets, *(concat([part[fi][i] for fi in fams for part in parts]) for i in range(3))))
 
-    def _values_in_matrix(self, rp: int, rtts: np.ndarray, s: int, d: int, need_leaf: np.ndarray,
-                          need: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Second pass from a kept matrix: per family of keys, (key, bin, RTT ns) of one
-        (sender, peer)'s RTTs in the bins its key there needs (``need[key, bin]``)."""
-        two = rtts.dtype.type(2)
-        cells = rtts[s, d]
-        v = cells[cells >= two]  # see sentinels: RTT + 2 in the cells that hold one
-        v -= two
-        leaf = int(self.keys.leaf(rp, s, d))
-        bins = ost.value_bins(v)
-        keep = need_leaf[leaf].take(bins)  # one leaf: a 1-D lookup
-        bins, vals = bins[keep], v[keep].astype(np.int64)
+    def _by_family(self, leaf: np.ndarray | int, bins: np.ndarray, vals: np.ndarray,
+                   need: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per family of keys: (key, bin, RTT ns) of the values (of ``leaf``: one, or each value's)
+        in the bins their key there needs (``need[key, bin]``). One leaf's key is one 1-D lookup
+        per family (``need[key].take(bins)``)."""
         out = []
         for fam in self.keys.leaf_keys:
-            key = int(fam[leaf])
-            sel = need[key].take(bins) if key >= 0 else np.zeros(0, dtype=bool)
-            n = int(np.count_nonzero(sel))
-            out.append((np.full(n, key, dtype=fam.dtype), bins[sel] if n else bins[:0], vals[sel] if n else vals[:0]))
+            if isinstance(leaf, int):
+                key = int(fam[leaf])
+                sel = need[key].take(bins) if key >= 0 else np.zeros(len(bins), dtype=bool)
+                n = int(np.count_nonzero(sel))
+                out.append((np.full(n, key, dtype=fam.dtype), bins[sel], vals[sel]))
+                continue
+            fk = fam[leaf]
+            sel = fk >= 0
+            sel[sel] = need[fk[sel], bins[sel]]
+            out.append((fk[sel], bins[sel], vals[sel]))
         return out
 
-    def _values_in_row_group(self, f: TrialFile, row_group: int, need_leaf: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Second pass from the file: (leaf, bin, RTT ns) of one row group's RTTs in needed bins."""
+    def _values_in_matrix(self, rp: int, rtts: np.ndarray, s: int, d: int, need_leaf: np.ndarray,
+                          need: np.ndarray, leaf_hist: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Second pass from a kept matrix: per family of keys, (key, bin, RTT ns) of one
+        (sender, peer)'s RTTs in the bins its key there needs (:meth:`_by_family`); the leaf's
+        first-pass histogram bounds how many its needed bins hold."""
+        leaf = int(self.keys.leaf(rp, s, d))
+        room = int(leaf_hist[leaf][need_leaf[leaf]].sum())
+        bins, vals = ost.needed_values(rtts[s, d], need_leaf[leaf], room)  # see sentinels: cells hold RTT + 2
+        return self._by_family(leaf, bins, vals, need)
+
+    def _values_in_row_group(self, f: TrialFile, row_group: int, need_leaf: np.ndarray,
+                             need: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Second pass from the file: per family of keys, (key, bin, RTT ns) of one row group's RTTs
+        in the bins their key there needs (:meth:`_by_family`)."""
         t = read_row_group(f, row_group, ("repetition", "src", "dst", "rtt_ns", "warmup"))
+        empty = np.empty(0, dtype=np.int64)
         if not t.num_rows:
-            return (np.empty(0, dtype=np.int64),) * 3
+            return [(empty, empty, empty)] * len(self.keys.leaf_keys)
         keys = self.keys
         src = host_index(t.column("src"), keys.host_position, f.path)
         dst = host_index(t.column("dst"), keys.host_position, f.path)
@@ -406,4 +410,4 @@ class EchoScan:
         leaf, rtt = leaf[valid], rtt[valid]
         bins = ost.value_bins(rtt)
         keep = need_leaf[leaf, bins]
-        return leaf[keep], bins[keep], rtt[keep]
+        return self._by_family(leaf[keep], bins[keep], rtt[keep], need)

@@ -4,14 +4,18 @@ One file holds one trial (:mod:`cloudbench.workloads.echo.schema`). Its footer i
 once (:func:`trial_files`): the rounds and the largest RTT it holds, and per row group
 the columns of :data:`~cloudbench.workloads.echo.schema.CONSTANT_COLUMNS` that hold a
 single value there, which the scan then does not read. Row groups are read one at a
-time (:func:`read_row_group`); host names stay dictionary codes, mapped to host
-indices through the (small) dictionaries, and integer columns come to numpy from
-Arrow's buffers, without a filled copy.
+time (:func:`read_row_group`; each thread keeps its reader of a file); host names stay
+dictionary codes, mapped to host indices through the (small) dictionaries, and integer
+columns come to numpy from Arrow's buffers, without a filled copy. Nothing here calls
+pyarrow's ``to_numpy`` on the columns: its first call imports pandas (0.36 s with the
+bytecode cache, in a scan thread holding the GIL), and no other part of ``cloudbench
+report`` needs pandas.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,12 +110,24 @@ def footer_constants(rg: Any, schema: pa.Schema) -> dict[str, Any]:
     return out
 
 
+_readers = threading.local()
+"""Per thread: (path, footer, the open reader) of the file it read last."""
+
+
 def read_row_group(f: TrialFile, row_group: int, columns: Sequence[str]) -> pa.Table:
     """Some columns of one row group (host columns as dictionaries); an unreadable file is an
-    error naming it."""
+    error naming it.
+
+    Each thread keeps its reader of the file it read last (opening one per row group cost
+    ~1 ms of the ~22 ms a row group's five columns take). Not ``pre_buffer``: it hands the
+    reads to Arrow's I/O threads, whose CPU the calling thread's clock does not show, and
+    waits for them (no less CPU in all, and more wall time on a busy machine)."""
     try:
-        return pq.ParquetFile(f.path, read_dictionary=["src", "dst"], metadata=f.footer).read_row_group(
-            row_group, columns=list(columns), use_threads=False)
+        held = getattr(_readers, "file", None)
+        if held is None or held[0] != f.path or held[1] is not f.footer:
+            pf = pq.ParquetFile(f.path, read_dictionary=["src", "dst"], metadata=f.footer)
+            held = _readers.file = (f.path, f.footer, pf)
+        return held[2].read_row_group(row_group, columns=list(columns), use_threads=False)
     except (pa.ArrowInvalid, OSError) as e:
         raise ResultError(str(f.path), f"not a readable Parquet file (truncated or corrupted?): {e}") from e
 
@@ -131,7 +147,7 @@ def host_codes(col: pa.ChunkedArray, index: dict[str, int]) -> tuple[np.ndarray,
         if not pa.types.is_dictionary(chunk.type):
             chunk = chunk.dictionary_encode()
         assert isinstance(chunk, pa.DictionaryArray)
-        codes = chunk.indices.to_numpy(zero_copy_only=False)
+        codes = numpy_of(chunk.indices)
         parts.append(codes.astype(np.int64) + offset if offset else codes)
         luts.append(np.array([index.get(str(s), -1) for s in chunk.dictionary.to_pylist()], dtype=np.int64))
         offset += len(luts[-1])
@@ -147,9 +163,30 @@ def known_hosts(hosts: np.ndarray, where: Path) -> np.ndarray:
     return hosts
 
 
-def to_numpy(col: pa.ChunkedArray, dtype: Any) -> np.ndarray:
-    """A column without nulls as a numpy array of ``dtype``."""
-    out: np.ndarray = col.to_numpy().astype(dtype, copy=False)
+def to_numpy(col: pa.ChunkedArray | pa.Array, dtype: Any = None) -> np.ndarray:
+    """A column without nulls as a numpy array of ``dtype`` (its own type by default)."""
+    arr = col if isinstance(col, pa.Array) else col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    out = numpy_of(arr)
+    return out if dtype is None else out.astype(dtype, copy=False)
+
+
+def numpy_of(arr: pa.Array) -> np.ndarray:
+    """An array as numpy: without nulls, integers and floats read from Arrow's buffer (no copy,
+    and not through pyarrow's ``to_numpy``, whose first call imports pandas) and booleans
+    unpacked from their bits; anything else through ``to_numpy``."""
+    t, n = arr.type, len(arr)
+    if not arr.null_count and (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        kind = "u" if pa.types.is_unsigned_integer(t) else "f" if pa.types.is_floating(t) else "i"
+        dtype = np.dtype(f"{kind}{t.bit_width // 8}")
+        if not n:
+            return np.empty(0, dtype=dtype)
+        return np.frombuffer(arr.buffers()[1], dtype=dtype, count=n, offset=arr.offset * dtype.itemsize)
+    if not arr.null_count and pa.types.is_boolean(t):
+        if not n:
+            return np.empty(0, dtype=bool)
+        bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+        return np.unpackbits(bits, count=arr.offset + n, bitorder="little")[arr.offset:].view(bool)
+    out: np.ndarray = arr.to_numpy(zero_copy_only=False)
     return out
 
 
@@ -158,7 +195,7 @@ def ints_and_nulls(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     from Arrow's buffers: no filled copy and no conversion through float."""
     arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     if not arr.null_count:
-        return to_numpy(col, np.int64), np.empty(0, dtype=np.int64)
+        return to_numpy(arr, np.int64), np.empty(0, dtype=np.int64)
     if arr.type != pa.int64():
         return to_numpy(arr.fill_null(0), np.int64), true_at(arr.is_null())
     vals = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=len(arr), offset=arr.offset * 8)
@@ -167,8 +204,7 @@ def ints_and_nulls(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
 
 def true_at(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Positions of the true values of a boolean column (nulls are not true)."""
-    out: np.ndarray = pc.indices_nonzero(col).to_numpy().astype(np.int64) if len(col) else np.empty(0, np.int64)
-    return out
+    return to_numpy(pc.indices_nonzero(col), np.int64) if len(col) else np.empty(0, np.int64)
 
 
 def concat(parts: list[np.ndarray]) -> np.ndarray:

@@ -3,11 +3,17 @@ and the true positions of ``timeout`` (:mod:`cloudbench.workloads.echo.trial_fil
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from cloudbench.workloads.echo.trial_files import ints_and_nulls, true_at
+from cloudbench.testing.fake_results import write_echo_run
+from cloudbench.workloads.echo.trial_files import ints_and_nulls, to_numpy, true_at
+from tests.paths import ROOT
 
 GARBAGE = -123_456_789
 
@@ -56,3 +62,41 @@ def test_true_positions_skip_false_and_null() -> None:
     assert true_at(col).tolist() == [0, 3, 4]
     assert true_at(col.chunk(0).slice(1)).tolist() == []
     assert true_at(pa.chunked_array([], type=pa.bool_())).tolist() == []
+
+
+@pytest.mark.parametrize("start", [0, 3, 9])
+@pytest.mark.parametrize("typ", [pa.int8(), pa.int16(), pa.int32(), pa.uint16(), pa.int64(), pa.uint64(),
+                                 pa.float32(), pa.float64(), pa.bool_()])
+def test_columns_come_to_numpy_as_arrow_gives_them_at_any_offset(typ: pa.DataType, start: int) -> None:
+    rng = np.random.default_rng(start)
+    raw = rng.integers(0, 2, 20) if typ == pa.bool_() else rng.integers(0, 100, 20)
+    arr = pa.array(raw, type=typ).slice(start)
+    want = np.array(arr.to_pylist(), dtype=arr.type.to_pandas_dtype())
+    for col in (arr, pa.chunked_array([arr]), pa.chunked_array([arr.slice(0, 4), arr.slice(4)]),
+                pa.chunked_array([], type=typ)):
+        got = to_numpy(col)
+        expect = want if len(col) else want[:0]
+        assert got.dtype == expect.dtype and got.tolist() == expect.tolist()
+    assert to_numpy(pa.chunked_array([arr]), np.int64).tolist() == want.astype(np.int64).tolist()
+
+
+def test_a_scan_imports_no_pandas(tmp_path: Path) -> None:
+    """pyarrow's ``to_numpy`` imports pandas on its first call (0.36 s under the GIL in a scan
+    thread); `cloudbench report` needs pandas nowhere else."""
+    run = write_echo_run(tmp_path, seed=0, window=0.5, repetitions=1, rounds=300)  # the writer uses pandas
+    code = """
+import sys
+from pathlib import Path
+from cloudbench.store.rundir import RunDir
+from cloudbench.workloads.echo.aggregates import aggregate_echo
+from cloudbench.workloads.echo.summaries import spec_quorums
+run = RunDir(Path(sys.argv[1]))
+manifest = run.manifest()
+agg = aggregate_echo(run, manifest, "echo", 0.5, spec_quorums(manifest, manifest.workloads()[0]),
+                     round_interval_s=0.01)
+assert agg.rows
+print("pandas" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(run.path)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=180, check=True)
+    assert out.stdout.split() == ["False"]

@@ -1,0 +1,59 @@
+"""Small C kernels shipped as source, built with the machine's compiler on first use.
+
+A kernel's library is compiled once per source version (``cc``, ``gcc`` or ``clang``),
+cached under ``$XDG_CACHE_HOME/cloudbench`` by the hash of its source and flags, and
+loaded with ctypes (whose calls release the GIL). Without a compiler, or when the
+build or the load fails, :func:`load` gives None and the caller runs its numpy path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+CFLAGS = ("-O2", "-shared", "-fPIC", "-ffp-contract=off")
+"""No contraction of a·b + c into one rounding: a kernel's arithmetic is numpy's, operation for operation."""
+
+_lock = threading.Lock()
+_loaded: dict[Path, ctypes.CDLL | None] = {}
+
+
+def cache_dir() -> Path:
+    """Where built kernels are kept: ``$XDG_CACHE_HOME/cloudbench`` (``~/.cache/cloudbench``)."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "cloudbench"
+
+
+def load(source: Path) -> ctypes.CDLL | None:
+    """The library built from ``source`` (a C file), compiled on the first call of the process
+    when the cache does not hold it; None when it cannot be built or loaded."""
+    with _lock:
+        if source not in _loaded:
+            _loaded[source] = _build(source)
+        return _loaded[source]
+
+
+def _build(source: Path) -> ctypes.CDLL | None:
+    src = source.read_bytes()
+    digest = hashlib.sha256(src + " ".join(CFLAGS).encode()).hexdigest()[:12]
+    lib = cache_dir() / f"{source.stem}-{digest}.so"
+    try:
+        if not lib.exists():
+            cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+            if cc is None:
+                return None
+            lib.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = lib.with_name(f"{lib.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            p = subprocess.run([cc, *CFLAGS, "-o", str(tmp), str(source)], capture_output=True, check=False)
+            if p.returncode != 0:
+                tmp.unlink(missing_ok=True)
+                return None
+            tmp.replace(lib)  # atomic: processes building at once each replace it whole
+        return ctypes.CDLL(str(lib))
+    except OSError:
+        return None
