@@ -173,3 +173,22 @@ def test_the_oracle_takes_round_numbers_as_a_function_too() -> None:
 
     t, y, r = generated(7, 6000)
     assert repr(reference(t, y, DT, 1.0, round_index=lambda: r)) == repr(reference(t, y, DT, 1.0, round_index=r))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_fast_path_equals_the_full_detector_on_the_scans_grid(seed: int) -> None:
+    """As tests/analysis/test_events_fast.py, with RTTs in ms on the µs grid (as the scan hands
+    them in: the level counted at scale 10^3, no level written, the spikes' level from
+    level_between), spikes included."""
+    from cloudbench.analysis.events import detect_pair_events
+    from tests.analysis.events_reference import detect_pair_events as reference
+    from tests.analysis.test_events_fast import DT, generated
+
+    kinds = []
+    for n in (3000, 12000, 24000):
+        t, y, r = generated(100 + seed, n)
+        y = np.round(y / 7.0 + np.random.default_rng(seed).uniform(0, 1, n), 3)  # thousandths, not whole
+        fast = detect_pair_events(t, y, DT, 1.0, round_index=r)
+        assert repr(fast) == repr(reference(t, y, DT, 1.0, round_index=r))
+        kinds += [e.kind for e in fast]
+    assert "spike" in kinds or seed % 2  # the comparison is not vacuous (checked on the even seeds)
