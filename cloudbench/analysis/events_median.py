@@ -39,10 +39,6 @@ other and with scipy's ``median_filter``).
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,21 +48,11 @@ import bottleneck as bn
 import numpy as np
 
 from cloudbench.analysis.levelshift import pelt as plain_pelt
+from cloudbench.core import ckernels
 
 C_SOURCE = Path(__file__).resolve().with_suffix(".c")
 _lock = threading.Lock()
 _kernel: list[Kernels | None] = []  # [the loaded kernels, or None: not available]
-
-
-def cache_dir() -> Path:
-    """Where the built kernel is kept: ``$XDG_CACHE_HOME/cloudbench`` (``~/.cache/cloudbench``)."""
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "cloudbench"
-
-
-# compile flags (part of the cached library's name): no contraction of a·b + c into one rounding,
-# so the kernels' arithmetic is numpy's, operation for operation
-CFLAGS = ("-O2", "-shared", "-fPIC", "-ffp-contract=off")
 
 
 @dataclass(frozen=True)
@@ -82,28 +68,13 @@ class Kernels:
 
 
 def _build() -> Kernels | None:
-    """Compile (once per source version) and load the kernels; None without a compiler or when
-    the build or the load fails."""
-    src = C_SOURCE.read_bytes()
-    lib = cache_dir() / f"events_median-{hashlib.sha256(src + ' '.join(CFLAGS).encode()).hexdigest()[:12]}.so"
-    try:
-        if not lib.exists():
-            cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
-            if cc is None:
-                return None
-            lib.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp = lib.with_name(f"{lib.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            p = subprocess.run([cc, *CFLAGS, "-o", str(tmp), str(C_SOURCE), "-lm"],
-                               capture_output=True, check=False)
-            if p.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                return None
-            tmp.replace(lib)  # atomic: processes building at once each replace it whole
-        dll = ctypes.CDLL(str(lib))
-        slide, level, windows, quiet = dll.cb_slide, dll.cb_level, dll.cb_windows, dll.cb_quiet
-        pelt, ordered = dll.cb_pelt, dll.cb_ordered
-    except OSError:
+    """Load the kernels (:func:`cloudbench.core.ckernels.load` compiles them once per source
+    version) and declare their signatures; None without a compiler or when the build fails."""
+    dll = ckernels.load(C_SOURCE)
+    if dll is None:
         return None
+    slide, level, windows, quiet = dll.cb_slide, dll.cb_level, dll.cb_windows, dll.cb_quiet
+    pelt, ordered = dll.cb_pelt, dll.cb_ordered
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     slide.restype = level.restype = ctypes.c_int
     slide.argtypes = [ptr, ptr, i64, i64, ptr]

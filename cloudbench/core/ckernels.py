@@ -49,7 +49,7 @@ def _build(source: Path) -> ctypes.CDLL | None:
                 return None
             lib.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = lib.with_name(f"{lib.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            p = subprocess.run([cc, *CFLAGS, "-o", str(tmp), str(source)], capture_output=True, check=False)
+            p = subprocess.run([cc, *CFLAGS, "-o", str(tmp), str(source), "-lm"], capture_output=True, check=False)
             if p.returncode != 0:
                 tmp.unlink(missing_ok=True)
                 return None
