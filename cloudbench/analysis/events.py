@@ -355,7 +355,7 @@ def _jitter(y: FloatArray, width: int,
     # first pass: leave out gross departures before measuring the jitter
     # |resid| partitioned at its middle, in place; its top half later gives the p99s
     sigma0 = MAD_TO_SIGMA * median(halved, inplace=True)
-    base, abs_base = _quiet(resid, max(spike_k * sigma0, 1e-12))  # copies: partitioned in place
+    base, abs_base = _quiet(resid, max(spike_k * sigma0, 1e-12))  # not resid: partitioned in place
     dev = np.subtract(base, median(base, inplace=True), out=base)
     sigma = max(MAD_TO_SIGMA * median(np.abs(dev, out=dev), inplace=True), 1e-12)
     return level, resid, halved, sigma, percentile(abs_base, 99, inplace=True)
@@ -363,7 +363,8 @@ def _jitter(y: FloatArray, width: int,
 
 def _quiet(resid: FloatArray, cut: float) -> tuple[FloatArray, FloatArray]:
     """The residuals, and their absolute values, of the echoes with no ``|residual| > cut`` at
-    themselves or either neighbour (all of them when fewer than 10 are), as new arrays."""
+    themselves or either neighbour (all of them when fewer than 10 are), as arrays apart from
+    ``resid`` (the thread's scratch on the kernel's path: valid until its next pair)."""
     found = quiet_residuals(resid, cut, scratch=True)
     if found is None:  # no kernel
         abs_resid = np.abs(resid)

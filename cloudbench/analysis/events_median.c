@@ -202,6 +202,8 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
             kmin = _mm_min_pd(kmin, k);
             kmax = _mm_max_pd(kmax, k);
             _mm_storel_epi64((__m128i *)(key + i), _mm_cvttpd_epi32(k));
+            if ((i & 8190) == 0 && _mm_movemask_pd(ok) != 3)
+                return 1; /* off this grid early (the scan's ms on a µs grid fail whole units at once) */
         }
         if (_mm_movemask_pd(ok) != 3)
             return 1;
@@ -347,12 +349,12 @@ int64_t cb_quiet(const double *resid, int64_t n, double cut, double *base, doubl
 
 /* ---- PELT on the step search's window medians --------------------------------------------------
  *
- * cb_pelt(cs, cs2, n, penalty, min_segment, f, last, work): levelshift.pelt's recursion, operation for
+ * cb_pelt(cs, cs2, n, penalty, min_segment, f, last, cands, fc): levelshift.pelt's recursion, operation for
  * operation (cs, cs2: numpy's cumulative sums of y and y·y with a 0 in front, n + 1 values each):
  * f[t] = min over the candidate starts s ≤ t − min_segment of f[s] + (cs2[t] − cs2[s]) −
  * (cs[t] − cs[s])² / (t − s), plus the penalty; the first minimum wins (numpy's argmin, a NaN
  * first of all); the starts with a cost above f[t] are pruned, t itself joins once a segment can
- * start there. f and last have n + 1 values; work 2·(n + 1) int64 and n + 1 doubles (the
+ * start there. f and last have n + 1 values; cands 2·(n + 1) int64 and fc n + 1 doubles (the
  * candidates and their costs). Python walks `last` back from n.
  */
 void cb_pelt(const double *cs, const double *cs2, int64_t n, double penalty, int64_t min_segment,

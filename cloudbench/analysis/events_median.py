@@ -269,6 +269,7 @@ def finite_and_ordered(t: np.ndarray, y: np.ndarray) -> bool:
     length), in one compiled pass (``cb_ordered``; numpy's three passes and two masks took
     5-6 ms on a 6-hour pair)."""
     lib = kernel()
-    if lib is None or not (t.flags.c_contiguous and y.flags.c_contiguous):
+    if (lib is None or t.dtype != np.float64 or y.dtype != np.float64 or t.shape != y.shape or t.ndim != 1
+            or not (t.flags.c_contiguous and y.flags.c_contiguous)):
         return bool(np.isfinite(t).all() and np.isfinite(y).all() and not (t[1:] < t[:-1]).any())
     return bool(lib.ordered(t.ctypes.data, y.ctypes.data, len(t)))

@@ -1,7 +1,8 @@
 """Small C kernels shipped as source, built with the machine's compiler on first use.
 
 A kernel's library is compiled once per source version (``cc``, ``gcc`` or ``clang``),
-cached under ``$XDG_CACHE_HOME/cloudbench`` by the hash of its source and flags, and
+cached under ``$XDG_CACHE_HOME/cloudbench`` by the hash of its source, flags and machine
+(a home shared by x86 and arm hosts keeps one library each), and
 loaded with ctypes (whose calls release the GIL). Without a compiler, or when the
 build or the load fails, :func:`load` gives None and the caller runs its numpy path.
 """
@@ -11,8 +12,10 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -40,7 +43,7 @@ def load(source: Path) -> ctypes.CDLL | None:
 
 def _build(source: Path) -> ctypes.CDLL | None:
     src = source.read_bytes()
-    digest = hashlib.sha256(src + " ".join(CFLAGS).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(src + " ".join((*CFLAGS, platform.machine(), sys.platform)).encode()).hexdigest()[:12]
     lib = cache_dir() / f"{source.stem}-{digest}.so"
     try:
         if not lib.exists():

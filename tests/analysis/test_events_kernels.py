@@ -71,6 +71,16 @@ def test_finite_and_ordered_equals_numpys_three_passes() -> None:
     assert not all(events_median.finite_and_ordered(a, b) for a, b in cases)
 
 
+def test_ordered_check_reads_only_arrays_it_can() -> None:
+    """Arrays the kernel would misread (another dtype, another length) take numpy's path."""
+    t = np.arange(8, dtype=np.int64)
+    y = np.array([1.0, 2.0, np.nan])
+    assert events_median.finite_and_ordered(t, np.ones(8, dtype=np.float32)) is True
+    assert events_median.finite_and_ordered(t[::-1].copy(), np.ones(8)) is False  # int64 read as int64
+    assert events_median.finite_and_ordered(np.arange(3.0), y) is False
+    assert events_median.finite_and_ordered(np.arange(3.0), y[:2]) is True  # numpy's answer, no overread
+
+
 def test_round_numbers_as_a_function_are_asked_for_only_by_an_event() -> None:
     from cloudbench.analysis.events import detect_pair_events
 

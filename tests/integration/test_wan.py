@@ -119,12 +119,17 @@ def hashing(c: Cluster) -> dict[str, Any]:
         r = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", HASH_SEED_SYSCTL],
                            capture_output=True, text=True, check=False)
         keys[ns] = int(r.stdout) if r.returncode == 0 else None
+    if c.facts.get("multipath_hash_seeds") is None:  # an older kernel: the test skips
+        return {"keys": keys, "branches": None}
     lf = link_facts(c.facts, "ra", "rc")
     branch = {hop[1]: j for j, hop in enumerate(lf["forward_hops"])}
     src, dst = c.host("sa-1"), c.host("sc-1")
     assert src.netns is not None
-    ttl = branch_ttl(src.netns, dst.address, set(branch))
-    got = probe_flows(src.netns, dst.address, FLOWS, ttl, timeout_s=1.0)
+    try:  # a failed probe fails the test that reads it, not the fixture every MDA test shares
+        ttl = branch_ttl(src.netns, dst.address, set(branch))
+        got = probe_flows(src.netns, dst.address, FLOWS, ttl, timeout_s=1.0)
+    except (LookupError, OSError) as e:
+        return {"keys": keys, "branches": None, "error": repr(e)}
     return {"keys": keys, "branches": [branch.get(a or "") for a in got]}
 
 
@@ -142,6 +147,7 @@ def test_each_testbed_splits_flows_with_its_own_hash_key(mda_run: tuple[RunDir, 
     a, b = (list(f["multipath_hash_seeds"].values()) for f in facts)
     assert all(x != y for x, y in zip(a, b, strict=True))
     maps = [rec.seen[c.stack]["branches"] for c in rec.clusters]
+    assert all(m is not None for m in maps), [rec.seen[c.stack].get("error") for c in rec.clusters]
     # flows answered in both testbeds (a reply can be late under load: then it is left out)
     both = [(x, y) for x, y in zip(*maps, strict=True) if x is not None and y is not None]
     assert len(both) >= len(FLOWS) // 2, maps

@@ -31,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ ROUTER_SYSCTLS = (
 HASH_SEED_SYSCTL = "net.ipv4.fib_multipath_hash_seed"
 
 
-def plan_testbed(topology: Topology, stack: str) -> TestbedPlan:
+def plan_testbed(topology: Topology, stack: str, hash_seeds: Mapping[str, int] | None = None) -> TestbedPlan:
     """The testbed of ``topology``: its namespaces, veth links, bridges and routes as ``ip`` batches."""
     p = TestbedPlan(stack)
     pre = f"cb{stack}-"
@@ -135,7 +136,9 @@ def plan_testbed(topology: Topology, stack: str) -> TestbedPlan:
                                   f"route add default via {gw}"]
     if wan:
         p.wan = plan_wan(p, topology, region_ns)
-    p.hash_seeds = {ns: secrets.randbelow(2**32 - 1) + 1 for ns in p.routers}
+    # ``hash_seeds``: a run's recorded keys (facts['multipath_hash_seeds'], by namespace: the same
+    # stack) to rebuild its testbed as it hashed; drawn afresh otherwise
+    p.hash_seeds = {ns: (hash_seeds or {}).get(ns) or secrets.randbelow(2**32 - 1) + 1 for ns in p.routers}
     return p
 
 

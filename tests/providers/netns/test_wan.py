@@ -129,6 +129,7 @@ def test_every_testbed_draws_its_own_multipath_hash_keys() -> None:
         assert all(0 < s < 2**32 for s in p.hash_seeds.values())
         assert len(set(p.hash_seeds.values())) == len(p.routers)  # 13 draws of 32 bits
     assert a.routers == b.routers and all(a.hash_seeds[r] != b.hash_seeds[r] for r in a.routers)
+    assert plan_testbed(topo, "abc123", hash_seeds=a.hash_seeds).hash_seeds == a.hash_seeds  # rebuilt as recorded
     w = next(r for r in a.routers if r.endswith("_w0"))  # a router that splits flows
     assert router_sysctls(a, w, seeded=True) == [*ROUTER_SYSCTLS, f"{HASH_SEED_SYSCTL}={a.hash_seeds[w]}"]
     assert "net.ipv4.fib_multipath_hash_policy=1" in ROUTER_SYSCTLS  # L4: ports pick the branch
