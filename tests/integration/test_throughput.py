@@ -220,6 +220,7 @@ def test_plain_cap_no_drain_and_udp_loss(capped: tuple[Spec, Cluster], tmp_path:
     goodput = cap * goodput_fraction("udp", payload=1472) / 1e6
     want_loss = 100 * (1 - goodput / 300)
     # what the sender offered, from what arrived and what the receiver counted lost
+    assert udp["loss_pct"] < 100, udp  # something arrived
     offered = udp["mean_mbps"] / (1 - udp["loss_pct"] / 100)
     print(f"\nUDP 300 Mbit/s into a 100 Mbit/s cap: received {udp['mean_mbps']:.1f} Mbit/s "
           f"(shaper: {goodput:.1f}), loss {udp['loss_pct']:.1f} % (expected {want_loss:.1f}), "

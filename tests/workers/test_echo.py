@@ -52,12 +52,14 @@ def free_port(addr: str) -> int:
         return int(s.getsockname()[1])
 
 
-def wait_received(addr: str, port: int, rounds: int, sender: str | None = None, seconds: float = 60) -> None:
+def wait_received(addr: str, port: int, rounds: int, sender: str | None = None, seconds: float = 60,
+                  payload: int | None = None) -> None:
     """Until the echo server at ``addr:port`` has received ``rounds`` rounds' frames (at least
-    the payload each; from ``sender``'s address only, if given), as the kernel counts them
-    (`ss`: bytes_received). A test that acts mid-run waits for the rounds it needs this way,
-    not for a fixed time: beside a busy core a worker took 0.8-4 s to start its rounds."""
-    want = rounds * 256  # the payload of host_config
+    ``payload`` bytes each, host_config's by default; from ``sender``'s address only, if given),
+    as the kernel counts them (`ss`: bytes_received). A test that acts mid-run waits for the
+    rounds it needs this way, not for a fixed time: beside a busy core a worker took 0.8-4 s to
+    start its rounds."""
+    want = rounds * (payload if payload is not None else host_config("", 0, "", 0, [])["payload"])
     dst = ["dst", sender] if sender else []
     deadline = time.monotonic() + seconds
     while True:
@@ -67,7 +69,7 @@ def wait_received(addr: str, port: int, rounds: int, sender: str | None = None, 
         if got >= want:
             return
         assert time.monotonic() < deadline, f"{got} of {want} bytes reached {addr}:{port} in {seconds:g} s"
-        time.sleep(0.01)
+        time.sleep(0.05)  # each `ss` is a process on two shared cores: a round is 20 ms at 50/s
 
 
 def host_config(name: str, host_id: int, addr: str, port: int, peers: list[dict[str, Any]],
