@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 CFLAGS = ("-O2", "-shared", "-fPIC", "-ffp-contract=off")
@@ -30,6 +31,29 @@ def cache_dir() -> Path:
     """Where built kernels are kept: ``$XDG_CACHE_HOME/cloudbench`` (``~/.cache/cloudbench``)."""
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(root) / "cloudbench"
+
+
+def compiler() -> str | None:
+    """The first C compiler on PATH (``cc``, ``gcc``, ``clang``), or None."""
+    return next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+
+
+def compile_c(source: Path, out: Path, flags: Sequence[str]) -> str | None:
+    """Compile ``source`` with ``flags`` into ``out`` (its folder made private if new), atomically:
+    processes building at once each replace it whole. None on success, else why not (the
+    compiler's stderr tail, or that there is no compiler); ``out`` is then left as it was."""
+    cc = compiler()
+    if cc is None:
+        return "no C compiler (cc/gcc/clang) on PATH"
+    out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    p = subprocess.run([cc, *flags, "-o", str(tmp), str(source), "-lm"], capture_output=True, text=True,
+                       check=False)
+    if p.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        return p.stderr[-1500:] or f"{cc} exited with {p.returncode}"
+    tmp.replace(out)
+    return None
 
 
 def load(source: Path) -> ctypes.CDLL | None:
@@ -46,17 +70,8 @@ def _build(source: Path) -> ctypes.CDLL | None:
     digest = hashlib.sha256(src + " ".join((*CFLAGS, platform.machine(), sys.platform)).encode()).hexdigest()[:12]
     lib = cache_dir() / f"{source.stem}-{digest}.so"
     try:
-        if not lib.exists():
-            cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
-            if cc is None:
-                return None
-            lib.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp = lib.with_name(f"{lib.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            p = subprocess.run([cc, *CFLAGS, "-o", str(tmp), str(source), "-lm"], capture_output=True, check=False)
-            if p.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                return None
-            tmp.replace(lib)  # atomic: processes building at once each replace it whole
+        if not lib.exists() and compile_c(source, lib, CFLAGS) is not None:
+            return None
         return ctypes.CDLL(str(lib))
     except OSError:
         return None

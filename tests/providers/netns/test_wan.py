@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import pytest
 from geographiclib.geodesic import Geodesic
@@ -191,3 +193,30 @@ def test_items_anchored_to_utc_see_one_continuous_day_across_testbeds() -> None:
             assert delay_at(rel, t) == pytest.approx(truth(epoch + t), abs=1e-9)
         assert all(at >= 0 for at, _ in rel.steps) and all(at >= 0 for at, _, _ in rel.spikes)
         assert all(0 <= ph < per for _, per, ph in rel.periodic)
+
+
+def test_the_forwarder_is_built_once_per_source_and_says_why_it_cannot_be(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from cloudbench.core import ckernels
+    from cloudbench.errors import ProvisionError
+    from cloudbench.providers.netns import forwarder
+
+    if ckernels.compiler() is not None:
+        exe = forwarder.build_c(tmp_path / "cache")
+        assert exe.parent == tmp_path / "cache" and os.access(exe, os.X_OK)
+        assert [p.name for p in exe.parent.iterdir()] == [exe.name]  # no temporary file left
+        assert forwarder.forwarder_argv("auto", tmp_path / "cache") == ([str(exe)], "c")
+        monkeypatch.setattr(ckernels, "compile_c", lambda *a: pytest.fail("rebuilt a cached forwarder"))
+        assert forwarder.build_c(tmp_path / "cache") == exe
+        monkeypatch.undo()
+        broken = tmp_path / "cbfwd.c"
+        broken.write_text("int main(void) { return }\n")
+        monkeypatch.setattr(forwarder, "C_SOURCE", broken)
+        with pytest.raises(ProvisionError, match=r"(?s)building the WAN forwarder failed: .*error"):
+            forwarder.build_c(tmp_path / "cache")
+        monkeypatch.undo()
+    monkeypatch.setattr(ckernels.shutil, "which", lambda name: None)
+    with pytest.raises(ProvisionError, match="no C compiler"):
+        forwarder.build_c(tmp_path / "empty")
+    assert forwarder.forwarder_argv("auto", tmp_path / "empty")[1] == "python"
+    assert not (tmp_path / "empty").exists()

@@ -1,7 +1,7 @@
 """The WAN delay line: a C helper built from source here, or a Python fallback.
 
-``cbfwd.c`` is compiled with the machine's ``cc``/``gcc`` on first use and cached
-by the hash of its source; ``pyfwd.py`` (stdlib only) runs when no compiler is
+``cbfwd.c`` is compiled with the machine's ``cc``/``gcc`` (:func:`ckernels.compile_c`) on first
+use and cached by the hash of its source; ``pyfwd.py`` (stdlib only) runs when no compiler is
 installed or when a spec asks for it. Both read the same config file (format in
 ``cbfwd.c``). Accuracy and capacity of both: ``python bench/bench_wan.py``.
 """
@@ -9,12 +9,11 @@ installed or when a spec asks for it. Both read the same config file (format in
 from __future__ import annotations
 
 import hashlib
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Literal
 
+from cloudbench.core import ckernels
 from cloudbench.errors import ProvisionError
 
 HERE = Path(__file__).resolve().parent
@@ -31,15 +30,8 @@ Kind = Literal["auto", "c", "python"]
 # Capacity through one link: TCP 0.6-1.0 Gbit/s at 0-2 ms, 0.27-0.4 Gbit/s at 30 ms
 # (one flow, window-limited); UDP 0.35-0.57 Gbit/s (Python: 0.17-0.24).
 RTT_ALLOWANCE_US = 600.0
-
-
-def compiler() -> str | None:
-    """The first C compiler on PATH (``cc``, ``gcc``, ``clang``), or None: then ``auto`` runs the
-    Python delay line."""
-    for cc in ("cc", "gcc", "clang"):
-        if shutil.which(cc):
-            return cc
-    return None
+CFLAGS = ("-O2", "-Wall")
+"""An executable, not a shared library: :data:`ckernels.CFLAGS` are not these."""
 
 
 def build_c(cache_dir: Path) -> Path:
@@ -48,22 +40,17 @@ def build_c(cache_dir: Path) -> Path:
     out = cache_dir / f"cbfwd-{hashlib.sha256(src).hexdigest()[:12]}"
     if out.exists():
         return out
-    cc = compiler()
-    if cc is None:
+    if ckernels.compiler() is None:
         raise ProvisionError("netns", "-", "no C compiler (cc/gcc) to build the WAN forwarder; "
                              "install gcc, or set `wan: {forwarder: python}`")
-    cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = out.with_suffix(".tmp")
-    p = subprocess.run([cc, "-O2", "-Wall", "-o", str(tmp), str(C_SOURCE), "-lm"],
-                       capture_output=True, text=True, check=False)
-    if p.returncode != 0:
-        raise ProvisionError("netns", "-", f"building the WAN forwarder failed: {p.stderr[-1500:]}")
-    tmp.replace(out)
+    failure = ckernels.compile_c(C_SOURCE, out, CFLAGS)
+    if failure is not None:
+        raise ProvisionError("netns", "-", f"building the WAN forwarder failed: {failure}")
     return out
 
 
 def forwarder_argv(kind: Kind, cache_dir: Path) -> tuple[list[str], str]:
     """The command (without its config argument) and which forwarder it is ("c"/"python")."""
-    if kind == "c" or (kind == "auto" and compiler() is not None):
+    if kind == "c" or (kind == "auto" and ckernels.compiler() is not None):
         return [str(build_c(cache_dir))], "c"
     return [sys.executable, str(PY_SOURCE)], "python"
