@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from cloudbench.core.cluster import Cluster  # noqa: E402
 from cloudbench.providers.netns import NetnsProvider  # noqa: E402
-from cloudbench.providers.netns.flows import branch_ttl, probe_flows  # noqa: E402
+from cloudbench.providers.netns.flows import flow_branches  # noqa: E402
 from cloudbench.providers.netns.provider import HASH_SEED_SYSCTL  # noqa: E402
 from cloudbench.providers.netns.wan import link_facts  # noqa: E402
 from cloudbench.workers.traceroute import scamper_command  # noqa: E402
@@ -100,17 +100,11 @@ def uniform_miss(width: int) -> float:
 
 def hash_view(c: Cluster, sports: range) -> dict[str, Any]:
     """Branch of each fixed flow, and per source port scamper's first 15 flows' branches."""
-    src = c.host("sa-1")
-    assert src.netns is not None
     out: dict[str, Any] = {}
     for dst_name, (region, _width) in DIAMONDS.items():
-        lf = link_facts(c.facts, "ra", region)
-        branch = {hop[1]: j for j, hop in enumerate(lf["forward_hops"])}
-        dst = c.host(dst_name).address
-        ttl = branch_ttl(src.netns, dst, set(branch))
-        fixed = [branch.get(a or "") for a in probe_flows(src.netns, dst, FIXED, ttl)]
         flows = [(s, FIRST_DPORT + i) for s in sports for i in range(STOP_TWO)]
-        got = [branch.get(a or "") for a in probe_flows(src.netns, dst, flows, ttl)]
+        got = flow_branches(c, "sa-1", dst_name, ("ra", region), FIXED + flows)
+        fixed, got = got[:len(FIXED)], got[len(FIXED):]
         per_sport = [got[k:k + STOP_TWO] for k in range(0, len(got), STOP_TWO)]
         out[dst_name] = {"fixed": fixed, "per_sport": per_sport}
     return out
@@ -179,7 +173,7 @@ def clopper_pearson(k: int, n: int) -> tuple[float, float]:
     return (ci.low, ci.high) if ci else (0.0, 1.0)
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--testbeds", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2, help="rounds of scamper runs per testbed")
@@ -191,13 +185,16 @@ def main() -> int:
     args = ap.parse_args()
     if not 2 <= args.testbeds <= 10 or not 1 <= args.rounds <= 20 or not 1 <= args.concurrency <= 20:
         ap.error("--testbeds 2..10, --rounds 1..20, --concurrency 1..20")
-    if shutil.which("scamper") is None:
-        print("bench_mda.py: scamper is not installed (apt-get install scamper)", file=sys.stderr)
-        return 2
-    sports = range(41000, 41000 + max(1, min(args.sports, 4000)))
+    return args
+
+
+def run_testbeds(args: argparse.Namespace, sports: range) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                                   dict[str, dict[str, int]]]:
+    """On each fresh testbed: scamper's rounds, then the hash view. Returns the hash views (one
+    per testbed), the judged traces, and the ICMP messages held back while scamper ran and
+    while the flows were probed."""
     spec = parse_spec(SPEC, "bench_mda.yaml")
     provider = NetnsProvider()
-    t0 = time.monotonic()
     views: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     limited = {"probing": {"routers": 0, "hosts": 0}, "scamper": {"routers": 0, "hosts": 0}}
@@ -227,8 +224,67 @@ def main() -> int:
                     limited["probing"][k] += v - after_scamper[k]
             finally:
                 provider.destroy(c)
-    elapsed = time.monotonic() - t0
+    return views, results, limited
 
+
+def summarize(dst: str, width: int, views: list[dict[str, Any]], results: list[dict[str, Any]],
+              sports: range) -> tuple[dict[str, Any], bool]:
+    """The row of the ``width``-way diamond toward ``dst``: the hash views and scamper's traces
+    pooled over the testbeds, printed and returned; and whether two testbeds split every fixed
+    flow answered in both (at least half of them) alike."""
+    fixed = [v[dst]["fixed"] for v in views]
+    pairs = [[(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+             for a, b in itertools.combinations(fixed, 2)]  # flows answered in both testbeds
+    agree = [sum(x == y for x, y in both) for both in pairs]
+    shares = [sum(s.count(j) for v in views for s in v[dst]["per_sport"]) for j in range(width)]
+    unanswered = sum(f.count(None) for v in views for f in v[dst]["per_sport"])
+    miss = [[mda_misses(s, width) for s in v[dst]["per_sport"]] for v in views]
+    per_bed = [sum(m) for m in miss]
+    joint = sum(all(col) for col in zip(*miss, strict=True))
+    n_sets = sum(len(m) for m in miss)
+    p_sets = sum(per_bed) / n_sets
+    lo_s, hi_s = clopper_pearson(sum(per_bed), n_sets)
+    traces = [r for r in results if r["dst"] == dst]
+    k = sum(r["found"] < width for r in traces)
+    lo, hi = clopper_pearson(k, len(traces))
+    chi_p = [float(stats.chisquare([sum(s.count(j) for s in v[dst]["per_sport"]) for j in range(width)]).pvalue)
+             for v in views]
+    row = {"width": width, "fixed_flows": len(FIXED), "fixed_alike": agree,
+           "branch_shares": shares, "shares_chi2_p": chi_p, "unanswered_probes": unanswered,
+           "sets_missing": per_bed, "sets_missing_in_all_testbeds": joint,
+           "set_miss_rate": p_sets, "set_miss_ci95": [lo_s, hi_s], "uniform_miss": uniform_miss(width),
+           "traces": len(traces), "trace_misses": k, "trace_miss_ci95": [lo, hi],
+           "anonymous_hops": sum(r["anon"] for r in traces),
+           "anonymous_after_w": sum(r["anon_w"] for r in traces),
+           "cold_traces": sum(r["cold"] for r in traces),
+           "cold_misses": sum(r["cold"] and r["found"] < width for r in traces),
+           "kept": [r["kept"] for r in traces if "kept" in r]}
+    print(f"\n{width}-way diamond (sa-1 → {dst})")
+    print(f"  {len(FIXED)} fixed flows on the same branch in two testbeds: {agree} "
+          f"(one key per boot: {len(FIXED)}; independent keys: ~{len(FIXED) / width:.0f})")
+    print(f"  branch shares of {sum(shares)} probes: {shares} (χ² p per testbed: "
+          f"{', '.join(f'{p:.2f}' for p in chi_p)}); "
+          f"unanswered: {unanswered}")
+    print(f"  scamper's first flows of {len(sports)} source ports: MDA would miss a branch for "
+          f"{per_bed} per testbed, {joint} in every testbed; rate {p_sets:.2%} "
+          f"[{lo_s:.2%}, {hi_s:.2%}] (uniform hashing: {uniform_miss(width):.2%})")
+    print(f"  scamper tracelb at 99 %: {k} of {len(traces)} traces missed a branch, "
+          f"{k / max(len(traces), 1):.1%} [{lo:.1%}, {hi:.1%}] ({row['cold_misses']} of the "
+          f"{row['cold_traces']} on cold testbeds); anonymous hops {row['anonymous_hops']}, "
+          f"{row['anonymous_after_w']} of them in the diamond"
+          + (f"; raw output kept: {row['kept']}" if row["kept"] else ""))
+    return row, any(len(both) >= len(FIXED) // 2 and n == len(both) for n, both in zip(agree, pairs, strict=True))
+
+
+def main() -> int:
+    args = parse_args()
+    if shutil.which("scamper") is None:
+        print("bench_mda.py: scamper is not installed (apt-get install scamper)", file=sys.stderr)
+        return 2
+    sports = range(41000, 41000 + max(1, min(args.sports, 4000)))
+    t0 = time.monotonic()
+    views, results, limited = run_testbeds(args, sports)
+    elapsed = time.monotonic() - t0
     out: dict[str, Any] = {"bench": "mda", "unseeded": args.unseeded, "testbeds": args.testbeds,
                            "sports": len(sports), "elapsed_s": round(elapsed, 1),
                            "icmp_rate_limited": limited, "diamonds": {}}
@@ -237,56 +293,14 @@ def main() -> int:
           f"{elapsed:.0f} s; ICMP messages held back by rate limits: {limited} (hosts: port "
           "unreachables to one source beyond 1/s, burst 6: anonymous last hops, no branch lost)")
     for dst, (_region, width) in DIAMONDS.items():
-        fixed = [v[dst]["fixed"] for v in views]
-        pairs = [[(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
-                 for a, b in itertools.combinations(fixed, 2)]  # flows answered in both testbeds
-        agree = [sum(x == y for x, y in both) for both in pairs]
-        shares = [sum(s.count(j) for v in views for s in v[dst]["per_sport"]) for j in range(width)]
-        unanswered = sum(f.count(None) for v in views for f in v[dst]["per_sport"])
-        miss = [[mda_misses(s, width) for s in v[dst]["per_sport"]] for v in views]
-        per_bed = [sum(m) for m in miss]
-        joint = sum(all(col) for col in zip(*miss, strict=True))
-        n_sets = sum(len(m) for m in miss)
-        p_sets = sum(per_bed) / n_sets
-        lo_s, hi_s = clopper_pearson(sum(per_bed), n_sets)
-        traces = [r for r in results if r["dst"] == dst]
-        k = sum(r["found"] < width for r in traces)
-        lo, hi = clopper_pearson(k, len(traces))
-        chi_p = [float(stats.chisquare([sum(s.count(j) for s in v[dst]["per_sport"]) for j in range(width)]).pvalue)
-                 for v in views]
-        row = {"width": width, "fixed_flows": len(FIXED), "fixed_alike": agree,
-               "branch_shares": shares, "shares_chi2_p": chi_p, "unanswered_probes": unanswered,
-               "sets_missing": per_bed, "sets_missing_in_all_testbeds": joint,
-               "set_miss_rate": p_sets, "set_miss_ci95": [lo_s, hi_s], "uniform_miss": uniform_miss(width),
-               "traces": len(traces), "trace_misses": k, "trace_miss_ci95": [lo, hi],
-               "anonymous_hops": sum(r["anon"] for r in traces),
-               "anonymous_after_w": sum(r["anon_w"] for r in traces),
-               "cold_traces": sum(r["cold"] for r in traces),
-               "cold_misses": sum(r["cold"] and r["found"] < width for r in traces),
-               "kept": [r["kept"] for r in traces if "kept" in r]}
+        row, all_alike = summarize(dst, width, views, results, sports)
         out["diamonds"][dst] = row
-        print(f"\n{width}-way diamond (sa-1 → {dst})")
-        print(f"  {len(FIXED)} fixed flows on the same branch in two testbeds: {agree} "
-              f"(one key per boot: {len(FIXED)}; independent keys: ~{len(FIXED) / width:.0f})")
-        print(f"  branch shares of {sum(shares)} probes: {shares} (χ² p per testbed: "
-              f"{', '.join(f'{p:.2f}' for p in chi_p)}); "
-              f"unanswered: {unanswered}")
-        print(f"  scamper's first flows of {len(sports)} source ports: MDA would miss a branch for "
-              f"{per_bed} per testbed, {joint} in every testbed; rate {p_sets:.2%} "
-              f"[{lo_s:.2%}, {hi_s:.2%}] (uniform hashing: {uniform_miss(width):.2%})")
-        print(f"  scamper tracelb at 99 %: {k} of {len(traces)} traces missed a branch, "
-              f"{k / max(len(traces), 1):.1%} [{lo:.1%}, {hi:.1%}] ({row['cold_misses']} of the "
-              f"{row['cold_traces']} on cold testbeds); anonymous hops {row['anonymous_hops']}, "
-              f"{row['anonymous_after_w']} of them in the diamond"
-              + (f"; raw output kept: {row['kept']}" if row["kept"] else ""))
-        if lo > 0.01 or lo_s > 0.01:
+        if row["trace_miss_ci95"][0] > 0.01 or row["set_miss_ci95"][0] > 0.01:
             failed = True
-        if any(len(both) >= len(FIXED) // 2 and n == len(both) for n, both in zip(agree, pairs, strict=True)) \
-                and not args.unseeded:  # every flow answered in two testbeds on the same branch
+        if all_alike and not args.unseeded:  # every flow answered in two testbeds on the same branch
             failed = True
     print(json.dumps(out))
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -47,8 +47,8 @@ def compile_c(source: Path, out: Path, flags: Sequence[str]) -> str | None:
         return "no C compiler (cc/gcc/clang) on PATH"
     out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = out.with_name(f"{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    p = subprocess.run([cc, *flags, "-o", str(tmp), str(source), "-lm"], capture_output=True, text=True, errors="replace",
-                       check=False)
+    p = subprocess.run([cc, *flags, "-o", str(tmp), str(source), "-lm"], capture_output=True, text=True,
+                       errors="replace", check=False)
     if p.returncode != 0:
         tmp.unlink(missing_ok=True)
         return p.stderr[-1500:] or f"{cc} exited with {p.returncode}"

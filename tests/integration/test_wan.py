@@ -21,7 +21,7 @@ from geographiclib.geodesic import Geodesic
 from cloudbench.analysis.paths import PrefixTable
 from cloudbench.core.cluster import Cluster
 from cloudbench.providers.netns import NetnsProvider
-from cloudbench.providers.netns.flows import branch_ttl, probe_flows
+from cloudbench.providers.netns.flows import flow_branches
 from cloudbench.providers.netns.forwarder import RTT_ALLOWANCE_US
 from cloudbench.providers.netns.provider import HASH_SEED_SYSCTL
 from cloudbench.providers.netns.wan import TRANSIT_ASN, link_facts
@@ -121,16 +121,11 @@ def hashing(c: Cluster) -> dict[str, Any]:
         keys[ns] = int(r.stdout) if r.returncode == 0 else None
     if c.facts.get("multipath_hash_seeds") is None:  # an older kernel: the test skips
         return {"keys": keys, "branches": None}
-    lf = link_facts(c.facts, "ra", "rc")
-    branch = {hop[1]: j for j, hop in enumerate(lf["forward_hops"])}
-    src, dst = c.host("sa-1"), c.host("sc-1")
-    assert src.netns is not None
     try:  # a failed probe fails the test that reads it, not the fixture every MDA test shares
-        ttl = branch_ttl(src.netns, dst.address, set(branch))
-        got = probe_flows(src.netns, dst.address, FLOWS, ttl, timeout_s=1.0)
+        branches = flow_branches(c, "sa-1", "sc-1", ("ra", "rc"), FLOWS, timeout_s=1.0)
     except (LookupError, OSError) as e:
         return {"keys": keys, "branches": None, "error": repr(e)}
-    return {"keys": keys, "branches": [branch.get(a or "") for a in got]}
+    return {"keys": keys, "branches": branches}
 
 
 def test_each_testbed_splits_flows_with_its_own_hash_key(mda_run: tuple[RunDir, Recorder]) -> None:

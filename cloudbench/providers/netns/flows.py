@@ -17,8 +17,13 @@ import struct
 import time
 from collections.abc import Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 from cloudbench.core.netns import in_netns
+from cloudbench.providers.netns.wan import link_facts
+
+if TYPE_CHECKING:
+    from cloudbench.core.cluster import Cluster
 
 PAYLOAD = b"cloudbench-flow!"  # 16 bytes
 
@@ -98,3 +103,19 @@ def branch_ttl(ns: str, dst: str, branch_addrs: set[str], max_ttl: int = 16) -> 
         if any(w in branch_addrs for w in who):
             return ttl
     raise LookupError(f"no probe toward {dst} expired at {sorted(branch_addrs)} up to TTL {max_ttl}")
+
+
+def flow_branches(c: Cluster, src: str, dst: str, link: tuple[str, str], flows: Sequence[tuple[int, int]],
+                  timeout_s: float = 0.5) -> list[int | None]:
+    """For each flow ``(sport, dport)`` from host ``src`` to host ``dst``, the branch of the ECMP
+    diamond on the WAN link between regions ``link`` it was hashed to: its index in the link's
+    ``forward_hops`` (None: the probe went unanswered, or not through a branch).
+
+    Raises KeyError (no such link), LookupError (no probe TTL reaches the branches) or OSError.
+    """
+    branch = {hop[1]: j for j, hop in enumerate(link_facts(c.facts, *link)["forward_hops"])}
+    ns, addr = c.host(src).netns, c.host(dst).address
+    if ns is None:
+        raise LookupError(f"{src} is not a namespace host")
+    ttl = branch_ttl(ns, addr, set(branch))
+    return [branch.get(a or "") for a in probe_flows(ns, addr, flows, ttl, timeout_s=timeout_s)]
