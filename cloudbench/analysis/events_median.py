@@ -157,15 +157,17 @@ def level_and_residuals(y: np.ndarray, width: int,
 def level_between(y: np.ndarray, width: int, a: int, b: int) -> np.ndarray:
     """``running_median(y, width)[a:b]`` (``0 ≤ a ≤ b ≤ len(y)``), from the values its windows
     see alone (the mirrored indices ``a − half … b − 1 + half``): a spike's level, where the
-    whole series' was never written."""
+    whole series' was never written. :func:`running_median` is this over ``[0, len(y))``."""
     y = np.asarray(y, dtype=np.float64)
     n = len(y)
     half = max(0, min(width // 2, (n - 1) // 2))
     if half == 0 or b <= a:
         return y[a:b].copy()
-    idx = np.abs(np.arange(a - half, b + half))
-    idx = np.where(idx >= n, 2 * (n - 1) - idx, idx)
-    return sliding_median(y[idx], 2 * half + 1)
+    lo, hi = a - half, b + half  # the windows' indices; -j stands for j, n - 1 + j for n - 1 - j
+    # half <= (n - 1) // 2: one reflection at either end, and 2n - 2 - hi >= 0 (a slice's stop, not from the end)
+    mirrored = np.concatenate([y[-lo:0:-1] if lo < 0 else y[:0], y[max(lo, 0):min(hi, n)],
+                               y[n - 2:2 * n - 2 - hi:-1] if hi > n else y[:0]])
+    return sliding_median(mirrored, 2 * half + 1)
 
 
 _scratch = threading.local()
@@ -188,13 +190,8 @@ def scratch_array(name: str, n: int, dtype: type = np.float64) -> np.ndarray:
 def running_median(y: np.ndarray, width: int) -> np.ndarray:
     """:func:`cloudbench.analysis.levelshift.running_median` (the median of each value and the
     ``width // 2`` either side, the ends mirrored, the width cut to the series'), of a finite
-    ``y``, by :func:`sliding_median`: the same values."""
-    y = np.asarray(y, dtype=np.float64)
-    half = max(0, min(width // 2, (len(y) - 1) // 2))
-    if half == 0:
-        return y.copy()
-    mirrored = np.concatenate([y[half:0:-1], y, y[-2:-half - 2:-1]])
-    return sliding_median(mirrored, 2 * half + 1)
+    ``y``, by :func:`sliding_median` (:func:`level_between` over the whole series): the same values."""
+    return level_between(y, width, 0, len(y))
 
 
 def window_medians(t: np.ndarray, y: np.ndarray, window_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
