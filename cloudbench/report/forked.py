@@ -64,8 +64,10 @@ class Forked(Generic[T]):
             try:
                 while chunk := os.read(self._fd, 1 << 20):
                     chunks.append(chunk)
-            finally:
-                self._reap()
+            except BaseException:  # Ctrl-C while waiting: the child is ended, not waited for
+                self.stop()
+                raise
+            self._reap()
             data = b"".join(chunks)
             self._value = _load(data) if data else (False, ChildProcessError(
                 f"the forked child of cloudbench (pid {self.pid}) ended without a result (killed?)"))

@@ -19,6 +19,7 @@ from cloudbench.errors import ResultError
 from cloudbench.report.build import build_report
 from cloudbench.report.confirm import confirm, write_confirm
 from cloudbench.report.html import write_html
+from cloudbench.report.outputs import write_outputs
 from cloudbench.store.rundir import RunDir
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
 from cloudbench.workloads.echo.report import health_text
@@ -189,3 +190,24 @@ def test_no_late_round_is_said_in_words(late: int, text: str) -> None:
     """'0 of 100 rounds (0.00%) left late, by at most 0.8 ms' read as a contradiction."""
     line = health_text("echo", {**HEALTH, "rounds": 100, "late_sends": late, "max_send_lag_us": 800})
     assert text in line and ("0 of 100" not in line)
+
+
+def test_the_page_and_files_written_on_two_cores_are_those_written_on_one(tmp_path: Path) -> None:
+    """write_outputs forks report.json and the CSVs off, and write_html half of the figures: the page,
+    every figure file and report.json are the same bytes as written in order by one process."""
+    camp = make_campaign(tmp_path, "c", [FakeRun({("rtt_p50_us", "cross_zone"): normal_values(20, 500.0, 0.05, 1)})])
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    rep = full_report(run)
+
+    def written(fork: bool, where: str) -> dict[str, bytes]:
+        out = write_outputs(run, rep, tmp_path / where / "index.html", fork=fork)
+        assert out.page[0] == tmp_path / where / "index.html"
+        files = [*out.report, *out.page]
+        assert len(set(files)) == len(files)
+        # report.json and the CSVs: one directory for both writers, read as each left it
+        return {str(p.relative_to(p.parent.parent if p.parent.name == "figures" else p.parent)): p.read_bytes()
+                for p in files}
+
+    one, two = written(False, "one"), written(True, "two")
+    assert sorted(one) == sorted(two) and len([k for k in two if k.endswith(".svg")]) == 10
+    assert [k for k in one if one[k] != two[k]] == []
