@@ -23,7 +23,7 @@ import time
 import traceback
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -74,7 +74,7 @@ class Forked(Generic[T]):
         ok, value = self._value
         if not ok:
             raise value
-        return value  # type: ignore[no-any-return]
+        return cast("T", value)
 
     def stop(self) -> None:
         """End the child if it is still running and reap it: SIGTERM, which the child turns into
