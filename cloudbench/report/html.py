@@ -359,8 +359,12 @@ def write_html(run: RunDir, report: dict[str, Any], path: Path | None = None, fo
         path.parent.mkdir(parents=True, exist_ok=True)
         text, figs = render_html(run, report, path.parent / FIGURES_DIR, fork)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+        except BaseException:  # a full disk leaves no index.html.tmp
+            tmp.unlink(missing_ok=True)
+            raise
     except OSError as e:
         raise ResultError(str(path), f"cannot write the HTML report: {e.strerror or e}") from e
     return [path, *figs]

@@ -10,7 +10,6 @@ page (``--no-html``) never imports matplotlib.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from dataclasses import dataclass, field
 from functools import partial
@@ -65,7 +64,6 @@ def write_outputs(run: RunDir, report: dict[str, Any], html: Path | None = None,
         try:
             pages = write_html(run, report, html)
         except Exception:
-            with contextlib.suppress(Exception):  # report.json and the CSVs are written, as before the page
-                files.result()
+            files.result()  # report.json's own error first (a full disk: exit 5), as when written before the page
             raise
         return Written(files.result(), pages)
