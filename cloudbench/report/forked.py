@@ -15,6 +15,7 @@ missing the call runs in the parent, in order.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import signal
@@ -120,6 +121,9 @@ def _child(fn: Callable[[], Any], fd: int) -> None:
     """Run ``fn``, write its pickled outcome to ``fd`` and leave the process."""
     code = 0
     signal.signal(signal.SIGTERM, _exit_on_term)
+    # a collection would write to every tracked object's header, copying the parent's whole heap
+    # (copy-on-write); the child's garbage goes with it at its exit
+    gc.disable()
     try:
         try:
             data = pickle.dumps((True, fn()), protocol=pickle.HIGHEST_PROTOCOL)
