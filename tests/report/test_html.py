@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -211,3 +212,25 @@ def test_the_page_and_files_written_on_two_cores_are_those_written_on_one(tmp_pa
     one, two = written(False, "one"), written(True, "two")
     assert sorted(one) == sorted(two) and len([k for k in two if k.endswith(".svg")]) == 10
     assert [k for k in one if one[k] != two[k]] == []
+
+
+def test_every_other_figure_is_saved_by_a_forked_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's figures are saved on two cores: the 2nd, 4th … by a child, the others here."""
+    from cloudbench.report import html as page_module
+
+    camp = make_campaign(tmp_path, "c", [FakeRun({("rtt_p50_us", "cross_zone"): normal_values(20, 500.0, 0.05, 1)})])
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    log = tmp_path / "savers"
+    real_save = page_module.save
+
+    def save(plot: Any, folder: Path) -> Any:
+        with log.open("a") as f:
+            f.write(f"{plot.name} {os.getpid()}\n")
+        return real_save(plot, folder)
+
+    monkeypatch.setattr(page_module, "save", save)
+    page = write_html(run, full_report(run))[0]
+    order = re.findall(r'<figure id="fig-([^"]+)"', page.read_text())
+    saver = dict(line.split() for line in log.read_text().splitlines())
+    assert sorted(saver) == sorted(order) and len(order) == 10
+    assert [int(saver[n]) == os.getpid() for n in order] == [True, False] * 5
