@@ -85,7 +85,6 @@ if TYPE_CHECKING:
     from cloudbench.report.files import to_json as _report_to_json
     from cloudbench.report.files import write_report as write_report
     from cloudbench.report.html import write_html as write_html
-    from cloudbench.report.outputs import preload_page as preload_page
     from cloudbench.report.outputs import write_outputs as write_outputs
     from cloudbench.report.render import render_report as render_report
     from cloudbench.report.sides import parse_when as parse_when
@@ -159,7 +158,6 @@ _API: dict[str, tuple[str, str]] = {
     "write_report": ("cloudbench.report.files", "write_report"),
     "write_html": ("cloudbench.report.html", "write_html"),
     "write_outputs": ("cloudbench.report.outputs", "write_outputs"),
-    "preload_page": ("cloudbench.report.outputs", "preload_page"),
     "render_report": ("cloudbench.report.render", "render_report"),
     "ConfirmParams": ("cloudbench.analysis.confirm", "ConfirmParams"),
     "ConfirmResult": ("cloudbench.analysis.confirm", "ConfirmResult"),

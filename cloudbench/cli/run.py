@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,17 +24,10 @@ NoHtmlOption = Annotated[bool, typer.Option("--no-html", help="do not write the 
 
 def _report(run_dir: cloudbench.RunDir, html: Path | None, no_html: bool) -> dict[str, Any]:
     """Build the report and write its files and (unless ``no_html``) the one-file HTML report
-    (figures also as SVG and PNG beside it), the page's path on stderr; the report.
-    The files' checksums start before the report's modules import, the page's modules load while the
-    report is built (:func:`cloudbench.preload_page`)."""
-    with ThreadPoolExecutor(1) as pool:
-        # the files' checksums first: hashing lets the report's imports (~1 s) run beside it
-        checksums = pool.submit(run_dir.verify)
-        build = cloudbench.build_report  # imports the report's modules (every workload kind)
-        # then the page's, in a thread beside the scan (not beside these imports, which hold the GIL)
-        preload = None if no_html else cloudbench.preload_page()
-        report = build(run_dir, checksums)
-    written = cloudbench.write_outputs(run_dir, report, html, page=not no_html, preload=preload)
+    (figures also as SVG and PNG beside it), on both cores (:func:`cloudbench.write_outputs`);
+    the page's path on stderr; the report."""
+    report = cloudbench.build_report(run_dir)
+    written = cloudbench.write_outputs(run_dir, report, html, page=not no_html)
     if written.page:
         err.print(f"report: {escape(str(written.page[0]))}", highlight=False, soft_wrap=True)
     return report

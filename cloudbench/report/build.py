@@ -6,7 +6,7 @@ this module adds the frame: status, repetitions, damaged files, failures.
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,15 +21,14 @@ from cloudbench.store.rundir import RunDir, find_runs
 from cloudbench.workloads import workload_kind
 
 
-def build_report(run: RunDir, checksums: Future[list[str]] | None = None) -> dict[str, Any]:
-    """The report of ``run`` as plain JSON values (what ``report.json`` holds). ``checksums`` is
-    ``run.verify()`` started by the caller (the CLI starts it before this module's imports, which it
-    overlaps: hashlib lets other threads run); without it the checksums run beside the scans."""
+def build_report(run: RunDir) -> dict[str, Any]:
+    """The report of ``run`` as plain JSON values (what ``report.json`` holds)."""
     manifest = run.manifest()
     with ThreadPoolExecutor(1) as pool:
-        damaged = checksums or pool.submit(run.verify)
+        # the files' checksums (hashlib lets other threads run) beside the workloads' scans
+        damaged = pool.submit(run.verify)
         rep = _report_of(run, manifest)
-        rep["damaged"] = damaged.result()
+    rep["damaged"] = damaged.result()
     # every warning the terminal and the page print, for programs that read report.json
     rep["warnings"] = report_views(rep).warnings()
     return rep

@@ -4,8 +4,8 @@ The report of a 6-hour run spent ~2.9 s importing before it read a row: report.b
 time-of-day analysis (scipy's fits) for every run, and the page imported the repetition analysis
 (statsmodels, pandas with it) to read a confirm.json that most runs do not have. The time of day
 loads for a scheduled campaign's run, the repetition analysis for a page that shows confirm.json,
-statsmodels for the checks that call it. The page's modules (matplotlib) load in a thread while the
-report is built, and only for a page: `report --no-html` never imports them.
+statsmodels for the checks that call it; the page's modules (matplotlib) only for a page:
+`report --no-html` never imports them.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ assert page.is_file()
 
 
 def test_a_report_without_its_page_imports_no_matplotlib(tmp_path: Path) -> None:
-    """`cloudbench report` imports the page's modules in a thread beside the scan (outputs.preload_page):
-    `--no-html` asks for no page, and starts no such import."""
+    """`cloudbench report` writes report.json in a forked child and imports the page's modules beside
+    it (outputs.write_outputs): `--no-html` asks for no page, and imports no matplotlib."""
     code = """
 import sys
 from pathlib import Path

@@ -228,23 +228,6 @@ def save(plot: Plot, folder: Path) -> tuple[str, list[Path]]:
     return svg, [svg_path, png_path]
 
 
-def warm_up() -> None:
-    """Load what the first figure of a page would load (the font files and their metrics, the SVG
-    and PNG writers) by drawing a small throwaway figure to memory: :func:`~cloudbench.report.outputs.preload_page`
-    does it in a thread while the report is built, so the page's figures start warm."""
-    fig = new_figure(2.0, 1.5)
-    ax = fig.subplots()
-    ax.plot([1.0, 2.0], [1.0, 4.0], marker="o", label="µs")
-    ax.set_yscale("log")
-    plain_log(ax.yaxis)
-    ax.set_title("warm-up")
-    ax.legend()
-    with drawing():
-        fig.savefig(io.StringIO(), format="svg")
-        fig.set_layout_engine("none")
-        fig.savefig(io.BytesIO(), format="png", dpi=150)
-
-
 def finite(x: Any) -> bool:
     """A number that can be drawn (report.json stores NaN as null)."""
     return isinstance(x, int | float) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
