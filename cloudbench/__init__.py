@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from cloudbench.report.files import to_json as _report_to_json
     from cloudbench.report.files import write_report as write_report
     from cloudbench.report.html import write_html as write_html
+    from cloudbench.report.outputs import write_outputs as write_outputs
     from cloudbench.report.render import render_report as render_report
     from cloudbench.report.sides import parse_when as parse_when
     from cloudbench.report.sides import parse_window as parse_window
@@ -156,6 +157,7 @@ _API: dict[str, tuple[str, str]] = {
     "build_report": ("cloudbench.report.build", "build_report"),
     "write_report": ("cloudbench.report.files", "write_report"),
     "write_html": ("cloudbench.report.html", "write_html"),
+    "write_outputs": ("cloudbench.report.outputs", "write_outputs"),
     "render_report": ("cloudbench.report.render", "render_report"),
     "ConfirmParams": ("cloudbench.analysis.confirm", "ConfirmParams"),
     "ConfirmResult": ("cloudbench.analysis.confirm", "ConfirmResult"),

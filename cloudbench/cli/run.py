@@ -22,12 +22,15 @@ HtmlOption = Annotated[Path | None, typer.Option(
 NoHtmlOption = Annotated[bool, typer.Option("--no-html", help="do not write the HTML report")]
 
 
-def _write_html(run_dir: cloudbench.RunDir, report: dict[str, Any], html: Path | None, no_html: bool) -> None:
-    """The one-file HTML report (figures also as SVG and PNG beside it); its path on stderr."""
-    if no_html:
-        return
-    page = cloudbench.write_html(run_dir, report, html)[0]
-    err.print(f"report: {escape(str(page))}", highlight=False, soft_wrap=True)
+def _report(run_dir: cloudbench.RunDir, html: Path | None, no_html: bool) -> dict[str, Any]:
+    """Build the report and write its files and (unless ``no_html``) the one-file HTML report
+    (figures also as SVG and PNG beside it), on both cores (:func:`cloudbench.write_outputs`);
+    the page's path on stderr; the report."""
+    report = cloudbench.build_report(run_dir)
+    written = cloudbench.write_outputs(run_dir, report, html, page=not no_html)
+    if written.page:
+        err.print(f"report: {escape(str(written.page[0]))}", highlight=False, soft_wrap=True)
+    return report
 
 
 @app.command()
@@ -70,9 +73,7 @@ def run(
             with RichUI(err, len(cloudbench.make_plan(s).trials)) as ui:
                 run_dir = cloudbench.run_campaign(s, spec, results, ui=ui, space_check=not no_space_check)
     with cloudbench.disk_full_recorded(run_dir, "writing the report"):
-        report = cloudbench.build_report(run_dir)
-        cloudbench.write_report(run_dir, report)
-        _write_html(run_dir, report, html, no_html)
+        report = _report(run_dir, html, no_html)
     cloudbench.render_report(report, out)
     out.print(f"results: {escape(str(run_dir.path))}", highlight=False)
     if report["status"] != "complete":
@@ -98,9 +99,7 @@ def report(
     report/index.html: one self-contained page with the figures, to open in a browser)."""
     run_dir = cloudbench.open_results(results, run_id)
     try:
-        rep = cloudbench.build_report(run_dir)
-        cloudbench.write_report(run_dir, rep)
-        _write_html(run_dir, rep, html, no_html)
+        rep = _report(run_dir, html, no_html)
     except OSError as e:  # the run itself is whole: say so, and exit 5 without a traceback
         if not is_disk_full(e):
             raise

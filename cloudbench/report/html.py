@@ -22,6 +22,7 @@ import json
 import math
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,6 +36,7 @@ from cloudbench.errors import ResultError
 from cloudbench.report.figures import section_figures
 from cloudbench.report.figures.style import Note, Plot, inline_svg, save
 from cloudbench.report.files import CONFIRM_DIR, REPORT_DIR
+from cloudbench.report.forked import CAN_FORK, Forked
 from cloudbench.report.render import ReportViews, report_views
 from cloudbench.store import formats
 from cloudbench.store.manifest import Manifest
@@ -100,8 +102,11 @@ class Page:
 
     def __init__(self, figures_dir: Path) -> None:
         self.figures_dir = figures_dir
-        self.parts: list[str] = []
+        self.parts: list[str | Plot] = []
+        """The page's HTML in order; a figure stands as its Plot until it is saved."""
         self.toc: list[tuple[str, str]] = []
+        self.plots: list[Plot] = []
+        self.saved: dict[str, tuple[str, list[Path]]] = {}
         self.written: list[Path] = []
         self.names: set[str] = set()
         self.shown: set[str] = set()
@@ -115,8 +120,9 @@ class Page:
         self.parts.append(fragment)
 
     def figure(self, plot: Plot | Note) -> None:
-        """Save ``plot`` as SVG and PNG under figures/ and inline its SVG with its caption;
-        a note (a figure with nothing to draw) is printed in its place, no file written."""
+        """Place ``plot`` (saved as SVG and PNG under figures/ by :meth:`save_figures`, its SVG
+        inlined with its caption); a note (a figure with nothing to draw) is printed in its place,
+        no file written."""
         if isinstance(plot, Note):
             self.parts.append(f'<p class="note"><b>{esc(plot.title)}.</b> {esc(plot.text)}</p>')
             return
@@ -126,15 +132,41 @@ class Page:
             name, k = f"{plot.name}-{k}", k + 1
         self.names.add(name)
         plot.name = name
+        self.plots.append(plot)
+        self.parts.append(plot)
+
+    def save_figures(self, fork: bool) -> None:
+        """Save every figure placed (SVG and PNG), the odd ones (2nd, 4th …) by a forked child
+        with ``fork``: the figures are drawn, rendering them is the page's work (SVG and PNG in turn,
+        on one core otherwise)."""
+        theirs = self.plots[1::2] if fork and len(self.plots) > 1 else []
+        mine = self.plots[0::2] if theirs else self.plots
+        child = Forked(partial(_saved, theirs, self.figures_dir)) if theirs else None
         try:
-            svg, paths = save(plot, self.figures_dir)
+            self.saved = _saved(mine, self.figures_dir)
+            if child is not None:
+                self.saved |= child.result()
         finally:
-            _close(plot.figure)
-        self.written += paths
-        self.parts.append(
-            f'<figure id="fig-{esc(name)}">{inline_svg(svg, plot.alt)}'
-            f"<figcaption><b>{esc(plot.title)}.</b> {esc(plot.alt)} "
-            f'<span class="small">(files: {FIGURES_DIR}/{esc(name)}.svg, .png)</span></figcaption></figure>')
+            if child is not None:
+                child.stop()  # on an error here: the child's figures are not waited for
+            for p in self.plots:
+                _close(p.figure)
+        self.written = [path for p in self.plots for path in self.saved[p.name][1]]
+
+    def text(self) -> str:
+        """The page's sections, each figure with its SVG inlined (after :meth:`save_figures`)."""
+        return "".join(self._figure_html(p) if isinstance(p, Plot) else p for p in self.parts)
+
+    def _figure_html(self, plot: Plot) -> str:
+        svg = self.saved[plot.name][0]
+        return (f'<figure id="fig-{esc(plot.name)}">{inline_svg(svg, plot.alt)}'
+                f"<figcaption><b>{esc(plot.title)}.</b> {esc(plot.alt)} "
+                f'<span class="small">(files: {FIGURES_DIR}/{esc(plot.name)}.svg, .png)</span></figcaption></figure>')
+
+
+def _saved(plots: list[Plot], folder: Path) -> dict[str, tuple[str, list[Path]]]:
+    """Each plot saved as SVG and PNG in ``folder``: its name -> its SVG text and the paths."""
+    return {p.name: save(p, folder) for p in plots}
 
 
 def to_the_second(stamp: str | None) -> str:
@@ -292,8 +324,10 @@ def _metadata(page: Page, report: dict[str, Any], manifest: Manifest) -> None:
              + esc(json.dumps(manifest.spec, indent=2, sort_keys=False)) + "</pre></details>")
 
 
-def render_html(run: RunDir, report: dict[str, Any], figures_dir: Path) -> tuple[str, list[Path]]:
-    """The page's text, and the figure files written into ``figures_dir``."""
+def render_html(run: RunDir, report: dict[str, Any], figures_dir: Path,
+                fork: bool = CAN_FORK) -> tuple[str, list[Path]]:
+    """The page's text, and the figure files written into ``figures_dir`` (half of them by a forked
+    child with ``fork``: the same files either way)."""
     manifest = run.manifest()
     page = Page(figures_dir)
     views = report_views(report)  # what the terminal prints, shown in the same words
@@ -305,6 +339,7 @@ def render_html(run: RunDir, report: dict[str, Any], figures_dir: Path) -> tuple
     if confirm_path is not None:
         _confirm(page, confirm_path)
     _metadata(page, report, manifest)
+    page.save_figures(fork)
     nav = "<nav><ul>" + "".join(f'<li><a href="#{esc(a)}">{esc(t)}</a></li>' for a, t in page.toc) + "</ul></nav>"
     title = f"{report.get('campaign', '?')} — run {report.get('run_id', '?')}"
     text = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -312,20 +347,24 @@ def render_html(run: RunDir, report: dict[str, Any], figures_dir: Path) -> tuple
             f"<style>{CSS}</style></head><body><h1>{esc(title)}</h1><p>{esc(views.header.text)}</p>"
             f"<p class=\"small\">cloudbench report; one file, nothing loaded from elsewhere. "
             f"Figures are also under {FIGURES_DIR}/ as SVG and PNG.</p>"
-            f"{nav}{''.join(page.parts)}</body></html>\n")
+            f"{nav}{page.text()}</body></html>\n")
     return text, page.written
 
 
-def write_html(run: RunDir, report: dict[str, Any], path: Path | None = None) -> list[Path]:
+def write_html(run: RunDir, report: dict[str, Any], path: Path | None = None, fork: bool = CAN_FORK) -> list[Path]:
     """Write the page (default ``<run>/report/index.html``) and its figures (``figures/``
-    beside the page); the paths written, the page first."""
+    beside the page; with ``fork`` half of them saved by a forked child); the paths written, the page first."""
     path = path or run.path / REPORT_DIR / HTML_NAME
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        text, figs = render_html(run, report, path.parent / FIGURES_DIR)
+        text, figs = render_html(run, report, path.parent / FIGURES_DIR, fork)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+        except BaseException:  # a full disk leaves no index.html.tmp
+            tmp.unlink(missing_ok=True)
+            raise
     except OSError as e:
         raise ResultError(str(path), f"cannot write the HTML report: {e.strerror or e}") from e
     return [path, *figs]

@@ -154,7 +154,8 @@ def _patch_site(site: str, mnt: Path, mp: pytest.MonkeyPatch) -> None:
     elif site == "summaries":
         mp.setattr("cloudbench.runner.campaign_runner.write_summaries", _once(write_summaries, lambda *a: True, mnt))
     elif site == "report":
-        mp.setattr(cloudbench, "write_report", _once(cloudbench.write_report, lambda *a: True, mnt))
+        # report.json and the CSVs, written (by a forked child) beside the page
+        mp.setattr("cloudbench.report.outputs.write_report", _once(cloudbench.write_report, lambda *a: True, mnt))
     elif site == "journal":
         mp.setattr(Journal, "update_trial", _once(Journal.update_trial,
                                                   lambda self, tid, event, *a, **kw: event == "trial end", mnt))

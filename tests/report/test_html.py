@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from cloudbench.errors import ResultError
 from cloudbench.report.build import build_report
 from cloudbench.report.confirm import confirm, write_confirm
 from cloudbench.report.html import write_html
+from cloudbench.report.outputs import write_outputs
 from cloudbench.store.rundir import RunDir
 from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
 from cloudbench.workloads.echo.report import health_text
@@ -189,3 +191,46 @@ def test_no_late_round_is_said_in_words(late: int, text: str) -> None:
     """'0 of 100 rounds (0.00%) left late, by at most 0.8 ms' read as a contradiction."""
     line = health_text("echo", {**HEALTH, "rounds": 100, "late_sends": late, "max_send_lag_us": 800})
     assert text in line and ("0 of 100" not in line)
+
+
+def test_the_page_and_files_written_on_two_cores_are_those_written_on_one(tmp_path: Path) -> None:
+    """write_outputs forks report.json and the CSVs off, and write_html half of the figures: the page,
+    every figure file and report.json are the same bytes as written in order by one process."""
+    camp = make_campaign(tmp_path, "c", [FakeRun({("rtt_p50_us", "cross_zone"): normal_values(20, 500.0, 0.05, 1)})])
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    rep = full_report(run)
+
+    def written(fork: bool, where: str) -> dict[str, bytes]:
+        out = write_outputs(run, rep, tmp_path / where / "index.html", fork=fork)
+        assert out.page[0] == tmp_path / where / "index.html"
+        files = [*out.report, *out.page]
+        assert len(set(files)) == len(files)
+        # report.json and the CSVs: one directory for both writers, read as each left it
+        return {str(p.relative_to(p.parent.parent if p.parent.name == "figures" else p.parent)): p.read_bytes()
+                for p in files}
+
+    one, two = written(False, "one"), written(True, "two")
+    assert sorted(one) == sorted(two) and len([k for k in two if k.endswith(".svg")]) == 10
+    assert [k for k in one if one[k] != two[k]] == []
+
+
+def test_every_other_figure_is_saved_by_a_forked_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's figures are saved on two cores: the 2nd, 4th … by a child, the others here."""
+    from cloudbench.report import html as page_module
+
+    camp = make_campaign(tmp_path, "c", [FakeRun({("rtt_p50_us", "cross_zone"): normal_values(20, 500.0, 0.05, 1)})])
+    run = RunDir(next(camp.glob("*/manifest.json")).parent)
+    log = tmp_path / "savers"
+    real_save = page_module.save
+
+    def save(plot: Any, folder: Path) -> Any:
+        with log.open("a") as f:
+            f.write(f"{plot.name} {os.getpid()}\n")
+        return real_save(plot, folder)
+
+    monkeypatch.setattr(page_module, "save", save)
+    page = write_html(run, full_report(run))[0]
+    order = re.findall(r'<figure id="fig-([^"]+)"', page.read_text())
+    saver = dict(line.split() for line in log.read_text().splitlines())
+    assert sorted(saver) == sorted(order) and len(order) == 10
+    assert [int(saver[n]) == os.getpid() for n in order] == [True, False] * 5

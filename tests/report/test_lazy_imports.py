@@ -4,7 +4,8 @@ The report of a 6-hour run spent ~2.9 s importing before it read a row: report.b
 time-of-day analysis (scipy's fits) for every run, and the page imported the repetition analysis
 (statsmodels, pandas with it) to read a confirm.json that most runs do not have. The time of day
 loads for a scheduled campaign's run, the repetition analysis for a page that shows confirm.json,
-statsmodels for the checks that call it.
+statsmodels for the checks that call it; the page's modules (matplotlib) only for a page:
+`report --no-html` never imports them.
 """
 
 from __future__ import annotations
@@ -47,6 +48,26 @@ page, *_ = write_html(run, build_report(run))
 assert page.is_file()
 """
     assert loaded(code, str(tmp_path)) == ["matplotlib"]  # the page's figures, nothing else of HEAVY
+
+
+def test_a_report_without_its_page_imports_no_matplotlib(tmp_path: Path) -> None:
+    """`cloudbench report` writes report.json in a forked child and imports the page's modules beside
+    it (outputs.write_outputs): `--no-html` asks for no page, and imports no matplotlib."""
+    code = """
+import sys
+from pathlib import Path
+from typer.testing import CliRunner
+from cloudbench.cli import app
+from cloudbench.testing.fake_results import FakeRun, make_campaign, normal_values
+values = {("rtt_p50_us", "cross_zone"): normal_values(5, 500.0, 0.05, 1)}
+camp = make_campaign(Path(sys.argv[1]), "c", [FakeRun(values)])
+r = CliRunner().invoke(app, ["report", str(camp), "--no-html", "--json"])
+assert r.exit_code == 0 and '"schema"' in r.output, r.output
+"""
+    assert loaded(code, str(tmp_path)) == []
+    with_page = code.replace('"--no-html", ', "").replace(
+        "assert r.exit_code", "assert any(camp.glob('*/report/index.html')) and r.exit_code")
+    assert loaded(with_page, str(tmp_path / "page")) == ["matplotlib"]
 
 
 def test_confirm_diurnal_and_changes_import_no_workload_kind_and_changes_no_matplotlib() -> None:
