@@ -238,27 +238,19 @@ def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
     mean) by the kernel ``cb_pelt``: the same cumulative sums (numpy's), the same recursion
     operation for operation, the same change points; its loop over the window medians in
     Python took 9-12 ms on a 6-hour pair's 720 windows. levelshift's without the kernel."""
+    return plain_pelt(y, penalty, min_segment, None if kernel() is None else _compiled_recursion)
+
+
+def _compiled_recursion(cs: np.ndarray, cs2: np.ndarray, n: int, penalty: float,
+                        min_segment: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`cloudbench.analysis.levelshift.pelt_recursion` by ``cb_pelt``."""
     lib = kernel()
-    if lib is None:
-        return plain_pelt(y, penalty, min_segment)
-    y = np.asarray(y, dtype=float)
-    n = len(y)
-    if n < 2 * min_segment:
-        return []
-    cs = np.concatenate([[0.0], np.cumsum(y)])
-    cs2 = np.concatenate([[0.0], np.cumsum(y * y)])
+    assert lib is not None
     f, last = np.empty(n + 1), np.empty(n + 1, dtype=np.int64)
     cands, fc = np.empty(n + 1, dtype=np.int64), np.empty(n + 1)
     lib.pelt(cs.ctypes.data, cs2.ctypes.data, n, float(penalty), int(min_segment), f.ctypes.data,
              last.ctypes.data, cands.ctypes.data, fc.ctypes.data)
-    cps: list[int] = []
-    t = n
-    while t > 0 and np.isfinite(f[t]):
-        s = int(last[t])
-        if s > 0:
-            cps.append(s)
-        t = s
-    return sorted(cps)
+    return f, last
 
 
 def finite_and_ordered(t: np.ndarray, y: np.ndarray) -> bool:

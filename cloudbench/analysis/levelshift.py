@@ -37,7 +37,7 @@ so read steps in a series that also swings as approximations.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -278,14 +278,35 @@ def running_median(y: np.ndarray, width: int) -> np.ndarray:
     return np.asarray(bn.move_median(mirrored, 2 * half + 1)[2 * half:])
 
 
-def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
-    """Change points of a piecewise-constant mean (indices where new segments start)."""
+PeltRecursion = Callable[[np.ndarray, np.ndarray, int, float, int], tuple[np.ndarray, np.ndarray]]
+"""``(cs, cs2, n, penalty, min_segment) -> (f, last)``: PELT's optimal costs and each end's best start."""
+
+
+def pelt(y: np.ndarray, penalty: float, min_segment: int = 2,
+         recursion: PeltRecursion | None = None) -> list[int]:
+    """Change points of a piecewise-constant mean (indices where new segments start).
+    ``recursion``: another implementation of :func:`pelt_recursion` (the events' compiled one)."""
     y = np.asarray(y, dtype=float)
     n = len(y)
     if n < 2 * min_segment:
         return []
     cs = np.concatenate([[0.0], np.cumsum(y)])
     cs2 = np.concatenate([[0.0], np.cumsum(y * y)])
+    f, last = (recursion or pelt_recursion)(cs, cs2, n, penalty, min_segment)
+    cps: list[int] = []
+    t = n
+    while t > 0 and np.isfinite(f[t]):
+        s = int(last[t])
+        if s > 0:
+            cps.append(s)
+        t = s
+    return sorted(cps)
+
+
+def pelt_recursion(cs: np.ndarray, cs2: np.ndarray, n: int, penalty: float,
+                   min_segment: int) -> tuple[np.ndarray, np.ndarray]:
+    """PELT's recursion over the cumulative sums of y and y·y (a 0 in front): ``f[t]``, the optimal
+    cost of ``y[:t]``, and ``last[t]``, the start of its last segment (the first minimum wins)."""
     f = np.full(n + 1, np.inf)
     f[0] = -penalty
     last = np.zeros(n + 1, dtype=np.int64)
@@ -302,14 +323,7 @@ def pelt(y: np.ndarray, penalty: float, min_segment: int = 2) -> list[int]:
             cands = np.concatenate((ok[fc <= f[t]], cands[k:]))
         if t <= n - min_segment:
             cands = np.append(cands, t)
-    cps: list[int] = []
-    t = n
-    while t > 0 and np.isfinite(f[t]):
-        s = int(last[t])
-        if s > 0:
-            cps.append(s)
-        t = s
-    return sorted(cps)
+    return f, last
 
 
 def detect(times: np.ndarray, values: np.ndarray, *, penalty_k: float = 4.0, step_k: float = 4.0,
