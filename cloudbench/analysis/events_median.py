@@ -51,8 +51,16 @@ from cloudbench.analysis.levelshift import pelt as plain_pelt
 from cloudbench.core import ckernels
 
 C_SOURCE = Path(__file__).resolve().with_suffix(".c")
-_lock = threading.Lock()
-_kernel: list[Kernels | None] = []  # [the loaded kernels, or None: not available]
+_P, _I64 = ctypes.c_void_p, ctypes.c_int64
+SIGNATURES: dict[str, ckernels.Signature] = {
+    "cb_slide": (ctypes.c_int, (_P, _P, _I64, _I64, _P)),
+    "cb_level": (ctypes.c_int, (_P, _I64, _I64, ctypes.c_double, _P, _P, _P, _P)),
+    "cb_windows": (_I64, (_P, _I64, ctypes.c_double, _P, _P)),
+    "cb_quiet": (_I64, (_P, _I64, ctypes.c_double, _P, _P)),
+    "cb_pelt": (None, (_P, _P, _I64, ctypes.c_double, _I64, _P, _P, _P, _P)),
+    "cb_ordered": (ctypes.c_int, (_P, _P, _I64)),
+}
+"""The kernels' ctypes signatures (``events_median.c``), by C name."""
 
 
 @dataclass(frozen=True)
@@ -67,35 +75,14 @@ class Kernels:
     ordered: Callable[..., int]  # cb_ordered: a pair's echoes finite and in send order
 
 
-def _build() -> Kernels | None:
-    """Load the kernels (:func:`cloudbench.core.ckernels.load` compiles them once per source
-    version) and declare their signatures; None without a compiler or when the build fails."""
-    dll = ckernels.load(C_SOURCE)
-    if dll is None:
-        return None
-    slide, level, windows, quiet = dll.cb_slide, dll.cb_level, dll.cb_windows, dll.cb_quiet
-    pelt, ordered = dll.cb_pelt, dll.cb_ordered
-    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    slide.restype = level.restype = ctypes.c_int
-    slide.argtypes = [ptr, ptr, i64, i64, ptr]
-    level.argtypes = [ptr, i64, i64, ctypes.c_double, ptr, ptr, ptr, ptr]
-    windows.restype = i64
-    windows.argtypes = [ptr, i64, ctypes.c_double, ptr, ptr]
-    quiet.restype = i64
-    quiet.argtypes = [ptr, i64, ctypes.c_double, ptr, ptr]
-    pelt.restype = None
-    pelt.argtypes = [ptr, ptr, i64, ctypes.c_double, i64, ptr, ptr, ptr, ptr]
-    ordered.restype = ctypes.c_int
-    ordered.argtypes = [ptr, ptr, i64]
-    return Kernels(slide, level, windows, quiet, pelt, ordered)
-
-
 def kernel() -> Kernels | None:
-    """The compiled kernels, built and loaded on the first call; None when they are not available."""
-    with _lock:
-        if not _kernel:
-            _kernel.append(_build())
-        return _kernel[0]
+    """The compiled kernels from :func:`cloudbench.core.ckernels.load` (built and loaded once a
+    process, :data:`SIGNATURES` applied); None without a compiler or when the build fails."""
+    fns = ckernels.load(C_SOURCE, SIGNATURES)
+    if fns is None:
+        return None
+    return Kernels(fns["cb_slide"], fns["cb_level"], fns["cb_windows"], fns["cb_quiet"], fns["cb_pelt"],
+                   fns["cb_ordered"])
 
 
 def sliding_median(x: np.ndarray, width: int) -> np.ndarray:

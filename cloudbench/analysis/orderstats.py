@@ -17,7 +17,6 @@ Everything here is pure: arrays in, numbers out. The scans are the caller's.
 from __future__ import annotations
 
 import ctypes
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,27 +48,17 @@ def value_bins(values: np.ndarray) -> np.ndarray:
 
 
 _C_SOURCE = Path(__file__).resolve().with_name("orderstats_bins.c")
-_lock = threading.Lock()
-_kernels: list[dict[str, Any] | None] = []  # [the compiled functions by name, or None: not available]
+_P, _I64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+_SIGNATURES: dict[str, ckernels.Signature] = {
+    **{f"cb_hist_{t}": (None, (_P, _I64, _INT, _I64, _I64, _P)) for t in ("u32", "u64")},
+    **{f"cb_select_{t}": (_I64, (_P, _I64, _P, _INT, _I64, _I64, _P, _P, _I64)) for t in ("u32", "u64")},
+}
 
 
-def _compiled() -> dict[str, Any] | None:
-    """The bins' kernels (``orderstats_bins.c``: one pass, the GIL released), loaded on the first call;
-    None without a compiler (then numpy runs)."""
-    with _lock:
-        if not _kernels:
-            lib = ckernels.load(_C_SOURCE)
-            fns: dict[str, Any] | None = None
-            if lib is not None:
-                ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-                fns = {}
-                for t in ("u32", "u64"):
-                    h, sel = getattr(lib, f"cb_hist_{t}"), getattr(lib, f"cb_select_{t}")
-                    h.restype, h.argtypes = None, [ptr, i64, c_int, i64, i64, ptr]
-                    sel.restype, sel.argtypes = i64, [ptr, i64, ptr, c_int, i64, i64, ptr, ptr, i64]
-                    fns[f"hist_{t}"], fns[f"select_{t}"] = h, sel
-            _kernels.append(fns)
-        return _kernels[0]
+def _compiled() -> ckernels.Functions | None:
+    """The bins' kernels (``orderstats_bins.c``: one pass, the GIL released) by C name, from
+    :func:`cloudbench.core.ckernels.load`; None without a compiler (then numpy runs)."""
+    return ckernels.load(_C_SOURCE, _SIGNATURES)
 
 
 _KERNEL_TYPES = {np.dtype(np.uint32): "u32", np.dtype(np.uint64): "u64"}
@@ -83,7 +72,7 @@ def histogram(values: np.ndarray) -> np.ndarray:
     if fns is None:
         return np.bincount(value_bins(values), minlength=NBINS)
     hist = np.zeros(NBINS, dtype=np.int64)
-    fns[f"hist_{t}"](values.ctypes.data, len(values), _SHIFT, _ONE - 1, NBINS, hist.ctypes.data)
+    fns[f"cb_hist_{t}"](values.ctypes.data, len(values), _SHIFT, _ONE - 1, NBINS, hist.ctypes.data)
     return hist
 
 
@@ -96,7 +85,7 @@ def needed_values(cells: np.ndarray, need: np.ndarray, room: int) -> tuple[np.nd
     if fns is not None:
         bins, vals = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
         need8 = np.ascontiguousarray(need, dtype=np.uint8)
-        k = int(fns[f"select_{t}"](cells.ctypes.data, len(cells), need8.ctypes.data, _SHIFT, _ONE - 1, NBINS,
+        k = int(fns[f"cb_select_{t}"](cells.ctypes.data, len(cells), need8.ctypes.data, _SHIFT, _ONE - 1, NBINS,
                                    bins.ctypes.data, vals.ctypes.data, room))
         if k <= room:
             return bins[:k], vals[:k]

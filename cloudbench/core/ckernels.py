@@ -3,8 +3,10 @@
 A kernel's library is compiled once per source version (``cc``, ``gcc`` or ``clang``),
 cached under ``$XDG_CACHE_HOME/cloudbench`` by the hash of its source, flags and machine
 (a home shared by x86 and arm hosts keeps one library each), and
-loaded with ctypes (whose calls release the GIL). Without a compiler, or when the
-build or the load fails, :func:`load` gives None and the caller runs its numpy path.
+loaded with ctypes (whose calls release the GIL). :func:`load` is the one way a module gets
+its kernels: it builds and loads the library once per process and hands back its functions
+with the caller's ctypes signatures applied, the same mapping on every later call. Without a
+compiler, or when the build or the load fails, it gives None and the caller runs its numpy path.
 """
 
 from __future__ import annotations
@@ -17,14 +19,22 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 CFLAGS = ("-O2", "-shared", "-fPIC", "-ffp-contract=off")
 """No contraction of a·b + c into one rounding: a kernel's arithmetic is numpy's, operation for operation."""
 
+Signature = tuple[Any, tuple[Any, ...]]
+"""A C function's ctypes ``(restype, argtypes)``: e.g. ``(ctypes.c_int64, (ctypes.c_void_p, ctypes.c_int64))``,
+``None`` as restype for ``void``."""
+Functions = Mapping[str, Callable[..., Any]]
+"""A library's functions by their C name, their signatures applied."""
+
 _lock = threading.Lock()
-_loaded: dict[Path, ctypes.CDLL | None] = {}
+_loaded: dict[Path, ctypes.CDLL | None] = {}  # the libraries, by source: one build and load a process
+_typed: dict[tuple[Path, frozenset[tuple[str, Signature]]], Functions | None] = {}  # what load gave
 
 
 def cache_dir() -> Path:
@@ -56,13 +66,30 @@ def compile_c(source: Path, out: Path, flags: Sequence[str]) -> str | None:
     return None
 
 
-def load(source: Path) -> ctypes.CDLL | None:
-    """The library built from ``source`` (a C file), compiled on the first call of the process
-    when the cache does not hold it; None when it cannot be built or loaded."""
+def load(source: Path, signatures: Mapping[str, Signature]) -> Functions | None:
+    """The functions ``signatures`` names (C name → :data:`Signature`) of the library built
+    from ``source`` (a C file), their ctypes signatures applied; the library is compiled on the
+    first call of the process when the cache does not hold it, and loaded once. Later calls
+    with the same signatures give the same mapping; other signatures for the same source get
+    their own function objects on the one library (ctypes keeps a signature per object).
+    None when the library cannot be built or loaded; a name the library lacks raises
+    AttributeError (the source and its caller disagree: a bug, not the machine)."""
+    key = (source, frozenset(signatures.items()))
     with _lock:
-        if source not in _loaded:
-            _loaded[source] = _build(source)
-        return _loaded[source]
+        if key not in _typed:
+            if source not in _loaded:
+                _loaded[source] = _build(source)
+            _typed[key] = None if (dll := _loaded[source]) is None else _bind(dll, signatures)
+        return _typed[key]
+
+
+def _bind(dll: ctypes.CDLL, signatures: Mapping[str, Signature]) -> Functions:
+    fns: dict[str, Callable[..., Any]] = {}
+    for name, (restype, argtypes) in signatures.items():
+        fn = dll[name]  # a new function object (AttributeError when missing): its signature is this caller's alone
+        fn.restype, fn.argtypes = restype, argtypes
+        fns[name] = fn
+    return fns
 
 
 def _build(source: Path) -> ctypes.CDLL | None:

@@ -281,7 +281,7 @@ def test_the_quiet_residuals_equal_numpys_dilated_mask(seed: int, monkeypatch: p
         cases.append((ends, 10.0))
     for kernel_too in (True, False):
         if not kernel_too:
-            monkeypatch.setattr(events_median, "_kernel", [None])
+            monkeypatch.setattr(events_median, "kernel", lambda: None)
         for r, cut in cases:
             a = np.abs(r)
             rough = a > cut
@@ -308,7 +308,7 @@ def test_without_the_compiled_walk_bottleneck_gives_the_same_medians(monkeypatch
 
     x = np.round(np.random.default_rng(1).lognormal(4.0, 0.6, 5000))
     compiled = events_median.running_median(x, 101)
-    monkeypatch.setattr(events_median, "_kernel", [None])
+    monkeypatch.setattr(events_median, "kernel", lambda: None)
     assert events_median.running_median(x, 101).tolist() == compiled.tolist()
 
 
@@ -408,7 +408,7 @@ def test_the_window_medians_and_each_echos_window_equal_the_plain_bookkeeping(se
               (np.array([5.0]), np.array([2.5]), 30.0)]
     for kernel_too in (True, False):
         if not kernel_too:
-            monkeypatch.setattr(events_median, "_kernel", [None])
+            monkeypatch.setattr(events_median, "kernel", lambda: None)
         for t, y, width in cases:
             starts, med, bounds = _window_medians(t, y, width)
             w = np.floor((t - t[0]) / width).astype(np.int64)

@@ -31,7 +31,7 @@ def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         if ost._compiled() is None:
             pytest.skip("no C compiler: the numpy path is all there is")
     else:
-        monkeypatch.setattr(ost, "_kernels", [None])
+        monkeypatch.setattr(ost, "_compiled", lambda: None)
     return bool(request.param)
 
 
@@ -73,18 +73,21 @@ def test_kernels_build_once_into_the_cache_and_are_none_without_a_compiler(tmp_p
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(ckernels, "_loaded", {})
+    monkeypatch.setattr(ckernels, "_typed", {})
     source = Path(ost.__file__).with_name("orderstats_bins.c")
     if shutil.which("cc") or shutil.which("gcc") or shutil.which("clang"):
-        assert ckernels.load(source) is not None
+        assert ckernels.load(source, ost._SIGNATURES) is not None
         assert [p.name.split("-")[0] for p in (tmp_path / "cloudbench").iterdir()] == ["orderstats_bins"]
     monkeypatch.setattr(ckernels, "_loaded", {})
+    monkeypatch.setattr(ckernels, "_typed", {})
     for p in (tmp_path / "cloudbench").glob("*"):
         p.unlink()
     monkeypatch.setattr(ckernels.shutil, "which", lambda name: None)
-    assert ckernels.load(source) is None
+    assert ckernels.load(source, ost._SIGNATURES) is None
     broken = tmp_path / "broken.c"
     broken.write_text("this is not C\n")
     monkeypatch.undo()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(ckernels, "_loaded", {})
-    assert ckernels.load(broken) is None  # the build fails: the numpy path
+    monkeypatch.setattr(ckernels, "_typed", {})
+    assert ckernels.load(broken, {}) is None  # the build fails: the numpy path

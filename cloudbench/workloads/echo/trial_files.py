@@ -177,10 +177,7 @@ def numpy_of(arr: pa.Array) -> np.ndarray:
     t, n = arr.type, len(arr)
     if not arr.null_count and (pa.types.is_integer(t) or pa.types.is_floating(t)):
         kind = "u" if pa.types.is_unsigned_integer(t) else "f" if pa.types.is_floating(t) else "i"
-        dtype = np.dtype(f"{kind}{t.bit_width // 8}")
-        if not n:
-            return np.empty(0, dtype=dtype)
-        return np.frombuffer(arr.buffers()[1], dtype=dtype, count=n, offset=arr.offset * dtype.itemsize)
+        return _buffer_values(arr, np.dtype(f"{kind}{t.bit_width // 8}"))
     if not arr.null_count and pa.types.is_boolean(t):
         if not n:
             return np.empty(0, dtype=bool)
@@ -188,6 +185,14 @@ def numpy_of(arr: pa.Array) -> np.ndarray:
         return np.unpackbits(bits, count=arr.offset + n, bitorder="little")[arr.offset:].view(bool)
     out: np.ndarray = arr.to_numpy(zero_copy_only=False)
     return out
+
+
+def _buffer_values(arr: pa.Array, dtype: np.dtype) -> np.ndarray:
+    """A fixed-width array's values buffer as numpy of ``dtype`` (its width), from the array's
+    offset, no copy; whatever the buffer holds at a null."""
+    if not len(arr):
+        return np.empty(0, dtype=dtype)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
 
 
 def ints_and_nulls(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -198,8 +203,7 @@ def ints_and_nulls(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
         return to_numpy(arr, np.int64), np.empty(0, dtype=np.int64)
     if arr.type != pa.int64():
         return to_numpy(arr.fill_null(0), np.int64), true_at(arr.is_null())
-    vals = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=len(arr), offset=arr.offset * 8)
-    return vals, true_at(arr.is_null())
+    return _buffer_values(arr, np.dtype(np.int64)), true_at(arr.is_null())
 
 
 def true_at(col: pa.ChunkedArray | pa.Array) -> np.ndarray:

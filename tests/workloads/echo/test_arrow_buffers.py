@@ -3,6 +3,7 @@ and the true positions of ``timeout`` (:mod:`cloudbench.workloads.echo.trial_fil
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,31 @@ def test_values_and_nulls_come_from_the_buffers_at_any_offset(start: int) -> Non
     arr = _with_garbage_under_nulls(VALUES)
     assert np.frombuffer(arr.buffers()[1], dtype=np.int64)[1] == GARBAGE
     _check(pa.chunked_array([arr.slice(start)]), VALUES[start:])
+
+
+ENDS = [None, 2, 3, None, None, 6, 7, None, 9, None]  # nulls first and last, and beside each other
+
+
+@pytest.mark.parametrize(("start", "stop"), [(0, 10), (0, 4), (3, 8), (3, 5), (7, 10), (9, 10), (1, 3)])
+def test_int64_values_are_the_buffers_bytes_from_the_offset_with_nulls_at_the_ends(start: int, stop: int) -> None:
+    """A sliced int64 chunk (an offset into its buffer) with a null at its first and/or last
+    position: the values are the buffer's own 8-byte words from the offset on, the garbage
+    under the nulls included (no fill, no copy), and the nulls' positions are the chunk's."""
+    arr = _with_garbage_under_nulls(ENDS)
+    part = arr.slice(start, stop - start)
+    assert part.offset == start
+    vals, nulls = ints_and_nulls(pa.chunked_array([part]))
+    words = np.frombuffer(arr.buffers()[1], dtype=np.int64)
+    assert vals.dtype == np.int64 and vals.tobytes() == words[start:stop].tobytes()
+    assert np.shares_memory(vals, words)
+    assert nulls.tolist() == [i for i, v in enumerate(ENDS[start:stop]) if v is None]
+
+
+def test_chunks_that_begin_and_end_with_nulls_join_in_order() -> None:
+    arr = _with_garbage_under_nulls(ENDS)
+    for cuts in ([0, 4, 10], [0, 3, 5, 8, 10], [1, 4, 8, 10], [0, 1, 10]):
+        chunks = [arr.slice(a, b - a) for a, b in itertools.pairwise(cuts)]
+        _check(pa.chunked_array(chunks), ENDS[cuts[0]:cuts[-1]])
 
 
 def test_several_chunks_narrow_types_and_no_nulls() -> None:
