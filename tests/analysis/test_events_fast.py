@@ -191,6 +191,33 @@ def test_the_counted_level_equals_scipys_median_filter_on_grids(seed: int) -> No
                 assert resid.tolist() == (y - want).tolist() and absr.tolist() == np.abs(y - want).tolist()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_counted_level_follows_a_median_across_empty_lines_and_groups_of_keys(seed: int) -> None:
+    """The cursor finds the next key with a value in its own word or the words either side without a
+    search; further away it skips lines of 512 keys and groups of 32,768 by their flags, which stay
+    set over lines emptied since (cleared by the search that finds them empty). Modes 0.1–0.2 M
+    keys apart, the median switching between them every few windows, sparse values in the gaps
+    (flags left set as they leave), keys right at word, line and group edges: scipy's level."""
+    from scipy import ndimage
+
+    rng = np.random.default_rng(seed)
+    n = 30000
+    modes = np.array([1000.0, 120_000.0, 330_000.0])
+    which = np.repeat(rng.integers(0, 3, n // 150 + 1), 150)[:n]
+    k = np.round(modes[which] + rng.normal(0.0, 40.0, n))
+    gaps = rng.random(n) < 0.05
+    k[gaps] = np.round(rng.uniform(2000.0, 330_000.0, gaps.sum()))
+    edges = rng.random(n) < 0.02  # 64 · 8 · 64 keys a group: its first and last key, a line's, a word's
+    k[edges] = rng.choice([32768.0, 32767.0, 65536.0, 512.0 * 7, 512.0 * 7 - 1, 64.0 * 9, 64.0 * 9 - 1], edges.sum())
+    y = k / 1e3
+    for half in (1, 3, 40, 101, 700):
+        rc, level, resid, _ = _counted_level(y, half, 1e3)
+        assert rc == 0, half
+        want = ndimage.median_filter(y, size=2 * half + 1, mode="mirror")
+        assert level.tolist() == want.tolist(), half
+        assert resid.tolist() == (y - want).tolist()
+
+
 def test_the_counted_level_declines_what_it_cannot_count_and_the_level_is_the_same() -> None:
     """Off the grid (1), a median among values counted together, far above the smallest (2),
     and a window too wide or too long for the series (3): the kernel declines, and
