@@ -502,3 +502,27 @@ def test_the_group_detector_with_the_gated_step_p_equals_the_full_count(monkeypa
     monkeypatch.setattr(levelshift, "step_p", lambda *a, gate=False, **k: full_step_p(*a, **k))
     assert [repr(levelshift.detect(t, y)) for t, y in series] == fast
     assert sum("step" in f for f in fast) >= 3
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_residuals_outside_ranges_and_the_long_runs_are_the_masks_values(seed: int) -> None:
+    """The detector's rest of a series (``|resid|`` outside the spikes accepted and the run
+    tested) and its candidate runs (those of a spike's length) without full-length masks: the
+    values, in order, of ``np.abs(resid[rest])`` and the runs of ``_runs`` that are long enough,
+    for ranges at either end, adjacent, unsorted, empty and covering everything."""
+    from cloudbench.analysis.events import _abs_outside, _runs
+
+    rng = np.random.default_rng(seed)
+    n = 5000
+    resid = rng.normal(0.0, 1.0, n)
+    edges = np.sort(rng.choice(np.arange(1, n), 12, replace=False)).tolist()
+    spans = [(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    for ranges in ([], spans, spans[::-1], [(0, 7), (7, 9), (n - 3, n)], [(0, n)], [(10, 10), (20, 30)]):
+        rest = np.ones(n, dtype=bool)
+        for a, b in ranges:
+            rest[a:b] = False
+        _abs_outside(resid, [(0, n // 2)])  # the scratch holds another call's values first
+        assert _abs_outside(resid, ranges).tolist() == np.abs(resid[rest]).tolist(), ranges
+    flag = rng.random(n) < 0.3
+    for min_len in (1, 2, 3, 5):
+        assert _runs(flag, min_len=min_len) == [(a, b) for a, b in _runs(flag) if b - a >= min_len]
