@@ -8,7 +8,7 @@ window) over the whole series, its ends mirrored, and the residuals from it.
 RTTs on a grid (the echo scan hands in whole µs as ms) are counted: each value's key is
 ``rint(y·scale)`` (checked: ``key / scale == y``, so keys order the values as the values do
 and give them back), the window's values are counted per key, with a bit a key that holds
-any (and a bit a word of those), and a cursor on the median's key moves to the next key
+any (and flags over lines and groups of those words), and a cursor on the median's key moves to the next key
 with a value by a bit scan as one value leaves and one arrives (``cb_level``, which also
 writes the residuals and their absolute values in the same pass). 35-40 ms of CPU for a
 6-hour pair (2.16 M echoes; the residuals included) against 75-85 ms for the sorted blocks
