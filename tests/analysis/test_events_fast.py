@@ -407,6 +407,34 @@ def test_the_percentile_helper_equals_numpys_to_the_last_bit(seed: int) -> None:
                 assert _percentile(mine, q, inplace=True) == want and sorted(mine) == sorted(x)
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_a_high_percentile_of_a_long_series_from_its_top_equals_numpys(seed: int) -> None:
+    """From 2^16 values on, a percentile in the top 1/50 is selected among the values at or over
+    a threshold guessed from every 64th value: numpy's value, bit for bit, where the guess is
+    good (heavy tails, ties, a level shift, the top at either end) and where it is misled (the
+    sample falls on the smallest of a period of 64, or on one value repeated: the whole is
+    partitioned then, or more of it gathered)."""
+    from cloudbench.analysis import events_jitter
+    from cloudbench.analysis.events_jitter import percentile as _percentile
+
+    rng = np.random.default_rng(seed)
+    n = events_jitter.TAIL_MIN + 1000
+    period = np.where(np.arange(n) % 64 == 0, 0.0, rng.random(n) + 1.0)  # every 64th is the smallest
+    peaks = np.where(np.arange(n) % 64 == 0, 1e6 + rng.random(n), rng.random(n))  # every 64th a peak
+    shifted = rng.standard_t(3, n) + np.where(np.arange(n) < n // 3, 50.0, 0.0)
+    for x in (np.abs(rng.standard_t(1, n)), np.round(rng.normal(0, 1, n), 1), np.ones(n), np.sort(rng.random(n)),
+              np.sort(rng.random(n))[::-1].copy(), period, peaks, shifted):
+        for q in (98.5, 99, 99.5, 99.9, 100, 97, 50):
+            want = float(np.percentile(x, q))
+            for got in (_percentile(x.copy(), q), _percentile(x.copy(), q, inplace=True)):
+                assert got == want and (got == 0 or got.hex() == want.hex()), q  # −0.0 and 0.0 tie
+    # the guess is used (not only the whole partition): a top a few % of the values, far under n
+    x = np.abs(rng.standard_t(1, n))
+    v = (n - 1) * 0.99
+    top = events_jitter._top_from(x, int(v))
+    assert top is not None and 0.01 * n <= len(top) <= 0.03 * n
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_the_window_medians_and_each_echos_window_equal_the_plain_bookkeeping(seed: int,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
