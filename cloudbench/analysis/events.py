@@ -110,6 +110,7 @@ from cloudbench.analysis.events_median import (
     level_between,
     pelt,
     quiet_residuals,
+    scratch_array,
     window_medians,
 )
 from cloudbench.analysis.levelshift import (
@@ -241,15 +242,35 @@ def step_size_interval(before: FloatArray, after: FloatArray, q: float = STEP_Q,
     return a.lower - b.upper, a.upper - b.lower
 
 
-def _runs(flag: NDArray[np.bool_], gap: int = 1) -> list[tuple[int, int]]:
-    """[start, end) of runs of True, bridging up to ``gap`` False values inside a run."""
+def _runs(flag: NDArray[np.bool_], gap: int = 1, min_len: int = 1) -> list[tuple[int, int]]:
+    """[start, end) of runs of True, bridging up to ``gap`` False values inside a run, of
+    ``min_len`` values or more (chosen before the runs become Python tuples: a 6-hour pair has
+    ~6,500 runs over its threshold and ~25 of the length a spike needs)."""
     idx = np.flatnonzero(flag)
     if len(idx) == 0:
         return []
     cut = np.flatnonzero(np.diff(idx) > gap + 1)
     starts = np.concatenate([[idx[0]], idx[cut + 1]])
     ends = np.concatenate([idx[cut], [idx[-1]]]) + 1
+    if min_len > 1:
+        long = ends - starts >= min_len
+        starts, ends = starts[long], ends[long]
     return list(zip(starts.tolist(), ends.tolist(), strict=True))
+
+
+def _abs_outside(resid: FloatArray, ranges: list[tuple[int, int]]) -> FloatArray:
+    """``|resid|`` outside the disjoint ``[start, end)`` ranges, in order, in the thread's scratch
+    (valid until its next call): ``np.abs(resid[rest])`` for the mask ``rest`` of the ranges,
+    without the mask, the gathered copy and its absolute values, each a fresh full-length array."""
+    n = len(resid)
+    out = scratch_array("outside", n)
+    at = start = 0
+    for a, b in [*sorted(ranges), (n, n)]:
+        if a > start:
+            np.abs(resid[start:a], out=out[at:at + a - start])
+            at += a - start
+        start = max(start, b)
+    return out[:at]
 
 
 def _window_medians(t: FloatArray, y: FloatArray, window_s: float) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
@@ -284,11 +305,11 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         return level[a:b] if level is not None else level_between(y, 2 * max_spike + 1, a, b)
 
     thr = max(p.spike_k * sigma, p.jitter_k * max(p99_quiet, sigma))
-    above = resid > thr  # one-sided: delay is added, never taken away
+    # one-sided (delay is added, never taken away); the thread's scratch, as resid is
+    above = np.greater(resid, thr, out=scratch_array("above", n, np.bool_))
     events: list[Event] = []
-    spike_mask = np.zeros(n, dtype=bool)
     runs = []
-    for a, b in _runs(above):
+    for a, b in _runs(above, min_len=p.min_samples):
         dur = float(t[b - 1] - t[a]) + round_interval_s
         # longer than a spike: a step pair, left to the step search
         if b - a >= p.min_samples and dur <= max_spike_s + round_interval_s:
@@ -311,15 +332,12 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         clear = bounds.exceeds(size / p.size_k, m, sigma) if p.size_k > 0 else None
         if clear is False:
             continue  # decided by bounds that hold for any rest of this size: as below
-        if clear is None:
-            rest = ~spike_mask
-            rest[a:b] = False
-            if size < p.size_k * max(percentile(np.abs(resid[rest]), 99, inplace=True), sigma):
-                continue
+        if clear is None and size < p.size_k * max(
+                percentile(_abs_outside(resid, [*accepted, (a, b)]), 99, inplace=True), sigma):
+            continue
         pval = chain.p(above[a:b], [*accepted, (a, b)])
         if pval >= p.alpha:
             continue
-        spike_mask[a:b] = True
         spiked += b - a
         accepted.append((a, b))
         if len(around):
@@ -336,7 +354,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
         events.append(Event("spike", t_first, t_last - t_first + round_interval_s, size, lvl, lvl,
                             b - a, pval, SPIKE_TEST, math.nan, _share(late, a, b),
                             size_low=lo, size_high=hi, size_level=cov))
-    p99 = max(percentile(np.abs(resid[~spike_mask]), 99, inplace=True) if spiked else bounds.whole(), sigma)
+    p99 = max(percentile(_abs_outside(resid, accepted), 99, inplace=True) if spiked else bounds.whole(), sigma)
     events = [replace(e, jitter_p99=p99) for e in events]
     clean = y.copy() if spiked else y  # the spikes replaced by the level
     for a, b in accepted:

@@ -107,9 +107,11 @@ done:
  * level[i] = the median of y over the window of i and `half` values either side, the ends
  * mirrored (scipy's mode "mirror": y[-j] = y[j], y[n-1+j] = y[n-1-j]); resid[i] = y[i] -
  * level[i]; absr[i] = |resid[i]|. The window's values are counted per key (one counter a key,
- * calloc'd: only the pages of keys that occur are ever mapped), with a bit a key that holds any
- * and a bit a 64 keys that hold any; a cursor on the median's key moves as one value leaves
- * and one arrives, to the next key with a value found by a bit scan: O(1) a step. Returns 0; 1 when a
+ * calloc'd: only the pages of keys that occur are ever mapped), with a bit a key that holds any,
+ * a flag a line of 8 words of bits and a flag a group of 64 lines that may hold any; a cursor on
+ * the median's key moves as one value leaves and one arrives (by one key with a value at most),
+ * to the next key with a value: found without a branch by a bit scan of its word and the words
+ * either side, further away by the flags. O(1) a step. Returns 0; 1 when a
  * value is off the grid, 2 when a median lies too far above the smallest value, 3 when `half`
  * is out of range,
  * -1 without memory. key: n int32 of the caller's, overwritten (the values' keys: 32 bits halve
@@ -120,62 +122,117 @@ done:
 #define CB_MAGIC 6755399441055744.0 /* 1.5·2^52: x + it − it rounds |x| < 2^51 to the even integer */
 
 typedef struct {
-    uint16_t *n;            /* values a key holds */
-    uint64_t *bits, *words; /* a bit a key that holds any; a bit a 64-bit word of those that is not 0 */
-    int64_t nwords;         /* words of `words` */
+    uint16_t *n;    /* values a key holds */
+    uint64_t *bits; /* a bit a key that holds any; bits[-1] and the words past the last key are 0 */
+    uint8_t *l2;    /* a byte a line of 8 words: 0 when the line holds no key (set on every add,
+                       cleared when a search finds the line empty) */
+    uint8_t *l3;    /* a byte a group of 64 lines: likewise */
 } cb_counts;
 
-/* a key's bit and its word's summary bit set from its count, without branches (whether a count
- * crosses zero is a coin toss where values are sparse: a mispredicted branch each time) */
-static inline void cb_mark(cb_counts *c, int64_t key)
-{
-    const int64_t w = key >> 6;
-    const uint64_t bit = (uint64_t)1 << (key & 63), any = (uint64_t)(c->n[key] != 0);
-    c->bits[w] = (c->bits[w] & ~bit) | (bit & (uint64_t)-any);
-    const uint64_t sbit = (uint64_t)1 << (w & 63), sany = (uint64_t)(c->bits[w] != 0);
-    c->words[w >> 6] = (c->words[w >> 6] & ~sbit) | (sbit & (uint64_t)-sany);
-}
-
+/* The summaries are written by stores alone (no read-modify-write of a byte or word that the
+ * neighbouring steps' updates also touch: a chain through memory of ~5 cycles each); a flag
+ * may stay set over an empty line until a search passes it, which clears it. */
 static inline void cb_add(cb_counts *c, int64_t key)
 {
+    const int64_t w = key >> 6;
     c->n[key]++;
-    cb_mark(c, key);
+    c->bits[w] |= (uint64_t)1 << (key & 63);
+    c->l2[w >> 3] = 1;
+    c->l3[w >> 9] = 1;
 }
 
 static inline void cb_remove(cb_counts *c, int64_t key)
 {
-    c->n[key]--;
-    cb_mark(c, key);
+    const int64_t w = key >> 6;
+    const uint64_t bit = (uint64_t)1 << (key & 63), left = (uint64_t)(--c->n[key] != 0);
+    c->bits[w] = (c->bits[w] & ~bit) | (bit & (uint64_t)-left); /* without a branch: a coin toss */
+}
+
+static inline int cb_line_empty(const cb_counts *c, int64_t line)
+{
+    const uint64_t *b = c->bits + (line << 3);
+    return !(b[0] | b[1] | b[2] | b[3] | b[4] | b[5] | b[6] | b[7]);
+}
+
+static inline int cb_group_empty(const cb_counts *c, int64_t group)
+{
+    const uint8_t *f = c->l2 + (group << 6);
+    uint64_t any = 0;
+    for (int j = 0; j < 64; j++)
+        any |= f[j];
+    return !any;
+}
+
+/* the first word at or after w with a key (one exists) */
+static int64_t cb_word_up(cb_counts *c, int64_t w)
+{
+    for (;;) {
+        if ((w & 7) == 0) { /* a line's first word: skip the lines (and groups) without keys */
+            const int64_t line = w >> 3;
+            if ((line & 63) == 0 && c->l3[line >> 6] && cb_group_empty(c, line >> 6))
+                c->l3[line >> 6] = 0;
+            if ((line & 63) == 0 && !c->l3[line >> 6]) {
+                w += 512;
+                continue;
+            }
+            if (c->l2[line] && cb_line_empty(c, line))
+                c->l2[line] = 0;
+            if (!c->l2[line]) {
+                w += 8;
+                continue;
+            }
+        }
+        if (c->bits[w])
+            return w;
+        w++;
+    }
+}
+
+/* the last word at or before w with a key (one exists) */
+static int64_t cb_word_down(cb_counts *c, int64_t w)
+{
+    for (;;) {
+        if ((w & 7) == 7) { /* a line's last word */
+            const int64_t line = w >> 3;
+            if ((line & 63) == 63 && c->l3[line >> 6] && cb_group_empty(c, line >> 6))
+                c->l3[line >> 6] = 0;
+            if ((line & 63) == 63 && !c->l3[line >> 6]) {
+                w -= 512;
+                continue;
+            }
+            if (c->l2[line] && cb_line_empty(c, line))
+                c->l2[line] = 0;
+            if (!c->l2[line]) {
+                w -= 8;
+                continue;
+            }
+        }
+        if (c->bits[w])
+            return w;
+        w--;
+    }
 }
 
 /* the smallest key > m with a value (one exists) */
-static int64_t cb_next(const cb_counts *c, int64_t m)
+static int64_t cb_next(cb_counts *c, int64_t m)
 {
-    int64_t k = m + 1, w = k >> 6;
-    uint64_t rest = (k & 63) ? c->bits[w] & (~(uint64_t)0 << (k & 63)) : c->bits[w];
+    const int64_t k = m + 1, w = k >> 6;
+    const uint64_t rest = c->bits[w] & (~(uint64_t)0 << (k & 63));
     if (rest)
         return (w << 6) + __builtin_ctzll(rest);
-    int64_t s = (w + 1) >> 6; /* the next word with a bit, from the summary */
-    uint64_t sw = ((w + 1) & 63) ? c->words[s] & (~(uint64_t)0 << ((w + 1) & 63)) : c->words[s];
-    while (!sw)
-        sw = c->words[++s];
-    w = (s << 6) + __builtin_ctzll(sw);
-    return (w << 6) + __builtin_ctzll(c->bits[w]);
+    const int64_t u = cb_word_up(c, w + 1);
+    return (u << 6) + __builtin_ctzll(c->bits[u]);
 }
 
 /* the largest key < m with a value (one exists) */
-static int64_t cb_prev(const cb_counts *c, int64_t m)
+static int64_t cb_prev(cb_counts *c, int64_t m)
 {
-    int64_t k = m - 1, w = k >> 6;
-    uint64_t rest = c->bits[w] & (~(uint64_t)0 >> (63 - (k & 63)));
+    const int64_t k = m - 1, w = k >> 6;
+    const uint64_t rest = c->bits[w] & (~(uint64_t)0 >> (63 - (k & 63)));
     if (rest)
         return (w << 6) + 63 - __builtin_clzll(rest);
-    int64_t s = (w - 1) >> 6; /* the previous word with a bit (w ≥ 1: a value lies below) */
-    uint64_t sw = c->words[s] & (~(uint64_t)0 >> (63 - ((w - 1) & 63)));
-    while (!sw)
-        sw = c->words[--s];
-    w = (s << 6) + 63 - __builtin_clzll(sw);
-    return (w << 6) + 63 - __builtin_clzll(c->bits[w]);
+    const int64_t d = cb_word_down(c, w - 1);
+    return (d << 6) + 63 - __builtin_clzll(c->bits[d]);
 }
 
 static inline int64_t cb_mirror(int64_t i, int64_t n)
@@ -229,12 +286,15 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
         hi = ik > hi ? ik : hi;
     }
     const int64_t range = (hi - lo < CB_RANGE ? hi - lo : CB_RANGE) + 1;
+    const int64_t nwords = ((range >> 6) + 1 + 511) & ~(int64_t)511; /* whole groups of lines */
     cb_counts c;
     c.n = calloc((size_t)range, sizeof(uint16_t));
-    c.bits = calloc((size_t)(range >> 6) + 1, sizeof(uint64_t));
-    c.words = calloc((size_t)(range >> 12) + 1, sizeof(uint64_t));
+    uint64_t *bits = calloc((size_t)nwords + 2, sizeof(uint64_t)); /* a word of 0 either side */
+    c.bits = bits ? bits + 1 : NULL;
+    c.l2 = calloc((size_t)(nwords >> 3), 1);
+    c.l3 = calloc((size_t)(nwords >> 9), 1);
     int rc = 0;
-    if (!c.n || !c.bits || !c.words) {
+    if (!c.n || !bits || !c.l2 || !c.l3) {
         rc = -1;
         goto done;
     }
@@ -242,28 +302,17 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
     for (int64_t j = -half; j <= half; j++)
         cb_add(&c, CB_KEY(cb_mirror(j, n)));
     int64_t m = cb_next(&c, -1), below = 0; /* below: the window's values under key m */
-    double v = 0.0;
-    int64_t v_key = -1;
+    while (below + c.n[m] <= half) { /* the first median, from the smallest key up */
+        below += c.n[m];
+        m = cb_next(&c, m);
+    }
     for (int64_t i = 0;; i++) {
-        for (;;) { /* the median: `half` values under its key, its key's values reach past */
-            if (below > half) {
-                m = cb_prev(&c, m);
-                below -= c.n[m];
-            } else if (below + c.n[m] <= half) {
-                below += c.n[m];
-                m = cb_next(&c, m);
-            } else {
-                break;
-            }
+        /* here below <= half < below + n[m]: m is the median's key */
+        if (m == CB_RANGE) { /* the median among the values too far above the smallest */
+            rc = 2;
+            goto done;
         }
-        if (m != v_key) {
-            if (m == CB_RANGE) { /* the median among the values too far above the smallest */
-                rc = 2;
-                goto done;
-            }
-            v = (double)(m + lo) / scale;
-            v_key = m;
-        }
+        const double v = (double)(m + lo) / scale; /* every step: a branch on a change mispredicts */
         const double r = y[i] - v;
         if (level)
             level[i] = v;
@@ -275,10 +324,38 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
         cb_remove(&c, out);
         cb_add(&c, in);
         below += (in < m) - (out < m);
+        /* one value left and one arrived: the median moves by one key with a value at most,
+         * down when more than half lie under it, up when half or fewer lie at or under it
+         * (a coin toss each step, so decided without a branch from the keys next to m in its
+         * word or the words either side; further away is a search by the summaries) */
+        const int64_t nm = c.n[m];
+        const int down = below > half, up = below + nm <= half;
+        const int64_t w = m >> 6;
+        const uint64_t at = (uint64_t)1 << (m & 63), word = c.bits[w];
+        const uint64_t under = word & (at - 1), over = word & ~(at | (at - 1));
+        const uint64_t before = c.bits[w - 1], after = c.bits[w + 1];
+        if ((down & ((under | before) == 0)) | (up & ((over | after) == 0))) {
+            if (down) {
+                m = cb_prev(&c, m);
+                below -= c.n[m];
+            } else {
+                below += nm;
+                m = cb_next(&c, m);
+            }
+            continue;
+        }
+        const int64_t p = under ? (w << 6) + 63 - __builtin_clzll(under | 1)
+                                : ((w - 1) << 6) + 63 - __builtin_clzll(before | 1);
+        const int64_t q = over ? (w << 6) + __builtin_ctzll(over | (uint64_t)1 << 63)
+                               : ((w + 1) << 6) + __builtin_ctzll(after | (uint64_t)1 << 63);
+        const int64_t to = down ? p : (up ? q : m);
+        below += up ? nm : 0;
+        below -= down ? c.n[to] : 0;
+        m = to;
     }
 #undef CB_KEY
 done:
-    free(c.n); free(c.bits); free(c.words);
+    free(c.n); free(bits); free(c.l2); free(c.l3);
     return rc;
 }
 

@@ -8,7 +8,7 @@ window) over the whole series, its ends mirrored, and the residuals from it.
 RTTs on a grid (the echo scan hands in whole µs as ms) are counted: each value's key is
 ``rint(y·scale)`` (checked: ``key / scale == y``, so keys order the values as the values do
 and give them back), the window's values are counted per key, with a bit a key that holds
-any (and a bit a word of those), and a cursor on the median's key moves to the next key
+any (and flags over lines and groups of those words), and a cursor on the median's key moves to the next key
 with a value by a bit scan as one value leaves and one arrives (``cb_level``, which also
 writes the residuals and their absolute values in the same pass). 35-40 ms of CPU for a
 6-hour pair (2.16 M echoes; the residuals included) against 75-85 ms for the sorted blocks
@@ -160,17 +160,24 @@ def level_between(y: np.ndarray, width: int, a: int, b: int) -> np.ndarray:
 _scratch = threading.local()
 
 
+SCRATCH_HEADROOM = 16
+"""A scratch array is allocated 1/16 longer than asked: a run's pairs differ in length by a few
+echoes, and an array sized to the first pair was allocated anew (and its pages zeroed) for
+every pair longer than all before it."""
+
+
 def scratch_array(name: str, n: int, dtype: type = np.float64) -> np.ndarray:
     """``n`` values of this thread's array ``name``, kept for its next pair (the values left
     over): a 6-hour pair's 17 MB arrays, each allocated fresh, were mapped and zeroed page by
-    page (~10 ms of kernel time a pair). For the detector's own scratch only: nothing that
-    outlives its call may be one."""
+    page (~10 ms of kernel time a pair). For the caller's scratch only: nothing that outlives
+    the caller's call may be one, and one name is one caller's (the scan's inputs to the
+    detector are ``input_*``)."""
     bufs: dict[str, np.ndarray] | None = getattr(_scratch, "bufs", None)
     if bufs is None:
         bufs = _scratch.bufs = {}
     buf = bufs.get(name)
     if buf is None or len(buf) < n or buf.dtype != dtype:
-        buf = bufs[name] = np.empty(n, dtype=dtype)
+        buf = bufs[name] = np.empty(n + n // SCRATCH_HEADROOM, dtype=dtype)
     return buf[:n]
 
 

@@ -191,6 +191,33 @@ def test_the_counted_level_equals_scipys_median_filter_on_grids(seed: int) -> No
                 assert resid.tolist() == (y - want).tolist() and absr.tolist() == np.abs(y - want).tolist()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_counted_level_follows_a_median_across_empty_lines_and_groups_of_keys(seed: int) -> None:
+    """The cursor finds the next key with a value in its own word or the words either side without a
+    search; further away it skips lines of 512 keys and groups of 32,768 by their flags, which stay
+    set over lines emptied since (cleared by the search that finds them empty). Modes 0.1–0.2 M
+    keys apart, the median switching between them every few windows, sparse values in the gaps
+    (flags left set as they leave), keys right at word, line and group edges: scipy's level."""
+    from scipy import ndimage
+
+    rng = np.random.default_rng(seed)
+    n = 30000
+    modes = np.array([1000.0, 120_000.0, 330_000.0])
+    which = np.repeat(rng.integers(0, 3, n // 150 + 1), 150)[:n]
+    k = np.round(modes[which] + rng.normal(0.0, 40.0, n))
+    gaps = rng.random(n) < 0.05
+    k[gaps] = np.round(rng.uniform(2000.0, 330_000.0, gaps.sum()))
+    edges = rng.random(n) < 0.02  # 64 · 8 · 64 keys a group: its first and last key, a line's, a word's
+    k[edges] = rng.choice([32768.0, 32767.0, 65536.0, 512.0 * 7, 512.0 * 7 - 1, 64.0 * 9, 64.0 * 9 - 1], edges.sum())
+    y = k / 1e3
+    for half in (1, 3, 40, 101, 700):
+        rc, level, resid, _ = _counted_level(y, half, 1e3)
+        assert rc == 0, half
+        want = ndimage.median_filter(y, size=2 * half + 1, mode="mirror")
+        assert level.tolist() == want.tolist(), half
+        assert resid.tolist() == (y - want).tolist()
+
+
 def test_the_counted_level_declines_what_it_cannot_count_and_the_level_is_the_same() -> None:
     """Off the grid (1), a median among values counted together, far above the smallest (2),
     and a window too wide or too long for the series (3): the kernel declines, and
@@ -380,6 +407,34 @@ def test_the_percentile_helper_equals_numpys_to_the_last_bit(seed: int) -> None:
                 assert _percentile(mine, q, inplace=True) == want and sorted(mine) == sorted(x)
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_a_high_percentile_of_a_long_series_from_its_top_equals_numpys(seed: int) -> None:
+    """From 2^16 values on, a percentile in the top 1/50 is selected among the values at or over
+    a threshold guessed from every 64th value: numpy's value, bit for bit, where the guess is
+    good (heavy tails, ties, a level shift, the top at either end) and where it is misled (the
+    sample falls on the smallest of a period of 64, or on one value repeated: the whole is
+    partitioned then, or more of it gathered)."""
+    from cloudbench.analysis import events_jitter
+    from cloudbench.analysis.events_jitter import percentile as _percentile
+
+    rng = np.random.default_rng(seed)
+    n = events_jitter.TAIL_MIN + 1000
+    period = np.where(np.arange(n) % 64 == 0, 0.0, rng.random(n) + 1.0)  # every 64th is the smallest
+    peaks = np.where(np.arange(n) % 64 == 0, 1e6 + rng.random(n), rng.random(n))  # every 64th a peak
+    shifted = rng.standard_t(3, n) + np.where(np.arange(n) < n // 3, 50.0, 0.0)
+    for x in (np.abs(rng.standard_t(1, n)), np.round(rng.normal(0, 1, n), 1), np.ones(n), np.sort(rng.random(n)),
+              np.sort(rng.random(n))[::-1].copy(), period, peaks, shifted):
+        for q in (98.5, 99, 99.5, 99.9, 100, 97, 50):
+            want = float(np.percentile(x, q))
+            for got in (_percentile(x.copy(), q), _percentile(x.copy(), q, inplace=True)):
+                assert got == want and (got == 0 or got.hex() == want.hex()), q  # −0.0 and 0.0 tie
+    # the guess is used (not only the whole partition): a top a few % of the values, far under n
+    x = np.abs(rng.standard_t(1, n))
+    v = (n - 1) * 0.99
+    top = events_jitter._top_from(x, int(v))
+    assert top is not None and 0.01 * n <= len(top) <= 0.03 * n
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_the_window_medians_and_each_echos_window_equal_the_plain_bookkeeping(seed: int,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
@@ -475,3 +530,27 @@ def test_the_group_detector_with_the_gated_step_p_equals_the_full_count(monkeypa
     monkeypatch.setattr(levelshift, "step_p", lambda *a, gate=False, **k: full_step_p(*a, **k))
     assert [repr(levelshift.detect(t, y)) for t, y in series] == fast
     assert sum("step" in f for f in fast) >= 3
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_residuals_outside_ranges_and_the_long_runs_are_the_masks_values(seed: int) -> None:
+    """The detector's rest of a series (``|resid|`` outside the spikes accepted and the run
+    tested) and its candidate runs (those of a spike's length) without full-length masks: the
+    values, in order, of ``np.abs(resid[rest])`` and the runs of ``_runs`` that are long enough,
+    for ranges at either end, adjacent, unsorted, empty and covering everything."""
+    from cloudbench.analysis.events import _abs_outside, _runs
+
+    rng = np.random.default_rng(seed)
+    n = 5000
+    resid = rng.normal(0.0, 1.0, n)
+    edges = np.sort(rng.choice(np.arange(1, n), 12, replace=False)).tolist()
+    spans = [(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    for ranges in ([], spans, spans[::-1], [(0, 7), (7, 9), (n - 3, n)], [(0, n)], [(10, 10), (20, 30)]):
+        rest = np.ones(n, dtype=bool)
+        for a, b in ranges:
+            rest[a:b] = False
+        _abs_outside(resid, [(0, n // 2)])  # the scratch holds another call's values first
+        assert _abs_outside(resid, ranges).tolist() == np.abs(resid[rest]).tolist(), ranges
+    flag = rng.random(n) < 0.3
+    for min_len in (1, 2, 3, 5):
+        assert _runs(flag, min_len=min_len) == [(a, b) for a, b in _runs(flag) if b - a >= min_len]

@@ -38,6 +38,7 @@ import numpy as np
 
 from cloudbench.analysis import orderstats as ost
 from cloudbench.analysis.events import Event, detect_pair_events, label_host_events
+from cloudbench.analysis.events_median import scratch_array
 from cloudbench.analysis.latency import BOX_PERCENTILES, PERCENTILES, ccdf_levels, mask_unestimable, pct_label
 from cloudbench.analysis.levelshift import PairWindows
 from cloudbench.core.topology import GROUP_ORDER
@@ -67,6 +68,34 @@ from cloudbench.workloads.echo.trial_files import (
 KEEP_BYTES = 1 << 30
 """Round matrices (4 B a cell, 8 B in files with larger RTTs) kept in memory for the second pass
 up to this size (268 M 4-byte cells); larger runs are read a second time instead."""
+
+
+MAX_INPUT_RUNS = 256
+"""A pair's echoes in at most this many runs of consecutive rounds are converted run by run."""
+
+
+def _detector_inputs(snd: np.ndarray, valid: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(snd[valid] / 1e6, v / 1000.0)``: a pair's send times (s) and RTTs (µs) for the event
+    detector, the same values, written into this thread's scratch arrays (valid until its next
+    pair): two fresh 17 MB arrays a 6-hour pair (and the gathered send times a third) were
+    mapped and zeroed page by page. A pair with few missing rounds is converted run by run
+    of consecutive rounds (no gather)."""
+    n = len(v)
+    t_s, rtt_us = scratch_array("input_t", n), scratch_array("input_rtt", n)
+    np.divide(v, 1000.0, out=rtt_us)
+    if n == len(valid):
+        np.divide(snd, 1e6, out=t_s)
+        return t_s, rtt_us
+    gaps = np.flatnonzero(~valid)
+    if len(gaps) >= MAX_INPUT_RUNS:
+        np.divide(snd[valid], 1e6, out=t_s)
+        return t_s, rtt_us
+    at = 0
+    for a, b in zip([0, *(gaps + 1).tolist()], [*gaps.tolist(), len(valid)], strict=True):
+        if b > a:
+            np.divide(snd[a:b], 1e6, out=t_s[at:at + b - a])
+            at += b - a
+    return t_s, rtt_us
 
 
 class QuorumMembers(NamedTuple):
@@ -274,8 +303,9 @@ class EchoScan:
             out.series.append((rep, f.trial, f"{keys.hosts[s]}>{keys.hosts[d]}",
                                GROUP_ORDER[g].value if g >= 0 else "", ids * self.window_s, med / 1000.0))
             if self.round_interval_s:
+                t_s, rtt_us = _detector_inputs(snd, valid, v)
                 out.events[(keys.hosts[s], keys.hosts[d])] = detect_pair_events(
-                    snd[valid] / 1e6, v / 1000.0, self.round_interval_s, self.window_s,
+                    t_s, rtt_us, self.round_interval_s, self.window_s,
                     round_index=lambda valid=valid: np.flatnonzero(valid))  # worked out only for an event
         self._sender_quorums(f, m, s, out)
         return out
