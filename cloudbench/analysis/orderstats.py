@@ -259,7 +259,8 @@ def column_order_stats(rows: np.ndarray | Sequence[np.ndarray], ks: Sequence[int
         raise ValueError(f"k must lie in 1..{m}")
     off = rows[0].dtype.type(offset)
     if m > NETWORK_ROWS:
-        part = np.partition(np.subtract(np.stack(rows), off), sorted({k - 1 for k in ks}), axis=0)
+        whole = rows if isinstance(rows, np.ndarray) else np.stack(rows)
+        part = np.partition(np.subtract(whole, off), sorted({k - 1 for k in ks}), axis=0)
         return {k: part[k - 1] for k in ks}
     r = [np.subtract(rows[i], off) for i in range(m)]
     spare = np.empty_like(r[0]) if m > 1 else r[0]
