@@ -26,6 +26,48 @@ def test_the_tuning_applies_on_glibc_and_arrow_then_uses_malloc() -> None:
     assert out["before"] != "system"  # pyarrow's own pool (mimalloc or jemalloc) until then
 
 
+THREAD_PROBE = """
+import json, sys, threading
+if sys.argv[1] == "tuned":
+    from cloudbench.core.allocator import keep_freed_memory
+    keep_freed_memory()
+elif sys.argv[1] == "command":  # what the cloudbench command's process does: import, then main()'s tuning
+    import cloudbench.cli
+    cloudbench.cli.keep_freed_memory()
+import pyarrow, numpy as np  # pyarrow's import starts a thread
+def in_heap(address):  # the main arena's heap (brk), where the [heap] mapping is
+    for line in open("/proc/self/maps"):
+        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+        if lo <= address < hi:
+            return line.rstrip().endswith("[heap]")
+    return False
+seen = []
+def work():
+    a = np.ones(2_000_000)  # 16 MB: below the mmap threshold, from the thread's arena
+    seen.append(in_heap(a.ctypes.data))
+ts = [threading.Thread(target=work) for _ in range(3)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's arenas, /proc/self/maps")
+def test_threads_allocate_from_the_main_heap_once_tuned() -> None:
+    """Once tuned (or once the command's package is imported: before pyarrow starts a thread),
+    threads' large blocks come from the main arena's heap, which keeps freed memory (a thread's
+    own arena unmaps each heap of its own as its last block is freed); untuned, from their own
+    arenas' mappings, as glibc does by default."""
+    def run(mode: str) -> list[bool]:
+        out: list[bool] = json.loads(subprocess.run([sys.executable, "-c", THREAD_PROBE, mode], capture_output=True,
+                                                    text=True, check=True).stdout)
+        return out
+
+    assert run("tuned") == [True] * 3
+    assert run("command") == [True] * 3
+    assert run("default") != [True] * 3  # the probe tells the two apart
+
+
 def test_the_command_tunes_its_process_before_running(monkeypatch: pytest.MonkeyPatch) -> None:
     import cloudbench.cli as cli
 

@@ -231,21 +231,27 @@ NETWORK_ROWS = 16
 """Up to this many rows :func:`column_order_stats` sorts by a compare-exchange network."""
 
 
-def column_order_stats(rows: np.ndarray, ks: Sequence[int]) -> dict[int, np.ndarray]:
-    """The k-th smallest value (k from 1) of every column of ``rows`` (m × n, no NaN) for each k.
+def column_order_stats(rows: np.ndarray | Sequence[np.ndarray], ks: Sequence[int],
+                       offset: int = 0) -> dict[int, np.ndarray]:
+    """The k-th smallest value (k from 1) of every column of ``rows`` (m × n, no NaN; or m
+    rows of n) for each k, of the values minus ``offset`` (in their type: unsigned ones wrap).
 
     For a few rows (quorum members: m ≤ :data:`NETWORK_ROWS`) an odd-even transposition
     network sorts the columns with m·⌊m/2⌋ vectorised min/max pairs, which numpy runs
     at memory speed; ``np.partition`` along the short axis spends a call on every
-    column. The values are the same.
+    column. The values are the same. The rows are left as they are: the network works on
+    one copy of each row (with the offset taken off as it is made), so a caller passes
+    views (the scan passes a quorum's rows of a sender's matrix, not a gathered copy).
     """
-    m = rows.shape[0]
+    m = len(rows)
     if not 1 <= min(ks, default=1) <= max(ks, default=1) <= m:
         raise ValueError(f"k must lie in 1..{m}")
+    off = rows[0].dtype.type(offset)
     if m > NETWORK_ROWS:
-        part = np.partition(rows, sorted({k - 1 for k in ks}), axis=0)
+        whole = rows if isinstance(rows, np.ndarray) else np.stack(rows)
+        part = np.partition(np.subtract(whole, off), sorted({k - 1 for k in ks}), axis=0)
         return {k: part[k - 1] for k in ks}
-    r = [rows[i].copy() for i in range(m)]
+    r = [np.subtract(rows[i], off) for i in range(m)]
     spare = np.empty_like(r[0]) if m > 1 else r[0]
     for p in range(m):
         for i in range(p % 2, m - 1, 2):

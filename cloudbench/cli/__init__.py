@@ -1,9 +1,12 @@
 """The ``cloudbench`` command: one module per command group, registered on :data:`app`."""
 
+from cloudbench.core.allocator import keep_freed_memory, limit_arenas
+
+limit_arenas()  # the command's threads share the main heap: before its imports start one (see there)
+
 # Imported for their commands, in the order `cloudbench --help` lists them.
-from cloudbench.cli import spec, run, confirm, compare, campaign, gc, doctor  # noqa: I001
-from cloudbench.cli.app import app
-from cloudbench.core.allocator import keep_freed_memory
+from cloudbench.cli import spec, run, confirm, compare, campaign, gc, doctor  # noqa: E402, I001
+from cloudbench.cli.app import app  # noqa: E402
 
 __all__ = ["app", "campaign", "compare", "confirm", "doctor", "gc", "main", "run", "spec"]
 

@@ -1,8 +1,10 @@
 """The process's memory allocator, tuned for scans of large files (glibc malloc, Arrow's pool).
 
-Nothing here queries data: the ``cloudbench`` command calls :func:`keep_freed_memory`
-once for its own process, before any command runs, because its reports scan large
-Parquet files row group by row group (the echo scan, DuckDB's queries alike).
+Nothing here queries data: the ``cloudbench`` command calls :func:`limit_arenas` as its
+package is imported and :func:`keep_freed_memory` before any command runs, because its
+reports scan large Parquet files row group by row group (the echo scan, DuckDB's queries
+alike). numpy and pyarrow are imported only inside the functions: importing pyarrow starts
+a thread, which takes a malloc arena of its own before :func:`limit_arenas` could apply.
 """
 
 from __future__ import annotations
@@ -10,15 +12,15 @@ from __future__ import annotations
 import ctypes
 import mmap
 import platform
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
+if TYPE_CHECKING:
+    import numpy as np
 
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # glibc's mallopt parameters (malloc.h)
 
 
-def keep_freed_memory(trim_bytes: int = 1 << 30, mmap_bytes: int = 32 << 20) -> bool:
+def keep_freed_memory(trim_bytes: int = 1 << 30, mmap_bytes: int = 32 << 20, arenas: int = 1) -> bool:
     """Tune this process for scans of large files; whether it applied (glibc only).
 
     A scan allocates and frees tens of MB per row group (Arrow buffers, numpy
@@ -27,19 +29,45 @@ def keep_freed_memory(trim_bytes: int = 1 << 30, mmap_bytes: int = 32 << 20) -> 
     up to ``trim_bytes`` of freed heap for reuse, serves blocks up to ``mmap_bytes``
     (its maximum) from that heap, and Arrow allocates through the same malloc instead
     of its own pool. Dask's nanny sets ``MALLOC_TRIM_THRESHOLD_`` for its workers for
-    the same reason. The ``cloudbench`` command calls this for its own process; a
-    notebook keeps its allocator unless it calls this itself.
+    the same reason.
+
+    Threads allocate from ``arenas`` arenas (:func:`limit_arenas`). The ``cloudbench``
+    command calls this for its own process; a notebook keeps its allocator unless it
+    calls this itself.
     """
-    if platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
+    libc = _glibc()
+    if libc is None or not limit_arenas(arenas):
         return False
     if not (libc.mallopt(_M_TRIM_THRESHOLD, trim_bytes) and libc.mallopt(_M_MMAP_THRESHOLD, mmap_bytes)):
         return False
+    import pyarrow as pa  # noqa: PLC0415 - see the module's docstring
     pa.set_memory_pool(pa.system_memory_pool())
     return True
+
+
+def _glibc() -> ctypes.CDLL | None:
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def limit_arenas(arenas: int = 1) -> bool:
+    """Threads that start from now on allocate from at most ``arenas`` malloc arenas (glibc's
+    default: 8 per core); whether it applied (glibc only).
+
+    A thread's own arena grows in 64 MiB heaps of its own, and glibc unmaps such a heap
+    whenever its last block is freed, whatever the trim threshold: the scan's and the
+    detector's per-pair arrays (17 MB each) came back as new mappings, which numpy
+    advises huge pages for and the kernel zeroes 2 MiB at a time. In the main heap the
+    freed blocks stay (:func:`keep_freed_memory`) for the next thread's arrays. The threads
+    allocate a few large blocks per row group or pair, so they seldom wait for its lock.
+    A thread that has taken an arena before keeps it, and an arena freed by a thread's
+    end is reused: call this before any thread starts (``import pyarrow`` starts one)."""
+    libc = _glibc()
+    return libc is not None and bool(libc.mallopt(_M_ARENA_MAX, arenas))
 
 
 def small_page_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -53,6 +81,8 @@ def small_page_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     machine, allocating and filling 553 MB took 0.9-1.45 s of CPU the first time in a
     process that way (0.1 s later, from pages it had freed), and 0.21 s every time with
     small pages, which also leave the cells no row ever lands in unmapped."""
+    import numpy as np  # noqa: PLC0415 - see the module's docstring
+
     dt = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     advice = getattr(mmap, "MADV_NOHUGEPAGE", None)

@@ -50,7 +50,12 @@ class Forked(Generic[T]):
         sys.stdout.flush()  # the child inherits the buffers: empty, nothing is printed twice
         sys.stderr.flush()
         r, w = os.pipe()
-        pid = os.fork()
+        _freeze()
+        try:
+            pid = os.fork()
+        except BaseException:
+            _thaw()
+            raise
         if pid == 0:  # the child
             os.close(r)
             _child(fn, w)  # never returns
@@ -94,6 +99,7 @@ class Forked(Generic[T]):
             time.sleep(0.01)
         os.close(self._fd)
         self._fd = None
+        _thaw()
 
     def _reap(self) -> None:
         if self._fd is not None:
@@ -101,6 +107,7 @@ class Forked(Generic[T]):
             self._fd = None
             assert self.pid is not None
             os.waitpid(self.pid, 0)
+            _thaw()
 
     def __enter__(self) -> Forked[T]:
         return self
@@ -108,6 +115,29 @@ class Forked(Generic[T]):
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+_frozen = 0
+"""Children forked and not yet reaped, while the parent's objects are frozen (:func:`_freeze`)."""
+
+
+def _freeze() -> None:
+    """Move the parent's objects out of the collector's reach while a child shares its pages: a
+    full collection in the parent writes to every tracked object's header, and each page it
+    writes to is then copied (copy-on-write), the parent's heap page by page (the ``gc.freeze``
+    the Python documentation advises before a fork without exec)."""
+    global _frozen
+    if not _frozen:
+        gc.freeze()
+    _frozen += 1
+
+
+def _thaw() -> None:
+    """The last child reaped: the frozen objects are collected again as before."""
+    global _frozen
+    _frozen -= 1
+    if not _frozen:
+        gc.unfreeze()
 
 
 def _outcome(fn: Callable[[], T]) -> tuple[bool, Any]:

@@ -4,6 +4,7 @@ outlives the ``with`` block (an error or Ctrl-C in the parent ends and reaps it)
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import signal
 import subprocess
@@ -127,3 +128,21 @@ with Forked(lambda: print("from the child") or 7) as child:
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.splitlines() == ["before the fork", "from the child"]
+
+
+def test_the_parents_objects_are_frozen_while_children_share_its_pages() -> None:
+    """While a child lives, the parent's collector leaves the objects it had at the fork alone
+    (a full collection would write to each one's header and copy its page from the child); once
+    the last child is reaped, or stopped on an error, they are collected again as before."""
+    assert gc.get_freeze_count() == 0
+    with Forked(lambda: 1) as a:
+        frozen = gc.get_freeze_count()
+        with Forked(lambda: 2) as b:  # nested, as the page's figures fork beside report.json's child
+            assert b.result() == 2
+        assert gc.get_freeze_count() >= frozen > 0  # the first child still lives
+        assert a.result() == 1
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(KeyError), Forked(lambda: time.sleep(30)):
+        assert gc.get_freeze_count() > 0
+        raise KeyError("an error in the parent: the child is stopped")
+    assert gc.get_freeze_count() == 0

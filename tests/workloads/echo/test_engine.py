@@ -158,6 +158,24 @@ def test_column_order_stats_equal_partition(m: int) -> None:
         ost.column_order_stats(rows, [m + 1])
 
 
+@pytest.mark.parametrize("m", [1, 5, 17])
+def test_column_order_stats_of_row_views_with_an_offset(m: int) -> None:
+    """Rows given as views (as the scan gives a quorum's rows of a matrix) with an offset taken off
+    in the rows' type: stored cells 0 and 1 wrap to the two sentinels at the top, above every RTT,
+    as the scan's decoding does; the matrix is left as it was."""
+    rng = np.random.default_rng(100 + m)
+    matrix = rng.choice(np.array([0, 1, 2, 7, 9, 1_002], dtype=np.uint32), size=(m + 2, 3000))
+    members = list(range(1, m + 1))
+    before = matrix.copy()
+    got = ost.column_order_stats([matrix[d] for d in members], range(1, m + 1), offset=2)
+    decoded = matrix[members] - np.uint32(2)
+    assert decoded.max() == np.iinfo(np.uint32).max  # the sentinels are there
+    want = np.sort(decoded, axis=0)
+    for k in range(1, m + 1):
+        assert got[k].dtype == np.uint32 and np.array_equal(got[k], want[k - 1])
+    assert np.array_equal(matrix, before)
+
+
 @pytest.mark.parametrize("kind", ["lognormal µs", "ties", "one value", "below one and negative", "ns integers"])
 def test_order_statistics_equal_a_sort(kind: str) -> None:
     """Positions of the sorted array, through the histogram (large arrays) and by partition
