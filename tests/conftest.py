@@ -5,9 +5,10 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 import warnings
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,11 @@ from tests.paths import QUICKSTART
 #   overlap instead of both workers starting on testbeds and then competing for the CPU; a
 #   worker whose lane is empty helps with the other (``_UnitScheduling._assign_work_unit``);
 # * in each lane the longest units start first (``_start_order``, by the durations measured in
-#   MEASURED_S: the compressed-day campaigns lead), so that the run does not end with one long
-#   test on one worker while the other idles;
+#   MEASURED_S), so that the run does not end with one long test on one worker while the other
+#   idles;
+# * the compressed-day campaigns (two minutes of waiting on slots) run in a background process
+#   started at collection, beside the testbed tests that assert no rate or time, which start
+#   their lane (BESIDE_BACKGROUND); the tests that read them end it (BACKGROUND_UNITS);
 # * a test marked ``alone`` runs with nothing beside it (``pytest_runtest_protocol``: a
 #   readers-writer lock over the session's workers), for an assertion that the other worker's
 #   CPU use would change; they run last. Keep the set small: each one costs its whole
@@ -52,7 +56,7 @@ SHARED_MODULES = frozenset({
 })
 # Tests of several modules that share a session-scoped fixture: one unit per name.
 SHARED_TESTS = {
-    "compressed-days": frozenset({  # the three compressed-day campaigns (~140 s)
+    "compressed-days": frozenset({  # the three compressed-day campaigns (~140 s, in the background)
         "tests/integration/test_campaign.py::"
         "test_a_compressed_day_anchored_to_utc_is_recovered_and_a_flat_link_shows_no_effect",
         "tests/integration/test_changes_testbed.py::"
@@ -77,7 +81,7 @@ def work_unit(nodeid: str) -> str:
 # its parameters: each parametrised case). A unit not listed counts 5 s if marked ``slow``, else
 # 1 s; a test that takes more than ~8 s belongs here.
 MEASURED_S = {
-    "compressed-days": 175,
+    "compressed-days": 20,  # the two analyses; the campaigns ran in the background
     "tests/integration/test_wan.py": 50,
     "tests/integration/test_compare_testbed.py::test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not": 50,
     "tests/integration/test_disk_full.py": 48,
@@ -105,6 +109,20 @@ MEASURED_S = {
     "tests/analysis/test_changes.py::test_flat_series_give_a_change_in_at_most_alpha_of_them": 9,
     "tests/report/test_html.py::test_a_large_runs_figures_stay_small": 10,
 }
+
+# Units whose fixture runs in a background process started at collection
+# (tests/integration/conftest.py): last in their lane, so that it has finished when they run.
+BACKGROUND_UNITS = frozenset({"compressed-days"})
+# The testbed units that run first, while the background process runs (its three campaigns
+# provision a testbed every 2 s between them): tests that assert no rate or time (kills,
+# restarts, a full disk), so that the timing tests (compare's delay, the WAN step, caps,
+# colocation) do not share the cores with the campaigns, nor the campaigns with them.
+BESIDE_BACKGROUND = frozenset({
+    "tests/integration/test_campaign.py::test_kill_9_at_random_moments_then_restart_runs_every_trial_exactly_once",
+    "tests/integration/test_campaign.py::test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes",
+    "tests/integration/test_campaign.py::test_run_resume_finishes_a_one_shot_run_killed_mid_trial",
+    "tests/integration/test_disk_full.py",
+})
 
 # Tests outside tests/integration that mostly wait on real time rather than compute.
 WAITING = frozenset({
@@ -148,8 +166,35 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     path = config.stash.get(_LOCK_DIR_KEY, None)
     if path is not None:
+        _stop_background(Path(path))
         shutil.rmtree(path, ignore_errors=True)
         os.environ.pop(LOCK_DIR_ENV, None)
+
+
+# A process a worker started to run beside the tests (the compressed-day campaigns,
+# tests/integration/compressed_days.py) writes its pid to LOCK_DIR/<name>/background.pid.
+BACKGROUND_PID = "background.pid"
+
+
+def _stop_background(lock_dir: Path) -> None:
+    """Stop (SIGTERM: it tears its testbeds down) a background process still running at the end of
+    the session (a session interrupted, or ended before the tests that wait for it), and wait for it."""
+    for pid_file in lock_dir.glob(f"*/{BACKGROUND_PID}"):
+        pid = int(pid_file.read_text())
+        if _running(pid):
+            warnings.warn(f"stopping the background process {pid} ({pid_file.parent.name})", stacklevel=1)
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 120
+            while _running(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 @contextmanager
@@ -193,12 +238,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def _start_order(item: pytest.Item) -> tuple[bool, float]:
-    """The longest units first (MEASURED_S; the compressed-day campaigns, mostly waiting, lead);
-    ``alone`` tests last, one after the other. The scheduler splits the order into its lanes."""
-    unit = work_unit(item.nodeid)
-    seconds = MEASURED_S.get(unit.split("[", 1)[0], 5.0 if "slow" in item.keywords else 1.0)
-    return "alone" in item.keywords, -seconds
+def _start_order(item: pytest.Item) -> tuple[bool, int, float]:
+    """The units that run beside the background process first (BESIDE_BACKGROUND), then the
+    longest units first (MEASURED_S), then the units that wait for the background process
+    (BACKGROUND_UNITS: it has run beside the others meanwhile); ``alone`` tests last, one after
+    the other. The scheduler splits the order into its lanes."""
+    unit = work_unit(item.nodeid).split("[", 1)[0]
+    seconds = MEASURED_S.get(unit, 5.0 if "slow" in item.keywords else 1.0)
+    rank = 0 if unit in BESIDE_BACKGROUND else 2 if unit in BACKGROUND_UNITS else 1
+    return "alone" in item.keywords, rank, -seconds
 
 
 def _check_units(items: list[pytest.Item]) -> None:
