@@ -75,39 +75,42 @@ def work_unit(nodeid: str) -> str:
     return module if module in SHARED_MODULES else nodeid
 
 
-# What the long units took (s, set-up and call, from `--durations` on two workers, rounded):
+# What the long units took (s, set-up and call, from `--durations` on two workers, rounded; last
+# set from a full run of 60ddc11 at load average 4-5, the BESIDE_BACKGROUND units beside the
+# compressed-day campaigns):
 # each lane starts with its longest units, so that neither ends with one long test while the
 # other worker idles. Keys: a SHARED_TESTS name, a SHARED_MODULES module, or a test (without
 # its parameters: each parametrised case). A unit not listed counts 5 s if marked ``slow``, else
 # 1 s; a test that takes more than ~8 s belongs here.
 MEASURED_S = {
-    "compressed-days": 20,  # the two analyses; the campaigns ran in the background
+    "compressed-days": 10,  # the two analyses; the campaigns ran in the background
     "tests/integration/test_wan.py": 50,
     "tests/integration/test_compare_testbed.py::test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not": 50,
     "tests/integration/test_disk_full.py": 48,
     "tests/integration/test_colocation.py::test_colocation_audit_finds_the_truth": 43,
     "tests/integration/test_drain_coverage.py::test_drain_intervals_cover_the_configured_bucket": 37,
     "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial": 31,
-    "tests/integration/test_campaign.py::test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes": 28,
-    "tests/integration/test_campaign.py::test_kill_9_at_random_moments_then_restart_runs_every_trial_exactly_once": 28,
-    "tests/integration/test_html_browser.py::test_the_report_of_a_real_run_renders_in_chromium": 25,
+    "tests/integration/test_campaign.py::test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes": 40,
+    "tests/integration/test_campaign.py::test_kill_9_at_random_moments_then_restart_runs_every_trial_exactly_once": 32,
+    "tests/integration/test_html_browser.py::test_the_report_of_a_real_run_renders_in_chromium": 30,
     "tests/integration/test_throughput.py::test_token_bucket_ground_truth": 22,
     "tests/integration/test_throughput.py::test_plain_cap_no_drain_and_udp_loss": 24,
     "tests/integration/test_events.py::test_flat_links_have_at_most_one_link_event": 22,
-    "tests/integration/test_campaign.py::test_run_resume_finishes_a_one_shot_run_killed_mid_trial": 20,
+    "tests/integration/test_campaign.py::test_run_resume_finishes_a_one_shot_run_killed_mid_trial": 25,
     "tests/integration/test_events.py::test_spike_and_step_are_found_on_their_own_pairs": 17,
     "tests/integration/test_echo_modes.py::test_connection_modes_and_a_payload_sweep_on_the_testbed": 13,
     "tests/integration/test_run.py::test_every_round_and_peer_is_a_row": 10,
     "tests/integration/test_physical_hosts.py::test_hosts_on_one_physical_host_share_its_nic": 9,
-    "tests/analysis/adversarial/test_adversarial.py": 60,
-    "tests/report/test_page_has_the_terminal.py": 45,
-    "tests/analysis/coverage/test_coverage.py::test_interval_covers_at_its_nominal_level": 12,
+    "tests/analysis/adversarial/test_adversarial.py": 35,
+    "tests/report/test_page_has_the_terminal.py": 25,
+    "tests/analysis/coverage/test_coverage.py::test_interval_covers_at_its_nominal_level": 32,
     "tests/analysis/test_changes.py::"
     "test_a_step_is_found_at_its_run_and_its_size_covered_with_a_false_change_beside_it_or_not": 16,
     "tests/analysis/test_diurnal.py::"
     "test_on_campaigns_without_a_time_of_day_effect_every_printed_test_holds_its_level": 12,
-    "tests/analysis/test_changes.py::test_flat_series_give_a_change_in_at_most_alpha_of_them": 9,
+    "tests/analysis/test_changes.py::test_flat_series_give_a_change_in_at_most_alpha_of_them": 13,
     "tests/report/test_html.py::test_a_large_runs_figures_stay_small": 10,
+    "tests/report/test_lazy_imports.py::test_a_report_without_its_page_imports_no_matplotlib": 9,
 }
 
 # Units whose fixture runs in a background process started at collection
