@@ -89,7 +89,7 @@ MEASURED_S = {
     "tests/integration/test_disk_full.py": 48,
     "tests/integration/test_colocation.py::test_colocation_audit_finds_the_truth": 43,
     "tests/integration/test_drain_coverage.py::test_drain_intervals_cover_the_configured_bucket": 37,
-    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial": 31,
+    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial": 17,
     "tests/integration/test_campaign.py::test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes": 40,
     "tests/integration/test_campaign.py::test_kill_9_at_random_moments_then_restart_runs_every_trial_exactly_once": 32,
     "tests/integration/test_html_browser.py::test_the_report_of_a_real_run_renders_in_chromium": 30,
@@ -129,7 +129,7 @@ BESIDE_BACKGROUND = frozenset({
 
 # Tests outside tests/integration that mostly wait on real time rather than compute.
 WAITING = frozenset({
-    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial",  # a 30 s trial
+    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial",  # a 16 s trial
 })
 
 
