@@ -93,7 +93,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     the background (tests/integration/compressed_days.py): they wait on 20 slots for two minutes,
     and the worker runs its other tests meanwhile instead of waiting with them."""
     where = _background_dir()
-    if where is None or os.geteuid() != 0:
+    if where is None or os.geteuid() != 0 or session.config.option.collectonly:
         return
     if not any("compressed_days" in getattr(item, "fixturenames", ()) for item in session.items):
         return
