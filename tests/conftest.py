@@ -76,7 +76,7 @@ def work_unit(nodeid: str) -> str:
 
 
 # What the long units took (s, set-up and call, from `--durations` on two workers, rounded; last
-# set from a full run of 60ddc11 at load average 4-5, the BESIDE_BACKGROUND units beside the
+# set from a full run of 21dd36d at load average 4-5, the BESIDE_BACKGROUND units beside the
 # compressed-day campaigns):
 # each lane starts with its longest units, so that neither ends with one long test while the
 # other worker idles. Keys: a SHARED_TESTS name, a SHARED_MODULES module, or a test (without
@@ -117,7 +117,7 @@ MEASURED_S = {
 # (tests/integration/conftest.py): last in their lane, so that it has finished when they run.
 BACKGROUND_UNITS = frozenset({"compressed-days"})
 # The testbed units that run first, while the background process runs (its three campaigns
-# provision a testbed every 2 s between them): tests that assert no rate or time (kills,
+# provision a testbed each every 6 s): tests that assert no rate or time (kills,
 # restarts, a full disk), so that the timing tests (compare's delay, the WAN step, caps,
 # colocation) do not share the cores with the campaigns, nor the campaigns with them.
 BESIDE_BACKGROUND = frozenset({
@@ -184,16 +184,17 @@ def _stop_background(lock_dir: Path) -> None:
     the session (a session interrupted, or ended before the tests that wait for it), and wait for it."""
     for pid_file in lock_dir.glob(f"*/{BACKGROUND_PID}"):
         pid = int(pid_file.read_text())
-        if _running(pid):
+        if process_running(pid):
             warnings.warn(f"stopping the background process {pid} ({pid_file.parent.name})", stacklevel=1)
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + 120
-            while _running(pid) and time.monotonic() < deadline:
+            while process_running(pid) and time.monotonic() < deadline:
                 time.sleep(0.2)
 
 
-def _running(pid: int) -> bool:
+def process_running(pid: int) -> bool:
+    """Alive and not a zombie (a process another worker started and has not reaped yet)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):

@@ -38,7 +38,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tests.conftest import BACKGROUND_PID
+from tests.conftest import BACKGROUND_PID, process_running
 from tests.paths import ROOT
 
 PERIOD = 60.0  # the compressed day
@@ -144,15 +144,6 @@ def start_in_background(where: Path) -> None:
     _STARTED[where] = proc
 
 
-def _gone(pid: int) -> bool:
-    """The process has ended (or is a zombie whose parent, another worker, has not reaped it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state in ("Z", "X")
-
-
 def wait_in_background(where: Path) -> CompressedDays:
     """The campaigns ``start_in_background(where)`` runs, once they have passed run_compressed_days'
     checks; an AssertionError with the reason (and the log's tail) if they failed or took too long."""
@@ -167,7 +158,7 @@ def wait_in_background(where: Path) -> CompressedDays:
         pid_file = where / BACKGROUND_PID
         own = _STARTED.get(where)
         ended = own.poll() is not None if own is not None else \
-            pid_file.exists() and _gone(int(pid_file.read_text()))
+            pid_file.exists() and not process_running(int(pid_file.read_text()))
         if ended and not (where / RESULT).exists():
             raise AssertionError(f"the compressed-day campaigns' process ended without a result: "
                                  f"{(where / LOG).read_text()[-3000:]}")
