@@ -5,9 +5,10 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 import warnings
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,11 @@ from tests.paths import QUICKSTART
 #   overlap instead of both workers starting on testbeds and then competing for the CPU; a
 #   worker whose lane is empty helps with the other (``_UnitScheduling._assign_work_unit``);
 # * in each lane the longest units start first (``_start_order``, by the durations measured in
-#   MEASURED_S: the compressed-day campaigns lead), so that the run does not end with one long
-#   test on one worker while the other idles;
+#   MEASURED_S), so that the run does not end with one long test on one worker while the other
+#   idles;
+# * the compressed-day campaigns (two minutes of waiting on slots) run in a background process
+#   started at collection, beside the testbed tests that assert no rate or time, which start
+#   their lane (BESIDE_BACKGROUND); the tests that read them end it (BACKGROUND_UNITS);
 # * a test marked ``alone`` runs with nothing beside it (``pytest_runtest_protocol``: a
 #   readers-writer lock over the session's workers), for an assertion that the other worker's
 #   CPU use would change; they run last. Keep the set small: each one costs its whole
@@ -52,7 +56,7 @@ SHARED_MODULES = frozenset({
 })
 # Tests of several modules that share a session-scoped fixture: one unit per name.
 SHARED_TESTS = {
-    "compressed-days": frozenset({  # the three compressed-day campaigns (~140 s)
+    "compressed-days": frozenset({  # the three compressed-day campaigns (~140 s, in the background)
         "tests/integration/test_campaign.py::"
         "test_a_compressed_day_anchored_to_utc_is_recovered_and_a_flat_link_shows_no_effect",
         "tests/integration/test_changes_testbed.py::"
@@ -71,44 +75,61 @@ def work_unit(nodeid: str) -> str:
     return module if module in SHARED_MODULES else nodeid
 
 
-# What the long units took (s, set-up and call, from `--durations` on two workers, rounded):
+# What the long units took (s, set-up and call, from `--durations` on two workers, rounded; last
+# set from a full run of 21dd36d at load average 4-5, the BESIDE_BACKGROUND units beside the
+# compressed-day campaigns):
 # each lane starts with its longest units, so that neither ends with one long test while the
 # other worker idles. Keys: a SHARED_TESTS name, a SHARED_MODULES module, or a test (without
 # its parameters: each parametrised case). A unit not listed counts 5 s if marked ``slow``, else
 # 1 s; a test that takes more than ~8 s belongs here.
 MEASURED_S = {
-    "compressed-days": 175,
+    "compressed-days": 10,  # the two analyses; the campaigns ran in the background
     "tests/integration/test_wan.py": 50,
     "tests/integration/test_compare_testbed.py::test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not": 50,
     "tests/integration/test_disk_full.py": 48,
     "tests/integration/test_colocation.py::test_colocation_audit_finds_the_truth": 43,
     "tests/integration/test_drain_coverage.py::test_drain_intervals_cover_the_configured_bucket": 37,
-    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial": 31,
-    "tests/integration/test_campaign.py::test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes": 28,
-    "tests/integration/test_campaign.py::test_kill_9_at_random_moments_then_restart_runs_every_trial_exactly_once": 28,
-    "tests/integration/test_html_browser.py::test_the_report_of_a_real_run_renders_in_chromium": 25,
+    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial": 17,
+    "tests/integration/test_campaign.py::test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes": 40,
+    "tests/integration/test_campaign.py::test_kill_9_at_random_moments_then_restart_runs_every_trial_exactly_once": 32,
+    "tests/integration/test_html_browser.py::test_the_report_of_a_real_run_renders_in_chromium": 30,
     "tests/integration/test_throughput.py::test_token_bucket_ground_truth": 22,
     "tests/integration/test_throughput.py::test_plain_cap_no_drain_and_udp_loss": 24,
     "tests/integration/test_events.py::test_flat_links_have_at_most_one_link_event": 22,
-    "tests/integration/test_campaign.py::test_run_resume_finishes_a_one_shot_run_killed_mid_trial": 20,
+    "tests/integration/test_campaign.py::test_run_resume_finishes_a_one_shot_run_killed_mid_trial": 25,
     "tests/integration/test_events.py::test_spike_and_step_are_found_on_their_own_pairs": 17,
     "tests/integration/test_echo_modes.py::test_connection_modes_and_a_payload_sweep_on_the_testbed": 13,
     "tests/integration/test_run.py::test_every_round_and_peer_is_a_row": 10,
     "tests/integration/test_physical_hosts.py::test_hosts_on_one_physical_host_share_its_nic": 9,
-    "tests/analysis/adversarial/test_adversarial.py": 60,
-    "tests/report/test_page_has_the_terminal.py": 45,
-    "tests/analysis/coverage/test_coverage.py::test_interval_covers_at_its_nominal_level": 12,
+    "tests/analysis/adversarial/test_adversarial.py": 35,
+    "tests/report/test_page_has_the_terminal.py": 25,
+    "tests/analysis/coverage/test_coverage.py::test_interval_covers_at_its_nominal_level": 32,
     "tests/analysis/test_changes.py::"
     "test_a_step_is_found_at_its_run_and_its_size_covered_with_a_false_change_beside_it_or_not": 16,
     "tests/analysis/test_diurnal.py::"
     "test_on_campaigns_without_a_time_of_day_effect_every_printed_test_holds_its_level": 12,
-    "tests/analysis/test_changes.py::test_flat_series_give_a_change_in_at_most_alpha_of_them": 9,
+    "tests/analysis/test_changes.py::test_flat_series_give_a_change_in_at_most_alpha_of_them": 13,
     "tests/report/test_html.py::test_a_large_runs_figures_stay_small": 10,
+    "tests/report/test_lazy_imports.py::test_a_report_without_its_page_imports_no_matplotlib": 9,
 }
+
+# Units whose fixture runs in a background process started at collection
+# (tests/integration/conftest.py): last in their lane, so that it has finished when they run.
+BACKGROUND_UNITS = frozenset({"compressed-days"})
+# The testbed units that run first, while the background process runs (its three campaigns
+# provision a testbed each every 6 s): tests that assert no rate or time (kills,
+# restarts, a full disk), so that the timing tests (compare's delay, the WAN step, caps,
+# colocation) do not share the cores with the campaigns, nor the campaigns with them.
+BESIDE_BACKGROUND = frozenset({
+    "tests/integration/test_campaign.py::test_kill_9_at_random_moments_then_restart_runs_every_trial_exactly_once",
+    "tests/integration/test_campaign.py::test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes",
+    "tests/integration/test_campaign.py::test_run_resume_finishes_a_one_shot_run_killed_mid_trial",
+    "tests/integration/test_disk_full.py",
+})
 
 # Tests outside tests/integration that mostly wait on real time rather than compute.
 WAITING = frozenset({
-    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial",  # a 30 s trial
+    "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial",  # a 16 s trial
 })
 
 
@@ -148,8 +169,36 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     path = config.stash.get(_LOCK_DIR_KEY, None)
     if path is not None:
+        _stop_background(Path(path))
         shutil.rmtree(path, ignore_errors=True)
         os.environ.pop(LOCK_DIR_ENV, None)
+
+
+# A process a worker started to run beside the tests (the compressed-day campaigns,
+# tests/integration/compressed_days.py) writes its pid to LOCK_DIR/<name>/background.pid.
+BACKGROUND_PID = "background.pid"
+
+
+def _stop_background(lock_dir: Path) -> None:
+    """Stop (SIGTERM: it tears its testbeds down) a background process still running at the end of
+    the session (a session interrupted, or ended before the tests that wait for it), and wait for it."""
+    for pid_file in lock_dir.glob(f"*/{BACKGROUND_PID}"):
+        pid = int(pid_file.read_text())
+        if process_running(pid):
+            warnings.warn(f"stopping the background process {pid} ({pid_file.parent.name})", stacklevel=1)
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 120
+            while process_running(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+
+
+def process_running(pid: int) -> bool:
+    """Alive and not a zombie (a process another worker started and has not reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 @contextmanager
@@ -193,12 +242,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def _start_order(item: pytest.Item) -> tuple[bool, float]:
-    """The longest units first (MEASURED_S; the compressed-day campaigns, mostly waiting, lead);
-    ``alone`` tests last, one after the other. The scheduler splits the order into its lanes."""
-    unit = work_unit(item.nodeid)
-    seconds = MEASURED_S.get(unit.split("[", 1)[0], 5.0 if "slow" in item.keywords else 1.0)
-    return "alone" in item.keywords, -seconds
+def _start_order(item: pytest.Item) -> tuple[bool, int, float]:
+    """The units that run beside the background process first (BESIDE_BACKGROUND), then the
+    longest units first (MEASURED_S), then the units that wait for the background process
+    (BACKGROUND_UNITS: it has run beside the others meanwhile); ``alone`` tests last, one after
+    the other. The scheduler splits the order into its lanes."""
+    unit = work_unit(item.nodeid).split("[", 1)[0]
+    seconds = MEASURED_S.get(unit, 5.0 if "slow" in item.keywords else 1.0)
+    rank = 0 if unit in BESIDE_BACKGROUND else 2 if unit in BACKGROUND_UNITS else 1
+    return "alone" in item.keywords, rank, -seconds
 
 
 def _check_units(items: list[pytest.Item]) -> None:

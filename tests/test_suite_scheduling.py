@@ -8,12 +8,24 @@ inner run logs its worker and the interval it slept.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from tests.conftest import LOCK_DIR_ENV, MEASURED_S, SHARED_MODULES, SHARED_TESTS, WAITING
+import pytest
+
+from tests.conftest import (
+    BACKGROUND_UNITS,
+    BESIDE_BACKGROUND,
+    LOCK_DIR_ENV,
+    MEASURED_S,
+    SHARED_MODULES,
+    SHARED_TESTS,
+    WAITING,
+)
 from tests.paths import ROOT
 
 SHARED = "tests/integration/test_wan.py"
@@ -77,11 +89,63 @@ def test_shared_modules_stay_on_one_worker_and_an_alone_test_runs_alone(tmp_path
 
 
 def test_the_measured_units_and_the_waiting_tests_exist() -> None:
-    """A renamed or removed test in MEASURED_S or WAITING would silently lose its place in the order."""
-    for key in [*MEASURED_S, *WAITING]:
+    """A renamed or removed test in MEASURED_S, WAITING, BESIDE_BACKGROUND or BACKGROUND_UNITS would
+    silently lose its place in the order."""
+    assert set(SHARED_TESTS) >= BACKGROUND_UNITS
+    for key in [*MEASURED_S, *WAITING, *BESIDE_BACKGROUND]:
         if key in SHARED_TESTS:
             continue
         module, _, function = key.partition("::")
         text = (ROOT / module).read_text()
         assert not function or f"def {function}(" in text, key
         assert function or module in SHARED_MODULES, key
+
+
+def test_units_beside_the_background_process_start_and_the_units_waiting_for_it_end_their_lane() -> None:
+    """The compressed-day campaigns run in the background while the testbed lane runs the tests that
+    assert no rate or time; the tests that read the campaigns come last (not first, holding a worker
+    for two minutes), an ``alone`` test after them."""
+    from types import SimpleNamespace
+
+    from tests.conftest import _start_order
+
+    def item(nodeid: str, *keywords: str) -> Any:
+        return SimpleNamespace(nodeid=nodeid, keywords=set(keywords))
+
+    reader = next(iter(SHARED_TESTS["compressed-days"]))
+    kill = "tests/integration/test_campaign.py::" \
+           "test_kill_9_at_random_moments_then_restart_runs_every_trial_exactly_once[2]"
+    compare = "tests/integration/test_compare_testbed.py::" \
+              "test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not"
+    items = [item(reader, "slow"), item("tests/test_x.py::test_alone", "alone"), item(compare),
+             item("tests/integration/test_disk_full.py::test_a[parquet]"), item(kill, "slow"),
+             item("tests/test_x.py::test_short")]
+    order = [i.nodeid for i in sorted(items, key=_start_order)]
+    assert set(order[:2]) == {kill, "tests/integration/test_disk_full.py::test_a[parquet]"}, order
+    assert order[2:] == [compare, "tests/test_x.py::test_short", reader, "tests/test_x.py::test_alone"], order
+
+
+def test_waiting_for_the_background_campaigns_reads_their_result_or_says_why_there_is_none(tmp_path: Path) -> None:
+    from tests.conftest import BACKGROUND_PID
+    from tests.integration.compressed_days import FAILURE, LOG, RESULT, wait_in_background
+
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / RESULT).write_text(json.dumps({"sine": "/a", "step": "/b", "flat": "/c", "step_at": 12.5}))
+    days = wait_in_background(done)
+    assert (days.sine, days.step, days.flat, days.step_at) == (Path("/a"), Path("/b"), Path("/c"), 12.5)
+
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    (failed / FAILURE).write_text("AssertionError: the flat campaign ended with 1")
+    with pytest.raises(AssertionError, match="flat campaign ended with 1"):
+        wait_in_background(failed)
+
+    crashed = tmp_path / "crashed"  # another worker's process, ended without a word
+    crashed.mkdir()
+    (crashed / LOG).write_text("Killed")
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                           text=True, check=True)
+    (crashed / BACKGROUND_PID).write_text(ended.stdout.strip())
+    with pytest.raises(AssertionError, match="ended without a result: Killed"):
+        wait_in_background(crashed)

@@ -231,8 +231,13 @@ class PulumiStandin:
         return os.pathsep.join([str(self.bin_dir), os.environ.get("PATH", "")])
 
     def records(self) -> list[dict[str, Any]]:
+        """The stand-in's log so far. Its invocations append to it while a test polls it: a line
+        without its newline yet is still being written and is left for the next read."""
         log = self.base / "log.jsonl"
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        if not log.exists():
+            return []
+        complete, _, _partial = log.read_text().rpartition("\n")
+        return [json.loads(line) for line in complete.splitlines()]
 
     def calls(self) -> list[StandinCall]:
         """Every invocation, in order, with how it ended."""

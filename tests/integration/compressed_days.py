@@ -12,16 +12,34 @@ run), the WAN link a-b of 5 ms one-way delay anchored to UTC:
 change-point test reads ``step`` and, as its campaign without a step, ``sine``. Each test ran its
 own pair of such campaigns before (about two minutes each); running the three at once once costs
 one. All three start on the same UTC second, so the step's time is known before they start.
+
+They mostly wait (20 slots 6 s apart), so the suite does not hold a worker for them: the first
+worker to collect a test that reads them starts them in a process of their own
+(``start_in_background``, from tests/integration/conftest.py) and runs its other tests; the
+scheduler puts the tests that read them last in their lane, where ``wait_in_background`` finds
+them finished. The session's controller stops the process if it is still running at the end
+(tests/conftest.py, ``BACKGROUND_PID``).
+
+Run on their own (what the background process does; the campaigns stay in DIR)::
+
+    .venv/bin/python -m tests.integration.compressed_days DIR
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import signal
 import subprocess
+import sys
 import time
-from dataclasses import dataclass
+import traceback
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from tests.conftest import BACKGROUND_PID, process_running
+from tests.paths import ROOT
 
 PERIOD = 60.0  # the compressed day
 EVERY = PERIOD / 10
@@ -104,3 +122,65 @@ def run_compressed_days(where: Path) -> CompressedDays:
     for name in weather:
         assert leftovers(where / name) == []
     return CompressedDays(sine=where / "sine", step=where / "step", flat=where / "flat", step_at=step_at)
+
+
+RESULT = "result.json"  # the campaigns' CompressedDays, once they all passed
+FAILURE = "failure.txt"  # why run_compressed_days failed
+LOG = "background.log"
+# start-up (20 s), the slots (COUNT × EVERY), the last run's teardown and the three checks: the
+# synchronous run asserts its campaigns end within COUNT × EVERY + 180 s of their start
+BACKGROUND_TIMEOUT_S = 20 + COUNT * EVERY + 240
+_STARTED: dict[Path, subprocess.Popen[bytes]] = {}  # the processes this one started (reaped by the wait)
+
+
+def start_in_background(where: Path) -> None:
+    """Start ``run_compressed_days(where)`` in a process of its own session (not in the worker's
+    process group: a Ctrl-C reaches it through the controller's clean-up, which lets it tear down)."""
+    with (where / LOG).open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "tests.integration.compressed_days", str(where)],
+                                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    (where / BACKGROUND_PID).write_text(str(proc.pid))
+    _STARTED[where] = proc
+
+
+def wait_in_background(where: Path) -> CompressedDays:
+    """The campaigns ``start_in_background(where)`` runs, once they have passed run_compressed_days'
+    checks; an AssertionError with the reason (and the log's tail) if they failed or took too long."""
+    deadline = time.monotonic() + BACKGROUND_TIMEOUT_S
+    while True:
+        if (where / RESULT).exists():
+            d = json.loads((where / RESULT).read_text())
+            return CompressedDays(sine=Path(d["sine"]), step=Path(d["step"]), flat=Path(d["flat"]),
+                                  step_at=float(d["step_at"]))
+        if (where / FAILURE).exists():
+            raise AssertionError((where / FAILURE).read_text()[-3000:])
+        pid_file = where / BACKGROUND_PID
+        own = _STARTED.get(where)
+        ended = own.poll() is not None if own is not None else \
+            pid_file.exists() and not process_running(int(pid_file.read_text()))
+        if ended and not (where / RESULT).exists():
+            raise AssertionError(f"the compressed-day campaigns' process ended without a result: "
+                                 f"{(where / LOG).read_text()[-3000:]}")
+        assert time.monotonic() < deadline, (f"the compressed-day campaigns took over {BACKGROUND_TIMEOUT_S:.0f} s: "
+                                             f"{(where / LOG).read_text()[-3000:]}")
+        time.sleep(0.5)
+
+
+def _main(where: Path) -> int:
+    # SIGTERM (the controller's clean-up, or a user's) ends the wait in run_compressed_days, whose
+    # `finally` terminates the campaigns' runners: they tear their testbeds down
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        days = run_compressed_days(where)
+    except BaseException as e:
+        (where / FAILURE).write_text("".join(traceback.format_exception(e)))
+        return 1
+    tmp = where / f"{RESULT}.tmp"
+    tmp.write_text(json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in asdict(days).items()}))
+    tmp.rename(where / RESULT)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(Path(sys.argv[1])))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,8 +16,8 @@ from cloudbench.core.topology import Topology
 from cloudbench.providers.netns import NetnsProvider
 from cloudbench.workloads import load_spec
 
-from ..conftest import QUICKSTART
-from .compressed_days import CompressedDays, run_compressed_days
+from ..conftest import LOCK_DIR_ENV, QUICKSTART
+from .compressed_days import CompressedDays, run_compressed_days, start_in_background, wait_in_background
 
 
 def ours(sid: str) -> list[str]:
@@ -80,7 +81,34 @@ def in_ns(ns: str, *cmd: str, timeout: float = 10) -> subprocess.CompletedProces
                           timeout=timeout, check=False)
 
 
+def _background_dir() -> Path | None:
+    """Where the compressed-day campaigns run in the background: in the session's lock directory
+    (tests/conftest.py), which every worker shares and the controller removes at the end."""
+    lock_dir = os.environ.get(LOCK_DIR_ENV)
+    return Path(lock_dir) / "compressed-days" if lock_dir else None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The first worker to collect a test that reads the compressed-day campaigns starts them in
+    the background (tests/integration/compressed_days.py): they wait on 20 slots for two minutes,
+    and the worker runs its other tests meanwhile instead of waiting with them."""
+    where = _background_dir()
+    if where is None or os.geteuid() != 0 or session.config.option.collectonly:
+        return
+    if not any("compressed_days" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    try:
+        where.mkdir()  # atomic: the one worker that creates it starts them
+    except FileExistsError:
+        return
+    start_in_background(where)
+
+
 @pytest.fixture(scope="session")
 def compressed_days(tmp_path_factory: pytest.TempPathFactory) -> CompressedDays:
-    """Three compressed-day campaigns (sine, step, flat) run once, at once, for the tests that read them."""
+    """Three compressed-day campaigns (sine, step, flat) run once, at once, for the tests that read them:
+    started at collection and waited for here, or (no session lock directory) run here."""
+    where = _background_dir()
+    if where is not None and where.exists():
+        return wait_in_background(where)
     return run_compressed_days(tmp_path_factory.mktemp("compressed-days"))

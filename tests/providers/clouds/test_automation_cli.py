@@ -387,3 +387,15 @@ def test_any_sdk_exception_in_up_or_remove_is_a_provision_error(tmp_path: Path) 
         handle.up(print)
     with pytest.raises(ProvisionError, match=r"c-r01.*ZeroDivisionError.*pulumi stack rm c-r01"):
         handle.remove()
+
+
+def test_the_stand_ins_log_read_while_a_line_is_being_written_gives_the_complete_lines(tmp_path: Path) -> None:
+    """A test polls the log while the stand-in appends to it: a poll that caught a 2.5 KB line half
+    written raised JSONDecodeError in the interrupt test's thread, which then never sent its signal
+    (the stand-in waited 60 s for it: a full-suite failure, 2026-11-26)."""
+    standin = PulumiStandin(tmp_path / "standin")
+    first = json.dumps({"event": "start", "pid": 1, "t": 0.0, "argv": ["up"] * 400})
+    (tmp_path / "standin" / "log.jsonl").write_text(first + "\n" + first[: len(first) // 2])
+    assert standin.records() == [json.loads(first)]
+    (tmp_path / "standin" / "log.jsonl").write_text(first + "\n" + first + "\n")
+    assert standin.records() == [json.loads(first)] * 2
