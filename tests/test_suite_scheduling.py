@@ -12,6 +12,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +151,33 @@ def test_waiting_for_the_background_campaigns_reads_their_result_or_says_why_the
     (crashed / BACKGROUND_PID).write_text(ended.stdout.strip())
     with pytest.raises(AssertionError, match="ended without a result: Killed"):
         wait_in_background(crashed)
+
+
+def test_a_timing_test_waits_until_the_background_campaigns_have_ended_however_they_end(tmp_path: Path) -> None:
+    """wait_until_ended (the guard of every testbed test not beside the campaigns) returns when
+    they passed, failed or their process is gone, and not while that process still runs."""
+    from tests.conftest import BACKGROUND_PID
+    from tests.integration.compressed_days import FAILURE, RESULT, wait_until_ended
+
+    for name, outcome in ((RESULT, "{}"), (FAILURE, "AssertionError")):
+        where = tmp_path / name
+        where.mkdir()
+        (where / name).write_text(outcome)
+        wait_until_ended(where)  # returns at once: no process to look at
+
+    running = tmp_path / "running"
+    running.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    try:
+        (running / BACKGROUND_PID).write_text(str(proc.pid))
+        t0 = time.monotonic()
+        waiter = threading.Thread(target=wait_until_ended, args=(running,))
+        waiter.start()
+        waiter.join(timeout=1.0)
+        assert waiter.is_alive(), "returned while the campaigns' process ran"
+        proc.wait(timeout=30)
+        waiter.join(timeout=30)  # a zombie counts as ended (process_running), so it returns before the reap too
+        assert not waiter.is_alive() and time.monotonic() - t0 >= 1.0
+    finally:
+        proc.kill()
+        proc.wait()

@@ -155,15 +155,29 @@ def wait_in_background(where: Path) -> CompressedDays:
                                   step_at=float(d["step_at"]))
         if (where / FAILURE).exists():
             raise AssertionError((where / FAILURE).read_text()[-3000:])
-        pid_file = where / BACKGROUND_PID
-        own = _STARTED.get(where)
-        ended = own.poll() is not None if own is not None else \
-            pid_file.exists() and not process_running(int(pid_file.read_text()))
-        if ended and not (where / RESULT).exists():
+        if _process_ended(where) and not (where / RESULT).exists():
             raise AssertionError(f"the compressed-day campaigns' process ended without a result: "
                                  f"{(where / LOG).read_text()[-3000:]}")
         assert time.monotonic() < deadline, (f"the compressed-day campaigns took over {BACKGROUND_TIMEOUT_S:.0f} s: "
                                              f"{(where / LOG).read_text()[-3000:]}")
+        time.sleep(0.5)
+
+
+def _process_ended(where: Path) -> bool:
+    pid_file = where / BACKGROUND_PID
+    own = _STARTED.get(where)
+    return own.poll() is not None if own is not None else \
+        pid_file.exists() and not process_running(int(pid_file.read_text()))
+
+
+def wait_until_ended(where: Path) -> None:
+    """Return once the campaigns ``start_in_background(where)`` runs have ended (passed, failed or
+    their process gone) or their time is up; for a test that must not share the cores with them.
+    Their outcome is the business of the tests that read them (:func:`wait_in_background`)."""
+    deadline = time.monotonic() + BACKGROUND_TIMEOUT_S
+    while not ((where / RESULT).exists() or (where / FAILURE).exists() or _process_ended(where)):
+        if time.monotonic() > deadline:
+            return
         time.sleep(0.5)
 
 
