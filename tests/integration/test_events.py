@@ -81,6 +81,9 @@ def series_time(run: RunDir, rec: Recorder, series: str, at: float, rep: int = 0
     return float((epoch_ns + at * 1e9 - t0_ns) / 1e9)
 
 
+@pytest.mark.alone  # the planted spike's length and the flat pairs' silence are times the other worker's CPU
+# use moves (2026-11-26, fresh clones of c9dd886 and 14d45b6 beside the compute lane: a spike
+# 0.12 s long against 0.05 s planted; a 1.5 ms, 4-echo spike on a flat pair)
 def test_spike_and_step_are_found_on_their_own_pairs(tmp_path: Path) -> None:
     spike = f", spikes: [{{at: {SPIKE_AT}s, duration: {SPIKE_FOR * 1000:.0f}ms, extra: {SPIKE_EXTRA * 1000:.0f}ms}}]"
     step = f", steps: [{{at: {STEP_AT}s, delay: {STEP_TO * 1000:.0f}ms}}]"
