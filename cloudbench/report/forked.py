@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import os
 import pickle
+import select
 import signal
 import sys
 import time
@@ -29,6 +30,9 @@ from typing import Any, Generic, TypeVar, cast
 T = TypeVar("T")
 
 CAN_FORK = hasattr(os, "fork")
+
+WAKE_S = 0.2
+"""How often :meth:`Forked.result` wakes from its wait on the child to let a signal's handler run."""
 
 STOP_GRACE_S = 5.0
 """How long :meth:`Forked.stop` lets a child clean up after SIGTERM before it kills it (a C call
@@ -68,7 +72,7 @@ class Forked(Generic[T]):
             assert self._fd is not None
             chunks = []
             try:
-                while chunk := os.read(self._fd, 1 << 20):
+                while chunk := _read_when_ready(self._fd):
                     chunks.append(chunk)
             except BaseException:  # Ctrl-C while waiting: the child is ended, not waited for
                 self.stop()
@@ -138,6 +142,20 @@ def _thaw() -> None:
     _frozen -= 1
     if not _frozen:
         gc.unfreeze()
+
+
+def _read_when_ready(fd: int) -> bytes:
+    """The next bytes from ``fd`` (b"" at its end), waiting in steps of :data:`WAKE_S`.
+
+    A blocking ``os.read`` can miss a Ctrl-C: Python runs a signal's handler between bytecodes,
+    and a read is interrupted only when the signal reaches the main thread while it sits in the
+    system call. A signal taken by another thread (the report's threads, pyarrow's), or one that
+    lands just before the call, left the parent waiting for the child's whole run."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    while not poller.poll(WAKE_S * 1000):  # returning to the interpreter runs pending handlers
+        pass
+    return os.read(fd, 1 << 20)
 
 
 def _outcome(fn: Callable[[], T]) -> tuple[bool, Any]:

@@ -115,6 +115,47 @@ with Forked(lambda: time.sleep(60)) as child:
         os.kill(pid, 0)
 
 
+def test_a_sigint_taken_by_another_thread_still_ends_the_wait_on_the_child() -> None:
+    """A process-directed SIGINT can be taken by any thread that does not block it (the report's
+    sender threads, pyarrow's): Python then runs its handler in the main thread at its next
+    bytecode, but a main thread blocked in ``read`` on the child's pipe is not interrupted. The
+    same happens to a signal that lands just before the read. Here the main thread blocks SIGINT
+    so that another thread takes it: the wait must still end with KeyboardInterrupt, and soon."""
+    code = f"""
+import signal, sys, threading, time
+sys.path.insert(0, {str(ROOT)!r})
+from cloudbench.report.forked import Forked
+ready = threading.Event()
+def taker():
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}})
+    ready.set()
+    time.sleep(120)
+signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGINT}})
+threading.Thread(target=taker, daemon=True).start()
+ready.wait()
+with Forked(lambda: time.sleep(120)) as child:
+    print(child.pid, flush=True)
+    child.result()
+"""
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = 0
+    try:
+        assert p.stdout is not None
+        pid = int(p.stdout.readline())
+        time.sleep(0.5)  # the parent is in its wait on the child's pipe
+        p.send_signal(signal.SIGINT)
+        _, stderr = p.communicate(timeout=60)  # the old wait ended only with the child, after 120 s
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+            if pid:  # the forked child, left an orphan by the killed parent
+                os.kill(pid, signal.SIGKILL)
+    assert p.returncode != 0 and "KeyboardInterrupt" in stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
 def test_what_the_parent_printed_before_forking_is_printed_once() -> None:
     """stdout into a pipe is block-buffered: a child that inherited an unflushed buffer and flushed
     it on exit printed the parent's lines twice."""
