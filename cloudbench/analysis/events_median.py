@@ -59,6 +59,7 @@ SIGNATURES: dict[str, ckernels.Signature] = {
     "cb_quiet": (_I64, (_P, _I64, ctypes.c_double, _P, _P)),
     "cb_pelt": (None, (_P, _P, _I64, ctypes.c_double, _I64, _P, _P, _P, _P)),
     "cb_ordered": (ctypes.c_int, (_P, _P, _I64)),
+    "cb_select": (ctypes.c_int, (_P, _I64, _I64, ctypes.c_int, _P, _P, _P)),
 }
 """The kernels' ctypes signatures (``events_median.c``), by C name."""
 
@@ -73,6 +74,7 @@ class Kernels:
     quiet: Callable[..., int]  # cb_quiet: the jitter's quiet residuals
     pelt: Callable[..., None]  # cb_pelt: PELT's recursion on the window medians
     ordered: Callable[..., int]  # cb_ordered: a pair's echoes finite and in send order
+    select: Callable[..., int]  # cb_select: an order statistic (and the next) by radix select
 
 
 def kernel() -> Kernels | None:
@@ -82,7 +84,7 @@ def kernel() -> Kernels | None:
     if fns is None:
         return None
     return Kernels(fns["cb_slide"], fns["cb_level"], fns["cb_windows"], fns["cb_quiet"], fns["cb_pelt"],
-                   fns["cb_ordered"])
+                   fns["cb_ordered"], fns["cb_select"])
 
 
 def sliding_median(x: np.ndarray, width: int) -> np.ndarray:
@@ -245,6 +247,24 @@ def _compiled_recursion(cs: np.ndarray, cs2: np.ndarray, n: int, penalty: float,
     lib.pelt(cs.ctypes.data, cs2.ctypes.data, n, float(penalty), int(min_segment), f.ctypes.data,
              last.ctypes.data, cands.ctypes.data, fc.ctypes.data)
     return f, last
+
+
+def select(x: np.ndarray, k: int, two: bool = False) -> tuple[float, float] | None:
+    """``(x_(k), x_(k+1))``: the ``k``-th and (``two``) the ``(k + 1)``-th smallest of a finite
+    float64 ``x`` (0-based; without ``two`` the second is NaN), numpy's ``np.partition(x, k)[k]``
+    by value (a zero's sign aside: numpy's is whichever it met), by the kernel ``cb_select`` (a
+    radix select on the values' bits; ``x`` is read, not moved). None without the kernel."""
+    lib = kernel()
+    n = len(x)
+    if lib is None or n >= 1 << 32:
+        return None
+    if not 0 <= k < n - (1 if two else 0):
+        raise IndexError(f"rank {k}{' and the next' if two else ''} outside {n} values")
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    out = np.full(2, np.nan)
+    buf, hist = scratch_array("select_keys", n, np.uint64), scratch_array("select_counts", 1 << 16, np.uint32)
+    lib.select(x.ctypes.data, n, k, int(two), out.ctypes.data, buf.ctypes.data, hist.ctypes.data)
+    return float(out[0]), float(out[1])
 
 
 def finite_and_ordered(t: np.ndarray, y: np.ndarray) -> bool:
