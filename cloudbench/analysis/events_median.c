@@ -618,3 +618,83 @@ int cb_select(const double *x, int64_t n, int64_t k, int two, double *out, uint6
         shift = next;
     }
 }
+
+/* ---- The step search's window medians ---------------------------------------------------------------
+ *
+ * cb_window_medians(y, bounds, nw, med, scratch): med[w] = the median of y[bounds[w] .. bounds[w+1])
+ * for w < nw (each window non-empty; scratch holds the longest window), as window_medians' numpy
+ * loop gave it: the upper middle u = the (m/2)-th smallest (0-based) by a quickselect of a copy
+ * in scratch, med = (u + u) / 2 for odd m, else (the largest left of u + u) / 2. One call for
+ * the 720 windows of a 6-hour pair instead of a Python loop of np.partition.
+ */
+static int cb_cmp(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* a[k] the k-th smallest of a[0..n), a[0..k) at most it, a(k..n) at least it (Hoare partitions
+ * around a median of three; a sort of the range left after 64 rounds: no quadratic case) */
+static void cb_nth(double *a, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n - 1;
+    for (int rounds = 0; hi > lo; rounds++) {
+        if (hi - lo < 16 || rounds == 64) {
+            if (hi - lo < 16) {
+                for (int64_t i = lo + 1; i <= hi; i++) {
+                    const double v = a[i];
+                    int64_t j = i;
+                    for (; j > lo && a[j - 1] > v; j--)
+                        a[j] = a[j - 1];
+                    a[j] = v;
+                }
+            } else {
+                qsort(a + lo, (size_t)(hi - lo + 1), sizeof *a, cb_cmp);
+            }
+            return;
+        }
+        const int64_t mid = lo + (hi - lo) / 2;
+        double t;
+        if (a[mid] < a[lo]) { t = a[mid]; a[mid] = a[lo]; a[lo] = t; }
+        if (a[hi] < a[lo]) { t = a[hi]; a[hi] = a[lo]; a[lo] = t; }
+        if (a[hi] < a[mid]) { t = a[hi]; a[hi] = a[mid]; a[mid] = t; }
+        const double p = a[mid];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < p)
+                i++;
+            while (a[j] > p)
+                j--;
+            if (i <= j) {
+                t = a[i]; a[i] = a[j]; a[j] = t;
+                i++;
+                j--;
+            }
+        }
+        /* a[lo..j] <= p <= a[i..hi], and every value between them equals p */
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return;
+    }
+}
+
+void cb_window_medians(const double *y, const int64_t *bounds, int64_t nw, double *med, double *scratch)
+{
+    for (int64_t w = 0; w < nw; w++) {
+        const int64_t a = bounds[w], m = bounds[w + 1] - a, h = m / 2;
+        memcpy(scratch, y + a, sizeof *scratch * (size_t)m);
+        cb_nth(scratch, m, h);
+        const double upper = scratch[h];
+        if (m % 2) {
+            med[w] = (upper + upper) / 2.0;
+        } else {
+            double lower = scratch[0];
+            for (int64_t i = 1; i < h; i++)
+                lower = scratch[i] > lower ? scratch[i] : lower;
+            med[w] = (lower + upper) / 2.0;
+        }
+    }
+}

@@ -60,6 +60,7 @@ SIGNATURES: dict[str, ckernels.Signature] = {
     "cb_pelt": (None, (_P, _P, _I64, ctypes.c_double, _I64, _P, _P, _P, _P)),
     "cb_ordered": (ctypes.c_int, (_P, _P, _I64)),
     "cb_select": (ctypes.c_int, (_P, _I64, _I64, ctypes.c_int, _P, _P, _P)),
+    "cb_window_medians": (None, (_P, _P, _I64, _P, _P)),
 }
 """The kernels' ctypes signatures (``events_median.c``), by C name."""
 
@@ -75,6 +76,7 @@ class Kernels:
     pelt: Callable[..., None]  # cb_pelt: PELT's recursion on the window medians
     ordered: Callable[..., int]  # cb_ordered: a pair's echoes finite and in send order
     select: Callable[..., int]  # cb_select: an order statistic (and the next) by radix select
+    window_medians: Callable[..., None]  # cb_window_medians: the step search's window medians
 
 
 def kernel() -> Kernels | None:
@@ -84,7 +86,7 @@ def kernel() -> Kernels | None:
     if fns is None:
         return None
     return Kernels(fns["cb_slide"], fns["cb_level"], fns["cb_windows"], fns["cb_quiet"], fns["cb_pelt"],
-                   fns["cb_ordered"], fns["cb_select"])
+                   fns["cb_ordered"], fns["cb_select"], fns["cb_window_medians"])
 
 
 def sliding_median(x: np.ndarray, width: int) -> np.ndarray:
@@ -194,23 +196,21 @@ def window_medians(t: np.ndarray, y: np.ndarray, window_s: float) -> tuple[np.nd
     """``(keys, bounds, medians)`` of the windows ``floor((t − t[0]) / window_s)`` present (``t``
     ascending and non-empty, ``y`` finite, both float64): ``bounds[k]`` the first echo of the
     k-th (``bounds[-1] = len(t)``), its median ``np.median``'s value. The kernel ``cb_windows``
-    finds the windows' edges by bisection (instead of dividing every echo's time), each
-    median is one partition of the window's slice in place of a gathered matrix. None
-    without the kernel."""
+    finds the windows' edges by bisection (instead of dividing every echo's time),
+    ``cb_window_medians`` each window's median by a quickselect of a scratch copy, all windows
+    in one call (the Python loop of np.partition it replaced took ~25 ms for a 6-hour pair's
+    720 windows). None without the kernel."""
     lib = kernel()
     if lib is None:
         return None
     t = np.ascontiguousarray(t, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
     most = min(len(t), int(np.floor((t[-1] - t[0]) / window_s)) + 1)
     keys, bounds = np.empty(most, dtype=np.int64), np.empty(most + 1, dtype=np.int64)
     nw = lib.windows(t.ctypes.data, len(t), window_s, keys.ctypes.data, bounds.ctypes.data)
     med = np.empty(nw)
-    edges = bounds[:nw + 1].tolist()
-    for k in range(nw):
-        part = np.partition(y[edges[k]:edges[k + 1]], (m := edges[k + 1] - edges[k]) // 2)
-        upper = part[m // 2]
-        # m even: the lower middle is the largest value left of the upper one (no second selection)
-        med[k] = (float(part[:m // 2].max()) + upper) / 2.0 if m % 2 == 0 else (upper + upper) / 2.0
+    values = scratch_array("window_values", int(np.diff(bounds[:nw + 1]).max()))
+    lib.window_medians(y.ctypes.data, bounds.ctypes.data, nw, med.ctypes.data, values.ctypes.data)
     return keys[:nw], bounds[:nw + 1], med
 
 

@@ -9,6 +9,7 @@ bits, ranks at the edge of a bucket (the two order statistics in two buckets), n
 
 from __future__ import annotations
 
+import itertools
 import shutil
 
 import numpy as np
@@ -137,3 +138,24 @@ def test_the_jitters_statistics_of_a_pair_length_series_equal_numpys(kernel: boo
         rest = events_jitter.RestPercentile(x, 99.0, len(x) - 5000)
         assert rest.top.tolist() == np.sort(x)[rest.start:].tolist()
         assert rest.whole().hex() == float(np.percentile(x, 99.0)).hex()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_window_medians_equal_numpys(seed: int) -> None:
+    """``window_medians`` (one quickselect per window in C) against np.median per window, on
+    series a median-of-three quickselect finds awkward: sorted either way, organ pipes, one
+    value, few values, negatives and zeros, windows of 1 to ~5,000 echoes of odd and even counts."""
+    rng = np.random.default_rng(seed)
+    n = 40_000
+    t = np.cumsum(rng.exponential(1.0, n))  # windows of differing counts
+    for width in (1.0, 2.0, 37.0, 333.0, 5000.0):
+        organ = np.r_[np.arange(n // 2), np.arange(n - n // 2)[::-1]].astype(float)
+        for y in (rng.normal(0, 1, n), np.sort(rng.normal(0, 1, n)), -np.sort(rng.normal(0, 1, n)), organ,
+                  np.full(n, 4.0), rng.integers(-2, 3, n).astype(float), rng.choice([-0.0, 0.0, -1.0], n),
+                  np.tile(np.r_[np.arange(50.0), np.arange(50.0)[::-1]], n // 100)):
+            found = events_median.window_medians(t, y, width)
+            assert found is not None
+            _keys, bounds, med = found
+            want = [float(np.median(y[a:b])) for a, b in itertools.pairwise(bounds.tolist())]
+            assert med.tolist() == want, width
+            assert np.diff(bounds).min() >= 1 and bounds[-1] == n
