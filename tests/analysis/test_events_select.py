@@ -148,14 +148,15 @@ def test_the_compiled_window_medians_equal_numpys(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = 40_000
     t = np.cumsum(rng.exponential(1.0, n))  # windows of differing counts
-    for width in (1.0, 2.0, 37.0, 333.0, 5000.0):
+    for width, m in ((1.0, 3000), (2.0, 3000), (37.0, n), (333.0, n), (5000.0, n)):  # ~m / width windows
         organ = np.r_[np.arange(n // 2), np.arange(n - n // 2)[::-1]].astype(float)
         for y in (rng.normal(0, 1, n), np.sort(rng.normal(0, 1, n)), -np.sort(rng.normal(0, 1, n)), organ,
                   np.full(n, 4.0), rng.integers(-2, 3, n).astype(float), rng.choice([-0.0, 0.0, -1.0], n),
                   np.tile(np.r_[np.arange(50.0), np.arange(50.0)[::-1]], n // 100)):
-            found = events_median.window_medians(t, y, width)
+            y = y[:m]
+            found = events_median.window_medians(t[:m], y, width)
             assert found is not None
             _keys, bounds, med = found
             want = [float(np.median(y[a:b])) for a, b in itertools.pairwise(bounds.tolist())]
             assert med.tolist() == want, width
-            assert np.diff(bounds).min() >= 1 and bounds[-1] == n
+            assert np.diff(bounds).min() >= 1 and bounds[-1] == m
