@@ -253,7 +253,9 @@ def select(x: np.ndarray, k: int, two: bool = False) -> tuple[float, float] | No
     """``(x_(k), x_(k+1))``: the ``k``-th and (``two``) the ``(k + 1)``-th smallest of a finite
     float64 ``x`` (0-based; without ``two`` the second is NaN), numpy's ``np.partition(x, k)[k]``
     by value (a zero's sign aside: numpy's is whichever it met), by the kernel ``cb_select`` (a
-    radix select on the values' bits; ``x`` is read, not moved). None without the kernel."""
+    radix select on the values' bits; ``x`` is read, not moved; the gathered keys go to this
+    thread's :func:`scratch_array`, 8 bytes a value, its pages touched only as far as the
+    largest bucket gathered). None without the kernel."""
     lib = kernel()
     n = len(x)
     if lib is None or n >= 1 << 32:
@@ -263,7 +265,8 @@ def select(x: np.ndarray, k: int, two: bool = False) -> tuple[float, float] | No
     x = np.ascontiguousarray(x, dtype=np.float64)
     out = np.full(2, np.nan)
     buf, hist = scratch_array("select_keys", n, np.uint64), scratch_array("select_counts", 1 << 16, np.uint32)
-    lib.select(x.ctypes.data, n, k, int(two), out.ctypes.data, buf.ctypes.data, hist.ctypes.data)
+    if lib.select(x.ctypes.data, n, k, int(two), out.ctypes.data, buf.ctypes.data, hist.ctypes.data) != 0:
+        raise IndexError(f"rank {k} of {n} values refused by cb_select")  # checked above: a bug if reached
     return float(out[0]), float(out[1])
 
 
