@@ -472,8 +472,10 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         near = np.arange(win_bounds[max(c - 1, 0)], win_bounds[c + 1])
         before_all = y[(t >= lo_t) & (t < starts[c])]
         after_all = y[(t >= starts[c]) & (t < hi_t)]
-        mid = (float(np.median(before_all)) + float(np.median(after_all))) / 2.0
-        up = np.median(after_all) > np.median(before_all)
+        # np.median's values (the compiled select for long segments), each taken once
+        med_before, med_after = median(before_all), median(after_all)
+        mid = (med_before + med_after) / 2.0
+        up = med_after > med_before
         seg = y[near]
         wrong_after = (seg < mid) if up else (seg > mid)  # on the before side of mid
         wrong_before = ~wrong_after
