@@ -73,13 +73,13 @@ Method
    two or more other hosts at once, or when most of its echoes were sent in
    late rounds (the worker was short of CPU).
 
-Speed: the level is counted per value for RTTs on a grid (``events_median``: whole µs),
-the candidates' size tests use bounds of the rest's p99 from one partial sort (the exact
-percentile only near them), the jitter's medians and p99s share partitions
-(``events_jitter``), the run test subtracts the ranges left out from the whole series'
-counts, late rounds are worked out only for an event, the step search's windows are found
-by bisection and its gate is a bootstrap that stops once it cannot end under ``alpha``;
-the event list is the same as the plain implementation's
+Speed: the level is counted per value for RTTs on a grid (``events_median``: whole µs), the
+candidates' size tests use bounds of the rest's p99 from one partial sort (the exact
+percentile only near them), the jitter's medians of a long series are a compiled radix
+select and its p99s come from the top alone (``events_jitter``), the run test subtracts the
+ranges left out from the whole series' counts, late rounds are worked out only for an event,
+the step search's windows are found by bisection and its gate is a bootstrap that stops once
+it cannot end under ``alpha``; the event list is the same as the plain implementation's
 (``tests/analysis/events_reference.py``, the tests' oracle; ARCHITECTURE.md, "Observations
 out of core").
 
@@ -299,7 +299,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     max_spike_s = p.max_spike_s if p.max_spike_s is not None else window_s
     # the level's filter spans at most half the series: wider, it is one median of everything
     max_spike = min(max(p.min_samples, round(max_spike_s / round_interval_s)), (n - 1) // 4)
-    level, resid, halved, sigma, p99_quiet = _jitter(y, 2 * max_spike + 1, p.spike_k)
+    level, resid, absr, sigma, p99_quiet = _jitter(y, 2 * max_spike + 1, p.spike_k)
 
     def level_at(a: int, b: int) -> FloatArray:  # off the grid: written; on it: worked out
         return level[a:b] if level is not None else level_between(y, 2 * max_spike + 1, a, b)
@@ -324,7 +324,7 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
     # largest first; each is measured against the jitter of everything but itself and
     # the spikes already accepted (bursts of host noise are jitter, not events)
     # (runs are disjoint: the rest leaves out the spikes accepted and the run, no more)
-    bounds = _RestPercentile(halved, 99.0, n - sum(b - a for a, b, *_ in runs), halved=True)
+    bounds = _RestPercentile(absr, 99.0, n - sum(b - a for a, b, *_ in runs))
     spiked = 0
     chain, accepted = MarkovChain(above), list[tuple[int, int]]()
     for a, b, size, lvl, around in sorted(runs, key=lambda r: -r[2]):
@@ -365,18 +365,17 @@ def detect_pair_events(t_s: FloatArray, rtt: FloatArray, round_interval_s: float
 
 def _jitter(y: FloatArray, width: int,
             spike_k: float) -> tuple[FloatArray | None, FloatArray, FloatArray, float, float]:
-    """``(level, residuals, |residuals| half-partitioned, σ, p99 of the quiet |residuals|)``.
+    """``(level, residuals, |residuals| (reordered where no compiler), σ, p99 of the quiet |residuals|)``.
 
     The 17 MB arrays of a 6-hour pair are the thread's, kept for its next pair (page faults);
     the level is written only off the grid (None: ``level_between`` gives the ranges asked for)."""
-    level, resid, halved = level_and_residuals(y, width, scratch=True)
+    level, resid, absr = level_and_residuals(y, width, scratch=True)
     # first pass: leave out gross departures before measuring the jitter
-    # |resid| partitioned at its middle, in place; its top half later gives the p99s
-    sigma0 = MAD_TO_SIGMA * median(halved, inplace=True)
+    sigma0 = MAD_TO_SIGMA * median(absr, inplace=True)
     base, abs_base = _quiet(resid, max(spike_k * sigma0, 1e-12))  # not resid: partitioned in place
     dev = np.subtract(base, median(base, inplace=True), out=base)
     sigma = max(MAD_TO_SIGMA * median(np.abs(dev, out=dev), inplace=True), 1e-12)
-    return level, resid, halved, sigma, percentile(abs_base, 99, inplace=True)
+    return level, resid, absr, sigma, percentile(abs_base, 99, inplace=True)
 
 
 def _quiet(resid: FloatArray, cut: float) -> tuple[FloatArray, FloatArray]:
@@ -473,8 +472,10 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         near = np.arange(win_bounds[max(c - 1, 0)], win_bounds[c + 1])
         before_all = y[(t >= lo_t) & (t < starts[c])]
         after_all = y[(t >= starts[c]) & (t < hi_t)]
-        mid = (float(np.median(before_all)) + float(np.median(after_all))) / 2.0
-        up = np.median(after_all) > np.median(before_all)
+        # np.median's values (the compiled select for long segments), each taken once
+        med_before, med_after = median(before_all), median(after_all)
+        mid = (med_before + med_after) / 2.0
+        up = med_after > med_before
         seg = y[near]
         wrong_after = (seg < mid) if up else (seg > mid)  # on the before side of mid
         wrong_before = ~wrong_after
