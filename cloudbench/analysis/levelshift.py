@@ -44,7 +44,6 @@ from typing import Any, Literal
 
 import bottleneck as bn
 import numpy as np
-from scipy import ndimage, signal
 
 MAD_TO_SIGMA = 1.4826
 
@@ -173,6 +172,10 @@ def step_p(values: np.ndarray, alpha: float = 1e-3, min_segment: int = 2, seed: 
     ec = ew - ew.mean()
     u = ec[1:] - phi * ec[:-1]
     u = u - u.mean()
+    # scipy.signal imports scipy.stats (0.6 s in all): imported here, the report's scan starts
+    # without waiting for it (its threads load it on a first step)
+    from scipy import signal  # noqa: PLC0415
+
     rng = np.random.default_rng(seed)
     burn = min(200, math.ceil(math.log(1e-3) / math.log(phi))) if phi > 0 else 0
     total = max(200, math.ceil(3.0 / alpha))
@@ -273,6 +276,8 @@ def running_median(y: np.ndarray, width: int) -> np.ndarray:
     if half == 0:
         return y.copy()
     if not np.isfinite(y).all():
+        from scipy import ndimage  # noqa: PLC0415 - rare, and 0.26 s to import
+
         return np.asarray(ndimage.median_filter(y, size=2 * half + 1, mode="mirror"))
     mirrored = np.concatenate([y[half:0:-1], y, y[-2:-half - 2:-1]])
     return np.asarray(bn.move_median(mirrored, 2 * half + 1)[2 * half:])

@@ -31,10 +31,10 @@ import math
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
+from types import ModuleType
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
 from cloudbench.analysis.quantiles import quantile_name
 
@@ -46,6 +46,14 @@ _COVERAGE_TOL = 1e-12
 # Relative tolerance under which two pmf terms count as equally probable (for
 # p = 1/2 they are equal mathematically; scipy may differ in the last bits).
 _TIE_RTOL = 1e-9
+
+
+def _sps() -> ModuleType:
+    """scipy.stats, imported on first use: 0.6 s, and the event detector (which imports this
+    module) runs in the report's first pass, which would otherwise wait for it to start."""
+    from scipy import stats  # noqa: PLC0415
+
+    return stats
 
 
 @dataclass(frozen=True)
@@ -138,7 +146,7 @@ def rank_coverage(n: int, p: float, j: int, k: int) -> float:
     """
     if not 1 <= j < k <= n:
         raise ValueError(f"need 1 <= j < k <= n, got j={j}, k={k}, n={n}")
-    return float(1.0 - sps.binom.cdf(j - 1, n, p) - sps.binom.sf(k - 1, n, p))
+    return float(1.0 - _sps().binom.cdf(j - 1, n, p) - _sps().binom.sf(k - 1, n, p))
 
 
 @lru_cache(maxsize=8192)
@@ -157,7 +165,7 @@ def quantile_ci_ranks(n: int, p: float, level: float = 0.95) -> QuantileRanks | 
     # are smaller than every term the interval can need, so they are skipped.
     reach = 12.0 * math.sqrt(n * p * (1 - p)) + 12.0
     i = np.arange(max(1, math.floor(n * p - reach)), min(n - 1, math.ceil(n * p + reach)) + 1)
-    pmf = sps.binom.pmf(i, n, p)
+    pmf = _sps().binom.pmf(i, n, p)
     order = np.argsort(-pmf, kind="stable")
     mass = np.cumsum(pmf[order])
     last = min(int(np.searchsorted(mass, level - _COVERAGE_TOL)), len(order) - 1)
@@ -236,7 +244,7 @@ def quantile_ci_at(n: int, p: float, level: float, estimate: float,
 
 def z_two_sided(level: float) -> float:
     """Standard normal quantile ``z`` with ``P(|Z| <= z) = level``."""
-    return float(sps.norm.ppf(0.5 + level / 2.0))
+    return float(_sps().norm.ppf(0.5 + level / 2.0))
 
 
 def asymptotic_required_n(p: float, level: float, rel_error: float, quantile_value: float,
@@ -259,10 +267,10 @@ def normal_required_n(cov: float, rel_error: float, level: float = 0.95, p: floa
     ``n = (z * c * sqrt(p(1-p)) / (phi(z_p) * e * (1 + c z_p)))**2``; for the
     median ``phi(0) = 1/sqrt(2 pi)`` so ``n = (z * c * sqrt(pi/2) / e)**2``.
     """
-    zp = float(sps.norm.ppf(p))
+    zp = float(_sps().norm.ppf(p))
     mu, sigma = 1.0, cov
     return asymptotic_required_n(
-        p, level, rel_error, mu + sigma * zp, float(sps.norm.pdf(zp)) / sigma
+        p, level, rel_error, mu + sigma * zp, float(_sps().norm.pdf(zp)) / sigma
     )
 
 

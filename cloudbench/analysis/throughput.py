@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
 from cloudbench.analysis.quantiles import percentile_name
 
@@ -136,6 +135,8 @@ def capacity_lower_bound_95(t_start: FloatArray, t_end: FloatArray, nbytes: Floa
     the time when byte counts jitter across interval edges. Intervals are taken
     as independent. None without a window of two intervals.
     """
+    from scipy import stats as sps  # noqa: PLC0415 - 0.6 s to import; the registry imports this module
+
     t0 = np.asarray(t_start, dtype=np.float64)
     t1 = np.asarray(t_end, dtype=np.float64)
     if len(t0) == 0:
@@ -318,6 +319,8 @@ def falling_trend(values: FloatArray | list[float], alpha: float = 0.05,
     with the Theil–Sen slope; ``falling`` when p < alpha and the fitted drop over
     the run is at least ``min_drop`` of the median. None below n = 4 (no p-value
     under 0.05 is possible with three points)."""
+    from scipy import stats as sps  # noqa: PLC0415 - 0.6 s to import; the registry imports this module
+
     x = np.asarray(values, dtype=np.float64)
     n = len(x)
     if n < 4 or np.ptp(x) == 0:

@@ -85,7 +85,6 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
 from cloudbench.analysis.throughput import (
     TRANSITION_BAND,
@@ -282,6 +281,8 @@ def _t_draws(rng: np.random.Generator, mean: float, err: LevelError, n_boot: int
 
 def level_interval(mean: float, err: LevelError, level: float = LEVEL) -> Estimate:
     """The Student-t interval mean ± t(0.5 + level/2, df)·se; no interval without an error."""
+    from scipy import stats as sps  # noqa: PLC0415 - 0.6 s to import; the registry imports this module
+
     if not math.isfinite(err.se):
         return Estimate(mean)
     half = float(sps.t.ppf(0.5 + level / 2.0, err.df)) * err.se
@@ -349,6 +350,8 @@ def _t_draws_of_levels(est: DrainEstimate, shift: LevelShift, b: FloatArray, rng
     """Student-t draws of the high and low levels and of the volume before the switch (the
     ``"t"`` method), with the dependence between intervals; records the errors and notes on
     ``est``. Returns (high draws, low draws, volume draws, high error, low error)."""
+    from scipy import stats as sps  # noqa: PLC0415 - 0.6 s to import; the registry imports this module
+
     # the largest of each level's own dependence and both levels' pooled one (a
     # short level's own cannot be estimated; the intervals of one series share
     # their process, but the levels' noise mixes may differ, so no pooling alone)

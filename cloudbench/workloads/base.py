@@ -17,19 +17,21 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Console
 
 from cloudbench.core.blocks import Block, print_blocks
 from cloudbench.core.cluster import Cluster
 from cloudbench.errors import RemoteFailure
-from cloudbench.remote import HostResult, Remote
 from cloudbench.spec.model import Spec
 from cloudbench.spec.workload import WorkloadModel
 from cloudbench.store.manifest import Manifest
 from cloudbench.store.rundir import RunDir
 from cloudbench.store.summaries import SummaryRow
+
+if TYPE_CHECKING:  # asyncssh costs 0.13 s to import; the report never connects to a host
+    from cloudbench.remote import HostResult, Remote
 
 WORKERS_DIR = Path(__file__).resolve().parent.parent / "workers"
 

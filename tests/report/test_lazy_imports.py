@@ -33,6 +33,18 @@ def test_the_report_path_imports_no_time_of_day_repetition_analysis_or_matplotli
     assert loaded("import cloudbench.cli, cloudbench.report.build, cloudbench.report.files") == []
 
 
+def test_the_scan_starts_without_scipy_stats_or_asyncssh() -> None:
+    """The workload registry imported every kind's analysis at once: scipy.stats (0.6 s; through
+    scipy.signal too), asyncssh and DuckDB with it, before the echo scan read a row. The scan's
+    modules need none of them: scipy.stats loads with the first event's interval or step test,
+    or with the modes of the section."""
+    code = ("import sys, cloudbench.cli, cloudbench.report.build, cloudbench.workloads.echo.aggregates\n"
+            "print([m for m in ('scipy.stats', 'scipy.signal', 'scipy.ndimage', 'asyncssh') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_a_one_shot_runs_page_imports_matplotlib_and_no_analysis_it_does_not_show(tmp_path: Path) -> None:
     code = """
 import sys
