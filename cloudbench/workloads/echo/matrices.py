@@ -7,18 +7,22 @@ is zero pages that only the cells rows land in ever touch (:func:`sentinels` rea
 them back). Row groups are scattered in threads: they write distinct cells, and the
 counts and send times they share are updated under the matrices' lock. A steady
 sender's windows are equal spans of its rounds (:class:`WindowLayout`): its peers'
-window statistics then come from their rows reshaped to windows × rounds.
+window statistics then come from their rows span by span (a compiled pass, ``matrices_windows.c``;
+without a compiler, the rows reshaped to windows × rounds).
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from cloudbench.core import ckernels
 from cloudbench.core.allocator import small_page_zeros
 from cloudbench.errors import ResultError
 from cloudbench.workloads.echo.keyspace import KeySpace
@@ -140,7 +144,21 @@ class WindowLayout:
         """What :func:`~cloudbench.analysis.orderstats.window_stats` gives for one peer's RTTs
         (ids, counts, sums, medians of the windows with an RTT): ``cells`` its matrix row as
         stored, ``valid`` the cells with an RTT, ``v`` their RTTs in round order. None when
-        some RTT lies outside the spans."""
+        some RTT lies outside the spans. The medians are exact order statistics, selected by
+        the compiled kernel (sample-bracketed selection, Floyd & Rivest 1975) or by numpy's
+        partition of the reshaped rows: the same values."""
+        fns = _compiled() if cells.dtype in _CELL_NAMES and cells.flags.c_contiguous else None
+        if fns is not None:  # a compiled pass a window, its RTTs gathered in cache: no reshaped copy, no partition
+            k = len(self.ids)
+            every, all_sums, all_med = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64), np.empty(k)
+            scratch = np.empty(3 * self.length, dtype=cells.dtype)
+            fns[f"cb_window_stats_{_CELL_NAMES[cells.dtype]}"](
+                cells.ctypes.data, len(cells), self.first, self.length, k, every.ctypes.data,
+                all_sums.ctypes.data, all_med.ctypes.data, scratch.ctypes.data)
+            has = every > 0
+            if int(every.sum()) != len(v) or not len(v):
+                return None
+            return self.ids[has], every[has], all_sums[has], all_med[has]
         counts = np.count_nonzero(self._rows(valid, False), axis=1)
         has = counts > 0
         c = counts[has].astype(np.int64)
@@ -161,6 +179,19 @@ class WindowLayout:
             lower = sub[:, :hi].max(axis=1) if n % 2 == 0 else upper
             med[rows] = (lower.astype(np.float64) + upper) / 2.0
         return self.ids[has], c, sums, med
+
+
+_C_SOURCE = Path(__file__).resolve().with_name("matrices_windows.c")
+_P, _I64 = ctypes.c_void_p, ctypes.c_int64
+_SIGNATURES: dict[str, ckernels.Signature] = {
+    f"cb_window_stats_{t}": (None, (_P, _I64, _I64, _I64, _I64, _P, _P, _P, _P)) for t in ("u32", "u64")}
+_CELL_NAMES = {np.dtype(np.uint32): "u32", np.dtype(np.uint64): "u64"}
+
+
+def _compiled() -> ckernels.Functions | None:
+    """The window statistics' kernels (``matrices_windows.c``: one pass a window, the GIL released)
+    by C name, from :func:`cloudbench.core.ckernels.load`; None without a compiler (then numpy runs)."""
+    return ckernels.load(_C_SOURCE, _SIGNATURES)
 
 
 def peer_runs(dst: np.ndarray, rnd: np.ndarray) -> np.ndarray | None:
