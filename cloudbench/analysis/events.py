@@ -475,17 +475,7 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
         # np.median's values (the compiled select for long segments), each taken once
         med_before, med_after = median(before_all), median(after_all)
         mid = (med_before + med_after) / 2.0
-        up = med_after > med_before
-        seg = y[near]
-        wrong_after = (seg < mid) if up else (seg > mid)  # on the before side of mid
-        wrong_before = ~wrong_after
-        cost = (np.concatenate([[0], np.cumsum(wrong_before)])
-                + np.concatenate([np.cumsum(wrong_after[::-1])[::-1], [0]]))
-        # cost[i]: the first i echoes of `near` before the change; i = len(near) puts the
-        # change on the echo after them
-        split = (int(np.append(near, near[-1] + 1)[int(np.argmin(cost))]) if len(near)
-                 else int(np.searchsorted(t, starts[c])))
-        split = min(split, len(t) - 1)
+        split = _split_on_echoes(t, y, near, mid, med_after > med_before, float(starts[c]))
         ts = float(t[split])
         before = y[(t >= lo_t) & (t < ts)]
         after = y[(t >= ts) & (t < hi_t)]
@@ -500,6 +490,23 @@ def _steps(t: FloatArray, y: FloatArray, window_s: float, p: EventParams, p99: f
                          p99, _share(late, split, min(j, split + max(1, len(after)) // 4 + 1)),
                          size_low=lo, size_high=hi, size_level=LEVEL if math.isfinite(lo) else math.nan))
     return out
+
+
+def _split_on_echoes(t: FloatArray, y: FloatArray, near: NDArray[np.int64], mid: float, up: bool,
+                     start: float) -> int:
+    """The echo a change is placed on: among the echoes ``near`` it (the window before the change
+    point and the one at it), the split that puts fewest on the wrong side of the mid-level
+    ``mid`` (``up``: the level rises); without echoes there, the first at ``start``."""
+    seg = y[near]
+    wrong_after = (seg < mid) if up else (seg > mid)  # on the before side of mid
+    wrong_before = ~wrong_after
+    cost = (np.concatenate([[0], np.cumsum(wrong_before)])
+            + np.concatenate([np.cumsum(wrong_after[::-1])[::-1], [0]]))
+    # cost[i]: the first i echoes of `near` before the change; i = len(near) puts the
+    # change on the echo after them
+    split = (int(np.append(near, near[-1] + 1)[int(np.argmin(cost))]) if len(near)
+             else int(np.searchsorted(t, start)))
+    return min(split, len(t) - 1)
 
 
 def _overlap(a: Event, b: Event, slack: float) -> bool:

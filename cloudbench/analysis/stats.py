@@ -32,6 +32,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,7 +54,7 @@ def _sps() -> ModuleType:
     module) runs in the report's first pass, which would otherwise wait for it to start."""
     from scipy import stats  # noqa: PLC0415
 
-    return stats
+    return cast("ModuleType", stats)
 
 
 @dataclass(frozen=True)
