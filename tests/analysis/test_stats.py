@@ -20,6 +20,7 @@ from cloudbench.analysis.stats import (
     quantile_ci,
     quantile_ci_ranks,
     rank_coverage,
+    sample_quantile_sorted,
     z_two_sided,
 )
 
@@ -249,3 +250,21 @@ def test_the_row_fit_is_fit_sqrt_law_row_by_row() -> None:
             assert slopes[i] == pytest.approx(f.slope, rel=1e-9, abs=1e-12), i
             assert a[i] == pytest.approx(f.a, rel=1e-12), i
     assert np.isnan(slopes[[4, 5]]).all() and np.isfinite(slopes[[0, 1, 2, 3, 6]]).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_quantile_ci_from_its_partition_equals_the_sorted_arrays_values(seed: int) -> None:
+    """quantile_ci reads its four order statistics from a partition: the same numbers as from the
+    sorted array, with ties, NaN-free heavy tails, and sizes from 1 to past the ranks' edges."""
+    rng = np.random.default_rng(seed)
+    for n in [1, 2, 3, 5, 8, 9, 20, 101, 1000, 4097]:
+        for x in (rng.standard_t(2, n), np.round(rng.exponential(1.0, n), 1), np.full(n, 3.0)):
+            for p, level in ((0.5, 0.95), (0.1, 0.975), (0.9, 0.99), (0.01, 0.95)):
+                ci = quantile_ci(x, p, level)
+                xs = np.sort(x)
+                assert ci.estimate == sample_quantile_sorted(xs, p)
+                ranks = quantile_ci_ranks(n, p, level)
+                if ranks is None:
+                    assert ci.lower is None and ci.upper is None
+                else:
+                    assert (ci.lower, ci.upper) == (xs[ranks.j - 1], xs[ranks.k - 1])
