@@ -51,10 +51,12 @@ Method
    and the one after, the split that puts fewest echoes on the wrong side of
    the mid-level). Size: the 10th percentile (``STEP_Q``) of the raw echoes
    after minus before, each side up to the next change point (queueing and CPU
-   contention only add delay: a low quantile follows the path). Significance:
-   Mann–Whitney U (scipy, two-sided, exact for small samples) between the window
-   medians of the two segments — window medians, not raw echoes, since consecutive
-   echoes are not independent; reported when under ``alpha`` and at least
+   contention only add delay: a low quantile follows the path). Significance
+   (:func:`cloudbench.analysis.levelshift.step_p`, ``step_pvalues``): the max-CUSUM of the
+   window medians with an AR(1) long-run scale, its null from an AR(1) sieve bootstrap that
+   repeats the split search, first on the whole series (the gate), then on each change point's
+   stretch — window medians, not raw echoes, since consecutive echoes are not independent, and
+   the bootstrap keeps the windows' own dependence; reported when under ``alpha`` and at least
    ``step_k·σ_w`` and ``min_rel`` of the level. With fewer than
    :func:`step_windows_needed` windows no split can reach ``alpha`` (the report
    says "steps not testable: N windows, needs M").

@@ -16,7 +16,7 @@ diurnal weekday vs weekend p           same                                     
 diurnal fit ± SE                       same                                          runs
 diurnal verdict ("time-of-day effect") report.diurnal.diurnal                        campaigns
 event spike p (run test), size CI      analysis.events.detect_pair_events            rounds (echoes), AR jitter
-event step p (Mann–Whitney), size CI   same                                          windows / rounds
+event step p (AR(1) bootstrap), CI     same                                          windows / rounds
 level shifts (group and pair)          analysis.levelshift.level_shift_rows          windows
 drain high/low/time to empty/budget    analysis.tokenbucket.estimate_drain           sampling intervals
 refill                                 analysis.tokenbucket.estimate_refill          sampling intervals
