@@ -220,6 +220,48 @@ class _SenderPart:
     quorums: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # (quorum, k) -> k-th per round
     events: dict[tuple[str, str], list[Event]] = field(default_factory=dict)
 
+    def add(self, pair: _PairPart) -> None:
+        """One of the sender's pairs (added in peer order)."""
+        self.hist[pair.leaf] = pair.hist
+        self.sums[pair.leaf] = pair.sum_us
+        self.windows.append(pair.windows)
+        if pair.series is not None:
+            self.series.append(pair.series)
+        if pair.events is not None:
+            self.events[pair.events[0]] = pair.events[1]
+
+
+@dataclass
+class _PairPart:
+    """What one pair's row of its sender's matrix gives."""
+
+    leaf: int
+    hist: np.ndarray
+    sum_us: float
+    windows: WindowPart
+    series: PairWindows | None = None  # None: a self-loop
+    events: tuple[tuple[str, str], list[Event]] | None = None
+
+
+@dataclass(frozen=True)
+class _SenderClock:
+    """One sender's send time per round (µs), each round's window id and the windows' layout
+    (None: not equal spans of rounds, :func:`~cloudbench.analysis.orderstats.window_stats` then)."""
+
+    sends: np.ndarray
+    wins: np.ndarray
+    layout: WindowLayout | None
+
+    @classmethod
+    def of(cls, stored: np.ndarray, rounds: int, window_us: int) -> _SenderClock:
+        """From the sender's row of the first sends as stored (0: none that round)."""
+        sends = SEND_BASE - stored
+        wins = np.where(stored != 0, sends // window_us, -1)
+        layout = WindowLayout.of(wins, rounds)  # windows as equal spans of rounds: no gather per peer
+        if layout is None and len(wins) and int(wins.max()) < np.iinfo(np.int32).max:
+            wins = wins.astype(np.int32)  # half the bytes to gather per peer
+        return cls(sends, wins, layout)
+
 
 class EchoScan:
     """The two passes over one run's echo files (:meth:`first_pass`, then :meth:`second_pass`)."""
@@ -259,57 +301,60 @@ class EchoScan:
                 out.leaves.handshakes.extend(m.handshakes[g] for g in sorted(m.handshakes))  # file order
                 if not m.measured.any():
                     continue
-                # senders in threads, each one's pairs in turn: events hold one pair's arrays per thread
-                senders = list(pool.map(lambda s, f=f, fi=fi, rep=rep, m=m: self._sender(f, fi, rep, m, s),
-                                        range(keys.n_hosts)))
+                senders = self._senders(pool, f, fi, rep, m)
                 self._merge(out, f, rep, senders)
                 self._keep(out, rp, m.rtts)
         out.totals = KeyTotals.of_leaves(out.leaves, keys)
         return out
 
-    def _sender(self, f: TrialFile, fi: int, rep: int, m: RoundMatrices, s: int) -> _SenderPart:
-        """Histograms, sums, windows (count, sum, median), quorum latencies and, when asked,
-        events of one sender's pairs, from its matrix."""
+    def _senders(self, pool: ThreadPoolExecutor, f: TrialFile, fi: int, rep: int,
+                 m: RoundMatrices) -> list[_SenderPart]:
+        """Every sender's part of one file: its send times and windows, then each pair (a task of
+        its own: a pair with an event costs up to 10 times a quiet one, and one sender a task left
+        a core idle for 0.4 s at the end of the 138 M run), then its quorums; in sender order."""
+        hosts = range(self.keys.n_hosts)
+        clocks = list(pool.map(lambda s: _SenderClock.of(m.first_sends[s], m.rounds, self.window_us), hosts))
+        pairs = [(s, d) for s in hosts for d in hosts if m.measured[self.keys.cell(s, d)]]
+        done = pool.map(lambda sd: self._pair(f, fi, rep, m, sd[0], sd[1], clocks[sd[0]]), pairs)
+        parts = [_SenderPart() for _ in hosts]
+        for (s, _), pair in zip(pairs, done, strict=True):
+            if pair is not None:
+                parts[s].add(pair)
+        list(pool.map(lambda s: self._sender_quorums(f, m, s, parts[s]), hosts))
+        return parts
+
+    def _pair(self, f: TrialFile, fi: int, rep: int, m: RoundMatrices, s: int, d: int,
+              clock: _SenderClock) -> _PairPart | None:
+        """Histogram, sum, windows (count, sum, median) and, when asked, events of one pair
+        (None: no RTT), from its row of the sender's matrix."""
         keys = self.keys
         rp = keys.rep_position[rep]
-        out = _SenderPart()
-        stored = m.first_sends[s]
-        snd = SEND_BASE - stored
-        wins = np.where(stored != 0, snd // self.window_us, -1)
-        layout = WindowLayout.of(wins, m.rounds)  # windows as equal spans of rounds: no gather per peer
-        if layout is None and len(wins) and int(wins.max()) < np.iinfo(np.int32).max:
-            wins = wins.astype(np.int32)  # half the bytes to gather per peer
+        rows = int(m.measured[keys.cell(s, d)])
+        cells = m.rtts[s, d]  # as stored (see sentinels): 0 no row, 1 no reply, else RTT + 2
+        if (n_cells := int(np.count_nonzero(cells))) != rows:
+            raise ResultError(str(f.path), f"holds {rows - n_cells} row(s) of {keys.hosts[s]}→{keys.hosts[d]} "
+                              "for a round that already has one (one row per round and peer)")
         two = m.rtts.dtype.type(2)
-        for d in range(keys.n_hosts):
-            rows = int(m.measured[keys.cell(s, d)])
-            if not rows:
-                continue
-            cells = m.rtts[s, d]  # as stored (see sentinels): 0 no row, 1 no reply, else RTT + 2
-            if (n_cells := int(np.count_nonzero(cells))) != rows:
-                raise ResultError(str(f.path), f"holds {rows - n_cells} row(s) of {keys.hosts[s]}→{keys.hosts[d]} "
-                                  "for a round that already has one (one row per round and peer)")
-            valid = cells >= two
-            v = cells[valid]
-            v -= two  # decoded, on the RTTs only
-            if not len(v):
-                continue
-            leaf = int(keys.leaf(rp, s, d))
-            out.hist[leaf] = ost.histogram(v)
-            by_span = layout.stats(cells, valid, v) if layout is not None else None
-            ids, counts, sums, med = by_span if by_span is not None else ost.window_stats(v, wins[valid])
-            out.sums[leaf] = int(sums.sum()) / 1000.0
-            out.windows.append((keys.window_key(fi, leaf, ids), sums / 1000.0, counts))
-            if d == s:
-                continue
-            g = int(keys.pair_group[rp, s, d])
-            out.series.append((rep, f.trial, f"{keys.hosts[s]}>{keys.hosts[d]}",
-                               GROUP_ORDER[g].value if g >= 0 else "", ids * self.window_s, med / 1000.0))
-            if self.round_interval_s:
-                t_s, rtt_us = _detector_inputs(snd, valid, v)
-                out.events[(keys.hosts[s], keys.hosts[d])] = detect_pair_events(
-                    t_s, rtt_us, self.round_interval_s, self.window_s,
-                    round_index=lambda valid=valid: np.flatnonzero(valid))  # worked out only for an event
-        self._sender_quorums(f, m, s, out)
+        valid = cells >= two
+        v = cells[valid]
+        v -= two  # decoded, on the RTTs only
+        if not len(v):
+            return None
+        leaf = int(keys.leaf(rp, s, d))
+        by_span = clock.layout.stats(cells, valid, v) if clock.layout is not None else None
+        ids, counts, sums, med = by_span if by_span is not None else ost.window_stats(v, clock.wins[valid])
+        out = _PairPart(leaf, ost.histogram(v), int(sums.sum()) / 1000.0,
+                        (keys.window_key(fi, leaf, ids), sums / 1000.0, counts))
+        if d == s:
+            return out
+        g = int(keys.pair_group[rp, s, d])
+        out.series = (rep, f.trial, f"{keys.hosts[s]}>{keys.hosts[d]}",
+                      GROUP_ORDER[g].value if g >= 0 else "", ids * self.window_s, med / 1000.0)
+        if self.round_interval_s:
+            t_s, rtt_us = _detector_inputs(clock.sends, valid, v)
+            out.events = ((keys.hosts[s], keys.hosts[d]), detect_pair_events(
+                t_s, rtt_us, self.round_interval_s, self.window_s,
+                round_index=lambda: np.flatnonzero(valid)))  # worked out only for an event
         return out
 
     def _sender_quorums(self, f: TrialFile, m: RoundMatrices, s: int, out: _SenderPart) -> None:
