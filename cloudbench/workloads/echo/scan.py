@@ -29,7 +29,7 @@ read of the files. bench/bench_scale.py measures both against DuckDB's exact
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -287,9 +287,15 @@ class EchoScan:
         keys = self.keys
         out = FirstPass(LeafCounts.zeros(keys.n_leaves))
         with ThreadPoolExecutor(self.threads) as pool:
+            pending: Callable[[], None] | None = None  # the previous file's pairs, to be merged
             for fi, f in enumerate(self.files):
                 m = RoundMatrices.for_file(f, keys.n_hosts)
-                out.rows += sum(pool.map(lambda g, f=f, m=m: fill_row_group(f, g, m, keys), range(f.row_groups)))
+                # queued behind the previous file's pairs: a core left idle by their last is not wasted
+                fills = [pool.submit(fill_row_group, f, g, m, keys) for g in range(f.row_groups)]
+                if pending is not None:
+                    pending()
+                    pending = None
+                out.rows += sum(x.result() for x in fills)
                 if len(m.repetitions) > 1:
                     raise ResultError(str(f.path),
                                       f"holds rows of repetitions {sorted(m.repetitions)}; one file is one trial")
@@ -299,29 +305,38 @@ class EchoScan:
                 out.leaves.measured[keys.rep_leaves(rp)] += m.measured
                 out.leaves.timeouts[keys.rep_leaves(rp)] += m.timeouts
                 out.leaves.handshakes.extend(m.handshakes[g] for g in sorted(m.handshakes))  # file order
-                if not m.measured.any():
-                    continue
-                senders = self._senders(pool, f, fi, rep, m)
-                self._merge(out, f, rep, senders)
-                self._keep(out, rp, m.rtts)
+                if m.measured.any():
+                    pending = self._senders(pool, out, f, fi, rep, m)
+            if pending is not None:
+                pending()
         out.totals = KeyTotals.of_leaves(out.leaves, keys)
         return out
 
-    def _senders(self, pool: ThreadPoolExecutor, f: TrialFile, fi: int, rep: int,
-                 m: RoundMatrices) -> list[_SenderPart]:
-        """Every sender's part of one file: its send times and windows, then each pair (a task of
-        its own: a pair with an event costs up to 10 times a quiet one, and one sender a task left
-        a core idle for 0.4 s at the end of the 138 M run), then its quorums; in sender order."""
+    def _senders(self, pool: ThreadPoolExecutor, out: FirstPass, f: TrialFile, fi: int, rep: int,
+                 m: RoundMatrices) -> Callable[[], None]:
+        """Queue every sender's part of one file: its send times and windows, then each pair (a
+        task of its own: a pair with an event costs up to 10 times a quiet one, and one sender a
+        task left a core idle for 0.4 s at the end of the 138 M run), then its quorums. Returns
+        what merges them into ``out`` in sender order, waiting for them (called in file order)."""
         hosts = range(self.keys.n_hosts)
-        clocks = list(pool.map(lambda s: _SenderClock.of(m.first_sends[s], m.rounds, self.window_us), hosts))
-        pairs = [(s, d) for s in hosts for d in hosts if m.measured[self.keys.cell(s, d)]]
-        done = pool.map(lambda sd: self._pair(f, fi, rep, m, sd[0], sd[1], clocks[sd[0]]), pairs)
+        clocks = [pool.submit(_SenderClock.of, m.first_sends[s], m.rounds, self.window_us) for s in hosts]
+        # a pair's task starts after every clock's (the queue is first in, first out): it waits for
+        # its sender's clock only while another thread works it out
+        pairs = [(s, d, pool.submit(lambda s, d: self._pair(f, fi, rep, m, s, d, clocks[s].result()), s, d))
+                 for s in hosts for d in hosts if m.measured[self.keys.cell(s, d)]]
         parts = [_SenderPart() for _ in hosts]
-        for (s, _), pair in zip(pairs, done, strict=True):
-            if pair is not None:
-                parts[s].add(pair)
-        list(pool.map(lambda s: self._sender_quorums(f, m, s, parts[s]), hosts))
-        return parts
+        quorums = [pool.submit(self._sender_quorums, f, m, s, parts[s]) for s in hosts]
+
+        def merge() -> None:
+            for s, _, pair in pairs:
+                if (done := pair.result()) is not None:
+                    parts[s].add(done)
+            for q in quorums:
+                q.result()
+            self._merge(out, f, rep, parts)
+            self._keep(out, self.keys.rep_position[rep], m.rtts)
+
+        return merge
 
     def _pair(self, f: TrialFile, fi: int, rep: int, m: RoundMatrices, s: int, d: int,
               clock: _SenderClock) -> _PairPart | None:
