@@ -163,7 +163,17 @@ def test_a_timing_test_waits_until_the_background_campaigns_have_ended_however_t
         where = tmp_path / name
         where.mkdir()
         (where / name).write_text(outcome)
-        wait_until_ended(where)  # returns at once: no process to look at
+        # the outcome ends the wait, though the process that wrote it is still there
+        alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            (where / BACKGROUND_PID).write_text(str(alive.pid))
+            waiter = threading.Thread(target=wait_until_ended, args=(where,), daemon=True)
+            waiter.start()
+            waiter.join(timeout=10)
+            assert not waiter.is_alive(), f"still waiting after a {name}"
+        finally:
+            alive.kill()
+            alive.wait()
 
     running = tmp_path / "running"
     running.mkdir()
