@@ -241,6 +241,65 @@ static inline int64_t cb_mirror(int64_t i, int64_t n)
     return i < 0 ? -i : (i >= n ? 2 * (n - 1) - i : i);
 }
 
+/* One step of the window: the value of key `out` leaves, that of key `in` arrives, and the
+ * median's key *m (with *below, the window's values under it) follows. Before and after:
+ * *below <= half < *below + n[*m]. */
+static inline __attribute__((always_inline)) void cb_step(cb_counts *c, int64_t half, int64_t out, int64_t in,
+                                                         int64_t *mp, int64_t *belowp)
+{
+    int64_t m = *mp, below = *belowp;
+    cb_remove(c, out);
+    cb_add(c, in);
+    below += (in < m) - (out < m);
+    /* one value left and one arrived: the median moves by one key with a value at most,
+     * down when more than half lie under it, up when half or fewer lie at or under it
+     * (a coin toss each step, so decided without a branch from the keys next to m in its
+     * word or the words either side; further away is a search by the summaries) */
+    const int64_t nm = c->n[m];
+    const int down = below > half, up = below + nm <= half;
+    const int64_t w = m >> 6;
+    const uint64_t at = (uint64_t)1 << (m & 63), word = c->bits[w];
+    const uint64_t under = word & (at - 1), over = word & ~(at | (at - 1));
+    const uint64_t before = c->bits[w - 1], after = c->bits[w + 1];
+    if ((down & ((under | before) == 0)) | (up & ((over | after) == 0))) {
+        if (down) {
+            m = cb_prev(c, m);
+            below -= c->n[m];
+        } else {
+            below += nm;
+            m = cb_next(c, m);
+        }
+    } else { /* the next key with a value under m (p) and over it (q), and the move, by masks:
+              * gcc made branches of the ternaries, each a coin toss: ~8 % of the kernel */
+        const uint64_t in_u = -(uint64_t)(under != 0), in_o = -(uint64_t)(over != 0);
+        const uint64_t lower = (under & in_u) | (before & ~in_u), upper = (over & in_o) | (after & ~in_o);
+        const int64_t p = ((w - 1) << 6) + (int64_t)(in_u & 64) + 63 - __builtin_clzll(lower | 1);
+        const int64_t q = ((w + 1) << 6) - (int64_t)(in_o & 64) + __builtin_ctzll(upper | (uint64_t)1 << 63);
+        const int64_t dm = -(int64_t)down, um = -(int64_t)up;
+        const int64_t to = (p & dm) | (q & um) | (m & ~(dm | um));
+        below += (nm & um) - ((int64_t)c->n[to] & dm);
+        m = to;
+    }
+    *mp = m;
+    *belowp = below;
+}
+
+/* y[i]'s level, residual and |residual| for the median's key m (every step: a branch on a
+ * change mispredicts); 0, or 1 when m is the key of the values too far above the smallest */
+static inline __attribute__((always_inline)) int cb_put(int64_t i, int64_t m, int64_t lo, double scale,
+                                                        const double *y, double *level, double *resid,
+                                                        double *absr)
+{
+    if (m == CB_RANGE)
+        return 1;
+    const double v = (double)(m + lo) / scale, r = y[i] - v;
+    if (level)
+        level[i] = v;
+    resid[i] = r;
+    absr[i] = fabs(r);
+    return 0;
+}
+
 int cb_level(const double *y, int64_t n, int64_t half, double scale, double *level,
              double *resid, double *absr, int32_t *key)
 {
@@ -299,62 +358,39 @@ int cb_level(const double *y, int64_t n, int64_t half, double scale, double *lev
         rc = -1;
         goto done;
     }
-#define CB_KEY(i) ((int64_t)key[i] - lo < CB_RANGE ? (int64_t)key[i] - lo : CB_RANGE) /* from CB_RANGE on: one key */
+    if (hi - lo > CB_RANGE) /* rare: the keys from CB_RANGE on made one, so that a key is key[i] - lo */
+        for (int64_t j = 0; j < n; j++)
+            key[j] = key[j] - lo < CB_RANGE ? key[j] : (int32_t)(lo + CB_RANGE);
     for (int64_t j = -half; j <= half; j++)
-        cb_add(&c, CB_KEY(cb_mirror(j, n)));
+        cb_add(&c, key[cb_mirror(j, n)] - lo);
     int64_t m = cb_next(&c, -1), below = 0; /* below: the window's values under key m */
     while (below + c.n[m] <= half) { /* the first median, from the smallest key up */
         below += c.n[m];
         m = cb_next(&c, m);
     }
-    for (int64_t i = 0;; i++) {
-        /* here below <= half < below + n[m]: m is the median's key */
-        if (m == CB_RANGE) { /* the median among the values too far above the smallest */
-            rc = 2;
-            goto done;
-        }
-        const double v = (double)(m + lo) / scale; /* every step: a branch on a change mispredicts */
-        const double r = y[i] - v;
-        if (level)
-            level[i] = v;
-        resid[i] = r;
-        absr[i] = fabs(r);
-        if (i == n - 1)
-            break;
-        const int64_t out = CB_KEY(cb_mirror(i - half, n)), in = CB_KEY(cb_mirror(i + half + 1, n));
-        cb_remove(&c, out);
-        cb_add(&c, in);
-        below += (in < m) - (out < m);
-        /* one value left and one arrived: the median moves by one key with a value at most,
-         * down when more than half lie under it, up when half or fewer lie at or under it
-         * (a coin toss each step, so decided without a branch from the keys next to m in its
-         * word or the words either side; further away is a search by the summaries) */
-        const int64_t nm = c.n[m];
-        const int down = below > half, up = below + nm <= half;
-        const int64_t w = m >> 6;
-        const uint64_t at = (uint64_t)1 << (m & 63), word = c.bits[w];
-        const uint64_t under = word & (at - 1), over = word & ~(at | (at - 1));
-        const uint64_t before = c.bits[w - 1], after = c.bits[w + 1];
-        if ((down & ((under | before) == 0)) | (up & ((over | after) == 0))) {
-            if (down) {
-                m = cb_prev(&c, m);
-                below -= c.n[m];
-            } else {
-                below += nm;
-                m = cb_next(&c, m);
-            }
-            continue;
-        }
-        const int64_t p = under ? (w << 6) + 63 - __builtin_clzll(under | 1)
-                                : ((w - 1) << 6) + 63 - __builtin_clzll(before | 1);
-        const int64_t q = over ? (w << 6) + __builtin_ctzll(over | (uint64_t)1 << 63)
-                               : ((w + 1) << 6) + __builtin_ctzll(after | (uint64_t)1 << 63);
-        const int64_t to = down ? p : (up ? q : m);
-        below += up ? nm : 0;
-        below -= down ? c.n[to] : 0;
-        m = to;
+    /* the window slides in three stretches: its left end mirrored, neither end, its right end
+     * mirrored (the keys read without cb_mirror's compares and CB_RANGE's: ~10 % of the kernel) */
+    i = 0;
+    for (; i < half; i++) {
+        if (cb_put(i, m, lo, scale, y, level, resid, absr))
+            goto too_far;
+        cb_step(&c, half, key[half - i] - lo, key[i + half + 1] - lo, &m, &below);
     }
-#undef CB_KEY
+    for (; i < n - 1 - half; i++) {
+        if (cb_put(i, m, lo, scale, y, level, resid, absr))
+            goto too_far;
+        cb_step(&c, half, key[i - half] - lo, key[i + half + 1] - lo, &m, &below);
+    }
+    for (; i < n - 1; i++) {
+        if (cb_put(i, m, lo, scale, y, level, resid, absr))
+            goto too_far;
+        cb_step(&c, half, key[i - half] - lo, key[2 * (n - 1) - (i + half + 1)] - lo, &m, &below);
+    }
+    if (cb_put(n - 1, m, lo, scale, y, level, resid, absr))
+        goto too_far;
+    goto done;
+too_far: /* the median among the values too far above the smallest */
+    rc = 2;
 done:
     free(c.n); free(bits); free(c.l2); free(c.l3);
     return rc;
