@@ -495,14 +495,14 @@ def _route_changes(t: FloatArray, state: NDArray[np.bool_],
 
 def drift_rows(scale: float = 1.0, seed: int = 17, hours: float = 1000.0, hz: float = 10.0,
                series_s: float = 600.0, sojourns: Sequence[float] = (2.0, 10.0),
-               long_sojourn_s: float = 300.0, links: Sequence[LinkDrift] = LINKS) -> list[Row]:
+               long_sojourn_s: float | None = 300.0, links: Sequence[LinkDrift] = LINKS) -> list[Row]:
     """False link steps on quiet links that are not flat (the quiet row's jitter and RTO
     outliers, at each of ``links``' base RTTs): the level drifts (a ramp, a random walk, a slow
     sine: no step), or the route flaps between two paths ``gap_us`` apart with Markov sojourns
     of ``sojourns`` seconds (a bimodal jitter, no sustained change). Each rate over ``hours``
     series-hours (not scaled, as the quiet row) of series of ``series_s`` at ``hz`` rounds/s.
     Flapping with sojourns of ``long_sojourn_s`` is a real level change: its row is the share
-    of clean route changes found as a step (power), on ``1000 × scale`` series."""
+    of clean route changes found as a step (power), on ``1000 × scale`` series (None: no such row)."""
     rng = np.random.default_rng(seed)
     rows = []
     n_series = math.ceil(hours * 3600.0 / series_s)
@@ -526,6 +526,8 @@ def drift_rows(scale: float = 1.0, seed: int = 17, hours: float = 1000.0, hz: fl
             rows.append(Row("events: link steps per series-hour", f"{flap} {soj:g} s, {tail}", "rate", 0.01, st, h,
                             unit="windows", note=f"{st} steps ({sp} spikes) in {h:.0f} series-hours; "
                                                  "pass: 95 % upper bound ≤ 0.01"))
+        if long_sojourn_s is None:
+            continue
         m = _n(1000, scale)
         found = clean_n = stray = 0
         for start in range(0, m, 50):
@@ -545,6 +547,14 @@ def drift_rows(scale: float = 1.0, seed: int = 17, hours: float = 1000.0, hz: fl
                         note=f"{found} of {clean_n} clean changes (≥ 2 windows each side) found within a window, "
                              f"right sign; {stray} steps near no change in {m} series of {series_s:g} s"))
     return rows
+
+
+def drift_hour_rows(scale: float = 1.0, seed: int = 18) -> list[Row]:
+    """:func:`drift_rows` on hour-long series at 1 round/s, where a walk or a slow sine moves
+    further than in 10 min: 300 series-hours (the fewest that can show 0.01; the detector takes
+    about 0.4 s an hour-long drifting series) on the 100 µs link only (at 70 ms, ``min_rel``
+    hides every change of these sizes)."""
+    return drift_rows(scale=scale, seed=seed, hours=300.0, hz=1.0, series_s=3600.0, links=LINKS[1:])
 
 def levelshift_rows(scale: float = 1.0, seed: int = 14, chunk: int = 50) -> list[Row]:
     """Spurious level shifts on quiet series with RTO outliers: 300 windows of 1 s, 1,000
@@ -650,7 +660,8 @@ class Suite:
 
 SUITES: tuple[Suite, ...] = (
     Suite("confirm", confirm_rows), Suite("checks", check_rows), Suite("diurnal", diurnal_rows),
-    Suite("events", event_rows), Suite("drift", drift_rows), Suite("levelshift", levelshift_rows),
+    Suite("events", event_rows), Suite("drift", drift_rows), Suite("drift-hour", drift_hour_rows),
+    Suite("levelshift", levelshift_rows),
     Suite("drains", drain_rows), Suite("throughput", throughput_rows),
 )
 
