@@ -5,8 +5,8 @@
 Each row at the bench's own series (600 s at 10 rounds/s, 30 s windows) over 300
 series-hours, the fewest that can show a 95 % upper bound of 0.01 per series-hour (0
 events), one row per test. Rows that fail on today's detector are ``xfail(strict=True)``
-with the bench's numbers. The 70 ms link is here by one row (its rows pass: ``min_rel``,
-1.5 % of the level, is over every change of these sizes; its drift rows take 40 s).
+with the bench's numbers. The 70 ms link is bench only (its rows pass by ``min_rel``, 1.5 %
+of the level, which is over every change of these sizes).
 Hour-long series (suite ``drift-hour``) are bench only: 0.4 s a series.
 """
 
@@ -27,24 +27,22 @@ LINKS = {link.name: link for link in suite.LINKS}
 
 RAMP = ("a ramp of ±5-20 µs in 10 min on a 100 µs link is taken for steps: 959 steps in 1,000 "
         "series-hours at the bench's sizes (95 % upper bound 1.01/h, bar 0.01)")
-FLAP_10 = ("flapping +0/+40 µs with 10 s sojourns on a 100 µs link: 16 steps in 1,000 series-hours at "
-           "the bench's sizes (95 % upper bound 0.024/h, bar 0.01)")
 POWER_100 = ("+40 µs route changes on a 100 µs link (sojourns of 300 s): 26 of 1,089 clean changes found "
              "(2.4 %, target 80 %) at the bench's sizes")
-POWER_70MS = ("+40 µs is under min_rel (1.5 % of 70 ms = 1.05 ms): 0 of 1,074 clean changes found at the "
-              "bench's sizes, by design")
 
-# (link, what: a drift kind, a sojourn in s, or "power", reason it fails today or None)
+# (link, what: a drift kind, a sojourn in s, or "power", reason it fails today or None). Left to the
+# bench (the suite's time): flapping with 10 s sojourns on the 100 µs link (16 steps in 1,000
+# series-hours, 7 s here) and the 70 ms link, whose rows pass by min_rel alone (+40 µs is under
+# 1.5 % of 70 ms: no change of these sizes can be reported there)
 CASES: list[tuple[str, str | float, str | None]] = [
     ("base 100 µs", "walk", None),
     ("base 100 µs", "sine", None),
     ("base 100 µs", 2.0, None),
     ("base 100 µs", "ramp", RAMP),
-    ("base 100 µs", 10.0, FLAP_10),
     ("base 100 µs", "power", POWER_100),
-    ("base 70 ms", 10.0, None),
-    ("base 70 ms", "power", POWER_70MS),
 ]
+HOURS = {"ramp": 30.0}
+"""Fewer series-hours where the row fails by far (959 in 1,000 for the ramp: ~29 expected in 30)."""
 
 
 @functools.cache
@@ -54,7 +52,8 @@ def row_of(link: str, what: str | float) -> suite.Row:
     drifts = {k: v for k, v in full.drifts.items() if k == what}
     rows = suite.drift_rows(links=(dataclasses.replace(full, drifts=drifts),),
                             sojourns=(what,) if isinstance(what, float) else (),
-                            long_sojourn_s=300.0 if what == "power" else None, **SIZES)
+                            long_sojourn_s=300.0 if what == "power" else None,
+                            **{**SIZES, "hours": HOURS.get(str(what), SIZES["hours"])})
     (r,) = rows
     return r
 
