@@ -20,6 +20,11 @@ What they put in, none of it in the estimators' models:
 * **drift** — a level falling by a share per repetition;
 * **heavy tails with retransmission-timeout outliers** — Student-t jitter and
   1 echo in 10,000 delayed by +200 ms (:func:`rtt_series`, :func:`window_stats`);
+* **slow drift of a link's RTT** — a linear ramp, a random walk or a slow sine of the
+  level under the quiet jitter, with no step (:func:`rtt_drift`);
+* **route flapping** — a link switching between two RTT levels as a Markov chain with
+  exponential sojourns of seconds (a bimodal jitter) or minutes (real level changes)
+  (:func:`rtt_regimes`);
 * **coarse sampling** — drain byte counters read every 0.25, 0.5 or 1 s, the
   reading time jittered (bytes cross interval edges) and the last interval
   partial, holding only the data of its own length (:func:`drain_counters`);
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -217,6 +222,69 @@ def rtt_series(rng: np.random.Generator, datasets: int, seconds: float, rate_hz:
     y = base_us + jit
     y += np.where(rng.random((datasets, n)) < rto_rate, rto_us, 0.0)
     return t, round_us(y)
+
+
+DriftKind = Literal["ramp", "walk", "sine"]
+DRIFT_KINDS: tuple[DriftKind, ...] = ("ramp", "walk", "sine")
+
+
+def drift_level(rng: np.random.Generator, datasets: int, t: FloatArray, kind: DriftKind, *,
+                ramp_us: tuple[float, float] = (10.0, 50.0), walk_us: float = 10.0, walk_s: float = 600.0,
+                sine_us: float = 50.0, period_s: float = 4 * 3600.0) -> FloatArray:
+    """A slowly moving RTT level ``(datasets, len(t))`` in µs, 0 at the series' start, no step.
+
+    ``ramp``: a straight line over the series to a total change uniform in ``ramp_us``,
+    up or down at random. ``walk``: Brownian motion (Gaussian increments per round) whose
+    SD after ``walk_s`` seconds is ``walk_us``. ``sine``: ``sine_us``·sin(2π t/``period_s``
+    + phase) minus its start value, the phase uniform per series (a time-of-day swing
+    seen through a window of it)."""
+    span = float(t[-1] - t[0]) if len(t) > 1 else 1.0
+    u = (t - t[0])[None, :]
+    if kind == "ramp":
+        total = rng.uniform(*ramp_us, (datasets, 1)) * rng.choice([-1.0, 1.0], (datasets, 1))
+        return np.asarray(total * u / span, dtype=np.float64)
+    if kind == "walk":
+        dt = np.diff(t, prepend=t[0])
+        steps = rng.standard_normal((datasets, len(t))) * (walk_us * np.sqrt(dt / walk_s))[None, :]
+        return np.asarray(np.cumsum(steps, axis=1), dtype=np.float64)
+    if kind == "sine":
+        ph = rng.uniform(0.0, 2.0 * np.pi, (datasets, 1))
+        return np.asarray(sine_us * (np.sin(2.0 * np.pi * u / period_s + ph) - np.sin(ph)), dtype=np.float64)
+    raise ValueError(f"unknown drift kind {kind!r}")
+
+
+def rtt_drift(rng: np.random.Generator, datasets: int, seconds: float, rate_hz: float, kind: DriftKind, *,
+              base_us: float = 70_000.0, **level_kw: Any) -> tuple[FloatArray, FloatArray]:
+    """Quiet links whose level drifts: :func:`rtt_series` (its jitter and RTO outliers)
+    plus :func:`drift_level` of ``kind`` (keywords ``level_kw``), rounded to 1 µs."""
+    t, y = rtt_series(rng, datasets, seconds, rate_hz, base_us=base_us)
+    return t, round_us(y + drift_level(rng, datasets, t, kind, **level_kw))
+
+
+def markov_states(rng: np.random.Generator, datasets: int, t: FloatArray, sojourn_s: float) -> BoolArray:
+    """Two-state Markov chains sampled at times ``t`` (``(datasets, len(t))``, True: the
+    second state): exponential sojourns of mean ``sojourn_s`` in either state (a switch
+    between two rounds with probability 1 − exp(−Δt/``sojourn_s``)), the first state
+    either with probability 1/2 (stationary)."""
+    dt = np.diff(t)
+    p = -np.expm1(-dt / sojourn_s)
+    flips = np.empty((datasets, len(t)), dtype=bool)
+    flips[:, 0] = rng.random(datasets) < 0.5
+    flips[:, 1:] = rng.random((datasets, len(t) - 1)) < p[None, :]
+    return np.asarray(np.cumsum(flips, axis=1) % 2 == 1)
+
+
+def rtt_regimes(rng: np.random.Generator, datasets: int, seconds: float, rate_hz: float, *,
+                gap_us: float = 40.0, sojourn_s: float = 2.0,
+                base_us: float = 70_000.0) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """A route flapping between two paths ``gap_us`` apart: :func:`rtt_series` (its jitter
+    and RTO outliers) plus ``gap_us`` while :func:`markov_states` (mean sojourn
+    ``sojourn_s`` in each) is in its second state, rounded to 1 µs. Sojourns of seconds are
+    a bimodal jitter with no sustained change; sojourns of minutes are real level changes.
+    Returns send times (s), RTTs ``(datasets, n)`` and the states."""
+    t, y = rtt_series(rng, datasets, seconds, rate_hz, base_us=base_us)
+    state = markov_states(rng, datasets, t, sojourn_s)
+    return t, round_us(y + gap_us * state), state
 
 
 def window_stats(rng: np.random.Generator, datasets: int, windows: int, per_window: int, *,

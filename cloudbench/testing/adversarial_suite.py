@@ -39,6 +39,7 @@ least 1,000 data sets per row; the tests run 0.1–0.2) and a seed.
 
 from __future__ import annotations
 
+import functools
 import math
 import tempfile
 from collections.abc import Callable, Sequence
@@ -438,6 +439,123 @@ def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 1000.0, 
     return rows
 
 
+def _link_counts(draw: Callable[[int], tuple[FloatArray, FloatArray]], series: int, rate_hz: float,
+                 window_s: float, chunk: int = 50) -> tuple[int, int]:
+    """Link spikes and steps on ``series`` series drawn ``chunk`` at a time by ``draw(k)``."""
+    spikes = steps = 0
+    for start in range(0, series, chunk):
+        t, y = draw(min(chunk, series - start))
+        for v in y:
+            for e in adapt_pair_events(t, v, 1.0 / rate_hz, window_s):
+                if e.origin == "link":
+                    spikes += e.kind == "spike"
+                    steps += e.kind == "step"
+    return spikes, steps
+
+
+@dataclass(frozen=True)
+class LinkDrift:
+    """How much a quiet-but-not-flat link of one base RTT moves (µs): the amounts of its drift
+    rows (keywords of :func:`cloudbench.testing.adversarial.drift_level` per kind) and its
+    flapping route's second path."""
+
+    name: str
+    base_us: float
+    drifts: dict[gen.DriftKind, tuple[str, dict[str, Any]]]
+    gap_us: float = 40.0
+
+
+LINKS: tuple[LinkDrift, ...] = (
+    # a cross-region path: its level moves by tens of µs
+    LinkDrift("base 70 ms", 70_000.0, {
+        "ramp": ("linear ramp of ±10-50 µs over the series", {"ramp_us": (10.0, 50.0)}),
+        "walk": ("random walk, SD 10 µs per 10 min", {"walk_us": 10.0, "walk_s": 600.0}),
+        "sine": ("sine of amplitude 50 µs, period 4 h, random phase", {"sine_us": 50.0, "period_s": 4 * 3600.0}),
+    }),
+    # one zone (the quiet row's base): a few µs
+    LinkDrift("base 100 µs", 100.0, {
+        "ramp": ("linear ramp of ±5-20 µs over the series", {"ramp_us": (5.0, 20.0)}),
+        "walk": ("random walk, SD 5 µs per 10 min", {"walk_us": 5.0, "walk_s": 600.0}),
+        "sine": ("sine of amplitude 10 µs, period 4 h, random phase", {"sine_us": 10.0, "period_s": 4 * 3600.0}),
+    }),
+)
+
+
+def _route_changes(t: FloatArray, state: NDArray[np.bool_],
+                   window_s: float) -> tuple[FloatArray, FloatArray, NDArray[np.bool_]]:
+    """A series' switches of state: times, signs, and whether each is a clean one to find
+    (at least two windows in the old and the new state, and from the series' ends)."""
+    at = np.flatnonzero(np.diff(state.astype(np.int8)) != 0) + 1
+    times = t[at]
+    signs = np.where(state[at], 1.0, -1.0)
+    edges = np.concatenate([[t[0]], times, [t[-1]]])
+    clean = (np.diff(edges)[:-1] >= 2 * window_s) & (np.diff(edges)[1:] >= 2 * window_s)
+    return times, signs, clean
+
+
+def drift_rows(scale: float = 1.0, seed: int = 17, hours: float = 1000.0, hz: float = 10.0,
+               series_s: float = 600.0, sojourns: Sequence[float] = (2.0, 10.0),
+               long_sojourn_s: float | None = 300.0, links: Sequence[LinkDrift] = LINKS) -> list[Row]:
+    """False link steps on quiet links that are not flat (the quiet row's jitter and RTO
+    outliers, at each of ``links``' base RTTs): the level drifts (a ramp, a random walk, a slow
+    sine: no step), or the route flaps between two paths ``gap_us`` apart with Markov sojourns
+    of ``sojourns`` seconds (a bimodal jitter, no sustained change). Each rate over ``hours``
+    series-hours (not scaled, as the quiet row) of series of ``series_s`` at ``hz`` rounds/s.
+    Flapping with sojourns of ``long_sojourn_s`` is a real level change: its row is the share
+    of clean route changes found as a step (power), on ``1000 × scale`` series (None: no such row)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    n_series = math.ceil(hours * 3600.0 / series_s)
+    h = n_series * series_s / 3600.0
+    w = default_window_s(series_s)
+    for link in links:
+        tail = f"{link.name}, AR(1) t4 jitter + RTO, {hz:g} rounds/s, {w:g} s window"
+        for kind, (desc, kw) in link.drifts.items():
+            sp, st = _link_counts(functools.partial(gen.rtt_drift, rng, seconds=series_s, rate_hz=hz, kind=kind,
+                                                    base_us=link.base_us, **kw), n_series, hz, w)
+            rows.append(Row("events: link steps per series-hour", f"drift: {desc}, {tail}", "rate", 0.01, st, h,
+                            unit="windows", note=f"{st} steps ({sp} spikes) in {h:.0f} series-hours; "
+                                                 "pass: 95 % upper bound ≤ 0.01"))
+        flap = f"route flapping +0/+{link.gap_us:g} µs, Markov, mean sojourn"
+        for soj in sojourns:
+            def flapping(k: int, soj: float = soj, link: LinkDrift = link) -> tuple[FloatArray, FloatArray]:
+                return gen.rtt_regimes(rng, k, series_s, hz, gap_us=link.gap_us, sojourn_s=soj,
+                                       base_us=link.base_us)[:2]
+
+            sp, st = _link_counts(flapping, n_series, hz, w)
+            rows.append(Row("events: link steps per series-hour", f"{flap} {soj:g} s, {tail}", "rate", 0.01, st, h,
+                            unit="windows", note=f"{st} steps ({sp} spikes) in {h:.0f} series-hours; "
+                                                 "pass: 95 % upper bound ≤ 0.01"))
+        if long_sojourn_s is None:
+            continue
+        m = _n(1000, scale)
+        found = clean_n = stray = 0
+        for start in range(0, m, 50):
+            t, y, state = gen.rtt_regimes(rng, min(50, m - start), series_s, hz, gap_us=link.gap_us,
+                                          sojourn_s=long_sojourn_s, base_us=link.base_us)
+            for v, s in zip(y, state, strict=True):
+                times, signs, clean = _route_changes(t, s, w)
+                steps = [e for e in adapt_pair_events(t, v, 1.0 / hz, w) if e.origin == "link" and e.kind == "step"]
+                near = np.array([[abs(e.time_s - tc) <= w and np.sign(e.size) == sg
+                                  for tc, sg in zip(times, signs, strict=True)] for e in steps],
+                                dtype=bool).reshape(len(steps), len(times))
+                clean_n += int(clean.sum())
+                found += int((near.any(axis=0) & clean).sum())
+                stray += int((~near.any(axis=1)).sum())
+        rows.append(Row("events: route change found as a step", f"{flap} {long_sojourn_s:g} s, {tail}", "power",
+                        0.8, found, clean_n, unit="windows",
+                        note=f"{found} of {clean_n} clean changes (≥ 2 windows each side) found within a window, "
+                             f"right sign; {stray} steps near no change in {m} series of {series_s:g} s"))
+    return rows
+
+
+def drift_hour_rows(scale: float = 1.0, seed: int = 18) -> list[Row]:
+    """:func:`drift_rows` on hour-long series at 1 round/s, where a walk or a slow sine moves
+    further than in 10 min: 300 series-hours (the fewest that can show 0.01; the detector takes
+    about 0.4 s an hour-long drifting series) on the 100 µs link only (at 70 ms, ``min_rel``
+    hides every change of these sizes)."""
+    return drift_rows(scale=scale, seed=seed, hours=300.0, hz=1.0, series_s=3600.0, links=LINKS[1:])
+
 def levelshift_rows(scale: float = 1.0, seed: int = 14, chunk: int = 50) -> list[Row]:
     """Spurious level shifts on quiet series with RTO outliers: 300 windows of 1 s, 1,000
     echoes each (a group of ten pairs at 100 rounds/s, or one LAN pair at 1,000/s)."""
@@ -542,8 +660,9 @@ class Suite:
 
 SUITES: tuple[Suite, ...] = (
     Suite("confirm", confirm_rows), Suite("checks", check_rows), Suite("diurnal", diurnal_rows),
-    Suite("events", event_rows), Suite("levelshift", levelshift_rows), Suite("drains", drain_rows),
-    Suite("throughput", throughput_rows),
+    Suite("events", event_rows), Suite("drift", drift_rows), Suite("drift-hour", drift_hour_rows),
+    Suite("levelshift", levelshift_rows),
+    Suite("drains", drain_rows), Suite("throughput", throughput_rows),
 )
 
 
