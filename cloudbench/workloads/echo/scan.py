@@ -74,28 +74,35 @@ MAX_INPUT_RUNS = 256
 """A pair's echoes in at most this many runs of consecutive rounds are converted run by run."""
 
 
-def _detector_inputs(snd: np.ndarray, valid: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(snd[valid] / 1e6, v / 1000.0)``: a pair's send times (s) and RTTs (µs) for the event
-    detector, the same values, written into this thread's scratch arrays (valid until its next
-    pair): two fresh 17 MB arrays a 6-hour pair (and the gathered send times a third) were
-    mapped and zeroed page by page. A pair with few missing rounds is converted run by run
-    of consecutive rounds (no gather)."""
+def _detector_inputs(stored: np.ndarray, valid: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``((SEND_BASE - stored)[valid] / 1e6, v / 1000.0)``: a pair's send times (s; ``stored``: its
+    sender's first sends as stored) and RTTs (µs) for the event detector, the same values, written
+    into this thread's scratch arrays (valid until its next pair): two fresh 17 MB arrays a 6-hour
+    pair (and the gathered send times a third) were mapped and zeroed page by page. A pair with
+    few missing rounds is converted run by run of consecutive rounds (no gather)."""
     n = len(v)
     t_s, rtt_us = scratch_array("input_t", n), scratch_array("input_rtt", n)
     np.divide(v, 1000.0, out=rtt_us)
     if n == len(valid):
-        np.divide(snd, 1e6, out=t_s)
+        _seconds(stored, t_s)
         return t_s, rtt_us
     gaps = np.flatnonzero(~valid)
     if len(gaps) >= MAX_INPUT_RUNS:
-        np.divide(snd[valid], 1e6, out=t_s)
+        _seconds(stored[valid], t_s)
         return t_s, rtt_us
     at = 0
     for a, b in zip([0, *(gaps + 1).tolist()], [*gaps.tolist(), len(valid)], strict=True):
         if b > a:
-            np.divide(snd[a:b], 1e6, out=t_s[at:at + b - a])
+            _seconds(stored[a:b], t_s[at:at + b - a])
             at += b - a
     return t_s, rtt_us
+
+
+def _seconds(stored: np.ndarray, out: np.ndarray) -> None:
+    """``out`` = the send times (s) of first sends as stored: the µs difference in integers, then
+    divided (the values of ``(SEND_BASE - stored) / 1e6``)."""
+    np.subtract(SEND_BASE, stored, out=out, casting="unsafe")
+    np.divide(out, 1e6, out=out)
 
 
 class QuorumMembers(NamedTuple):
@@ -245,22 +252,24 @@ class _PairPart:
 
 @dataclass(frozen=True)
 class _SenderClock:
-    """One sender's send time per round (µs), each round's window id and the windows' layout
-    (None: not equal spans of rounds, :func:`~cloudbench.analysis.orderstats.window_stats` then)."""
+    """One sender's first sends as stored (a view of its row), each round's window id and the
+    windows' layout (None: not equal spans of rounds, :func:`~cloudbench.analysis.orderstats.window_stats`
+    then, with ``wins``; empty otherwise: every sender's clock lives through the file's pairs)."""
 
-    sends: np.ndarray
+    stored: np.ndarray
     wins: np.ndarray
     layout: WindowLayout | None
 
     @classmethod
     def of(cls, stored: np.ndarray, rounds: int, window_us: int) -> _SenderClock:
         """From the sender's row of the first sends as stored (0: none that round)."""
-        sends = SEND_BASE - stored
-        wins = np.where(stored != 0, sends // window_us, -1)
+        wins = np.where(stored != 0, (SEND_BASE - stored) // window_us, -1)
         layout = WindowLayout.of(wins, rounds)  # windows as equal spans of rounds: no gather per peer
-        if layout is None and len(wins) and int(wins.max()) < np.iinfo(np.int32).max:
+        if layout is not None:
+            wins = wins[:0]
+        elif len(wins) and int(wins.max()) < np.iinfo(np.int32).max:
             wins = wins.astype(np.int32)  # half the bytes to gather per peer
-        return cls(sends, wins, layout)
+        return cls(stored, wins, layout)
 
 
 class EchoScan:
@@ -366,7 +375,7 @@ class EchoScan:
         out.series = (rep, f.trial, f"{keys.hosts[s]}>{keys.hosts[d]}",
                       GROUP_ORDER[g].value if g >= 0 else "", ids * self.window_s, med / 1000.0)
         if self.round_interval_s:
-            t_s, rtt_us = _detector_inputs(clock.sends, valid, v)
+            t_s, rtt_us = _detector_inputs(clock.stored, valid, v)
             out.events = ((keys.hosts[s], keys.hosts[d]), detect_pair_events(
                 t_s, rtt_us, self.round_interval_s, self.window_s,
                 round_index=lambda: np.flatnonzero(valid)))  # worked out only for an event

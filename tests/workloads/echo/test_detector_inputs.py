@@ -26,8 +26,8 @@ def test_the_detector_inputs_are_the_gathered_times_and_rtts(pattern: str) -> No
     cells = rng.integers(20_000, 300_000, rounds).astype(np.uint32)
     v = cells[valid]
     # a longer pair first: the scratch arrays hold its values past this pair's end
-    _detector_inputs(snd, np.ones(rounds, dtype=bool), cells)
-    t_s, rtt_us = _detector_inputs(snd, valid, v)
+    _detector_inputs(stored, np.ones(rounds, dtype=bool), cells)
+    t_s, rtt_us = _detector_inputs(stored, valid, v)
     assert t_s.tolist() == (snd[valid] / 1e6).tolist()
     assert rtt_us.tolist() == (v / 1000.0).tolist()
     assert t_s.dtype == rtt_us.dtype == np.float64
