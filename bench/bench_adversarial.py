@@ -22,6 +22,7 @@ import sys
 import time
 
 from cloudbench.testing import adversarial_suite as suite
+from cloudbench.testing.adversarial_rows import Row
 
 
 def _fmt(x: float, pct: bool = True) -> str:
@@ -30,7 +31,7 @@ def _fmt(x: float, pct: bool = True) -> str:
     return f"{x:.1%}" if pct else f"{x:.3g}"
 
 
-def _cells(r: suite.Row) -> list[str]:
+def _cells(r: Row) -> list[str]:
     rate = r.kind == "rate"
     achieved = f"{r.achieved:.3g}/h (≤ {r.upper95:.3g})" if rate else _fmt(r.achieved)
     nominal = f"≤ {r.nominal:g}/h" if rate else (f"≤ {r.nominal:.0%}" if r.kind == "test" else _fmt(r.nominal))
@@ -43,18 +44,18 @@ def _cells(r: suite.Row) -> list[str]:
 HEAD = ["estimator", "generator", "unit", "nominal", "achieved", "MC SE", "median width", "n", "result", "note"]
 
 
-def _load(paths: str) -> list[suite.Row]:
+def _load(paths: str) -> list[Row]:
     rows = []
     for path in paths.split(","):
         with open(path) as f:
             for d in json.load(f)["rows"]:
-                rows.append(suite.Row(d["estimator"], d["generator"], d["kind"], d["nominal"], d["hits"],
+                rows.append(Row(d["estimator"], d["generator"], d["kind"], d["nominal"], d["hits"],
                                       d["trials"], d["median_width"] if d["median_width"] is not None else math.nan,
                                       d["unit"], d["note"]))
     return rows
 
 
-def render(old: list[suite.Row], new: list[suite.Row]) -> str:
+def render(old: list[Row], new: list[Row]) -> str:
     """The README's table: nominal, achieved and median width of the old run beside the new."""
     by_key = {r.key: r for r in new}
     head = ["estimator", "generator", "unit", "nominal", "achieved (old)", "achieved (new)", "MC SE",
@@ -87,7 +88,7 @@ def main() -> int:
     unknown = set(only) - {s.name for s in suite.SUITES}
     if unknown:
         ap.error(f"unknown suite(s): {', '.join(sorted(unknown))}")
-    rows: list[suite.Row] = []
+    rows: list[Row] = []
     seconds: dict[str, float] = {}
     for s in suite.SUITES:
         if only and s.name not in only:

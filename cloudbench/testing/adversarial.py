@@ -225,7 +225,6 @@ def rtt_series(rng: np.random.Generator, datasets: int, seconds: float, rate_hz:
 
 
 DriftKind = Literal["ramp", "walk", "sine"]
-DRIFT_KINDS: tuple[DriftKind, ...] = ("ramp", "walk", "sine")
 
 
 def drift_level(rng: np.random.Generator, datasets: int, t: FloatArray, kind: DriftKind, *,

@@ -39,7 +39,6 @@ least 1,000 data sets per row; the tests run 0.1–0.2) and a seed.
 
 from __future__ import annotations
 
-import functools
 import math
 import tempfile
 from collections.abc import Callable, Sequence
@@ -49,77 +48,19 @@ from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
 from cloudbench.analysis.checks import run_checks
 from cloudbench.analysis.confirm import ConfirmParams, RepetitionRef, Series, SeriesKey, analyse_series
-from cloudbench.analysis.events import detect_pair_events
 from cloudbench.analysis.levelshift import detect, level_shift_rows
 from cloudbench.analysis.throughput import capacity_lower_bound_95, falling_trend
 from cloudbench.analysis.tokenbucket import estimate_drain, estimate_refill, interval_seconds
 from cloudbench.report.diurnal import diurnal
 from cloudbench.testing import adversarial as gen
+from cloudbench.testing import adversarial_drift
+from cloudbench.testing.adversarial_rows import Row, adapt_pair_events, default_window_s, n_of
 from cloudbench.testing.fake_results import _BASE_TIME, FakeRun, make_campaign
-from cloudbench.workloads.echo.params import window_of
 
 FloatArray = NDArray[np.float64]
-Kind = Literal["interval", "test", "power", "rate"]
-
-
-@dataclass(frozen=True)
-class Row:
-    """One estimator on one generator: how often it held (interval, power) or rejected (test)."""
-
-    estimator: str
-    generator: str
-    kind: Kind
-    nominal: float  # level (interval), α (test), target power, or events per series-hour (rate)
-    hits: int  # covered / rejected / found / events
-    trials: float  # data sets (series-hours for a rate)
-    width: float = math.nan  # median interval width (intervals)
-    unit: str = ""  # the unit of variation the estimator must respect
-    note: str = ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.estimator} | {self.generator}"
-
-    @property
-    def achieved(self) -> float:
-        return self.hits / self.trials if self.trials else math.nan
-
-    @property
-    def se(self) -> float:
-        """Monte Carlo SE at the nominal value (binomial; Poisson for a rate)."""
-        if self.kind == "rate":
-            return math.sqrt(max(self.hits, 1)) / self.trials if self.trials else math.nan
-        return math.sqrt(self.nominal * (1.0 - self.nominal) / max(self.trials, 1.0))
-
-    @property
-    def upper95(self) -> float:
-        """Rates: the exact one-sided 95 % Poisson upper bound of the events per unit."""
-        return float(sps.chi2.ppf(0.95, 2 * (self.hits + 1)) / 2.0 / self.trials) if self.trials else math.inf
-
-    @property
-    def passed(self) -> bool:
-        if not self.trials:
-            return False
-        if self.kind == "test":
-            return self.achieved <= self.nominal + 3.0 * self.se
-        if self.kind == "rate":
-            return self.upper95 <= self.nominal
-        return self.achieved >= self.nominal - 3.0 * self.se
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"estimator": self.estimator, "generator": self.generator, "kind": self.kind,
-                "nominal": self.nominal, "achieved": self.achieved, "mc_se": self.se,
-                "hits": self.hits, "trials": self.trials, "median_width": self.width,
-                "unit": self.unit, "passed": self.passed, "note": self.note,
-                **({"upper95": self.upper95} if self.kind == "rate" else {})}
-
-
-def _n(base: int, scale: float, least: int = 20) -> int:
-    return max(least, round(base * scale))
 
 
 def _cover(lo: FloatArray, hi: FloatArray, truth: FloatArray | float) -> tuple[int, float]:
@@ -184,11 +125,6 @@ def adapt_diurnal(c: gen.Campaign, series: int, period: str = "24h") -> list[dic
     return out
 
 
-def adapt_pair_events(t_s: FloatArray, rtt_us: FloatArray, round_s: float, window_s: float) -> list[Any]:
-    """The echo report's per-pair events (kind, size, size_low, size_high, p_value, time_s)."""
-    return list(detect_pair_events(t_s, rtt_us, round_s, window_s, round_index=np.arange(len(t_s))))
-
-
 def adapt_level_shifts(window_s: float, means: FloatArray, medians: FloatArray) -> list[dict[str, Any]]:
     """The echo report's level shifts of one group's window series: the group's series is built
     by the analysis from its pairs' window series (here one pair; ``means`` are what a window
@@ -204,11 +140,6 @@ def adapt_pair_shifts(window_s: float, medians: FloatArray) -> list[dict[str, An
     checks the same step test on one pair's series."""
     t = np.arange(len(medians)) * window_s
     return [s.to_row() for s in detect(t, np.asarray(medians))]
-
-
-def default_window_s(duration_s: float) -> float:
-    """The echo workload's default window for a trial of ``duration_s``."""
-    return window_of({"duration": duration_s})
 
 
 def adapt_drain(d: gen.Drain, window_s: float = 2.0) -> Any:
@@ -240,7 +171,7 @@ def adapt_falling_trend(values: FloatArray) -> bool:
 def confirm_rows(scale: float = 1.0, seed: int = 10, n: int = 20) -> list[Row]:
     """The CI of the median over repetitions, and the "reliable" prediction label."""
     rng = np.random.default_rng(seed)
-    m = _n(1000, scale)
+    m = n_of(1000, scale)
     rows = []
     for kind in ("iid", "heavy", "run_effects", "two_regimes", "ar1"):
         reps = gen.repetitions(rng, m, n, kind, phi=0.5)
@@ -257,7 +188,7 @@ def confirm_rows(scale: float = 1.0, seed: int = 10, n: int = 20) -> list[Row]:
         rows.append(Row("confirm: reliable label (wrongly)", f"{kind.replace('_', ' ')}, n={n}", "test", 0.05,
                         sum(r.reliable for r in res), m, unit="repetitions in time order",
                         note=f"{note}; {pred} predicted"))
-    reps = gen.repetitions(rng, _n(300, scale), 60, "iid")
+    reps = gen.repetitions(rng, n_of(300, scale), 60, "iid")
     res = adapt_confirm(reps.values)
     rows.append(Row("confirm: reliable label (rightly)", "iid, CV 10 %, n=60", "power", 0.5,
                     sum(r.reliable for r in res), len(res), unit="repetitions",
@@ -268,7 +199,7 @@ def confirm_rows(scale: float = 1.0, seed: int = 10, n: int = 20) -> list[Row]:
 def check_rows(scale: float = 1.0, seed: int = 11, n: int = 20) -> list[Row]:
     """Each assumption check's warning rate on i.i.d. normal repetitions (its null)."""
     rng = np.random.default_rng(seed)
-    m = _n(1000, scale)
+    m = n_of(1000, scale)
     x = rng.normal(100.0, 10.0, (m, n))
     counts: dict[str, int] = {}
     for v in x:
@@ -290,7 +221,7 @@ def weekday_row(rng: np.random.Generator, scale: float, series: int) -> Row:
     """The weekday-vs-weekend p-value under run and day effects without a weekly one: it needs two
     weeks of whole days (one week gives no p-value), so a campaign of its own, 15 days of runs from
     10:15 UTC (14 whole days)."""
-    c = campaign_for_fake_runs(rng, _n(4, scale, least=1) * series, days=15, run_sd=5.0, rep_sd=5.0, day_sd=5.0)
+    c = campaign_for_fake_runs(rng, n_of(4, scale, least=1) * series, days=15, run_sd=5.0, rep_sd=5.0, day_sd=5.0)
     ps = [s["mw_p"] for r in adapt_diurnal(c, series) for s in r["series"]]
     have = [p for p in ps if p is not None]
     if len(have) < len(ps):
@@ -309,7 +240,7 @@ def diurnal_rows(scale: float = 1.0, seed: int = 12, series: int = 50, day_effec
     if day_effects:
         nulls.append(("run + day effects", {"run_sd": 5.0, "rep_sd": 5.0, "day_sd": 5.0}))
     for name, kw in nulls:
-        camps = _n(20, scale, least=2)
+        camps = n_of(20, scale, least=2)
         c = campaign_for_fake_runs(rng, camps * series, **kw)
         res = adapt_diurnal(c, series)
         ser = [s for r in res for s in r["series"]]
@@ -327,7 +258,7 @@ def diurnal_rows(scale: float = 1.0, seed: int = 12, series: int = 50, day_effec
                      note="the target: at most 1 in 10 campaigns")]
     rows.append(weekday_row(rng, scale, 2 * series))
     # a real effect: a 24 h sine of 1.5x the per-run SD
-    camps = _n(6, scale, least=1)
+    camps = n_of(6, scale, least=1)
     amp = 1.5 * 5.0
     c = campaign_for_fake_runs(rng, camps * series, run_sd=5.0, rep_sd=5.0, amplitude=amp)
     res = adapt_diurnal(c, series)
@@ -384,14 +315,14 @@ def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 1000.0, 
     rows.append(Row("events: link events per series-hour", g, "rate", 0.01, sp + st, hours, unit="rounds",
                     note=f"{sp} spikes, {st} steps in {hours:.0f} series-hours; pass: 95 % upper bound ≤ 0.01"))
     # the quickstart: 20 s at 100 rounds/s, the default window
-    q = _n(200, scale, least=10)
+    q = n_of(200, scale, least=10)
     w = default_window_s(20.0)
     sp, st, nan = _quiet_rate(rng, q, 20.0, 100.0, w)
     rows.append(Row("events: link events per quickstart", f"quiet 20 s at 100 rounds/s, {w:g} s window", "test", 0.01,
                     min(sp + st, q), q, unit="rounds",
                     note=f"{sp} spikes, {st} steps, {nan} with a NaN interval; 0.01 per series-hour is "
                          "0.00006 per 20 s, so any event here is over the bar"))
-    m = _n(1000, scale)
+    m = n_of(1000, scale)
     # spike and step size intervals: known spikes / steps on the same jitter
     for label, n_echo in (("spike of 30 echoes", 30), ("spike of 4 echoes", 4)):
         hit = found = 0
@@ -439,128 +370,11 @@ def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 1000.0, 
     return rows
 
 
-def _link_counts(draw: Callable[[int], tuple[FloatArray, FloatArray]], series: int, rate_hz: float,
-                 window_s: float, chunk: int = 50) -> tuple[int, int]:
-    """Link spikes and steps on ``series`` series drawn ``chunk`` at a time by ``draw(k)``."""
-    spikes = steps = 0
-    for start in range(0, series, chunk):
-        t, y = draw(min(chunk, series - start))
-        for v in y:
-            for e in adapt_pair_events(t, v, 1.0 / rate_hz, window_s):
-                if e.origin == "link":
-                    spikes += e.kind == "spike"
-                    steps += e.kind == "step"
-    return spikes, steps
-
-
-@dataclass(frozen=True)
-class LinkDrift:
-    """How much a quiet-but-not-flat link of one base RTT moves (µs): the amounts of its drift
-    rows (keywords of :func:`cloudbench.testing.adversarial.drift_level` per kind) and its
-    flapping route's second path."""
-
-    name: str
-    base_us: float
-    drifts: dict[gen.DriftKind, tuple[str, dict[str, Any]]]
-    gap_us: float = 40.0
-
-
-LINKS: tuple[LinkDrift, ...] = (
-    # a cross-region path: its level moves by tens of µs
-    LinkDrift("base 70 ms", 70_000.0, {
-        "ramp": ("linear ramp of ±10-50 µs over the series", {"ramp_us": (10.0, 50.0)}),
-        "walk": ("random walk, SD 10 µs per 10 min", {"walk_us": 10.0, "walk_s": 600.0}),
-        "sine": ("sine of amplitude 50 µs, period 4 h, random phase", {"sine_us": 50.0, "period_s": 4 * 3600.0}),
-    }),
-    # one zone (the quiet row's base): a few µs
-    LinkDrift("base 100 µs", 100.0, {
-        "ramp": ("linear ramp of ±5-20 µs over the series", {"ramp_us": (5.0, 20.0)}),
-        "walk": ("random walk, SD 5 µs per 10 min", {"walk_us": 5.0, "walk_s": 600.0}),
-        "sine": ("sine of amplitude 10 µs, period 4 h, random phase", {"sine_us": 10.0, "period_s": 4 * 3600.0}),
-    }),
-)
-
-
-def _route_changes(t: FloatArray, state: NDArray[np.bool_],
-                   window_s: float) -> tuple[FloatArray, FloatArray, NDArray[np.bool_]]:
-    """A series' switches of state: times, signs, and whether each is a clean one to find
-    (at least two windows in the old and the new state, and from the series' ends)."""
-    at = np.flatnonzero(np.diff(state.astype(np.int8)) != 0) + 1
-    times = t[at]
-    signs = np.where(state[at], 1.0, -1.0)
-    edges = np.concatenate([[t[0]], times, [t[-1]]])
-    clean = (np.diff(edges)[:-1] >= 2 * window_s) & (np.diff(edges)[1:] >= 2 * window_s)
-    return times, signs, clean
-
-
-def drift_rows(scale: float = 1.0, seed: int = 17, hours: float = 1000.0, hz: float = 10.0,
-               series_s: float = 600.0, sojourns: Sequence[float] = (2.0, 10.0),
-               long_sojourn_s: float | None = 300.0, links: Sequence[LinkDrift] = LINKS) -> list[Row]:
-    """False link steps on quiet links that are not flat (the quiet row's jitter and RTO
-    outliers, at each of ``links``' base RTTs): the level drifts (a ramp, a random walk, a slow
-    sine: no step), or the route flaps between two paths ``gap_us`` apart with Markov sojourns
-    of ``sojourns`` seconds (a bimodal jitter, no sustained change). Each rate over ``hours``
-    series-hours (not scaled, as the quiet row) of series of ``series_s`` at ``hz`` rounds/s.
-    Flapping with sojourns of ``long_sojourn_s`` is a real level change: its row is the share
-    of clean route changes found as a step (power), on ``1000 × scale`` series (None: no such row)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    n_series = math.ceil(hours * 3600.0 / series_s)
-    h = n_series * series_s / 3600.0
-    w = default_window_s(series_s)
-    for link in links:
-        tail = f"{link.name}, AR(1) t4 jitter + RTO, {hz:g} rounds/s, {w:g} s window"
-        for kind, (desc, kw) in link.drifts.items():
-            sp, st = _link_counts(functools.partial(gen.rtt_drift, rng, seconds=series_s, rate_hz=hz, kind=kind,
-                                                    base_us=link.base_us, **kw), n_series, hz, w)
-            rows.append(Row("events: link steps per series-hour", f"drift: {desc}, {tail}", "rate", 0.01, st, h,
-                            unit="windows", note=f"{st} steps ({sp} spikes) in {h:.0f} series-hours; "
-                                                 "pass: 95 % upper bound ≤ 0.01"))
-        flap = f"route flapping +0/+{link.gap_us:g} µs, Markov, mean sojourn"
-        for soj in sojourns:
-            def flapping(k: int, soj: float = soj, link: LinkDrift = link) -> tuple[FloatArray, FloatArray]:
-                return gen.rtt_regimes(rng, k, series_s, hz, gap_us=link.gap_us, sojourn_s=soj,
-                                       base_us=link.base_us)[:2]
-
-            sp, st = _link_counts(flapping, n_series, hz, w)
-            rows.append(Row("events: link steps per series-hour", f"{flap} {soj:g} s, {tail}", "rate", 0.01, st, h,
-                            unit="windows", note=f"{st} steps ({sp} spikes) in {h:.0f} series-hours; "
-                                                 "pass: 95 % upper bound ≤ 0.01"))
-        if long_sojourn_s is None:
-            continue
-        m = _n(1000, scale)
-        found = clean_n = stray = 0
-        for start in range(0, m, 50):
-            t, y, state = gen.rtt_regimes(rng, min(50, m - start), series_s, hz, gap_us=link.gap_us,
-                                          sojourn_s=long_sojourn_s, base_us=link.base_us)
-            for v, s in zip(y, state, strict=True):
-                times, signs, clean = _route_changes(t, s, w)
-                steps = [e for e in adapt_pair_events(t, v, 1.0 / hz, w) if e.origin == "link" and e.kind == "step"]
-                near = np.array([[abs(e.time_s - tc) <= w and np.sign(e.size) == sg
-                                  for tc, sg in zip(times, signs, strict=True)] for e in steps],
-                                dtype=bool).reshape(len(steps), len(times))
-                clean_n += int(clean.sum())
-                found += int((near.any(axis=0) & clean).sum())
-                stray += int((~near.any(axis=1)).sum())
-        rows.append(Row("events: route change found as a step", f"{flap} {long_sojourn_s:g} s, {tail}", "power",
-                        0.8, found, clean_n, unit="windows",
-                        note=f"{found} of {clean_n} clean changes (≥ 2 windows each side) found within a window, "
-                             f"right sign; {stray} steps near no change in {m} series of {series_s:g} s"))
-    return rows
-
-
-def drift_hour_rows(scale: float = 1.0, seed: int = 18) -> list[Row]:
-    """:func:`drift_rows` on hour-long series at 1 round/s, where a walk or a slow sine moves
-    further than in 10 min: 300 series-hours (the fewest that can show 0.01; the detector takes
-    about 0.4 s an hour-long drifting series) on the 100 µs link only (at 70 ms, ``min_rel``
-    hides every change of these sizes)."""
-    return drift_rows(scale=scale, seed=seed, hours=300.0, hz=1.0, series_s=3600.0, links=LINKS[1:])
-
 def levelshift_rows(scale: float = 1.0, seed: int = 14, chunk: int = 50) -> list[Row]:
     """Spurious level shifts on quiet series with RTO outliers: 300 windows of 1 s, 1,000
     echoes each (a group of ten pairs at 100 rounds/s, or one LAN pair at 1,000/s)."""
     rng = np.random.default_rng(seed)
-    m = _n(1000, scale)
+    m = n_of(1000, scale)
     grp = pair = 0
     for start in range(0, m, chunk):
         k = min(chunk, m - start)
@@ -583,7 +397,7 @@ def drain_rows(scale: float = 1.0, seed: int = 15, chunk: int = 100,
                dts: Sequence[float] = (0.25, 0.5, 1.0)) -> list[Row]:
     """The five drain intervals at 0.25, 0.5 and 1 s sampling with i.i.d. and AR(1) noise."""
     rng = np.random.default_rng(seed)
-    m = _n(1000, scale)
+    m = n_of(1000, scale)
     rows = []
     for noise in noises:
         for dt in dts:
@@ -626,7 +440,7 @@ def throughput_rows(scale: float = 1.0, seed: int = 16) -> list[Row]:
     """cap ≥ (95 %) on a link at capacity with AR(1) byte noise; the falling-trend warning
     under no trend with AR(1) trials."""
     rng = np.random.default_rng(seed)
-    m = _n(1000, scale)
+    m = n_of(1000, scale)
     rows = []
     cap = 100e6
     for noise in ("iid", "ar1"):
@@ -660,7 +474,8 @@ class Suite:
 
 SUITES: tuple[Suite, ...] = (
     Suite("confirm", confirm_rows), Suite("checks", check_rows), Suite("diurnal", diurnal_rows),
-    Suite("events", event_rows), Suite("drift", drift_rows), Suite("drift-hour", drift_hour_rows),
+    Suite("events", event_rows), Suite("drift", adversarial_drift.drift_rows),
+    Suite("drift-hour", adversarial_drift.drift_hour_rows),
     Suite("levelshift", levelshift_rows),
     Suite("drains", drain_rows), Suite("throughput", throughput_rows),
 )

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from cloudbench.testing import adversarial_suite as suite
+from cloudbench.testing.adversarial_rows import Row
 
 # reduced sizes per suite (the whole folder well under a minute on an idle machine)
 SIZES: dict[str, dict[str, Any]] = {
@@ -89,7 +90,7 @@ BENCH_ONLY = {
 
 
 @functools.cache
-def rows_of(name: str) -> dict[str, suite.Row]:
+def rows_of(name: str) -> dict[str, Row]:
     (s,) = [s for s in suite.SUITES if s.name == name]
     return {r.key: r for r in s.run(**SIZES[name])}
 
@@ -185,7 +186,7 @@ def test_a_halved_confirm_ci_fails() -> None:
     rows = []
     for a, b in ((lo, hi), (mid - (mid - lo) / 2.0, mid + (hi - mid) / 2.0)):
         hit, width = suite._cover(a, b, reps.median)
-        rows.append(suite.Row("confirm CI", "iid", "interval", 0.95, hit, len(res), width))
+        rows.append(Row("confirm CI", "iid", "interval", 0.95, hit, len(res), width))
     print([(r.achieved, r.width) for r in rows])
     assert rows[0].passed and not rows[1].passed
 
@@ -213,12 +214,12 @@ def test_a_step_found_a_window_early_does_not_crash_the_detector() -> None:
 
 def test_row_rules_at_three_monte_carlo_ses() -> None:
     se = (0.95 * 0.05 / 1000) ** 0.5  # 0.00689
-    assert suite.Row("x", "g", "interval", 0.95, round(1000 * (0.95 - 2.9 * se)), 1000).passed
-    assert not suite.Row("x", "g", "interval", 0.95, round(1000 * (0.95 - 3.1 * se)), 1000).passed
+    assert Row("x", "g", "interval", 0.95, round(1000 * (0.95 - 2.9 * se)), 1000).passed
+    assert not Row("x", "g", "interval", 0.95, round(1000 * (0.95 - 3.1 * se)), 1000).passed
     se = (0.05 * 0.95 / 1000) ** 0.5
-    assert suite.Row("x", "g", "test", 0.05, round(1000 * (0.05 + 2.9 * se)), 1000).passed
-    assert not suite.Row("x", "g", "test", 0.05, round(1000 * (0.05 + 3.1 * se)), 1000).passed
+    assert Row("x", "g", "test", 0.05, round(1000 * (0.05 + 2.9 * se)), 1000).passed
+    assert not Row("x", "g", "test", 0.05, round(1000 * (0.05 + 3.1 * se)), 1000).passed
     # rates: 0 events in 300 series-hours is an upper bound of 2.996/300 ≤ 0.01; 1 event is not
-    assert suite.Row("x", "g", "rate", 0.01, 0, 300.0).upper95 == pytest.approx(2.9957 / 300, rel=1e-3)
-    assert suite.Row("x", "g", "rate", 0.01, 0, 300.0).passed
-    assert not suite.Row("x", "g", "rate", 0.01, 1, 300.0).passed
+    assert Row("x", "g", "rate", 0.01, 0, 300.0).upper95 == pytest.approx(2.9957 / 300, rel=1e-3)
+    assert Row("x", "g", "rate", 0.01, 0, 300.0).passed
+    assert not Row("x", "g", "rate", 0.01, 1, 300.0).passed

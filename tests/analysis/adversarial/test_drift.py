@@ -1,5 +1,5 @@
 """The per-pair event detector's false link steps on quiet links that are not flat
-(suite ``drift`` of cloudbench.testing.adversarial_suite; full sizes in
+(suite ``drift``, cloudbench.testing.adversarial_drift; full sizes in
 ``bench/bench_adversarial.py --only drift``).
 
 Each row at the bench's own series (600 s at 10 rounds/s, 30 s windows) over 300
@@ -20,10 +20,12 @@ import numpy as np
 import pytest
 
 from cloudbench.analysis.events import Event
-from cloudbench.testing import adversarial_suite as suite
+from cloudbench.testing import adversarial_drift as drift
+from cloudbench.testing import adversarial_rows
+from cloudbench.testing.adversarial_rows import Row
 
 SIZES: dict[str, Any] = {"scale": 0.05, "hz": 10.0, "series_s": 600.0, "hours": 300.0}
-LINKS = {link.name: link for link in suite.LINKS}
+LINKS = {link.name: link for link in drift.LINKS}
 
 RAMP = ("a ramp of ±5-20 µs in 10 min on a 100 µs link is taken for steps: 959 steps in 1,000 "
         "series-hours at the bench's sizes (95 % upper bound 1.01/h, bar 0.01)")
@@ -46,11 +48,11 @@ HOURS = {"ramp": 30.0}
 
 
 @functools.cache
-def row_of(link: str, what: str | float) -> suite.Row:
+def row_of(link: str, what: str | float) -> Row:
     """The one row of ``drift_rows`` for ``what`` on ``link``."""
     full = LINKS[link]
     drifts = {k: v for k, v in full.drifts.items() if k == what}
-    rows = suite.drift_rows(links=(dataclasses.replace(full, drifts=drifts),),
+    rows = drift.drift_rows(links=(dataclasses.replace(full, drifts=drifts),),
                             sojourns=(what,) if isinstance(what, float) else (),
                             long_sojourn_s=300.0 if what == "power" else None,
                             **{**SIZES, "hours": HOURS.get(str(what), SIZES["hours"])})
@@ -79,7 +81,7 @@ def test_a_detector_with_a_step_on_every_series_fails(monkeypatch: pytest.Monkey
         return [Event("step", float(t_s[mid]), 0.0, 40.0, float(np.median(rtt_us[:mid])),
                       float(np.median(rtt_us[mid:])), len(t_s) - mid, 1e-6, "broken", 5.0)]
 
-    monkeypatch.setattr(suite, "adapt_pair_events", always)
+    monkeypatch.setattr(adversarial_rows, "adapt_pair_events", always)
     r = row_of.__wrapped__("base 100 µs", 2.0)
     print(r.as_dict())
     assert r.hits == r.trials * 6 and not r.passed  # six 10-min series per series-hour
