@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,20 +20,6 @@ from cloudbench.testing import adversarial as gen
 from cloudbench.testing import adversarial_rows as rows
 
 FloatArray = NDArray[np.float64]
-
-
-def _link_counts(draw: Callable[[int], tuple[FloatArray, FloatArray]], series: int, rate_hz: float,
-                 window_s: float, chunk: int = 50) -> tuple[int, int]:
-    """Link spikes and steps on ``series`` series drawn ``chunk`` at a time by ``draw(k)``."""
-    spikes = steps = 0
-    for start in range(0, series, chunk):
-        t, y = draw(min(chunk, series - start))
-        for v in y:
-            for e in rows.adapt_pair_events(t, v, 1.0 / rate_hz, window_s):
-                if e.origin == "link":
-                    spikes += e.kind == "spike"
-                    steps += e.kind == "step"
-    return spikes, steps
 
 
 @dataclass(frozen=True)
@@ -94,16 +80,17 @@ def drift_rows(scale: float = 1.0, seed: int = 17, hours: float = 1000.0, hz: fl
     for link in links:
         tail = f"{link.name}, AR(1) t4 jitter + RTO, {hz:g} rounds/s, {w:g} s window"
         for kind, (desc, kw) in link.drifts.items():
-            counts = _link_counts(functools.partial(gen.rtt_drift, rng, seconds=series_s, rate_hz=hz, kind=kind,
-                                                    base_us=link.base_us, **kw), n_series, hz, w)
-            out.append(_rate_row(f"drift: {desc}, {tail}", *counts, h))
+            drifting = functools.partial(gen.rtt_drift, rng, seconds=series_s, rate_hz=hz, kind=kind,
+                                         base_us=link.base_us, **kw)
+            out.append(_rate_row(f"drift: {desc}, {tail}", *rows.link_event_counts(drifting, n_series, hz, w)[:2], h))
         flap = f"route flapping +0/+{link.gap_us:g} µs, Markov, mean sojourn"
         for soj in sojourns:
             def flapping(k: int, soj: float = soj, link: LinkDrift = link) -> tuple[FloatArray, FloatArray]:
                 return gen.rtt_regimes(rng, k, series_s, hz, gap_us=link.gap_us, sojourn_s=soj,
                                        base_us=link.base_us)[:2]
 
-            out.append(_rate_row(f"{flap} {soj:g} s, {tail}", *_link_counts(flapping, n_series, hz, w), h))
+            counts = rows.link_event_counts(flapping, n_series, hz, w)
+            out.append(_rate_row(f"{flap} {soj:g} s, {tail}", *counts[:2], h))
         if long_sojourn_s is not None:
             m = rows.n_of(1000, scale)
             found, clean_n, stray = _changes_found(rng, link, m, series_s, hz, long_sojourn_s, w)

@@ -6,6 +6,7 @@ runs it, and the echo workload's default window."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -85,3 +86,21 @@ def adapt_pair_events(t_s: FloatArray, rtt_us: FloatArray, round_s: float, windo
 def default_window_s(duration_s: float) -> float:
     """The echo workload's default window for a trial of ``duration_s``."""
     return window_of({"duration": duration_s})
+
+
+def link_event_counts(draw: Callable[[int], tuple[FloatArray, FloatArray]], series: int, rate_hz: float,
+                      window_s: float, chunk: int = 50) -> tuple[int, int, int]:
+    """Link spikes, link steps and link events with a NaN size interval on ``series`` series,
+    drawn ``chunk`` at a time by ``draw(k)`` (send times, RTTs ``(k, n)``), each through
+    :func:`adapt_pair_events`."""
+    spikes = steps = nan = 0
+    for start in range(0, series, chunk):
+        t, y = draw(min(chunk, series - start))
+        for v in y:
+            for e in adapt_pair_events(t, v, 1.0 / rate_hz, window_s):
+                if e.origin != "link":
+                    continue
+                spikes += e.kind == "spike"
+                steps += e.kind == "step"
+                nan += not (math.isfinite(e.size_low) and math.isfinite(e.size_high))
+    return spikes, steps, nan

@@ -57,7 +57,7 @@ from cloudbench.analysis.tokenbucket import estimate_drain, estimate_refill, int
 from cloudbench.report.diurnal import diurnal
 from cloudbench.testing import adversarial as gen
 from cloudbench.testing import adversarial_drift
-from cloudbench.testing.adversarial_rows import Row, adapt_pair_events, default_window_s, n_of
+from cloudbench.testing.adversarial_rows import Row, adapt_pair_events, default_window_s, link_event_counts, n_of
 from cloudbench.testing.fake_results import _BASE_TIME, FakeRun, make_campaign
 
 FloatArray = NDArray[np.float64]
@@ -285,17 +285,7 @@ def diurnal_rows(scale: float = 1.0, seed: int = 12, series: int = 50, day_effec
 def _quiet_rate(rng: np.random.Generator, series: int, seconds: float, rate_hz: float, window_s: float,
                 chunk: int = 50) -> tuple[int, int, int]:
     """Link events (spikes, steps) and NaN intervals on quiet series."""
-    spikes = steps = nan = 0
-    for start in range(0, series, chunk):
-        t, y = gen.rtt_series(rng, min(chunk, series - start), seconds, rate_hz)
-        for v in y:
-            for e in adapt_pair_events(t, v, 1.0 / rate_hz, window_s):
-                if e.origin != "link":
-                    continue
-                spikes += e.kind == "spike"
-                steps += e.kind == "step"
-                nan += not (math.isfinite(e.size_low) and math.isfinite(e.size_high))
-    return spikes, steps, nan
+    return link_event_counts(lambda k: gen.rtt_series(rng, k, seconds, rate_hz), series, rate_hz, window_s, chunk)
 
 
 def event_rows(scale: float = 1.0, seed: int = 13, quiet_hours: float = 1000.0, quiet_hz: float = 10.0,
