@@ -178,7 +178,7 @@ def cli_child(run_dir: str) -> None:
     use = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise SystemExit(f"cloudbench report exited {r.returncode}:\n{r.stderr[-3000:]}")
-    rep = json.loads((Path(run_dir) / "report" / "report.json").read_text())
+    rep = json.loads((Path(run_dir) / "report" / "report.json").read_bytes())
     sec = rep["workloads"]["echo"]
     print(json.dumps({"seconds": seconds, "cpu_s": use.ru_utime + use.ru_stime, "peak_rss_mb": use.ru_maxrss / 1024,
                       "rows": sec["rows"], "groups": {g["group"]: g["p99.999"] for g in sec["groups"]},

@@ -8,9 +8,10 @@ import json
 import os
 import re
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 UTC_SECONDS = "%Y-%m-%dT%H:%M:%SZ"
 UTC_MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -68,18 +69,23 @@ def write_json_atomic(path: Path, data: Any, mode: int | None = None) -> None:
     With ``mode`` (e.g. ``0o600`` for a file holding keys) the file has that mode from
     its creation on, never a moment readable by others.
     """
+    write_atomic(path, lambda f: f.write((json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode()),
+                 mode)
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], Any], mode: int | None = None) -> None:
+    """:func:`write_json_atomic` for any content: ``write`` writes it to the open binary file."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         if mode is None:
-            f = tmp.open("w")
+            f = tmp.open("wb")
         else:
             tmp.unlink(missing_ok=True)  # a crash's leftover may have another mode
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             os.fchmod(fd, mode)  # exactly ``mode``, whatever the umask
-            f = os.fdopen(fd, "w")
+            f = os.fdopen(fd, "wb")
         with f:
-            json.dump(data, f, indent=2, sort_keys=False, default=str)
-            f.write("\n")
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         tmp.replace(path)

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cloudbench.core.files import write_json_atomic
+import orjson
+
+from cloudbench.core.files import write_atomic
 from cloudbench.core.tables import write_csv
 from cloudbench.errors import ResultError
 from cloudbench.store import formats
@@ -34,7 +36,8 @@ def write_report(run: RunDir, report: dict[str, Any], out: Path | None = None) -
         raise ValueError(f"write_report writes report.json version {current}, not {report['schema']!r}")
     out = out or run.path / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / REPORT_JSON, to_json({"schema": current, **report}))
+    doc = {"schema": current, **report}
+    write_atomic(out / REPORT_JSON, lambda f: f.write(report_json_bytes(doc)))
     written = [out / REPORT_JSON]
     for wname, w in report["workloads"].items():
         kind = workload_kind(w["kind"])
@@ -53,7 +56,7 @@ def read_report(path: Path) -> dict[str, Any]:
     that is not a report, is a :class:`ResultError` naming ``path``.
     """
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_bytes())  # UTF-8 (orjson writes µ as itself), whatever the locale
     except (OSError, json.JSONDecodeError) as e:
         raise ResultError(str(path), f"not a readable report.json: {e}") from e
     if not isinstance(data, dict):
@@ -91,6 +94,21 @@ def migrate_report_2(data: dict[str, Any]) -> dict[str, Any]:
 
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: migrate_report_1, 2: migrate_report_2}
 """Version -> the function that turns a report of that version into the next one."""
+
+
+REPORT_JSON_OPTIONS = (orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+                       | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATETIME
+                       | orjson.OPT_PASSTHROUGH_DATACLASS)
+"""orjson's options for report.json: indented as ``json.dump(to_json(report), indent=2, default=str)``
+wrote it, dates and dataclasses left to ``str`` as before, numpy's numbers and arrays as numbers."""
+
+
+def report_json_bytes(report: dict[str, Any]) -> bytes:
+    """``report`` as report.json's bytes (UTF-8): the values of ``json.dumps(to_json(report),
+    indent=2, default=str)``, NaN and infinities as null, by orjson (its C encoder). The
+    standard library's encoder takes its Python path when it indents: 0.7 s of CPU for the
+    138 M-observation run's 18 MB, against 0.03 s."""
+    return orjson.dumps(report, default=str, option=REPORT_JSON_OPTIONS)
 
 
 def to_json(x: Any) -> Any:
