@@ -6,12 +6,18 @@ limit_arenas()  # the command's threads share the main heap: before its imports 
 
 # Imported for their commands, in the order `cloudbench --help` lists them.
 from cloudbench.cli import spec, run, confirm, compare, campaign, gc, doctor  # noqa: E402, I001
-from cloudbench.cli.app import app  # noqa: E402
+from cloudbench.cli.app import app, leaving, quick_exit  # noqa: E402
 
 __all__ = ["app", "campaign", "compare", "confirm", "doctor", "gc", "main", "run", "spec"]
 
 
 def main() -> None:
-    """Entry point of the ``cloudbench`` script."""
+    """Entry point of the ``cloudbench`` script: the command's exit code, quickly where the command
+    allows (:func:`~cloudbench.cli.app.leave_quickly`)."""
     keep_freed_memory()  # the command's process scans large files (see there)
-    app()
+    try:
+        app()
+    except SystemExit as e:
+        if leaving.quick and (e.code is None or isinstance(e.code, int)):
+            quick_exit(e.code or 0)
+        raise

@@ -7,10 +7,16 @@ Commands live one group per module (:mod:`.spec`, :mod:`.run`, :mod:`.confirm`,
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
+import os
+import sys
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -60,6 +66,38 @@ def guard(fn: F) -> F:
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+@dataclass
+class Leaving:
+    """How the process ends once its command returns: ``quick`` (set by a command that has closed
+    every file it wrote, :func:`leave_quickly`) skips the interpreter's teardown."""
+
+    quick: bool = False
+
+
+leaving = Leaving()
+
+
+def leave_quickly() -> None:
+    """Say that this command's process may end without tearing its objects down (:func:`quick_exit`):
+    it wrote and closed its files. ``cloudbench report`` on the 138 M-observation run spent 0.42–0.51 s
+    after its last output freeing the report, its arrays and the modules (0.03–0.05 s without)."""
+    leaving.quick = True
+
+
+def quick_exit(code: int) -> NoReturn:
+    """End the process with ``code`` once its atexit handlers have run and stdout and stderr are
+    flushed, without the interpreter's teardown (``os._exit``); while a thread other than the main
+    one and not a daemon is alive, by ``sys.exit`` as usual (the interpreter waits for it)."""
+    main = threading.main_thread()
+    if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.exit(code)
+    atexit._run_exitfuncs()  # logging's flush, weakref finalizers (temporary directories), ...
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: as the interpreter, go on
+            stream.flush()
+    os._exit(code)
 
 
 def print_warnings(warnings: list[str]) -> None:
