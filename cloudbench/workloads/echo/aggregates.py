@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from cloudbench.analysis.latency import BOX_PERCENTILES, CCDF_EXCEEDANCE, ccdf_levels, distribution_row, pct_label
-from cloudbench.analysis.levelshift import PairWindows
+from cloudbench.analysis.levelshift import PairWindows, level_shift_rows
 from cloudbench.analysis.quantiles import P50, P99
 from cloudbench.core.topology import GROUP_ORDER
 from cloudbench.store.manifest import Manifest
@@ -59,24 +59,33 @@ class EchoAggregates:
     pair_series: list[PairWindows] = field(default_factory=list)
     """(repetition, trial, "src>dst", group, window start s, window median µs) per pair."""
     rows: int = 0
+    shift_rows: list[Row] | None = None
+    """:func:`~cloudbench.analysis.levelshift.level_shift_rows` of ``pair_series`` and ``events``
+    (with ``level_shifts``; None without)."""
 
 
 def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: float,
                    quorums: Sequence[Quorum] = (), threads: int | None = None,
-                   round_interval_s: float | None = None, trials: Collection[str] | None = None) -> EchoAggregates:
+                   round_interval_s: float | None = None, trials: Collection[str] | None = None,
+                   level_shifts: bool = False) -> EchoAggregates:
     """Every aggregate of a run's echo workload the report and the summaries use (two passes).
 
     ``round_interval_s`` (1 / rate) turns on the per-pair event detection on raw RTTs
-    (:mod:`cloudbench.analysis.events`); the summaries do without it.
+    (:mod:`cloudbench.analysis.events`); the summaries do without it. ``level_shifts``: the
+    level shifts' rows too (``shift_rows``), found beside the second pass: they need only the
+    first (0.3-0.5 s of the report's tail on the 138 M-observation run, mostly Python).
     """
     scan = EchoScan(run, manifest, workload, window_s, quorums, threads, round_interval_s, trials)
     first = scan.first_pass()
-    selected = scan.second_pass(first)
-    groups, by_rep = _group_tables(scan, selected)
-    with ThreadPoolExecutor(1) as pool:  # the quorums' selections (numpy) beside the windows' rows (Python)
-        quorum_job = pool.submit(_quorum_tables, scan, first)
-        windows, pair_windows = _window_tables(scan, first)
-        quorums_all, quorums_rep, quorum_values = quorum_job.result()
+    with ThreadPoolExecutor(1) as early:
+        shifts = early.submit(level_shift_rows, first.pair_series, first.events) if level_shifts else None
+        selected = scan.second_pass(first)
+        groups, by_rep = _group_tables(scan, selected)
+        with ThreadPoolExecutor(1) as pool:  # the quorums' selections (numpy) beside the windows' rows (Python)
+            quorum_job = pool.submit(_quorum_tables, scan, first)
+            windows, pair_windows = _window_tables(scan, first)
+            quorums_all, quorums_rep, quorum_values = quorum_job.result()
+        shift_rows = shifts.result() if shifts is not None else None
     totals = selected.totals
     group_hists = {g.value: totals.hist[gi] for gi, g in enumerate(GROUP_ORDER) if totals.hist[gi].any()}
     boxes, tails = _boxes_and_tails(selected)
@@ -86,7 +95,7 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
                           hosts=scan.keys.hosts, repetitions=scan.keys.repetitions,
                           groups=groups, groups_by_rep=by_rep, pairs=_pair_table(scan, selected), windows=windows,
                           pair_windows=pair_windows, quorums=quorums_all, quorums_by_rep=quorums_rep,
-                          pair_series=first.pair_series, rows=first.rows)
+                          pair_series=first.pair_series, rows=first.rows, shift_rows=shift_rows)
 
 
 def _group_tables(scan: EchoScan, selected: SelectedRtts) -> tuple[list[Row], dict[int, list[Row]]]:

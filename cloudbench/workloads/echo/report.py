@@ -34,7 +34,8 @@ def section(run: RunDir, manifest: Manifest, params: dict[str, Any]) -> dict[str
     rate = params.get("rate", 100.0)
     interval = 1.0 / float(rate) if isinstance(rate, int | float) and rate else None
     return section_of(aggregate_echo(run, manifest, params["name"], window_of(params),
-                                     spec_quorums(manifest, params), round_interval_s=interval), manifest, params, run,
+                                     spec_quorums(manifest, params), round_interval_s=interval, level_shifts=True),
+                      manifest, params, run,
                       sweeps.stratum_aggregates(run, manifest, params))
 
 
@@ -68,7 +69,7 @@ def section_of(agg: EchoAggregates, manifest: Manifest, params: dict[str, Any], 
     name = params["name"]
     with ThreadPoolExecutor(1) as pool:  # the modes' densities (numpy) beside the level shifts (Python)
         more = pool.submit(views_.section, run, manifest, params, agg, parts)  # modes, handshakes, sweeps
-        shifts = level_shift_rows(agg.pair_series, agg.events)
+        shifts = agg.shift_rows if agg.shift_rows is not None else level_shift_rows(agg.pair_series, agg.events)
         extra = more.result()
     distributions = sweeps.by_value(parts) if parts else {}
     return {

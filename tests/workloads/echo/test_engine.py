@@ -268,6 +268,22 @@ def test_events_on_raw_rtts_equal_numpy_and_find_the_step(tmp_path: Path) -> Non
     assert all(e["time_utc"] for e in agg.events)  # placed in the day, from the workers' clocks
 
 
+def test_the_level_shifts_found_beside_the_second_pass_are_those_of_the_pairs_and_groups(tmp_path: Path) -> None:
+    """``level_shifts=True``: the rows ``level_shift_rows`` gives for the aggregates' series and events
+    (the pair's step among them), which the section uses as they are; without it, none."""
+    from cloudbench.analysis.levelshift import level_shift_rows
+
+    run = write_echo_run(tmp_path / "c", seed=7, repetitions=1, rounds=5000, step=("a-1", "c-1", 2500, 800.0))
+    manifest = run.manifest()
+    agg = aggregate_echo(run, manifest, "echo", 2.0, round_interval_s=0.01, level_shifts=True)
+    assert agg.shift_rows == level_shift_rows(agg.pair_series, agg.events)
+    assert any(r["series"] == "a-1>c-1" and r["kind"] == "step" for r in agg.shift_rows)
+    assert aggregate_echo(run, manifest, "echo", 2.0, round_interval_s=0.01).shift_rows is None
+    section = report.section(run, manifest, manifest.workloads()[0])
+    assert [(r["series"], r["kind"], r["time_s"]) for r in section["level_shifts"]] == [
+        (r["series"], r["kind"], r["time_s"]) for r in agg.shift_rows]
+
+
 def test_windows_shifts_and_events_carry_utc_times(tmp_path: Path) -> None:
     """A window, a level shift or an event can be placed in the day (UTC times)."""
     from datetime import datetime
