@@ -32,6 +32,7 @@ import argparse
 import json
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -340,6 +341,9 @@ def main() -> int:
         same = all(abs(mine[g] - v) <= 1e-9 * abs(v) for g, v in theirs.items())
         print(f"  p99.999 per group equal to DuckDB's: {same}")
         ratios = [c["seconds"] / r["seconds"] for c, r in zip(cmds, refs, strict=True)]
+        print(f"  ratio over {len(ratios)} alternation(s): median {statistics.median(ratios):.2f} "
+              f"({min(ratios):.2f}-{max(ratios):.2f}; {sum(r <= 2.5 for r in ratios)} of {len(ratios)} ≤ 2.5; "
+              "target ≤ 2.5)")
         print(json.dumps({"bench": "scale", "run": str(run_dir), "rows": rows,
                           "million_rows": per, "ingest": {str(k): v for k, v in ingested.items()},
                           "command": [{k: c[k] for k in ("seconds", "cpu_s", "peak_rss_mb", "events")} for c in cmds],
