@@ -116,3 +116,28 @@ def test_small_page_zeros_are_zeros_the_kernel_maps_without_huge_pages() -> None
     assert int(a.sum()) == 7
     assert "nh" in _vm_flags(a.ctypes.data)
     assert small_page_zeros((0, 5), np.int64).shape == (0, 5)
+
+
+BLAS_PROBE = """
+import os, sys
+if sys.argv[1] == "command":
+    import cloudbench.cli  # the command's process: its package's import, before numpy
+import numpy as np
+np.ones((300, 300)) @ np.ones((300, 300))  # large enough for OpenBLAS to use its threads
+print(len(os.listdir("/proc/self/task")), os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.parametrize(("how", "env", "threads"), [("plain", None, 2), ("command", None, 1), ("command", "2", 2)])
+def test_the_command_runs_openblas_without_threads_unless_told(how: str, env: str | None, threads: int) -> None:
+    """numpy's OpenBLAS starts a thread per core (2 here) that spins after each call; the command's
+    process has none (OPENBLAS_NUM_THREADS=1 set before numpy loads), unless the user set it."""
+    import os
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: OpenBLAS starts no thread of its own anyway")
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", BLAS_PROBE, how], capture_output=True, text=True, check=True,
+                         env=base if env is None else {**base, "OPENBLAS_NUM_THREADS": env}).stdout.split()
+    assert (int(out[0]) > 1 if how == "plain" else int(out[0]) == threads), out  # plain: one a core
+    assert out[1] == (env or ("1" if how == "command" else "None"))

@@ -1,8 +1,9 @@
 """The ``cloudbench`` command: one module per command group, registered on :data:`app`."""
 
-from cloudbench.core.allocator import keep_freed_memory, limit_arenas
+from cloudbench.core.allocator import keep_freed_memory, limit_arenas, one_blas_thread
 
 limit_arenas()  # the command's threads share the main heap: before its imports start one (see there)
+one_blas_thread()  # before numpy loads OpenBLAS
 
 # Imported for their commands, in the order `cloudbench --help` lists them.
 from cloudbench.cli import spec, run, confirm, compare, campaign, gc, doctor  # noqa: E402, I001

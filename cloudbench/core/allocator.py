@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import platform
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,15 @@ if TYPE_CHECKING:
     import numpy as np
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # glibc's mallopt parameters (malloc.h)
+
+
+def one_blas_thread() -> None:
+    """OpenBLAS (numpy's and scipy's) without threads of its own, unless ``OPENBLAS_NUM_THREADS``
+    says otherwise; before numpy is imported. cloudbench's commands run their work in their own
+    threads and call BLAS only on small matrices (a KDE's covariance, a regression), after which
+    OpenBLAS's threads spin waiting for more: 0.58 s of CPU in the 6-hour report (perf), taken
+    from the scan's and the tail's threads on two cores."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def keep_freed_memory(trim_bytes: int = 1 << 30, mmap_bytes: int = 32 << 20, arenas: int = 1) -> bool:
