@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import errno
+import io
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -26,11 +27,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cloudbench.core.files import write_json_atomic
 from cloudbench.core.topology import Topology
 from cloudbench.errors import ProvisionError, RecordError, ResultError
 from cloudbench.providers.clouds import common as cc
 from cloudbench.providers.clouds.provider import cluster_from_outputs
+from cloudbench.report import files as report_files
 from cloudbench.report.files import MIGRATIONS, REPORT_DIR, REPORT_JSON, read_report, to_json, write_report
 from cloudbench.store import formats
 from cloudbench.store.formats import Format
@@ -614,16 +615,20 @@ def crashing_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     out = tmp_path / REPORT_DIR
     before = (out / REPORT_JSON).read_bytes()
     listing = sorted(p.name for p in out.iterdir())
-    real_dumps = json.dumps
+    real_atomic = report_files.write_atomic
 
-    def dump(obj: Any, fp: Any, **kwargs: Any) -> None:
-        text = real_dumps(obj, **kwargs)
-        fp.write(text[: len(text) // 2])
-        fp.flush()
-        raise crash
+    def crashing_atomic(path: Path, write: Callable[[Any], Any], mode: int | None = None) -> None:
+        def half(f: Any) -> None:  # the real bytes, half of them on disk, then the crash
+            buf = io.BytesIO()
+            write(buf)
+            f.write(buf.getvalue()[: len(buf.getvalue()) // 2])
+            f.flush()
+            raise crash
 
-    # json.dump of the module that writes report.json (write_report hands it to write_json_atomic)
-    monkeypatch.setattr(f"{write_json_atomic.__module__}.json.dump", dump)
+        real_atomic(path, half, mode)
+
+    # the atomic writer of the module that writes report.json, its temporary file half written
+    monkeypatch.setattr(report_files, "write_atomic", crashing_atomic)
     with pytest.raises(type(crash)):
         write_report(run, a_report(mean=2.0))
     monkeypatch.undo()
