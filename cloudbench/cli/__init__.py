@@ -1,5 +1,8 @@
 """The ``cloudbench`` command: one module per command group, registered on :data:`app`."""
 
+import faulthandler
+import signal
+
 from cloudbench.core.allocator import keep_freed_memory, limit_arenas, one_blas_thread
 
 limit_arenas()  # the command's threads share the main heap: before its imports start one (see there)
@@ -14,8 +17,10 @@ __all__ = ["app", "campaign", "compare", "confirm", "doctor", "gc", "main", "run
 
 def main() -> None:
     """Entry point of the ``cloudbench`` script: the command's exit code, quickly where the command
-    allows (:func:`~cloudbench.cli.app.leave_quickly`)."""
+    allows (:func:`~cloudbench.cli.app.leave_quickly`). ``kill -USR1 PID`` prints every thread's
+    Python stack to stderr (a command that seems stuck), and the command goes on."""
     keep_freed_memory()  # the command's process scans large files (see there)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         app()
     except SystemExit as e:

@@ -1,15 +1,17 @@
 """How ``cloudbench`` ends: a command that has closed its files (``report``) leaves without the
 interpreter's teardown, its atexit handlers run and its output flushed; any other, or one with a
-thread still working, as Python does."""
+thread still working, as Python does. And what it says when it seems stuck (SIGUSR1)."""
 
 from __future__ import annotations
 
 import atexit
 import importlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,25 @@ def test_the_report_command_leaves_quickly_and_other_commands_do_not(tmp_path: P
     with pytest.raises(SystemExit) as plain:
         main()
     assert plain.value.code == 0 and ran == ["atexit"]
+
+
+def test_sigusr1_prints_every_threads_stack_and_the_command_goes_on() -> None:
+    """``kill -USR1`` on a command that seems stuck: each thread's Python stack on stderr (the
+    integration tests send it before they give up on a process), and the command carries on."""
+    code = ("import sys, threading, time, cloudbench.cli as c\n"
+            "def waiting():\n    time.sleep(4)\n"
+            "c.app = lambda: (threading.Thread(target=waiting, name='helper').start(), time.sleep(4))\n"
+            "c.main()\nprint('went on')\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        time.sleep(2.5)  # past the imports, in the sleeps
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and out.strip() == "went on", err
+    assert err.count("most recent call first") >= 2 and "in waiting" in err, err

@@ -249,7 +249,13 @@ def test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes(tmp_path: 
             with pytest.raises(CampaignBusyError, match=busy), campaign_lock(campaign):
                 pass
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=60) == 130
+            try:
+                code = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:  # stuck: every thread's stack into the log (main's SIGUSR1)
+                proc.send_signal(signal.SIGUSR1)
+                time.sleep(2)
+                pytest.fail(f"no exit 60 s after SIGTERM; the log and the stacks:\n{log.read_text()[-6000:]}")
+            assert code == 130
         finally:
             if proc.poll() is None:
                 proc.kill()
