@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from cloudbench.core.cluster import Cluster, HostAccess
+from cloudbench.core.interrupts import run_async
 from cloudbench.errors import GroupRemoteError, RemoteError, RemoteFailure
 from cloudbench.remote import CommandResult, Remote
 
@@ -25,7 +26,7 @@ Command = str | Callable[[HostAccess], str]
 def wait_ready(cluster: Cluster, command: Command, timeout: float, poll: float = 3.0,
                connect_timeout: float = 10.0) -> dict[str, CommandResult]:
     """Run ``command`` on every host once it accepts SSH; raises GroupRemoteError with all failures."""
-    return asyncio.run(_wait_all(cluster, command, timeout, poll, connect_timeout))
+    return run_async(_wait_all(cluster, command, timeout, poll, connect_timeout))
 
 
 async def _wait_all(cluster: Cluster, command: Command, timeout: float, poll: float,

@@ -113,8 +113,7 @@ class StaticProvider:
         for h in hosts:
             if h.workdir:
                 dirs[h.name] = shlex.quote(h.workdir)
-        import asyncio
-
+        from cloudbench.core.interrupts import run_async
         from cloudbench.remote import Remote
 
         async def remove() -> list[str]:
@@ -123,7 +122,7 @@ class StaticProvider:
                     lambda h: remote.run(h, f"rm -rf -- {dirs[h.name]}", timeout=60), hosts)
             return [r.failure.describe() for r in results if r.failure is not None]
 
-        failed = asyncio.run(remove())
+        failed = run_async(remove())
         if failed:
             raise ProvisionError("static", cluster.stack, "could not remove the work directory on: "
                                  + "; ".join(failed) + " (remove it by hand)")

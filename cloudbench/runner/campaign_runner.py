@@ -23,6 +23,7 @@ from typing import Any
 
 from cloudbench.core.cluster import Cluster
 from cloudbench.core.files import is_disk_full, sha256_file, utc_stamp
+from cloudbench.core.interrupts import run_async, signals_as_interrupts
 from cloudbench.core.version import __version__
 from cloudbench.cost import check_budget, check_leases
 from cloudbench.errors import (
@@ -40,7 +41,7 @@ from cloudbench.providers.base import Provider
 from cloudbench.remote import Remote
 from cloudbench.runner.bundle import worker_bundle, worker_versions
 from cloudbench.runner.diskfull import RESERVE_FILE
-from cloudbench.runner.ui import QuietUI, RunUI, signals_as_interrupts
+from cloudbench.runner.ui import QuietUI, RunUI
 from cloudbench.space import check_free_space, estimate_space, reserve_bytes
 from cloudbench.spec.model import Spec
 from cloudbench.store.manifest import (
@@ -353,7 +354,7 @@ class CampaignRunner:
                                       f"provisioning {len(topology)} hosts ({provider.name})")
                         cluster = provider.provision(topology, self.run.path)
                     try:
-                        asyncio.run(self._repetition(rep, cluster))
+                        run_async(self._repetition(rep, cluster))
                     finally:
                         if self.spec.fresh_hosts == "repetition" or rep == last:
                             self.ui.phase(f"repetition {rep + 1}: tearing down {cluster.stack}")

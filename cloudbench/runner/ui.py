@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
-from collections.abc import Iterator
-from types import FrameType
 from typing import Protocol
 
+from cloudbench.core.interrupts import Interrupted, signals_as_interrupts
 from cloudbench.workloads.base import Trial, TrialOutcome
+
+__all__ = ["Interrupted", "QuietUI", "RunUI", "signals_as_interrupts"]  # the first and last from core
 
 
 class RunUI(Protocol):
@@ -38,20 +37,3 @@ class QuietUI:
 
     def warn(self, text: str) -> None:
         pass
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM, delivered like Ctrl-C so that the same cleanup runs."""
-
-
-@contextlib.contextmanager
-def signals_as_interrupts() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Interrupted` (a KeyboardInterrupt): the same cleanup runs."""
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(f"signal {signal.Signals(signum).name}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
