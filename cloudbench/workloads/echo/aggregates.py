@@ -77,14 +77,15 @@ def aggregate_echo(run: RunDir, manifest: Manifest, workload: str, window_s: flo
     """
     scan = EchoScan(run, manifest, workload, window_s, quorums, threads, round_interval_s, trials)
     first = scan.first_pass()
-    with ThreadPoolExecutor(1) as early:
-        shifts = early.submit(level_shift_rows, first.pair_series, first.events) if level_shifts else None
+    # beside this thread: the level shifts (from the first pass alone) during the second pass, and
+    # the quorums' selections (numpy) during the windows' rows (Python)
+    with ThreadPoolExecutor(2) as pool:
+        shifts = pool.submit(level_shift_rows, first.pair_series, first.events) if level_shifts else None
         selected = scan.second_pass(first)
         groups, by_rep = _group_tables(scan, selected)
-        with ThreadPoolExecutor(1) as pool:  # the quorums' selections (numpy) beside the windows' rows (Python)
-            quorum_job = pool.submit(_quorum_tables, scan, first)
-            windows, pair_windows = _window_tables(scan, first)
-            quorums_all, quorums_rep, quorum_values = quorum_job.result()
+        quorum_job = pool.submit(_quorum_tables, scan, first)
+        windows, pair_windows = _window_tables(scan, first)
+        quorums_all, quorums_rep, quorum_values = quorum_job.result()
         shift_rows = shifts.result() if shifts is not None else None
     totals = selected.totals
     group_hists = {g.value: totals.hist[gi] for gi, g in enumerate(GROUP_ORDER) if totals.hist[gi].any()}
