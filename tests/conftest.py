@@ -52,6 +52,7 @@ SHARED_MODULES = frozenset({
     "tests/report/test_page_has_the_terminal.py",  # rendered
     "tests/test_dataset.py",  # campaign
     "tests/test_dataset_kinds.py",  # hot_cold
+    "tests/test_house_rules.py",  # parsed, comments_and_docstrings: every file read once (functools.cache)
     "tests/workloads/echo/test_engine.py",  # run
 })
 # Tests of several modules that share a session-scoped fixture: one unit per name.
@@ -85,9 +86,9 @@ def work_unit(nodeid: str) -> str:
 MEASURED_S = {
     "compressed-days": 10,  # the two analyses; the campaigns ran in the background
     "tests/integration/test_wan.py": 50,
-    "tests/integration/test_compare_testbed.py::test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not": 50,
+    "tests/integration/test_compare_testbed.py::test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not": 23,
     "tests/integration/test_disk_full.py": 48,
-    "tests/integration/test_colocation.py::test_colocation_audit_finds_the_truth": 43,
+    "tests/integration/test_colocation.py::test_colocation_audit_finds_the_truth": 27,
     "tests/integration/test_drain_coverage.py::test_drain_intervals_cover_the_configured_bucket": 37,
     "tests/workers/test_echo.py::test_memory_stays_flat_over_a_long_fast_trial": 17,
     "tests/integration/test_campaign.py::test_sigterm_tears_down_and_exits_130_and_the_next_start_finishes": 40,
@@ -103,7 +104,7 @@ MEASURED_S = {
     "tests/integration/test_physical_hosts.py::test_hosts_on_one_physical_host_share_its_nic": 9,
     "tests/analysis/adversarial/test_adversarial.py": 35,
     "tests/report/test_page_has_the_terminal.py": 25,
-    "tests/analysis/coverage/test_coverage.py::test_interval_covers_at_its_nominal_level": 32,
+    "tests/analysis/coverage/test_coverage.py::test_event_size_intervals_cover_behind_the_detector": 10,
     "tests/analysis/test_changes.py::"
     "test_a_step_is_found_at_its_run_and_its_size_covered_with_a_false_change_beside_it_or_not": 16,
     "tests/analysis/test_diurnal.py::"

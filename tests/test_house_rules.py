@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import shutil
@@ -52,12 +53,19 @@ def is_worker(path: Path) -> bool:
     return WORKERS in path.parents
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The module's syntax tree, parsed once for every rule (the rules run on one worker:
+    SHARED_MODULES in tests/conftest.py)."""
+    return ast.parse(path.read_text(), filename=str(path))
+
+
 def checked(paths: list[Path], *, workers: bool) -> Iterator[tuple[Path, ast.Module]]:
     """The files a rule applies to, parsed: without those being split (and the workers)."""
     for path in paths:
         if not workers and is_worker(path):
             continue
-        yield path, ast.parse(path.read_text(), filename=str(path))
+        yield path, parsed(path)
 
 
 def test_no_function_is_over_80_lines() -> None:
@@ -83,17 +91,19 @@ def test_every_public_module_level_function_and_class_has_a_docstring() -> None:
     assert not missing, f"{len(missing)} public names without a docstring:\n" + "\n".join(missing)
 
 
-def comments_and_docstrings(source: str) -> Iterator[tuple[int, str]]:
-    """(line, text) of every comment and every docstring (module, class, function) of a source."""
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT:
-            yield tok.start[0], tok.string.lstrip("#")
-    for node in ast.walk(ast.parse(source)):
+@functools.cache
+def comments_and_docstrings(path: Path) -> tuple[tuple[int, str], ...]:
+    """(line, text) of every comment and every docstring (module, class, function) of a file."""
+    found = [(tok.start[0], tok.string.lstrip("#"))
+             for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+             if tok.type == tokenize.COMMENT]
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                     and isinstance(body[0].value.value, str):
-                yield body[0].lineno, body[0].value.value
+                found.append((body[0].lineno, body[0].value.value))
+    return tuple(found)
 
 
 def test_issue_number_pattern() -> None:
@@ -106,7 +116,7 @@ def test_issue_number_pattern() -> None:
 def test_no_comment_or_docstring_names_an_issue_number() -> None:
     paths = [*package_files(), *sorted((ROOT / "tests").rglob("*.py")), *sorted((ROOT / "bench").glob("*.py"))]
     found = [f"{rel(p)}:{line}: {m.group(0)!r}" for p in paths
-             for line, text in comments_and_docstrings(p.read_text())
+             for line, text in comments_and_docstrings(p)
              for m in ISSUE_NUMBER.finditer(text)]
     assert not found, "issue numbers in comments/docstrings (say what and why instead):\n" + "\n".join(found)
 
@@ -118,7 +128,7 @@ def test_comments_and_docstrings_cite_only_documents_the_repository_has() -> Non
     """Every Markdown document named in a comment or docstring exists at the repository's root."""
     paths = [*package_files(), *sorted((ROOT / "tests").rglob("*.py")), *sorted((ROOT / "bench").glob("*.py"))]
     missing = [f"{rel(p)}:{line}: {m.group(0)}" for p in paths
-               for line, text in comments_and_docstrings(p.read_text())
+               for line, text in comments_and_docstrings(p)
                for m in DOC_FILE.finditer(text) if not (ROOT / m.group(0)).exists()]
     assert not missing, "documents the repository does not have:\n" + "\n".join(missing)
 

@@ -9,6 +9,8 @@ campaigns only for a same-host or same-subnet row, which moves with the machine'
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,7 @@ from typer.testing import CliRunner
 from cloudbench.cli import app
 from cloudbench.errors import ExitCode
 from cloudbench.report.compare import SINGLE_RUN_NOTE
-from cloudbench.runner import CampaignRunner
-from cloudbench.workloads import parse_spec
+from cloudbench.store.rundir import find_runs
 
 from .test_run import stacks_left
 
@@ -43,17 +44,35 @@ workloads:
 """
 
 
-def run(tmp_path: Path, name: str, delay: str) -> Path:
-    runner = CampaignRunner(parse_spec(SPEC.format(name=name, delay=delay), f"{name}.yaml"), f"{name}.yaml",
-                            tmp_path / "results")
-    rd = runner.execute()
-    assert stacks_left(rd) == []
-    assert rd.manifest().status == "complete"
-    return rd.path.parent
+def run_all(tmp_path: Path, delays: dict[str, str]) -> list[Path]:
+    """The campaigns at once, one `cloudbench run` each: they wait on their trials, not on the CPU
+    (and share the machine's conditions, which the identical pair is about)."""
+    procs = []
+    for name, delay in delays.items():
+        spec = tmp_path / f"{name}.yaml"
+        spec.write_text(SPEC.format(name=name, delay=delay))
+        procs.append(subprocess.Popen([sys.executable, "-m", "cloudbench", "run", str(spec), "--quiet",
+                                       "--results", str(tmp_path / "results")],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        outs = [p.communicate(timeout=180)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()  # SIGTERM: it tears its testbed down
+                p.wait(timeout=60)
+    paths = []
+    for name, p, out in zip(delays, procs, outs, strict=True):
+        assert p.returncode == 0, out[-3000:]
+        (rd,) = find_runs(tmp_path / "results" / name)
+        assert stacks_left(rd) == []
+        assert rd.manifest().status == "complete"
+        paths.append(rd.path.parent)
+    return paths
 
 
 def test_a_known_wan_delay_is_worse_and_identical_campaigns_are_not(tmp_path: Path) -> None:
-    a, again, slower = run(tmp_path, "base", "2ms"), run(tmp_path, "again", "2ms"), run(tmp_path, "slower", "3ms")
+    a, again, slower = run_all(tmp_path, {"base": "2ms", "again": "2ms", "slower": "3ms"})
     cli = CliRunner()
     r = cli.invoke(app, ["compare", str(a), str(slower), "--json", "--out", str(tmp_path), "--fail-on", "worse"])
     assert r.exit_code == ExitCode.WORSE, r.output
