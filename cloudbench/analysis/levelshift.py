@@ -75,6 +75,19 @@ STEP_TEST = ("max-CUSUM of the windows (AR(1) long-run scale), p from an AR(1) s
              "that repeats the search")
 
 
+def median_rows(x: np.ndarray) -> np.ndarray:
+    """``np.median(x, axis=1)`` of a 2-D array, the same values (NaN for a row with one), from a
+    sort of the rows: 4-7x faster for the bootstrap's short rows (3,000 rows of 20-60 windows),
+    where ``np.median`` partitions one row at a time."""
+    n = x.shape[1]
+    s = np.sort(x, axis=1)  # NaNs last
+    k = n // 2
+    # np.median's value: the mean of the middle one (odd n) or two, a sum that starts at +0.0
+    # (so -0.0 comes back as 0.0)
+    med = s[:, k] + 0.0 if n % 2 else (s[:, k - 1] + s[:, k] + 0.0) / 2.0
+    return np.where(np.isnan(s[:, -1]), np.nan, med)
+
+
 def cusum_stat(y: np.ndarray, min_segment: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows of ``y`` (``(B, n)``): the studentised max-CUSUM ``T``, the residuals' lag-1
     autocorrelation ``r`` (clipped to [0, PHI_MAX]) and the winsorised residuals.
@@ -95,14 +108,14 @@ def cusum_stat(y: np.ndarray, min_segment: int = 2) -> tuple[np.ndarray, np.ndar
     m2 = (cs[:, -1] - cs[at, ks - 1]) / (n - ks)
     fit = np.where(np.arange(n)[None, :] < ks[:, None], m1[:, None], m2[:, None])
     e = y - fit
-    scale = MAD_TO_SIGMA * np.median(np.abs(e - np.median(e, axis=1, keepdims=True)), axis=1)
+    scale = MAD_TO_SIGMA * median_rows(np.abs(e - median_rows(e)[:, None]))
     scale = np.where(scale > 0, scale, e.std(axis=1, ddof=1))
     ew = np.clip(e, -WINSOR_K * scale[:, None], WINSOR_K * scale[:, None])
     # the long-run scale from first differences, which a step moves by one value only:
     # under AR(1), Var(Δy) = 2σ²(1 − φ), corr(Δy_t, Δy_t−1) = −(1 − φ)/2, LRV = σ²(1 + φ)/(1 − φ)
     d = np.diff(y, axis=1)
-    dd = d - np.median(d, axis=1, keepdims=True)
-    dscale = MAD_TO_SIGMA * np.median(np.abs(dd), axis=1)
+    dd = d - median_rows(d)[:, None]
+    dscale = MAD_TO_SIGMA * median_rows(np.abs(dd))
     # most differences exactly zero (window medians at the 1 µs resolution): their MAD is 0 and
     # their SD is the step's own jump; the residuals' SD (√2 of it for a difference) is the noise
     dscale = np.where(dscale > 0, dscale, math.sqrt(2.0) * e.std(axis=1, ddof=1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cloudbench.analysis.levelshift import detect, pelt, robust_sigma
+from cloudbench.analysis.levelshift import detect, median_rows, pelt, robust_sigma
 
 
 def optimal_partitioning(y: np.ndarray, penalty: float, min_seg: int) -> list[int]:
@@ -152,3 +152,13 @@ def test_a_one_window_dip_is_not_a_spike() -> None:
     y[30] -= 9_000  # an RTT cannot fall far below its path: a dip is no spike
     y[40] += 9_000
     assert [(s.kind, s.index) for s in detect(np.arange(60.0), y)] == [("spike", 40)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 20, 21, 360])
+def test_median_rows_is_numpys_median_to_the_bit(n: int) -> None:
+    rng = np.random.default_rng(n)
+    x = np.round(rng.standard_t(2, (300, n)) * 100.0) / 7.0  # heavy tails and ties
+    x[::17, rng.integers(0, n)] = np.nan  # a row with a NaN: NaN
+    x[::23] = 5.0  # a constant row
+    got, want = median_rows(x), np.median(x, axis=1)
+    assert got.tobytes() == want.tobytes()
