@@ -24,6 +24,7 @@ import fcntl
 import os
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -246,10 +247,14 @@ class CampaignDaemon:
         """The slot's and its trials' states from the run's manifest (the truth after any crash)."""
         j = self.journal
         last = {t.id: t for t in (m.trials if m else [])}  # the newest record of each trial id
+        began = Counter(t.id for t in (m.trials if m else []))  # a record for each attempt begun
         for tr in j.trials(index):
             rec = last.get(tr.plan_id)
             if tr.state in ("missed", "cancelled"):
                 continue
+            if began[tr.plan_id] > tr.attempts:  # a kill between the manifest's record and this count
+                j.update_trial(tr.id, "trial attempts settled", f"{began[tr.plan_id]} in the run's manifest",
+                               attempts=began[tr.plan_id])
             if rec is not None and rec.status in ("ok", "partial", "failed"):
                 state = "failed" if rec.status == "failed" else "finished"
                 if tr.state != state or tr.rows != rec.rows:

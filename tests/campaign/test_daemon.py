@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cloudbench.campaign.daemon import CampaignBusyError, CampaignDaemon, campaign_lock
-from cloudbench.campaign.journal import JOURNAL_FILE, Journal
+from cloudbench.campaign.journal import JOURNAL_FILE, Journal, trial_key
 from cloudbench.campaign.setup import campaign_status, create_campaign, stop_campaign, systemd_unit
 from cloudbench.core.cluster import Cluster
 from cloudbench.errors import ResultError, UsageError
@@ -145,6 +145,38 @@ def test_a_trial_cut_off_is_run_again_on_fresh_hosts_and_its_partial_rows_kept_a
     assert sorted(p.name for p in (d / s0.run_id / "echo").iterdir()) == sorted(
         f"{t.plan_id}.parquet" for t in trials if t.slot == 0)
     assert len(fake.calls) == 7  # 6 trials + the one cut off
+
+
+def test_a_kill_between_the_manifest_s_record_and_the_journal_s_count_still_counts_the_attempt(
+        tmp_path: Path, fake: FakeTrials, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner records a trial in the run's manifest, then the journal counts its attempt: a
+    kill between the two (here an interrupt instead of the journal's write) left one attempt
+    uncounted; the manifest, the truth after a crash, settles the count."""
+    d = make(tmp_path)
+    write = Journal.update_trial
+    cut: list[str] = []
+
+    def killed_before_the_count(self: Journal, trial_id: str, event: str, detail: str = "", **fields: Any) -> None:
+        if event == "trial start" and not cut:
+            cut.append(trial_id)
+            raise KeyboardInterrupt("killed")
+        write(self, trial_id, event, detail, **fields)
+
+    monkeypatch.setattr(Journal, "update_trial", killed_before_the_count)
+    provider = FakeProvider()
+    with pytest.raises(KeyboardInterrupt):
+        daemon(d, provider).run()
+    assert daemon(d, provider).run() == {"finished": 3}
+    j = journal(d)
+    trials, slots = j.trials(), j.slots()
+    j.close()
+    records: dict[str, int] = {}
+    for s in slots:
+        for rec in load_manifest(d / s.run_id / "manifest.json").trials:
+            key = trial_key(s.index, rec.id)
+            records[key] = records.get(key, 0) + 1
+    assert {t.id: t.attempts for t in trials} == records
+    assert records[cut[0]] == 2 and sum(records.values()) == 7  # the cut trial's two attempts
 
 
 def test_missed_slots_are_recorded_and_catch_up_once_runs_the_latest(tmp_path: Path, fake: FakeTrials) -> None:
